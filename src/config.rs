@@ -1,0 +1,479 @@
+//! The TOML configuration: parsed, defaulted and validated with messages that name the key.
+//!
+//! `${VAR}` in an upstream's `env` and `headers` values is read from the gateway's environment
+//! at load time; such values are redacted whenever the config is printed.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Origins a browser may send; a request whose `Origin` is present and not listed gets 403.
+    /// An entry may end in `:*` to allow any port.
+    pub allowed_origins: Vec<String>,
+    /// Host names (without port) accepted in the `Host` header, against DNS rebinding.
+    /// `"*"` accepts any host.
+    pub allowed_hosts: Vec<String>,
+    pub max_body_bytes: usize,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    /// SSE events kept per session for `Last-Event-ID` replay.
+    pub event_buffer: usize,
+    /// Requests a session may have in flight upstream at once.
+    pub max_in_flight: usize,
+    /// Interval of SSE comment keep-alives on open streams.
+    pub sse_keepalive: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub transport: Transport,
+    /// Time allowed to connect and initialize the upstream.
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Stdio { command: String, args: Vec<String>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
+    Http { url: String, headers: Vec<(String, Secret)> },
+    Builtin(Builtin),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Demo,
+}
+
+/// A config value that may have come from the environment; printed redacted if so.
+#[derive(Clone)]
+pub struct Secret {
+    pub value: String,
+    pub from_env: bool,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.from_env { f.write_str("\"<from environment>\"") } else { write!(f, "{:?}", self.value) }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8700".parse().unwrap(),
+            allowed_origins: ["http://localhost:*", "http://127.0.0.1:*", "https://localhost:*", "https://127.0.0.1:*"]
+                .map(String::from)
+                .to_vec(),
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sessions: 1024,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            event_buffer: 512,
+            max_in_flight: 256,
+            sse_keepalive: Duration::from_secs(15),
+        }
+    }
+}
+
+// ---- raw, as written in TOML ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server: Option<RawServer>,
+    #[serde(default)]
+    upstream: Vec<RawUpstream>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    allowed_origins: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
+    max_body_bytes: Option<u64>,
+    max_sessions: Option<u64>,
+    session_idle_timeout: Option<String>,
+    event_buffer: Option<u64>,
+    max_in_flight: Option<u64>,
+    sse_keepalive: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    name: Option<String>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    builtin: Option<String>,
+    connect_timeout: Option<String>,
+}
+
+/// A config error: what is wrong, naming the key.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+        Config::parse(&text, &|k| std::env::var(k).ok())
+            .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+    }
+
+    /// Parses config text; `env` looks up `${VAR}` references.
+    pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_string()))?;
+        let server = match raw.server {
+            None => ServerConfig::default(),
+            Some(s) => server_config(s)?,
+        };
+        if raw.upstream.is_empty() {
+            return err(
+                "no [[upstream]] configured: add at least one, e.g. `[[upstream]] name = \"demo\" builtin = \"demo\"`",
+            );
+        }
+        let mut upstreams: Vec<UpstreamConfig> = Vec::new();
+        for (i, u) in raw.upstream.into_iter().enumerate() {
+            let up = upstream_config(i, u, env)?;
+            if upstreams.iter().any(|o| o.name == up.name) {
+                return err(format!("upstream[{i}].name: \"{}\" is used by more than one upstream", up.name));
+            }
+            upstreams.push(up);
+        }
+        Ok(Config { server, upstreams })
+    }
+
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+
+    /// The effective configuration, as `taskgate check` prints it (secrets redacted).
+    pub fn describe(&self) -> String {
+        let s = &self.server;
+        let mut out = String::new();
+        let _ = writeln!(out, "[server]");
+        let _ = writeln!(out, "listen = \"{}\"", s.listen);
+        let _ = writeln!(out, "allowed_origins = {:?}", s.allowed_origins);
+        let _ = writeln!(out, "allowed_hosts = {:?}", s.allowed_hosts);
+        let _ = writeln!(out, "max_body_bytes = {}", s.max_body_bytes);
+        let _ = writeln!(out, "max_sessions = {}", s.max_sessions);
+        let _ = writeln!(out, "session_idle_timeout = \"{}\"", fmt_duration(s.session_idle_timeout));
+        let _ = writeln!(out, "event_buffer = {}", s.event_buffer);
+        let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
+        let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
+        for u in &self.upstreams {
+            let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
+            let _ = writeln!(out, "name = \"{}\"", u.name);
+            match &u.transport {
+                Transport::Stdio { command, args, env, cwd } => {
+                    let _ = writeln!(out, "command = {command:?}");
+                    let _ = writeln!(out, "args = {args:?}");
+                    for (k, v) in env {
+                        let _ = writeln!(out, "env.{k} = {v:?}");
+                    }
+                    if let Some(c) = cwd {
+                        let _ = writeln!(out, "cwd = {:?}", c.display().to_string());
+                    }
+                }
+                Transport::Http { url, headers } => {
+                    let _ = writeln!(out, "url = {url:?}");
+                    for (k, v) in headers {
+                        let _ = writeln!(out, "headers.{k} = {v:?}");
+                    }
+                }
+                Transport::Builtin(Builtin::Demo) => {
+                    let _ = writeln!(out, "builtin = \"demo\"");
+                }
+            }
+            let _ = writeln!(out, "connect_timeout = \"{}\"", fmt_duration(u.connect_timeout));
+        }
+        out
+    }
+}
+
+fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
+    let d = ServerConfig::default();
+    let listen = match r.listen {
+        None => d.listen,
+        Some(s) => s.parse().map_err(|_| {
+            ConfigError(format!("server.listen: \"{s}\" is not an address with a port, e.g. \"127.0.0.1:8700\""))
+        })?,
+    };
+    let allowed_hosts = r.allowed_hosts.unwrap_or(d.allowed_hosts);
+    if allowed_hosts.is_empty() {
+        return err("server.allowed_hosts: must not be empty (use [\"*\"] to accept any Host)");
+    }
+    Ok(ServerConfig {
+        listen,
+        allowed_origins: r.allowed_origins.unwrap_or(d.allowed_origins),
+        allowed_hosts,
+        max_body_bytes: positive("server.max_body_bytes", r.max_body_bytes, d.max_body_bytes)?,
+        max_sessions: positive("server.max_sessions", r.max_sessions, d.max_sessions)?,
+        session_idle_timeout: duration("server.session_idle_timeout", r.session_idle_timeout, d.session_idle_timeout)?,
+        event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
+        max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
+        sse_keepalive: duration("server.sse_keepalive", r.sse_keepalive, d.sse_keepalive)?,
+    })
+}
+
+fn upstream_config(
+    i: usize,
+    u: RawUpstream,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<UpstreamConfig, ConfigError> {
+    let Some(name) = u.name else {
+        return err(format!("upstream[{i}].name: missing; every upstream needs a name (it is served at /mcp/<name>)"));
+    };
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return err(format!(
+            "upstream[{i}].name: \"{name}\" must be non-empty and use only letters, digits, '-' and '_' (it becomes the path /mcp/<name>)"
+        ));
+    }
+    let at = format!("upstream \"{name}\"");
+    let set: Vec<&str> = [("command", u.command.is_some()), ("url", u.url.is_some()), ("builtin", u.builtin.is_some())]
+        .into_iter()
+        .filter_map(|(k, present)| present.then_some(k))
+        .collect();
+    if set.len() != 1 {
+        return err(format!(
+            "{at}: set exactly one of `command` (stdio child), `url` (Streamable HTTP) or `builtin`; found {}",
+            if set.is_empty() { "none".to_string() } else { set.join(" and ") }
+        ));
+    }
+    let has_headers = u.headers.is_some();
+    let stdio_only = [("args", u.args.is_some()), ("env", u.env.is_some()), ("cwd", u.cwd.is_some())];
+    let transport = if let Some(command) = u.command {
+        if command.trim().is_empty() {
+            return err(format!("{at}.command: must not be empty"));
+        }
+        if has_headers {
+            return err(format!("{at}.headers: only applies to an HTTP upstream (one with `url`)"));
+        }
+        Transport::Stdio {
+            command,
+            args: u.args.unwrap_or_default(),
+            env: expand_map(&format!("{at}.env"), u.env.unwrap_or_default(), env)?,
+            cwd: u.cwd,
+        }
+    } else {
+        if let Some((k, _)) = stdio_only.iter().find(|(_, p)| *p) {
+            return err(format!("{at}.{k}: only applies to a stdio upstream (one with `command`)"));
+        }
+        if let Some(url) = u.url {
+            let parsed: Result<hyper::Uri, _> = url.parse();
+            match parsed {
+                Ok(uri) if matches!(uri.scheme_str(), Some("http") | Some("https")) && uri.host().is_some() => {}
+                _ => return err(format!("{at}.url: \"{url}\" is not an http:// or https:// URL")),
+            }
+            let headers = expand_map(&format!("{at}.headers"), u.headers.unwrap_or_default(), env)?;
+            for (k, v) in &headers {
+                if hyper::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                    return err(format!("{at}.headers: \"{k}\" is not a valid header name"));
+                }
+                if hyper::header::HeaderValue::from_str(&v.value).is_err() {
+                    return err(format!("{at}.headers.{k}: value is not a valid header value"));
+                }
+            }
+            Transport::Http { url, headers }
+        } else {
+            if has_headers {
+                return err(format!("{at}.headers: only applies to an HTTP upstream (one with `url`)"));
+            }
+            match u.builtin.as_deref() {
+                Some("demo") => Transport::Builtin(Builtin::Demo),
+                Some(other) => {
+                    return err(format!("{at}.builtin: unknown builtin \"{other}\"; the only one is \"demo\""));
+                }
+                None => unreachable!("exactly one transport key is set"),
+            }
+        }
+    };
+    Ok(UpstreamConfig {
+        name,
+        transport,
+        connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
+    })
+}
+
+fn expand_map(
+    key: &str,
+    m: BTreeMap<String, String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, Secret)>, ConfigError> {
+    m.into_iter()
+        .map(|(k, v)| {
+            let s = expand(&format!("{key}.{k}"), &v, env)?;
+            Ok((k, s))
+        })
+        .collect()
+}
+
+/// Replaces each `${VAR}` with the environment's value; a missing variable is an error.
+fn expand(key: &str, v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret, ConfigError> {
+    let mut out = String::new();
+    let mut rest = v;
+    let mut from_env = false;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return err(format!("{key}: unterminated \"${{\" (write ${{VAR}})"));
+        };
+        let var = &after[..end];
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return err(format!("{key}: \"${{{var}}}\" is not a valid environment variable reference"));
+        }
+        match env(var) {
+            Some(val) => out.push_str(&val),
+            None => return err(format!("{key}: environment variable {var} is not set")),
+        }
+        from_env = true;
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(Secret { value: out, from_env })
+}
+
+fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(0) => err(format!("{key}: must be greater than 0")),
+        Some(n) => usize::try_from(n).map_err(|_| ConfigError(format!("{key}: {n} is too large"))),
+    }
+}
+
+fn duration(key: &str, v: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(s) => match parse_duration(&s) {
+            Some(d) if !d.is_zero() => Ok(d),
+            _ => err(format!("{key}: \"{s}\" is not a positive duration such as \"500ms\", \"30s\", \"5m\" or \"1h\"")),
+        },
+    }
+}
+
+/// `"500ms"`, `"30s"`, `"5m"`, `"1h"`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
+        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
+        _ => None,
+    }
+}
+
+pub fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 3_600_000 == 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, &|k| (k == "TOKEN").then(|| "s3cret".to_string()))
+    }
+
+    #[test]
+    fn the_shipped_config_is_valid() {
+        let c = parse(include_str!("../config.toml")).unwrap();
+        assert!(c.upstream("demo").is_some());
+        assert!(c.server.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn defaults_are_bounded_and_local() {
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\n").unwrap();
+        assert!(c.server.listen.ip().is_loopback());
+        assert!(c.server.max_sessions > 0 && c.server.event_buffer > 0 && c.server.max_body_bytes > 0);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[server]\nlisten = \"nope\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.listen"),
+            ("[server]\nmax_sessions = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_sessions"),
+            (
+                "[server]\nsession_idle_timeout = \"soon\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.session_idle_timeout",
+            ),
+            ("[[upstream]]\nbuiltin=\"demo\"", "upstream[0].name"),
+            ("[[upstream]]\nname=\"a b\"\nbuiltin=\"demo\"", "upstream[0].name"),
+            ("[[upstream]]\nname=\"a\"\ncommand=\"x\"\nurl=\"http://h/\"", "exactly one"),
+            ("[[upstream]]\nname=\"a\"", "exactly one"),
+            ("[[upstream]]\nname=\"a\"\nurl=\"ftp://h/\"", "upstream \"a\".url"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"other\"", "upstream \"a\".builtin"),
+            ("[[upstream]]\nname=\"a\"\nurl=\"http://h/\"\nargs=[\"x\"]", "upstream \"a\".args"),
+            ("[[upstream]]\nname=\"a\"\ncommand=\"x\"\nenv={K=\"${MISSING}\"}", "MISSING is not set"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "more than one"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nbogus=1", "bogus"),
+            ("", "no [[upstream]]"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).err().unwrap_or_else(|| panic!("accepted: {text}"));
+            assert!(e.0.contains(want), "error {:?} should mention {want:?}", e.0);
+        }
+    }
+
+    #[test]
+    fn env_references_expand_and_are_redacted() {
+        let c = parse("[[upstream]]\nname=\"a\"\nurl=\"https://h/mcp\"\nheaders={Authorization=\"Bearer ${TOKEN}\"}")
+            .unwrap();
+        let Transport::Http { headers, .. } = &c.upstreams[0].transport else { panic!() };
+        assert_eq!(headers[0].1.value, "Bearer s3cret");
+        let shown = c.describe();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("<from environment>"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(fmt_duration(Duration::from_secs(1800)), "30m");
+    }
+}

@@ -1,0 +1,291 @@
+//! The built-in demo MCP server: a small, honest fixture for the default config, the tests
+//! and the benchmarks. Tools `echo`, `add`, `slow` (progress), `fail`, `ask` (elicitation);
+//! one resource and one prompt. It runs in-process (`builtin = "demo"`), on stdio, or over
+//! Streamable HTTP (`taskgate demo-server`).
+
+use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, RpcError};
+use crate::mcp::ProtocolVersion;
+use crate::transport::InboundSink;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// The in-process end of a demo server.
+pub struct DemoHandle {
+    tx: mpsc::Sender<Value>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DemoHandle {
+    pub async fn send(&self, msg: Value) -> Result<(), String> {
+        self.tx.send(msg).await.map_err(|_| "the demo server has stopped".to_string())
+    }
+
+    pub fn close(&self) {
+        self.task.abort();
+    }
+}
+
+struct Demo {
+    out: Arc<dyn InboundSink>,
+    /// Requests the demo sent the client, waiting for answers.
+    waiting: Mutex<HashMap<Id, oneshot::Sender<Value>>>,
+    /// Calls in progress, so that `notifications/cancelled` can stop them.
+    running: Mutex<HashMap<Id, tokio::task::AbortHandle>>,
+    next_id: Mutex<i64>,
+}
+
+/// Starts a demo server whose output goes to `out`.
+pub fn spawn(out: Arc<dyn InboundSink>) -> DemoHandle {
+    let (tx, mut rx) = mpsc::channel::<Value>(1024);
+    let demo = Arc::new(Demo {
+        out,
+        waiting: Mutex::new(HashMap::new()),
+        running: Mutex::new(HashMap::new()),
+        next_id: Mutex::new(1),
+    });
+    let task = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            demo.clone().receive(msg);
+        }
+    });
+    DemoHandle { tx, task }
+}
+
+impl Demo {
+    fn receive(self: Arc<Self>, msg: Value) {
+        let frame = match jsonrpc::classify(msg) {
+            Ok(f) => f,
+            Err((id, e)) => return self.out.message(e.response(id.as_ref()), None),
+        };
+        match frame.kind {
+            Kind::Request => {
+                let id = frame.id.clone().expect("requests have ids");
+                // Quick methods answer inline; tool calls run as tasks so one slow call
+                // does not hold up the rest.
+                if frame.method() == "tools/call" {
+                    let me = self.clone();
+                    let task_id = id.clone();
+                    let handle = tokio::spawn(async move {
+                        let result = me.call_tool(&task_id, frame.msg).await;
+                        me.running.lock().unwrap().remove(&task_id);
+                        me.respond(&task_id, result);
+                    });
+                    self.running.lock().unwrap().insert(id, handle.abort_handle());
+                } else {
+                    let result = self.answer(&frame.msg);
+                    self.respond(&id, result);
+                }
+            }
+            Kind::Notification => {
+                if frame.method() == "notifications/cancelled"
+                    && let Some(id) = frame.params().and_then(|p| p.get("requestId")).and_then(Id::from_value)
+                    && let Some(h) = self.running.lock().unwrap().remove(&id)
+                {
+                    h.abort();
+                }
+            }
+            Kind::Response => {
+                if let Some(id) = frame.id
+                    && let Some(tx) = self.waiting.lock().unwrap().remove(&id)
+                {
+                    let _ = tx.send(frame.msg);
+                }
+            }
+        }
+    }
+
+    fn respond(&self, id: &Id, result: Result<Value, RpcError>) {
+        let msg = match result {
+            Ok(r) => jsonrpc::result_response(id, r),
+            Err(e) => e.response(Some(id)),
+        };
+        self.out.message(msg, Some(id.clone()));
+    }
+
+    fn answer(&self, msg: &Value) -> Result<Value, RpcError> {
+        let params = msg.get("params").cloned().unwrap_or(json!({}));
+        match msg.get("method").and_then(Value::as_str).unwrap_or("") {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(Value::as_str).and_then(ProtocolVersion::parse);
+                let version = asked.unwrap_or(ProtocolVersion::LATEST);
+                Ok(json!({
+                    "protocolVersion": version.as_str(),
+                    "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "logging": {}},
+                    "serverInfo": {"name": "taskgate-demo", "version": env!("CARGO_PKG_VERSION")},
+                    "instructions": "The taskgate demo server: echo, add, slow, fail, ask."
+                }))
+            }
+            "ping" | "logging/setLevel" => Ok(json!({})),
+            "tools/list" => Ok(json!({"tools": tools()})),
+            "resources/list" => Ok(json!({"resources": [{
+                "uri": "demo://readme", "name": "readme", "mimeType": "text/plain",
+                "description": "What the demo server is"
+            }]})),
+            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+            "resources/read" => match params.get("uri").and_then(Value::as_str) {
+                Some("demo://readme") => Ok(json!({"contents": [{
+                    "uri": "demo://readme", "mimeType": "text/plain",
+                    "text": "taskgate demo server: a fixture for tests and benchmarks."
+                }]})),
+                other => Err(RpcError::new(jsonrpc::INVALID_PARAMS, format!("unknown resource {other:?}"))),
+            },
+            "prompts/list" => Ok(json!({"prompts": [{
+                "name": "greet", "description": "Greets someone",
+                "arguments": [{"name": "name", "description": "Who to greet", "required": true}]
+            }]})),
+            "prompts/get" => {
+                if params.get("name").and_then(Value::as_str) != Some("greet") {
+                    return Err(RpcError::new(jsonrpc::INVALID_PARAMS, "unknown prompt"));
+                }
+                let who = params.pointer("/arguments/name").and_then(Value::as_str).unwrap_or("world");
+                Ok(
+                    json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}),
+                )
+            }
+            m => Err(RpcError::new(METHOD_NOT_FOUND, format!("method not found: {m}"))),
+        }
+    }
+
+    async fn call_tool(self: &Arc<Self>, id: &Id, msg: Value) -> Result<Value, RpcError> {
+        let name = msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("");
+        let args = msg.pointer("/params/arguments").cloned().unwrap_or(json!({}));
+        let token = jsonrpc::progress_token(&msg).cloned();
+        let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
+        match name {
+            "echo" => Ok(text(args.get("text").and_then(Value::as_str).unwrap_or("").to_string())),
+            "add" => {
+                let a = args.get("a").and_then(Value::as_f64);
+                let b = args.get("b").and_then(Value::as_f64);
+                match (a, b) {
+                    (Some(a), Some(b)) => {
+                        let mut r = text(format_number(a + b));
+                        r["structuredContent"] = json!({"sum": a + b});
+                        Ok(r)
+                    }
+                    _ => Ok(json!({"content": [{"type": "text", "text": "a and b must be numbers"}], "isError": true})),
+                }
+            }
+            "slow" => {
+                let duration = args.get("duration_ms").and_then(Value::as_u64).unwrap_or(1000).min(600_000);
+                let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(5).clamp(1, 100_000);
+                let step = Duration::from_micros(duration * 1000 / steps);
+                for i in 1..=steps {
+                    if step.is_zero() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(step).await;
+                    }
+                    if let Some(t) = &token {
+                        self.out.message(
+                            jsonrpc::notification(
+                                "notifications/progress",
+                                json!({"progressToken": t, "progress": i, "total": steps, "message": format!("step {i} of {steps}")}),
+                            ),
+                            Some(id.clone()),
+                        );
+                    }
+                }
+                Ok(text(format!("done after {steps} steps")))
+            }
+            "fail" => {
+                let why = args.get("message").and_then(Value::as_str).unwrap_or("the demo tool failed, as asked");
+                Ok(json!({"content": [{"type": "text", "text": why}], "isError": true}))
+            }
+            "ask" => {
+                let question = args.get("question").and_then(Value::as_str).unwrap_or("What is your answer?");
+                let reply = self
+                    .ask_client(id, "elicitation/create", json!({
+                        "message": question,
+                        "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+                    }))
+                    .await?;
+                if let Some(e) = reply.get("error") {
+                    return Ok(
+                        json!({"content": [{"type": "text", "text": format!("elicitation failed: {e}")}], "isError": true}),
+                    );
+                }
+                let action = reply.pointer("/result/action").and_then(Value::as_str).unwrap_or("");
+                match reply.pointer("/result/content/answer").and_then(Value::as_str) {
+                    Some(a) if action == "accept" => Ok(text(format!("answer: {a}"))),
+                    _ => Ok(text(format!("no answer ({action})"))),
+                }
+            }
+            other => Err(RpcError::new(jsonrpc::INVALID_PARAMS, format!("unknown tool {other:?}"))),
+        }
+    }
+
+    /// Sends a request to the client while serving request `related`, and waits for the answer.
+    async fn ask_client(&self, related: &Id, method: &str, params: Value) -> Result<Value, RpcError> {
+        let id = {
+            let mut n = self.next_id.lock().unwrap();
+            *n += 1;
+            Id::Str(format!("demo-{n}"))
+        };
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().unwrap().insert(id.clone(), tx);
+        self.out.message(jsonrpc::request(&id, method, params), Some(related.clone()));
+        rx.await.map_err(|_| RpcError::new(jsonrpc::INTERNAL_ERROR, "the client never answered"))
+    }
+}
+
+fn format_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { x.to_string() }
+}
+
+fn tools() -> Value {
+    json!([
+        {"name": "echo", "description": "Returns its text",
+         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+        {"name": "add", "description": "Adds two numbers",
+         "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}},
+        {"name": "slow", "description": "Takes duration_ms, reporting progress in steps",
+         "inputSchema": {"type": "object", "properties": {"duration_ms": {"type": "integer"}, "steps": {"type": "integer"}}}},
+        {"name": "fail", "description": "Always fails (isError)",
+         "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}},
+        {"name": "ask", "description": "Asks the client a question (elicitation) and returns the answer",
+         "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}
+    ])
+}
+
+/// Serves the demo on this process's stdin/stdout until stdin closes.
+pub async fn serve_stdio() {
+    struct Stdout(mpsc::Sender<bytes::Bytes>);
+    impl InboundSink for Stdout {
+        fn message(&self, msg: Value, _related: Option<Id>) {
+            let line = bytes::Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
+            if self.0.try_send(line).is_err() {
+                tracing::warn!("stdout is not keeping up; dropped a message");
+            }
+        }
+        fn closed(&self, _reason: String) {}
+    }
+    let out = Arc::new(Stdout(crate::transport::stdio::spawn_writer(tokio::io::stdout())));
+    let demo = spawn(out.clone());
+    let (tx, mut rx) = mpsc::channel::<Value>(1024);
+    let reader = tokio::spawn(async move {
+        crate::transport::stdio::read_lines(tokio::io::stdin(), 4 * 1024 * 1024, |line| match line {
+            Ok(v) => {
+                let _ = tx.try_send(v);
+            }
+            Err(e) => out.message(RpcError::new(jsonrpc::PARSE_ERROR, e).response(None), None),
+        })
+        .await;
+    });
+    while let Some(v) = rx.recv().await {
+        let items = match v {
+            Value::Array(items) => items,
+            v => vec![v],
+        };
+        for m in items {
+            if demo.send(m).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = reader.await;
+    // Let the writer flush what the last requests produced.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}

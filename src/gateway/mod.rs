@@ -1,0 +1,91 @@
+//! The gateway proper: downstream sessions, upstream links, and what they share.
+//!
+//! Data flows one way through each layer: downstream transport → [`session`] → [`link`] →
+//! upstream transport, and back the same way for responses, notifications and requests the
+//! server sends to the client.
+
+pub mod link;
+pub mod session;
+pub mod upstream;
+
+use crate::config::{Config, ServerConfig};
+use crate::transport::http_client::HttpClient;
+use std::sync::Arc;
+
+/// What every session and link of one gateway process shares.
+pub struct Gateway {
+    pub config: Config,
+    pub http: HttpClient,
+}
+
+impl Gateway {
+    pub fn new(config: Config) -> Arc<Gateway> {
+        let connect_timeout =
+            config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
+        Arc::new(Gateway { http: HttpClient::new(config.server.max_body_bytes, connect_timeout), config })
+    }
+
+    pub fn limits(&self) -> &ServerConfig {
+        &self.config.server
+    }
+}
+
+/// Serves one client on this process's stdin/stdout, in front of `upstream`, until stdin
+/// closes; then the link is closed.
+pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), String> {
+    use crate::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR, RpcError};
+    use crate::transport::stdio;
+    use serde_json::Value;
+
+    let cfg =
+        gateway.config.upstream(upstream).ok_or_else(|| format!("no upstream named \"{upstream}\" in the config"))?;
+    let cfg = Arc::new(cfg.clone());
+    let out = stdio::spawn_writer(tokio::io::stdout());
+    let sink = Arc::new(stdio::StdoutSink(out));
+    let session = session::Session::new(gateway.clone(), cfg, sink.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Value, String>>(1024);
+    let max = gateway.limits().max_body_bytes;
+    tokio::spawn(async move {
+        stdio::read_lines(tokio::io::stdin(), max, |line| {
+            let _ = tx.try_send(line);
+        })
+        .await;
+    });
+    let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
+        use session::ClientSink;
+        sink.deliver(e.response(id), session::Route::Unrelated);
+    };
+    while let Some(line) = rx.recv().await {
+        let v = match line {
+            Ok(v) => v,
+            Err(e) => {
+                reply(RpcError::new(PARSE_ERROR, e), None);
+                continue;
+            }
+        };
+        let items = match v {
+            Value::Array(items) => {
+                if items.is_empty() || !session.version().is_some_and(|v| v.allows_batches()) {
+                    reply(
+                        RpcError::new(
+                            INVALID_REQUEST,
+                            "invalid request: JSON-RPC batches are only accepted in 2025-03-26 sessions",
+                        ),
+                        None,
+                    );
+                    continue;
+                }
+                items
+            }
+            v => vec![v],
+        };
+        for m in items {
+            match jsonrpc::classify(m) {
+                Ok(f) => session.handle(f).await,
+                Err((id, e)) => reply(e, id.as_ref()),
+            }
+        }
+    }
+    session.close().await;
+    Ok(())
+}

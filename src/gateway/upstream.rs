@@ -1,0 +1,60 @@
+//! One connection to an upstream server, whatever carries it: a stdio child, Streamable HTTP,
+//! or the built-in demo server in-process. Links send through this and nothing else.
+
+use crate::config::{Builtin, Transport, UpstreamConfig};
+use crate::demo;
+use crate::gateway::Gateway;
+use crate::transport::InboundSink;
+use crate::transport::http_client::HttpConn;
+use crate::transport::stdio::StdioChild;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub enum Upstream {
+    Stdio(StdioChild),
+    Http(HttpConn),
+    InProcess(demo::DemoHandle),
+}
+
+impl Upstream {
+    /// Starts the connection; what the upstream sends goes to `sink`.
+    pub async fn connect(
+        gateway: &Gateway,
+        cfg: &UpstreamConfig,
+        sink: Arc<dyn InboundSink>,
+    ) -> Result<Upstream, String> {
+        match &cfg.transport {
+            Transport::Stdio { command, args, env, cwd } => {
+                let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
+                StdioChild::spawn(&cfg.name, command, args, &env, cwd.as_deref(), gateway.limits().max_body_bytes, sink)
+                    .map(Upstream::Stdio)
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))
+            }
+            Transport::Http { url, headers } => {
+                let headers: Vec<(String, String)> =
+                    headers.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
+                HttpConn::new(&gateway.http, &cfg.name, url, &headers, cfg.connect_timeout, sink).map(Upstream::Http)
+            }
+            Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
+        }
+    }
+
+    /// Sends one message. Requests return as soon as they are on their way; their answers
+    /// arrive at the sink.
+    pub async fn send(&self, msg: Value) -> Result<(), String> {
+        match self {
+            Upstream::Stdio(c) => c.send(msg).await,
+            Upstream::Http(c) => c.send(msg).await,
+            Upstream::InProcess(d) => d.send(msg).await,
+        }
+    }
+
+    /// Ends the connection: stops the child, deletes the HTTP session.
+    pub async fn close(&self) {
+        match self {
+            Upstream::Stdio(c) => c.close(),
+            Upstream::Http(c) => c.close().await,
+            Upstream::InProcess(d) => d.close(),
+        }
+    }
+}

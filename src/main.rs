@@ -1,0 +1,127 @@
+//! The `taskgate` command line: serve (default), stdio, check, demo-server.
+
+use clap::{Parser, Subcommand};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use taskgate::config::{Builtin, Config, ServerConfig, Transport, UpstreamConfig};
+use taskgate::gateway::{self, Gateway};
+use taskgate::transport::http_server::{self, HttpServer};
+
+#[derive(Parser)]
+#[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file (for the default `serve`).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Address to listen on, overriding `server.listen` (for `serve` and `demo-server`).
+    #[arg(long, global = true)]
+    listen: Option<SocketAddr>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway over Streamable HTTP (the default).
+    Serve,
+    /// Serve one client on stdin/stdout in front of one upstream.
+    Stdio {
+        /// The upstream to serve, by name.
+        #[arg(long)]
+        upstream: String,
+    },
+    /// Validate the config and print the effective settings.
+    Check,
+    /// Run the built-in demo MCP server: on stdio, or over Streamable HTTP at /mcp with --listen.
+    DemoServer,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Logs go to stderr: stdout may be an MCP channel.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("taskgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: Option<PathBuf>) -> Result<Config, String> {
+    let path = path.unwrap_or_else(|| PathBuf::from("config.toml"));
+    Config::load(&path).map_err(|e| e.to_string())
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Check => {
+            let config = load(cli.config)?;
+            print!("{}", config.describe());
+            Ok(())
+        }
+        Command::Serve => {
+            let mut config = load(cli.config)?;
+            if let Some(l) = cli.listen {
+                config.server.listen = l;
+            }
+            let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
+            let server = HttpServer::new(Gateway::new(config.clone()));
+            serve_http(server, config.server.listen, &names.join(", ")).await
+        }
+        Command::Stdio { upstream } => {
+            let config = load(cli.config)?;
+            gateway::serve_stdio(Gateway::new(config), &upstream).await
+        }
+        Command::DemoServer => match cli.listen {
+            None => {
+                taskgate::demo::serve_stdio().await;
+                Ok(())
+            }
+            Some(listen) => {
+                let demo = UpstreamConfig {
+                    name: "demo".into(),
+                    transport: Transport::Builtin(Builtin::Demo),
+                    connect_timeout: std::time::Duration::from_secs(10),
+                };
+                let server = ServerConfig { listen, allowed_hosts: vec!["*".into()], ..ServerConfig::default() };
+                let config = Config { server, upstreams: vec![demo.clone()] };
+                let routes = HashMap::from([("/mcp".to_string(), Arc::new(demo))]);
+                let server = HttpServer::with_routes(Gateway::new(config), routes);
+                serve_http(server, listen, "/mcp").await
+            }
+        },
+    }
+}
+
+async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), String> {
+    let (addr, task) =
+        http_server::bind(server.clone(), listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    tracing::info!("listening on http://{addr} (serving {paths})");
+    tokio::select! {
+        _ = task => {}
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,387 @@
+//! Upstream Streamable HTTP: POSTs with JSON or SSE responses, the upstream's session id and
+//! protocol-version headers, its GET stream, resumption of a broken SSE response with
+//! `Last-Event-ID`, and DELETE when the link closes. TLS by rustls; connections are pooled
+//! and reused across links.
+
+use crate::jsonrpc::{self, Id, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::transport::InboundSink;
+use crate::transport::sse;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// How often a broken SSE stream is resumed before the request is failed.
+const MAX_RESUMES: u32 = 5;
+
+/// The gateway's shared HTTP client.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<Connector, Full<Bytes>>,
+    max_body: usize,
+}
+
+impl HttpClient {
+    /// `connect_timeout` bounds establishing a TCP connection to any upstream.
+    pub fn new(max_body: usize, connect_timeout: Duration) -> HttpClient {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .expect("ring supports the default TLS versions")
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(https);
+        HttpClient { client, max_body }
+    }
+}
+
+/// One upstream MCP session over Streamable HTTP.
+pub struct HttpConn {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Arc<str>,
+    http: HttpClient,
+    uri: Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    connect_timeout: Duration,
+    session_id: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
+    sink: Arc<dyn InboundSink>,
+    closed: AtomicBool,
+    get_stream: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl HttpConn {
+    pub fn new(
+        http: &HttpClient,
+        name: &str,
+        url: &str,
+        headers: &[(String, String)],
+        connect_timeout: Duration,
+        sink: Arc<dyn InboundSink>,
+    ) -> Result<HttpConn, String> {
+        let uri: Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+        let headers = headers
+            .iter()
+            .map(|(k, v)| {
+                Ok((
+                    HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?,
+                    HeaderValue::from_str(v).map_err(|e| e.to_string())?,
+                ))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(HttpConn {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                http: http.clone(),
+                uri,
+                headers,
+                connect_timeout,
+                session_id: Mutex::new(None),
+                version: Mutex::new(None),
+                sink,
+                closed: AtomicBool::new(false),
+                get_stream: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Sends one message. A request is POSTed in the background and its answer arrives at
+    /// the sink; a notification or response is POSTed before this returns.
+    pub async fn send(&self, msg: Value) -> Result<(), String> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err("the upstream session is closed".into());
+        }
+        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
+        let body = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
+        if is_request {
+            let id = msg.get("id").and_then(Id::from_value).expect("requests have ids");
+            let inner = self.inner.clone();
+            tokio::spawn(async move { inner.request(body, id).await });
+            Ok(())
+        } else {
+            let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
+            let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
+            let status = resp.status();
+            let _ = resp.into_body().collect().await;
+            if !status.is_success() {
+                return Err(format!("HTTP {status}"));
+            }
+            if initialized {
+                let inner = self.inner.clone();
+                *self.inner.get_stream.lock().unwrap() = Some(tokio::spawn(async move { inner.get_stream().await }));
+            }
+            Ok(())
+        }
+    }
+
+    /// Ends the upstream session with DELETE (bounded by a short timeout).
+    pub async fn close(&self) {
+        if self.inner.closed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
+            t.abort();
+        }
+        let sid = self.inner.session_id.lock().unwrap().clone();
+        if let Some(sid) = sid {
+            let mut req = self.inner.builder(Method::DELETE);
+            req = req.header(crate::transport::http_server::SESSION_HEADER, sid);
+            if let Ok(req) = req.body(Full::new(Bytes::new())) {
+                let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.http.client.request(req)).await;
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn builder(&self, method: Method) -> hyper::http::request::Builder {
+        let mut b = Request::builder().method(method).uri(self.uri.clone());
+        for (k, v) in &self.headers {
+            b = b.header(k, v);
+        }
+        if let Some(v) = self.version.lock().unwrap().clone() {
+            b = b.header(crate::transport::http_server::VERSION_HEADER, v);
+        }
+        if let Some(s) = self.session_id.lock().unwrap().clone() {
+            b = b.header(crate::transport::http_server::SESSION_HEADER, s);
+        }
+        b
+    }
+
+    /// POSTs `body`. `wait` bounds the time to the response headers: short for notifications
+    /// and responses; none for requests, whose answer may take as long as the tool runs.
+    async fn post(
+        &self,
+        body: Bytes,
+        wait: Option<Duration>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+        let req = self
+            .builder(Method::POST)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .body(Full::new(body))
+            .map_err(|e| e.to_string())?;
+        let wait = wait.unwrap_or(Duration::MAX);
+        match tokio::time::timeout(wait, self.http.client.request(req)).await {
+            Ok(Ok(resp)) => {
+                if let Some(sid) = resp.headers().get(crate::transport::http_server::SESSION_HEADER) {
+                    let mut cur = self.session_id.lock().unwrap();
+                    if cur.is_none() {
+                        *cur = Some(sid.clone());
+                    }
+                }
+                Ok(resp)
+            }
+            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.uri, error_chain(&e))),
+            Err(_) => Err(format!("no response from {} within {wait:?}", self.uri)),
+        }
+    }
+
+    /// POSTs a request and delivers everything that answers it.
+    async fn request(self: Arc<Self>, body: Bytes, id: Id) {
+        let resp = match self.post(body, None).await {
+            Ok(r) => r,
+            Err(e) => return self.fail(&id, e),
+        };
+        let status = resp.status();
+        let content_type =
+            resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
+            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.uri));
+            return;
+        }
+        if !status.is_success() {
+            let body = read_limited(resp.into_body(), 2048).await;
+            // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
+            if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
+                && v.get("error").is_some()
+            {
+                jsonrpc::set_id(&mut v, &id);
+                return self.deliver(v, &id);
+            }
+            let text = String::from_utf8_lossy(&body);
+            return self.fail(&id, format!("HTTP {status} from {}: {}", self.uri, text.trim()));
+        }
+        if status == StatusCode::ACCEPTED {
+            return self.fail(&id, "the upstream accepted the request without answering it".into());
+        }
+        if content_type.starts_with("text/event-stream") {
+            let mut last_id = None;
+            let mut answered = self.read_sse(resp.into_body(), Some(&id), &mut last_id).await;
+            let mut tries = 0;
+            while !answered && !self.closed.load(Ordering::Relaxed) {
+                let Some(from) = last_id.clone() else { break };
+                tries += 1;
+                if tries > MAX_RESUMES {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(tries))).await;
+                match self.open_get(Some(&from)).await {
+                    Ok(Some(body)) => answered = self.read_sse(body, Some(&id), &mut last_id).await,
+                    Ok(None) | Err(_) => continue,
+                }
+            }
+            if !answered && !self.closed.load(Ordering::Relaxed) {
+                self.fail(&id, "the upstream closed the response stream before answering".into());
+            }
+        } else {
+            let body = read_limited(resp.into_body(), self.http.max_body).await;
+            match jsonrpc::parse_body(&body) {
+                Ok(jsonrpc::Body::Single(v)) => self.deliver(v, &id),
+                Ok(jsonrpc::Body::Batch(vs)) => vs.into_iter().for_each(|v| self.deliver(v, &id)),
+                Err(e) => self.fail(&id, format!("unreadable response body: {e}")),
+            }
+        }
+    }
+
+    fn deliver(&self, msg: Value, related: &Id) {
+        self.note_version(&msg);
+        self.sink.message(msg, Some(related.clone()));
+    }
+
+    /// Learns the negotiated version from the initialize result, for the header.
+    fn note_version(&self, msg: &Value) {
+        let mut v = self.version.lock().unwrap();
+        if v.is_none()
+            && let Some(pv) = msg.pointer("/result/protocolVersion").and_then(Value::as_str)
+        {
+            *v = HeaderValue::from_str(pv).ok();
+        }
+    }
+
+    fn fail(&self, id: &Id, why: String) {
+        tracing::warn!(upstream = %self.name, "request failed: {why}");
+        let err = RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {why}", self.name));
+        self.sink.message(err.response(Some(id)), None);
+    }
+
+    /// Reads an event stream; returns true once the response to `answer_to` has been seen.
+    async fn read_sse(
+        &self,
+        mut body: hyper::body::Incoming,
+        answer_to: Option<&Id>,
+        last_id: &mut Option<String>,
+    ) -> bool {
+        let mut decoder = sse::Decoder::new(self.http.max_body);
+        let mut answered = false;
+        loop {
+            let frame = match body.frame().await {
+                Some(Ok(f)) => f,
+                Some(Err(_)) | None => return answered,
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            let events = match decoder.feed(&data) {
+                Ok(evs) => evs,
+                Err(sse::LineTooLong) => {
+                    tracing::warn!(upstream = %self.name, "SSE line over the body limit; dropping the stream");
+                    return answered;
+                }
+            };
+            for ev in events {
+                if ev.id.is_some() {
+                    last_id.clone_from(&ev.id);
+                }
+                if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
+                    continue;
+                }
+                let Ok(msg) = serde_json::from_str::<Value>(&ev.data) else {
+                    tracing::warn!(upstream = %self.name, "skipping an SSE event that is not JSON");
+                    continue;
+                };
+                if let Some(want) = answer_to
+                    && msg.get("method").is_none()
+                    && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
+                {
+                    answered = true;
+                }
+                match answer_to {
+                    Some(id) => self.deliver(msg, id),
+                    None => self.sink.message(msg, None),
+                }
+            }
+            if answered {
+                return true;
+            }
+        }
+    }
+
+    /// GET on the endpoint: `Ok(None)` when the server offers no stream (405 and friends).
+    async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<hyper::body::Incoming>, String> {
+        let mut b = self.builder(Method::GET).header(header::ACCEPT, "text/event-stream");
+        if let Some(l) = last_event_id {
+            b = b.header("last-event-id", l);
+        }
+        let req = b.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+        let resp = match tokio::time::timeout(self.connect_timeout, self.http.client.request(req)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(error_chain(&e)),
+            Err(_) => return Err("timeout".into()),
+        };
+        if resp.status().is_success()
+            && resp
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
+            Ok(Some(resp.into_body()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The upstream's standalone GET stream, reopened (resuming) when it breaks.
+    async fn get_stream(self: Arc<Self>) {
+        let mut last_id: Option<String> = None;
+        let mut failures = 0u32;
+        while !self.closed.load(Ordering::Relaxed) && failures < MAX_RESUMES {
+            match self.open_get(last_id.as_deref()).await {
+                Ok(Some(body)) => {
+                    failures = 0;
+                    self.read_sse(body, None, &mut last_id).await;
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    failures += 1;
+                    tracing::debug!(upstream = %self.name, "GET stream failed: {e}");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Bytes {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => Bytes::new(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

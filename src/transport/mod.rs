@@ -1,0 +1,20 @@
+//! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
+//! message means beyond what its transport's own rules require.
+
+pub mod http_client;
+pub mod http_server;
+pub mod sse;
+pub mod stdio;
+pub mod streams;
+
+use crate::jsonrpc::Id;
+use serde_json::Value;
+
+/// Receives what an upstream connection reads.
+pub trait InboundSink: Send + Sync + 'static {
+    /// One message from the upstream. `related` is the id (as sent upstream) of the request on
+    /// whose response stream the message arrived, when the transport knows it.
+    fn message(&self, msg: Value, related: Option<Id>);
+    /// The connection is gone for good; `reason` says why (exit status, HTTP error, ...).
+    fn closed(&self, reason: String);
+}

@@ -1,0 +1,171 @@
+//! stdio: line-delimited JSON-RPC over pipes, both to child processes (upstreams) and on the
+//! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
+
+use crate::transport::InboundSink;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+/// Messages queued for a pipe before senders wait.
+const WRITE_QUEUE: usize = 1024;
+
+/// Reads JSON-RPC lines from `reader` and hands each parsed line to `on_line` (a batch line
+/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes and lines
+/// that are not JSON are reported through `on_bad_line` and skipped.
+pub async fn read_lines<R: AsyncRead + Unpin>(
+    reader: R,
+    max_line: usize,
+    mut on_line: impl FnMut(Result<Value, String>),
+) {
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
+    while let Some(line) = lines.next().await {
+        match line {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => on_line(serde_json::from_str(&line).map_err(|e| format!("parse error: {e}"))),
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                on_line(Err(format!("line longer than {max_line} bytes")));
+            }
+            Err(LinesCodecError::Io(e)) => {
+                tracing::debug!("read error: {e}");
+                break;
+            }
+        }
+    }
+}
+
+/// A writer task: each queued message becomes one line. Ends when all senders are gone or
+/// the pipe breaks.
+pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(mut w: W) -> mpsc::Sender<Bytes> {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(WRITE_QUEUE);
+    tokio::spawn(async move {
+        while let Some(mut line) = rx.recv().await {
+            // Write everything already queued in one go.
+            let mut buf = Vec::with_capacity(line.len() + 1);
+            loop {
+                buf.extend_from_slice(&line);
+                buf.push(b'\n');
+                match rx.try_recv() {
+                    Ok(next) => line = next,
+                    Err(_) => break,
+                }
+            }
+            if w.write_all(&buf).await.is_err() || w.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    tx
+}
+
+/// An upstream server running as a child process.
+pub struct StdioChild {
+    tx: mpsc::Sender<Bytes>,
+    kill: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    pub pid: Option<u32>,
+}
+
+impl StdioChild {
+    pub fn spawn(
+        name: &str,
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: Option<&Path>,
+        max_line: usize,
+        sink: Arc<dyn InboundSink>,
+    ) -> std::io::Result<StdioChild> {
+        let mut cmd = Command::new(command);
+        cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let name: Arc<str> = name.into();
+        tracing::info!(upstream = %name, pid, "started `{command}`");
+
+        // The child's stderr is its log: it goes to ours, labelled.
+        let log_name = name.clone();
+        tokio::spawn(async move {
+            let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(16 * 1024));
+            while let Some(Ok(line)) = lines.next().await {
+                tracing::info!(upstream = %log_name, "stderr: {line}");
+            }
+        });
+
+        // One task owns the child: it waits for the exit, or kills on request.
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        let (exit_tx, exit_rx) = oneshot::channel::<String>();
+        tokio::spawn(async move {
+            let status = tokio::select! {
+                s = child.wait() => s,
+                _ = kill_rx => {
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            let _ = exit_tx.send(match status {
+                Ok(s) => s.to_string(),
+                Err(e) => format!("wait failed: {e}"),
+            });
+        });
+
+        let reader_name = name.clone();
+        tokio::spawn(async move {
+            read_lines(stdout, max_line, |line| match line {
+                Ok(msg) => sink.message(msg, None),
+                Err(e) => tracing::warn!(upstream = %reader_name, "skipping bad line from upstream: {e}"),
+            })
+            .await;
+            // stdout closed: the child has exited or is about to. Report its status, waiting
+            // only briefly for it (a child may close stdout and linger).
+            let status = tokio::time::timeout(std::time::Duration::from_millis(500), exit_rx)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_else(|| "closed its stdout".to_string());
+            sink.closed(format!("process {} {status}", pid.map(|p| p.to_string()).unwrap_or_default()));
+        });
+
+        Ok(StdioChild { tx: spawn_writer(stdin), kill: std::sync::Mutex::new(Some(kill_tx)), pid })
+    }
+
+    pub async fn send(&self, msg: Value) -> Result<(), String> {
+        let line = serde_json::to_vec(&msg).expect("values serialize");
+        self.tx.send(Bytes::from(line)).await.map_err(|_| "the process is not running".to_string())
+    }
+
+    /// Stops the child (SIGKILL; stdio servers hold no state worth a graceful stop).
+    pub fn close(&self) {
+        if let Some(k) = self.kill.lock().unwrap().take() {
+            let _ = k.send(());
+        }
+    }
+}
+
+/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout.
+pub struct StdoutSink(pub mpsc::Sender<Bytes>);
+
+impl crate::gateway::session::ClientSink for StdoutSink {
+    fn deliver(&self, msg: Value, _route: crate::gateway::session::Route) {
+        let line = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
+        if self.0.try_send(line).is_err() {
+            tracing::warn!("stdout is not keeping up; dropped a message for the client");
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! The SSE streams of one downstream HTTP session: which stream each message goes to, the
+//! bounded event buffer behind `Last-Event-ID` replay, and the standalone GET stream.
+//!
+//! Every event id is `<stream>-<seq>`: the stream it belongs to and a session-wide sequence
+//! number, so a resuming client gets exactly the rest of the stream it lost.
+
+use crate::gateway::session::{ClientSink, Route};
+use crate::jsonrpc::Id;
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// One message on its way to the client.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub stream: u64,
+    pub seq: u64,
+    pub json: Bytes,
+    pub is_response: bool,
+}
+
+impl Outgoing {
+    pub fn event_id(&self) -> String {
+        format!("{}-{}", self.stream, self.seq)
+    }
+}
+
+struct Stream {
+    /// The live connection, if the client is attached.
+    tx: Option<mpsc::Sender<Outgoing>>,
+    /// Responses this stream still owes; 0 for the GET stream.
+    awaiting: usize,
+}
+
+struct Buffered {
+    stream: u64,
+    seq: u64,
+    json: Bytes,
+    is_response: bool,
+}
+
+struct State {
+    next_stream: u64,
+    next_seq: u64,
+    streams: HashMap<u64, Stream>,
+    request_stream: HashMap<Id, u64>,
+    buffer: VecDeque<Buffered>,
+    get_stream: Option<u64>,
+    /// Unrelated messages that found no open stream; flushed to the next GET stream.
+    undelivered: VecDeque<Bytes>,
+    last_activity: Instant,
+    closed: bool,
+}
+
+pub struct Streams {
+    state: Mutex<State>,
+    buffer_limit: usize,
+    channel_capacity: usize,
+}
+
+/// What a resuming GET gets: the events it missed, then the live stream (if still open).
+pub struct Attached {
+    pub replay: Vec<Outgoing>,
+    pub rx: Option<mpsc::Receiver<Outgoing>>,
+}
+
+impl Streams {
+    pub fn new(buffer_limit: usize) -> Streams {
+        Streams {
+            state: Mutex::new(State {
+                next_stream: 1,
+                next_seq: 1,
+                streams: HashMap::new(),
+                request_stream: HashMap::new(),
+                buffer: VecDeque::new(),
+                get_stream: None,
+                undelivered: VecDeque::new(),
+                last_activity: Instant::now(),
+                closed: false,
+            }),
+            buffer_limit,
+            channel_capacity: buffer_limit.clamp(16, 1024),
+        }
+    }
+
+    /// Opens the stream of a POST carrying `requests`. Fails with the id already in use if a
+    /// request id is still awaiting its response.
+    pub fn open_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
+        let mut st = self.state.lock().unwrap();
+        if let Some(dup) = requests.iter().find(|id| st.request_stream.contains_key(id)) {
+            return Err(dup.clone());
+        }
+        let sid = st.next_stream;
+        st.next_stream += 1;
+        let (tx, rx) = mpsc::channel(self.channel_capacity);
+        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: requests.len() });
+        for id in requests {
+            st.request_stream.insert(id.clone(), sid);
+        }
+        st.last_activity = Instant::now();
+        Ok((sid, rx))
+    }
+
+    /// Opens the standalone GET stream, replacing an earlier one, and hands it what waited.
+    pub fn open_get(&self) -> Attached {
+        let mut st = self.state.lock().unwrap();
+        let sid = st.next_stream;
+        st.next_stream += 1;
+        if let Some(old) = st.get_stream.replace(sid) {
+            st.streams.remove(&old);
+        }
+        let (tx, rx) = mpsc::channel(self.channel_capacity);
+        st.streams.insert(sid, Stream { tx: None, awaiting: 0 });
+        let waiting: Vec<Bytes> = st.undelivered.drain(..).collect();
+        let replay = waiting.into_iter().map(|json| self.buffer_event(&mut st, sid, json, false)).collect();
+        st.streams.get_mut(&sid).expect("just inserted").tx = Some(tx);
+        st.last_activity = Instant::now();
+        Attached { replay, rx: Some(rx) }
+    }
+
+    /// Resumes the stream named in `last_event_id`: replays what followed it, and stays
+    /// attached if the stream is still open. `None` if the id is not one of ours.
+    pub fn resume(&self, last_event_id: &str) -> Option<Attached> {
+        let (stream, seq) = last_event_id.split_once('-')?;
+        let (stream, seq): (u64, u64) = (stream.parse().ok()?, seq.parse().ok()?);
+        let mut st = self.state.lock().unwrap();
+        if stream >= st.next_stream {
+            return None;
+        }
+        st.last_activity = Instant::now();
+        let replay = st
+            .buffer
+            .iter()
+            .filter(|b| b.stream == stream && b.seq > seq)
+            .map(|b| Outgoing { stream, seq: b.seq, json: b.json.clone(), is_response: b.is_response })
+            .collect();
+        let rx = st.streams.get_mut(&stream).map(|s| {
+            let (tx, rx) = mpsc::channel(self.channel_capacity);
+            s.tx = Some(tx);
+            rx
+        });
+        Some(Attached { replay, rx })
+    }
+
+    fn buffer_event(&self, st: &mut State, stream: u64, json: Bytes, is_response: bool) -> Outgoing {
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        st.buffer.push_back(Buffered { stream, seq, json: json.clone(), is_response });
+        while st.buffer.len() > self.buffer_limit {
+            st.buffer.pop_front();
+        }
+        Outgoing { stream, seq, json, is_response }
+    }
+
+    /// Puts an event on a stream: into the replay buffer, and onto the live connection if
+    /// there is one. A connection that cannot keep up is dropped (the client can resume).
+    fn push(&self, st: &mut State, stream: u64, json: Bytes, is_response: bool) {
+        let ev = self.buffer_event(st, stream, json, is_response);
+        let Some(s) = st.streams.get_mut(&stream) else { return };
+        if let Some(tx) = &s.tx
+            && tx.try_send(ev).is_err()
+        {
+            s.tx = None;
+        }
+        if is_response {
+            s.awaiting = s.awaiting.saturating_sub(1);
+            if s.awaiting == 0 {
+                // The stream is complete: the connection ends once it has sent what it has.
+                st.streams.remove(&stream);
+            }
+        }
+    }
+
+    /// True when no stream has a live connection and nothing happened for `idle`.
+    pub fn idle_for(&self, idle: std::time::Duration) -> bool {
+        let st = self.state.lock().unwrap();
+        st.last_activity.elapsed() >= idle
+            && !st.streams.values().any(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed()))
+    }
+
+    pub fn touch(&self) {
+        self.state.lock().unwrap().last_activity = Instant::now();
+    }
+
+    /// Ends every open stream.
+    pub fn close(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.closed = true;
+        st.streams.clear();
+        st.request_stream.clear();
+        st.buffer.clear();
+        st.undelivered.clear();
+    }
+}
+
+impl ClientSink for Streams {
+    fn deliver(&self, msg: Value, route: Route) {
+        let json = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
+        let mut st = self.state.lock().unwrap();
+        if st.closed {
+            return;
+        }
+        match route {
+            Route::Response(id) => match st.request_stream.remove(&id) {
+                Some(sid) => self.push(&mut st, sid, json, true),
+                None => tracing::debug!("dropping response to {id}: no stream is waiting for it"),
+            },
+            Route::Related(id) if st.request_stream.contains_key(&id) => {
+                let sid = st.request_stream[&id];
+                self.push(&mut st, sid, json, false);
+            }
+            Route::Related(_) | Route::Unrelated => {
+                // The GET stream is the place for it; failing that any live POST stream of
+                // this session; failing that it waits for the next GET stream.
+                let live = |s: &Stream| s.tx.as_ref().is_some_and(|t| !t.is_closed());
+                let target = st
+                    .get_stream
+                    .filter(|g| st.streams.get(g).is_some_and(live))
+                    .or_else(|| st.streams.iter().filter(|(_, s)| s.awaiting > 0 && live(s)).map(|(k, _)| *k).max());
+                match target {
+                    Some(sid) => self.push(&mut st, sid, json, false),
+                    None => {
+                        st.undelivered.push_back(json);
+                        while st.undelivered.len() > self.buffer_limit {
+                            st.undelivered.pop_front();
+                            tracing::warn!("session event buffer full: dropped the oldest undelivered message");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ids(v: &[i64]) -> Vec<Id> {
+        v.iter().map(|n| Id::Num(*n)).collect()
+    }
+
+    #[test]
+    fn response_ends_its_stream_and_replays_after_disconnect() {
+        let s = Streams::new(16);
+        let (sid, mut rx) = s.open_post(&ids(&[1])).unwrap();
+        s.deliver(json!({"n":1}), Route::Related(Id::Num(1)));
+        let first = rx.try_recv().unwrap();
+        assert_eq!(first.stream, sid);
+        drop(rx); // client goes away
+        s.deliver(json!({"n":2}), Route::Related(Id::Num(1)));
+        s.deliver(json!({"id":1}), Route::Response(Id::Num(1)));
+        let resumed = s.resume(&first.event_id()).unwrap();
+        let got: Vec<&[u8]> = resumed.replay.iter().map(|o| &o.json[..]).collect();
+        assert_eq!(got, vec![&br#"{"n":2}"#[..], &br#"{"id":1}"#[..]]);
+        assert!(resumed.rx.is_none(), "a finished stream stays closed");
+    }
+
+    #[test]
+    fn unrelated_messages_wait_for_a_get_stream() {
+        let s = Streams::new(16);
+        s.deliver(json!({"log":1}), Route::Unrelated);
+        let a = s.open_get();
+        assert_eq!(a.replay.len(), 1);
+        s.deliver(json!({"log":2}), Route::Unrelated);
+        assert_eq!(a.rx.unwrap().try_recv().unwrap().json, Bytes::from_static(br#"{"log":2}"#));
+    }
+
+    #[test]
+    fn buffer_is_bounded_and_ids_in_use_are_refused() {
+        let s = Streams::new(4);
+        let (_sid, _rx) = s.open_post(&ids(&[7])).unwrap();
+        assert!(s.open_post(&ids(&[7])).is_err());
+        for i in 0..100 {
+            s.deliver(json!({"i": i}), Route::Related(Id::Num(7)));
+        }
+        assert!(s.state.lock().unwrap().buffer.len() <= 4);
+        for _ in 0..100 {
+            s.deliver(json!({}), Route::Unrelated);
+        }
+        assert!(s.state.lock().unwrap().undelivered.len() <= 4);
+    }
+}
