@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// Interval of SSE comment keep-alives on open streams.
     pub sse_keepalive: Duration,
+    /// How long a POST waits for its response before answering with an event stream
+    /// instead of a plain JSON body.
+    pub json_response_window: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +86,7 @@ impl Default for ServerConfig {
             event_buffer: 512,
             max_in_flight: 256,
             sse_keepalive: Duration::from_secs(15),
+            json_response_window: Duration::from_millis(100),
         }
     }
 }
@@ -109,6 +113,7 @@ struct RawServer {
     event_buffer: Option<u64>,
     max_in_flight: Option<u64>,
     sse_keepalive: Option<String>,
+    json_response_window: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +195,7 @@ impl Config {
         let _ = writeln!(out, "event_buffer = {}", s.event_buffer);
         let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
+        let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);
@@ -242,6 +248,7 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
         event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
         sse_keepalive: duration("server.sse_keepalive", r.sse_keepalive, d.sse_keepalive)?,
+        json_response_window: duration("server.json_response_window", r.json_response_window, d.json_response_window)?,
     })
 }
 

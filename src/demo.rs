@@ -35,16 +35,26 @@ struct Demo {
     /// Calls in progress, so that `notifications/cancelled` can stop them.
     running: Mutex<HashMap<Id, tokio::task::AbortHandle>>,
     next_id: Mutex<i64>,
+    /// Cancellations received for calls still running (reported by `demo://stats`).
+    cancelled: std::sync::atomic::AtomicU64,
+    /// Whether `crash` may end the process (only when the demo is a process of its own).
+    own_process: bool,
 }
 
 /// Starts a demo server whose output goes to `out`.
 pub fn spawn(out: Arc<dyn InboundSink>) -> DemoHandle {
+    spawn_with(out, false)
+}
+
+fn spawn_with(out: Arc<dyn InboundSink>, own_process: bool) -> DemoHandle {
     let (tx, mut rx) = mpsc::channel::<Value>(1024);
     let demo = Arc::new(Demo {
         out,
         waiting: Mutex::new(HashMap::new()),
         running: Mutex::new(HashMap::new()),
         next_id: Mutex::new(1),
+        cancelled: std::sync::atomic::AtomicU64::new(0),
+        own_process,
     });
     let task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
@@ -85,6 +95,7 @@ impl Demo {
                     && let Some(h) = self.running.lock().unwrap().remove(&id)
                 {
                     h.abort();
+                    self.cancelled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }
             Kind::Response => {
@@ -119,16 +130,23 @@ impl Demo {
                 }))
             }
             "ping" | "logging/setLevel" => Ok(json!({})),
-            "tools/list" => Ok(json!({"tools": tools()})),
+            "tools/list" => Ok(json!({"tools": tools(self.own_process)})),
             "resources/list" => Ok(json!({"resources": [{
                 "uri": "demo://readme", "name": "readme", "mimeType": "text/plain",
                 "description": "What the demo server is"
+            }, {
+                "uri": "demo://stats", "name": "stats", "mimeType": "application/json",
+                "description": "Counters: cancellations received for running calls"
             }]})),
             "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
             "resources/read" => match params.get("uri").and_then(Value::as_str) {
                 Some("demo://readme") => Ok(json!({"contents": [{
                     "uri": "demo://readme", "mimeType": "text/plain",
                     "text": "taskgate demo server: a fixture for tests and benchmarks."
+                }]})),
+                Some("demo://stats") => Ok(json!({"contents": [{
+                    "uri": "demo://stats", "mimeType": "application/json",
+                    "text": json!({"cancelled": self.cancelled.load(std::sync::atomic::Ordering::Relaxed)}).to_string()
                 }]})),
                 other => Err(RpcError::new(jsonrpc::INVALID_PARAMS, format!("unknown resource {other:?}"))),
             },
@@ -155,7 +173,18 @@ impl Demo {
         let token = jsonrpc::progress_token(&msg).cloned();
         let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
         match name {
-            "echo" => Ok(text(args.get("text").and_then(Value::as_str).unwrap_or("").to_string())),
+            "echo" => {
+                // The arguments come back whole as structured content, so a client can see
+                // that fields nobody declared arrived intact.
+                let mut r = text(args.get("text").and_then(Value::as_str).unwrap_or("").to_string());
+                r["structuredContent"] = json!({"arguments": args});
+                Ok(r)
+            }
+            "crash" if self.own_process => {
+                let delay = args.get("delay_ms").and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                std::process::exit(3);
+            }
             "add" => {
                 let a = args.get("a").and_then(Value::as_f64);
                 let b = args.get("b").and_then(Value::as_f64);
@@ -235,8 +264,8 @@ fn format_number(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { x.to_string() }
 }
 
-fn tools() -> Value {
-    json!([
+fn tools(own_process: bool) -> Value {
+    let mut list = json!([
         {"name": "echo", "description": "Returns its text",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
         {"name": "add", "description": "Adds two numbers",
@@ -247,7 +276,14 @@ fn tools() -> Value {
          "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}},
         {"name": "ask", "description": "Asks the client a question (elicitation) and returns the answer",
          "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}
-    ])
+    ]);
+    if own_process {
+        list.as_array_mut().expect("array").push(json!({
+            "name": "crash", "description": "Ends the demo server process after delay_ms (exit status 3), for failure tests",
+            "inputSchema": {"type": "object", "properties": {"delay_ms": {"type": "integer"}}}
+        }));
+    }
+    list
 }
 
 /// Serves the demo on this process's stdin/stdout until stdin closes.
@@ -263,7 +299,7 @@ pub async fn serve_stdio() {
         fn closed(&self, _reason: String) {}
     }
     let out = Arc::new(Stdout(crate::transport::stdio::spawn_writer(tokio::io::stdout())));
-    let demo = spawn(out.clone());
+    let demo = spawn_with(out.clone(), true);
     let (tx, mut rx) = mpsc::channel::<Value>(1024);
     let reader = tokio::spawn(async move {
         crate::transport::stdio::read_lines(tokio::io::stdin(), 4 * 1024 * 1024, |line| match line {

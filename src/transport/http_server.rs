@@ -306,30 +306,33 @@ impl HttpServer {
                 errors.into_iter().map(|e| sse::encode_event(None, &serde_json::to_vec(&e).unwrap())).collect();
             return sse_response(SseBody::new(prefix, VecDeque::new(), Some(rx), keepalive), None);
         }
-        // One request: plain JSON when the response is the first thing to send, else SSE.
-        let first = rx.recv().await;
+        // One request: plain JSON when its response is ready within the window and nothing
+        // else came first; otherwise an event stream, so that progress, server requests and
+        // keep-alives flow while the call runs.
+        let window = self.gateway.limits().json_response_window;
+        let first = tokio::time::timeout(window, rx.recv()).await;
         let session_header = created.then(|| sid.clone());
         match first {
-            Some(ev) if ev.is_response => {
-                if created && !self.keep_new_session(&sid, &hs, &ev).await {
+            Ok(Some(ev)) if ev.is_response => {
+                if created && !self.keep_new_session(&sid, &hs).await {
                     return json_response(ev.json, None);
                 }
                 json_response(ev.json, session_header)
             }
-            Some(ev) => {
+            Ok(Some(ev)) => {
                 sse_response(SseBody::new(VecDeque::new(), VecDeque::from([ev]), Some(rx), keepalive), session_header)
             }
-            None => empty(StatusCode::ACCEPTED),
+            Ok(None) => empty(StatusCode::ACCEPTED),
+            Err(_) => sse_response(SseBody::new(VecDeque::new(), VecDeque::new(), Some(rx), keepalive), session_header),
         }
     }
 
     /// Keeps a session created by `initialize` only if the upstream accepted it.
-    async fn keep_new_session(&self, sid: &str, hs: &Arc<HttpSession>, ev: &Outgoing) -> bool {
+    async fn keep_new_session(&self, sid: &str, hs: &Arc<HttpSession>) -> bool {
         if hs.session.version().is_some() {
             tracing::info!(upstream = hs.session.upstream_name(), "session {} started", short(sid));
             return true;
         }
-        let _ = ev;
         self.sessions.lock().unwrap().remove(sid);
         hs.streams.close();
         hs.session.close().await;

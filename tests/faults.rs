@@ -1,0 +1,79 @@
+//! Upstream faults: a stdio server that dies mid-call, an HTTP upstream that is not there.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+async fn dies_mid_call(client: &mut Mcp) {
+    client.initialize("2025-06-18").await;
+    // Two calls in flight when the child exits: `slow` would take 10 s; `crash` ends the process.
+    let (slow, crash) = match client {
+        Mcp::Http(c) => {
+            let start = Instant::now();
+            let (slow, crash) = tokio::join!(
+                c.request_owned("tools/call", json!({"name": "slow", "arguments": {"duration_ms": 10000, "steps": 2}})),
+                c.request_owned("tools/call", json!({"name": "crash", "arguments": {"delay_ms": 200}})),
+            );
+            assert!(start.elapsed() < Duration::from_secs(3), "errors came after {:?}", start.elapsed());
+            (slow, crash)
+        }
+        Mcp::Stdio(c) => {
+            c.send(&json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {"name": "slow", "arguments": {"duration_ms": 10000, "steps": 2}}})).await;
+            c.send(&json!({"jsonrpc": "2.0", "id": 101, "method": "tools/call", "params": {"name": "crash", "arguments": {"delay_ms": 200}}})).await;
+            let start = Instant::now();
+            let slow = c.wait_response(100).await;
+            let crash = c.wait_response(101).await;
+            assert!(start.elapsed() < Duration::from_secs(3), "errors came after {:?}", start.elapsed());
+            (slow, crash)
+        }
+    };
+    for out in [&slow, &crash] {
+        assert_eq!(out.error_code(), -32000, "{}", out.response);
+        let msg = out.response["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("'up'") && msg.contains("exit status: 3"),
+            "the error names the upstream and its exit status: {msg}"
+        );
+    }
+    // The next request gets a fresh link, transparently re-initialized.
+    let echo = client.request("tools/call", json!({"name": "echo", "arguments": {"text": "back"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "back");
+}
+
+#[tokio::test]
+async fn stdio_upstream_dies_mid_call_over_http() {
+    let gw = start_gateway(&stdio_demo_upstream("up")).await;
+    dies_mid_call(&mut Mcp::Http(HttpMcp::new(&gw.url("up")))).await;
+}
+
+#[tokio::test]
+async fn stdio_upstream_dies_mid_call_over_stdio() {
+    dies_mid_call(&mut Mcp::Stdio(StdioMcp::start(&stdio_demo_upstream("up"), "up").await)).await;
+}
+
+#[tokio::test]
+async fn unreachable_http_upstream_is_a_clear_error() {
+    // A port nothing listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let gw = start_gateway(&http_upstream("up", &format!("http://127.0.0.1:{port}/mcp"))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let start = Instant::now();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
+    let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let msg = first_message(&r);
+    assert_eq!(msg["error"]["code"], -32000, "{msg}");
+    assert!(msg["error"]["message"].as_str().unwrap().contains("cannot reach"), "{msg}");
+    assert!(r.headers.get("mcp-session-id").is_none(), "a failed initialize starts no session");
+    assert_eq!(gw.server.session_count(), 0);
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_is_a_clear_error() {
+    let mut c = StdioMcp::start("[[upstream]]\nname = \"up\"\ncommand = \"/nonexistent/server\"\n", "up").await;
+    let out = c.request("initialize", init_params("2025-06-18")).await;
+    assert_eq!(out.error_code(), -32000);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("cannot start"), "{}", out.response);
+}

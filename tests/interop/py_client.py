@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Interop client peer: the official Python SDK `mcp.Client` (mcp==2.3.0, see requirements.txt).
+
+Run it with tests/interop/.venv/bin/python:
+
+    py_client.py <everything|demo> [--mode auto|legacy] <url>
+    py_client.py <everything|demo> [--mode auto|legacy] --http <url>
+    py_client.py <everything|demo> [--mode auto|legacy] --stdio <command> [args...]
+
+The default mode is the client's own default, "auto": it sends `server/discover` first and
+falls back to `initialize` on a JSON-RPC error or HTTP 4xx.
+
+Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the first failure
+(exit 1) and ends with `PASS <scenario>: <n> checks` (exit 0). A global timeout
+(INTEROP_TIMEOUT_MS, default 60000) fails the running check and exits 1. Usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+USAGE = (
+    "usage: py_client.py <everything|demo> [--mode auto|legacy] "
+    "(<url> | --http <url> | --stdio <command> [args...])"
+)
+TIMEOUT_S = int(os.environ.get("INTEROP_TIMEOUT_MS", "60000")) / 1000.0
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> tuple[str, str, object]:
+    if len(argv) < 2 or argv[0] not in ("everything", "demo"):
+        raise SystemExit(USAGE)
+    scenario, rest = argv[0], argv[1:]
+    mode = "auto"
+    if rest and rest[0] == "--mode":
+        if len(rest) < 2 or rest[1] not in ("auto", "legacy"):
+            raise SystemExit(USAGE)
+        mode, rest = rest[1], rest[2:]
+    if not rest:
+        raise SystemExit(USAGE)
+    if rest[0] == "--stdio":
+        if len(rest) < 2:
+            raise SystemExit(USAGE)
+        target: object = StdioServerParameters(command=rest[1], args=rest[2:], env=dict(os.environ))
+    elif rest[0] == "--http":
+        if len(rest) != 2:
+            raise SystemExit(USAGE)
+        target = rest[1]
+    elif len(rest) == 1 and rest[0].startswith(("http://", "https://")):
+        target = rest[0]
+    else:
+        raise SystemExit(USAGE)
+    return scenario, mode, target
+
+
+def texts(result) -> str:
+    return "\n".join(c.text for c in (result.content or []) if getattr(c, "type", None) == "text")
+
+
+def brief(value) -> str:
+    s = str(value)
+    return s if len(s) <= 300 else s[:300] + "..."
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.current = "startup"
+        self.passed = 0
+
+    async def check(self, name: str, fn) -> None:
+        self.current = name
+        try:
+            await fn()
+        except CheckFailed as e:
+            raise CheckFailed(f"{name}: {e}") from None
+        except Exception as e:  # any SDK or transport error fails the check
+            raise CheckFailed(f"{name}: {type(e).__name__}: {e}") from None
+        self.passed += 1
+        print(f"ok {name}", flush=True)
+
+
+def expect(cond: bool, why: str) -> None:
+    if not cond:
+        raise CheckFailed(why)
+
+
+async def run(scenario: str, mode: str, target: object, r: Runner) -> None:
+    r.current = "connect"
+    connected = False
+    try:
+        async with Client(target, mode=mode) as client:  # type: ignore[arg-type]
+            connected = True
+            r.passed += 1
+            print("ok connect", flush=True)
+            info = client.server_info
+            print(
+                f"py_client: protocol {client.protocol_version}, server {info.name if info else None}",
+                file=sys.stderr,
+                flush=True,
+            )
+            if scenario == "everything":
+                await everything(client, r)
+            else:
+                await demo(client, r)
+    except BaseException as e:
+        if connected or isinstance(e, (CheckFailed, anyio.get_cancelled_exc_class())):
+            raise
+        found = leaves(e)
+        if any(isinstance(x, (CheckFailed, TimeoutError, anyio.get_cancelled_exc_class())) for x in found):
+            raise
+        x = found[0]
+        raise CheckFailed(f"connect: {type(x).__name__}: {x}") from None
+
+
+async def check_tools(client, r: Runner, wanted: list[str]) -> None:
+    async def fn():
+        res = await client.list_tools()
+        names = [t.name for t in res.tools]
+        missing = [n for n in wanted if n not in names]
+        expect(not missing, f"missing tools {', '.join(missing)} (got: {', '.join(names)})")
+
+    await r.check("tools/list", fn)
+
+
+async def check_echo(client, r: Runner, args: dict, want: str) -> None:
+    async def fn():
+        res = await client.call_tool("echo", args)
+        expect(not res.is_error, f"isError: {brief(texts(res))}")
+        expect(texts(res) == want, f"unexpected echo text: {brief(texts(res))}")
+
+    await r.check("tools/call echo", fn)
+
+
+async def check_resource(client, r: Runner, uri: str | None) -> None:
+    chosen: dict[str, str] = {}
+
+    async def list_fn():
+        res = await client.list_resources()
+        uris = [str(x.uri) for x in res.resources]
+        expect(len(uris) > 0, "no resources listed")
+        if uri is not None:
+            expect(uri in uris, f"{uri} not listed (got: {brief(uris)})")
+        chosen["uri"] = uri if uri is not None else uris[0]
+
+    async def read_fn():
+        u = chosen["uri"]
+        res = await client.read_resource(u)
+        expect(len(res.contents) > 0, f"no contents for {u}")
+        c = res.contents[0]
+        expect(str(c.uri) == u, f"content uri {c.uri} != {u}")
+        body = getattr(c, "text", None) or getattr(c, "blob", None)
+        expect(bool(body), f"empty content for {u}")
+
+    await r.check("resources/list", list_fn)
+    await r.check("resources/read", read_fn)
+
+
+async def check_prompt(client, r: Runner, name: str, args: dict | None, want: str) -> None:
+    async def list_fn():
+        res = await client.list_prompts()
+        names = [p.name for p in res.prompts]
+        expect(name in names, f"prompt {name} not listed (got: {', '.join(names)})")
+
+    async def get_fn():
+        res = await client.get_prompt(name, args)
+        expect(len(res.messages) > 0, f"prompt {name} returned no messages")
+        text = "\n".join(
+            getattr(m.content, "text", "") for m in res.messages if getattr(m.content, "type", None) == "text"
+        )
+        expect(want in text, f'prompt text lacks "{want}": {brief(text)}')
+
+    await r.check("prompts/list", list_fn)
+    await r.check("prompts/get", get_fn)
+
+
+async def check_progress(client, r: Runner, tool: str, args: dict, min_count: int) -> None:
+    async def fn():
+        events: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            events.append(progress)
+
+        res = await client.call_tool(tool, args, progress_callback=on_progress)
+        expect(not res.is_error, f"isError: {brief(texts(res))}")
+        # Progress callbacks may run just after the result: give stragglers a moment.
+        with anyio.move_on_after(2):
+            while len(events) < min_count:
+                await anyio.sleep(0.02)
+        expect(len(events) >= min_count, f"expected >= {min_count} progress notifications, got {len(events)}")
+        expect(all(b > a for a, b in zip(events, events[1:])), f"progress not increasing: {events}")
+
+    await r.check("progress", fn)
+
+
+async def everything(client, r: Runner) -> None:
+    # Names and arguments as listed by @modelcontextprotocol/server-everything 2026.8.31.
+    await check_tools(client, r, ["echo", "trigger-long-running-operation"])
+    await check_echo(client, r, {"message": "hello interop"}, "Echo: hello interop")
+    await check_resource(client, r, None)
+    await check_prompt(client, r, "simple-prompt", None, "simple prompt")
+    await check_progress(client, r, "trigger-long-running-operation", {"duration": 1, "steps": 3}, 2)
+
+
+async def demo(client, r: Runner) -> None:
+    await check_tools(client, r, ["echo", "add", "slow", "fail", "ask"])
+    await check_echo(client, r, {"text": "hello demo"}, "hello demo")
+    await check_resource(client, r, "demo://readme")
+    await check_prompt(client, r, "greet", {"name": "interop"}, "interop")
+    await check_progress(client, r, "slow", {"duration_ms": 300, "steps": 3}, 2)
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The non-group exceptions inside (possibly nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def main_async(scenario: str, mode: str, target: object) -> int:
+    r = Runner()
+    try:
+        with anyio.fail_after(TIMEOUT_S):
+            await run(scenario, mode, target, r)
+    except BaseException as e:  # report the first real cause, unwrapped from task-group wrappers
+        found = leaves(e)
+        failed = next((x for x in found if isinstance(x, CheckFailed)), None)
+        if failed is not None:
+            print(f"FAIL {one_line(str(failed))}", flush=True)
+        elif any(isinstance(x, TimeoutError) for x in found):
+            print(f"FAIL {r.current}: global timeout after {int(TIMEOUT_S * 1000)} ms", flush=True)
+        else:
+            x = found[0]
+            print(f"FAIL {r.current}: {type(x).__name__}: {one_line(str(x))}", flush=True)
+        return 1
+    print(f"PASS {scenario}: {r.passed} checks", flush=True)
+    return 0
+
+
+def main() -> None:
+    try:
+        scenario, mode, target = parse_args(sys.argv[1:])
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        sys.exit(2)
+    warnings.simplefilter("ignore")  # deprecation notes about 2026-07-28 features are noise here
+    sys.exit(anyio.run(main_async, scenario, mode, target))
+
+
+if __name__ == "__main__":
+    main()
