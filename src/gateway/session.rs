@@ -99,10 +99,13 @@ impl Session {
             "initialize" => self.initialize(id.clone(), frame.msg).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
-            "server/discover" => Err(RpcError::new(
-                METHOD_NOT_FOUND,
-                "method not found: server/discover (this gateway speaks protocol versions up to 2025-11-25; use initialize)",
-            )),
+            "server/discover" => {
+                tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
+                Err(RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method not found: server/discover (this gateway speaks protocol versions up to 2025-11-25; use initialize)",
+                ))
+            }
             method => {
                 if self.state.lock().unwrap().init_params.is_none() {
                     if method == "ping" {

@@ -1,0 +1,253 @@
+//! Interop with the official SDKs as real peers, through the `taskgate` binary:
+//! the TypeScript SDK client over Streamable HTTP and over stdio, against server-everything
+//! (stdio upstream), a TypeScript SDK server (HTTP upstream) and the built-in demo; the
+//! Python `mcp` client in its default mode (it probes `server/discover` first).
+//!
+//! The peers are installed at pinned versions by `scripts/setup-interop`, which the test
+//! command runs first. A missing peer fails the test; nothing here skips.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}
+
+fn require(path: &Path) -> String {
+    assert!(
+        path.exists(),
+        "interop peer missing: {} — run scripts/setup-interop (the README's test command does)",
+        path.display()
+    );
+    path.to_str().unwrap().to_string()
+}
+
+fn server_everything() -> String {
+    require(&interop_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+}
+
+fn python() -> String {
+    require(&interop_dir().join(".venv/bin/python"))
+}
+
+/// A child process that is stopped (by its own pid) when dropped; its output is kept.
+struct Proc {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        for pipe in
+            [Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, Box::new(child.stderr.take().unwrap())]
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        Proc { child, log }
+    }
+
+    fn output(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits for a line containing `marker` and returns it.
+    fn wait_for(&mut self, marker: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(line) = self.output().lines().find(|l| l.contains(marker)) {
+                return line.to_string();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("process exited ({status}) before printing {marker:?}:\n{}", self.output());
+            }
+            assert!(Instant::now() < deadline, "no {marker:?} within 30 s:\n{}", self.output());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to exit (bounded) and returns whether it succeeded.
+    fn finish(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(50)); // let the readers drain
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gateway binary with a config naming every peer upstream, on a free port.
+struct Gateway {
+    proc: Proc,
+    addr: SocketAddr,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    fn start(extra_upstreams: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        let text = format!(
+            "[[upstream]]\nname = \"everything\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n\
+             [[upstream]]\nname = \"demo\"\nbuiltin = \"demo\"\n\n{extra_upstreams}",
+            server_everything()
+        );
+        std::fs::write(&config, text).unwrap();
+        let mut proc = Proc::spawn(
+            Command::new(env!("CARGO_BIN_EXE_taskgate"))
+                .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+                .env("RUST_LOG", "info"),
+        );
+        let line = proc.wait_for("listening on http://");
+        let addr = line.split("http://").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        Gateway { proc, addr, config, _dir: dir }
+    }
+
+    fn url(&self, upstream: &str) -> String {
+        format!("http://{}/mcp/{upstream}", self.addr)
+    }
+
+    /// Arguments that run `taskgate stdio` in front of `upstream`.
+    fn stdio_args(&self, upstream: &str) -> Vec<String> {
+        vec![
+            env!("CARGO_BIN_EXE_taskgate").to_string(),
+            "stdio".into(),
+            "--config".into(),
+            self.config.to_str().unwrap().into(),
+            "--upstream".into(),
+            upstream.into(),
+        ]
+    }
+}
+
+/// The TypeScript SDK server of the interop kit, on 127.0.0.1.
+fn start_ts_server() -> (Proc, u16) {
+    let mut p = Proc::spawn(
+        Command::new("node").arg(require(&interop_dir().join("ts_server.mjs"))).arg("0").current_dir(interop_dir()),
+    );
+    let line = p.wait_for("listening ");
+    let port = line.split_whitespace().last().unwrap().parse().unwrap();
+    (p, port)
+}
+
+/// Runs a client script to the end and asserts that it passed every check.
+fn run_client(gateway: &Gateway, program: &str, args: &[String]) {
+    let mut client = Proc::spawn(Command::new(program).args(args).current_dir(interop_dir()));
+    let ok = client.finish(CLIENT_TIMEOUT);
+    let out = client.output();
+    assert!(
+        ok && out.lines().any(|l| l.starts_with("PASS ")),
+        "client {program} {args:?} failed:\n{out}\n--- gateway log ---\n{}",
+        gateway.proc.output()
+    );
+    assert!(!out.lines().any(|l| l.starts_with("FAIL ")), "{out}");
+}
+
+fn ts(scenario: &str, transport: &[String]) -> Vec<String> {
+    let mut v = vec![require(&interop_dir().join("ts_client.mjs")), scenario.to_string()];
+    v.extend_from_slice(transport);
+    v
+}
+
+fn py(scenario: &str, transport: &[String]) -> Vec<String> {
+    let mut v = vec![require(&interop_dir().join("py_client.py")), scenario.to_string()];
+    v.extend_from_slice(transport);
+    v
+}
+
+fn http(url: String) -> Vec<String> {
+    vec!["--http".into(), url]
+}
+
+fn stdio(args: Vec<String>) -> Vec<String> {
+    let mut v = vec!["--stdio".to_string()];
+    v.extend(args);
+    v
+}
+
+#[test]
+fn ts_client_over_http_to_server_everything() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &ts("everything", &http(gw.url("everything"))));
+}
+
+#[test]
+fn ts_client_over_stdio_to_server_everything() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &ts("everything", &stdio(gw.stdio_args("everything"))));
+}
+
+#[test]
+fn ts_client_to_ts_server_over_http_upstream() {
+    let (_server, port) = start_ts_server();
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"tsserver\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"));
+    run_client(&gw, "node", &ts("tsserver", &http(gw.url("tsserver"))));
+    run_client(&gw, "node", &ts("tsserver", &stdio(gw.stdio_args("tsserver"))));
+}
+
+#[test]
+fn ts_client_to_builtin_demo() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &ts("demo", &http(gw.url("demo"))));
+}
+
+#[test]
+fn python_client_default_mode_over_http() {
+    let gw = Gateway::start("");
+    run_client(&gw, &python(), &py("everything", &http(gw.url("everything"))));
+    run_client(&gw, &python(), &py("demo", &http(gw.url("demo"))));
+    // The client's server/discover probe was answered by the gateway itself (-32601), and
+    // the client went on with initialize.
+    assert!(gw.proc.output().contains("answered the client's server/discover probe"), "{}", gw.proc.output());
+}
+
+#[test]
+fn python_client_default_mode_over_stdio() {
+    let gw = Gateway::start("");
+    run_client(&gw, &python(), &py("demo", &stdio(gw.stdio_args("demo"))));
+    run_client(&gw, &python(), &py("everything", &stdio(gw.stdio_args("everything"))));
+}
+
+#[test]
+fn python_client_sees_the_probe_refused_over_stdio() {
+    // Over stdio the gateway's log goes to the client's stderr; run one client and read it.
+    let gw = Gateway::start("");
+    let mut client =
+        Proc::spawn(Command::new(python()).args(py("demo", &stdio(gw.stdio_args("demo")))).current_dir(interop_dir()));
+    assert!(client.finish(CLIENT_TIMEOUT), "{}", client.output());
+    assert!(client.output().contains("answered the client's server/discover probe"), "{}", client.output());
+}
