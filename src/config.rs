@@ -13,7 +13,97 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
+    pub tasks: TasksConfig,
     pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// The gateway-wide task store (`[tasks]`).
+#[derive(Debug, Clone)]
+pub struct TasksConfig {
+    /// Tasks kept at once, running and finished. Finished tasks are evicted least recently
+    /// used first to make room; running tasks never are.
+    pub max_tasks: usize,
+    /// Tasks per `tasks/list` page.
+    pub list_page_size: usize,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig { max_tasks: 10_000, list_page_size: 50 }
+    }
+}
+
+/// How the gateway hosts tasks for one upstream (`[upstream.tasks]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostedMode {
+    /// Host for an upstream without task support, and for tools a task-capable upstream
+    /// marks forbidden or leaves unmarked.
+    Auto,
+    /// Host even where the upstream could run the task itself.
+    Always,
+    /// Never host: task requests pass through.
+    Never,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamTasks {
+    pub hosted: HostedMode,
+    /// Glob patterns (`*`, `?`) of the tools offered as hosted tasks.
+    pub hosted_tools: Vec<String>,
+    /// Retention when the client asks for none.
+    pub ttl: Duration,
+    /// The longest retention granted; the applied ttl is reported to the client.
+    pub max_ttl: Duration,
+    pub poll_interval: Duration,
+    pub max_tasks_per_owner: usize,
+}
+
+impl Default for UpstreamTasks {
+    fn default() -> Self {
+        UpstreamTasks {
+            hosted: HostedMode::Auto,
+            hosted_tools: vec!["*".into()],
+            ttl: Duration::from_secs(600),
+            max_ttl: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+            max_tasks_per_owner: 100,
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// The demo server as `taskgate demo-server --listen` serves it: in-process, and with no
+    /// gateway features on top (it stands for a plain server without tasks).
+    pub fn plain_demo() -> UpstreamConfig {
+        UpstreamConfig {
+            name: "demo".into(),
+            transport: Transport::Builtin(Builtin::Demo),
+            connect_timeout: Duration::from_secs(10),
+            tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
+        }
+    }
+}
+
+impl UpstreamTasks {
+    pub fn offers_tool(&self, name: &str) -> bool {
+        self.hosted_tools.iter().any(|p| glob_match(p, name))
+    }
+}
+
+/// `*` matches any run of characters, `?` any one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
 }
 
 #[derive(Debug, Clone)]
@@ -37,6 +127,9 @@ pub struct ServerConfig {
     /// How long a POST waits for its response before answering with an event stream
     /// instead of a plain JSON body.
     pub json_response_window: Duration,
+    /// Progress notifications for one token are forwarded at most this often; bursts are
+    /// coalesced to the latest value, which always gets through before the result.
+    pub progress_min_interval: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -45,6 +138,7 @@ pub struct UpstreamConfig {
     pub transport: Transport,
     /// Time allowed to connect and initialize the upstream.
     pub connect_timeout: Duration,
+    pub tasks: UpstreamTasks,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +181,7 @@ impl Default for ServerConfig {
             max_in_flight: 256,
             sse_keepalive: Duration::from_secs(15),
             json_response_window: Duration::from_millis(100),
+            progress_min_interval: Duration::from_millis(10),
         }
     }
 }
@@ -97,6 +192,7 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     server: Option<RawServer>,
+    tasks: Option<RawTasks>,
     #[serde(default)]
     upstream: Vec<RawUpstream>,
 }
@@ -114,6 +210,25 @@ struct RawServer {
     max_in_flight: Option<u64>,
     sse_keepalive: Option<String>,
     json_response_window: Option<String>,
+    progress_min_interval: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTasks {
+    max_tasks: Option<u64>,
+    list_page_size: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstreamTasks {
+    hosted: Option<String>,
+    hosted_tools: Option<Vec<String>>,
+    ttl: Option<String>,
+    max_ttl: Option<String>,
+    poll_interval: Option<String>,
+    max_tasks_per_owner: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -128,6 +243,7 @@ struct RawUpstream {
     headers: Option<BTreeMap<String, String>>,
     builtin: Option<String>,
     connect_timeout: Option<String>,
+    tasks: Option<RawUpstreamTasks>,
 }
 
 /// A config error: what is wrong, naming the key.
@@ -174,7 +290,17 @@ impl Config {
             }
             upstreams.push(up);
         }
-        Ok(Config { server, upstreams })
+        let tasks = match raw.tasks {
+            None => TasksConfig::default(),
+            Some(t) => {
+                let d = TasksConfig::default();
+                TasksConfig {
+                    max_tasks: positive("tasks.max_tasks", t.max_tasks, d.max_tasks)?,
+                    list_page_size: positive("tasks.list_page_size", t.list_page_size, d.list_page_size)?,
+                }
+            }
+        };
+        Ok(Config { server, tasks, upstreams })
     }
 
     pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
@@ -196,6 +322,10 @@ impl Config {
         let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
+        let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "\n[tasks]");
+        let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
+        let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);
@@ -221,6 +351,19 @@ impl Config {
                 }
             }
             let _ = writeln!(out, "connect_timeout = \"{}\"", fmt_duration(u.connect_timeout));
+            let t = &u.tasks;
+            let _ = writeln!(out, "[upstream.tasks]");
+            let mode = match t.hosted {
+                HostedMode::Auto => "auto",
+                HostedMode::Always => "always",
+                HostedMode::Never => "never",
+            };
+            let _ = writeln!(out, "hosted = \"{mode}\"");
+            let _ = writeln!(out, "hosted_tools = {:?}", t.hosted_tools);
+            let _ = writeln!(out, "ttl = \"{}\"", fmt_duration(t.ttl));
+            let _ = writeln!(out, "max_ttl = \"{}\"", fmt_duration(t.max_ttl));
+            let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
+            let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
         }
         out
     }
@@ -249,6 +392,11 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
         sse_keepalive: duration("server.sse_keepalive", r.sse_keepalive, d.sse_keepalive)?,
         json_response_window: duration("server.json_response_window", r.json_response_window, d.json_response_window)?,
+        progress_min_interval: duration_or_zero(
+            "server.progress_min_interval",
+            r.progress_min_interval,
+            d.progress_min_interval,
+        )?,
     })
 }
 
@@ -328,6 +476,39 @@ fn upstream_config(
         name,
         transport,
         connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
+        tasks: upstream_tasks(&at, u.tasks)?,
+    })
+}
+
+fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks, ConfigError> {
+    let d = UpstreamTasks::default();
+    let Some(t) = t else { return Ok(d) };
+    let key = |k: &str| format!("{at}.tasks.{k}");
+    let hosted = match t.hosted.as_deref() {
+        None | Some("auto") => HostedMode::Auto,
+        Some("always") => HostedMode::Always,
+        Some("never") => HostedMode::Never,
+        Some(other) => {
+            return err(format!("{}: \"{other}\" is not one of \"auto\", \"always\", \"never\"", key("hosted")));
+        }
+    };
+    let ttl = duration(&key("ttl"), t.ttl, d.ttl)?;
+    let max_ttl = duration(&key("max_ttl"), t.max_ttl, d.max_ttl)?;
+    if ttl > max_ttl {
+        return err(format!(
+            "{}: {} is longer than max_ttl ({})",
+            key("ttl"),
+            fmt_duration(ttl),
+            fmt_duration(max_ttl)
+        ));
+    }
+    Ok(UpstreamTasks {
+        hosted,
+        hosted_tools: t.hosted_tools.unwrap_or(d.hosted_tools),
+        ttl,
+        max_ttl,
+        poll_interval: duration(&key("poll_interval"), t.poll_interval, d.poll_interval)?,
+        max_tasks_per_owner: positive(&key("max_tasks_per_owner"), t.max_tasks_per_owner, d.max_tasks_per_owner)?,
     })
 }
 
@@ -370,6 +551,16 @@ fn expand(key: &str, v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Se
     Ok(Secret { value: out, from_env })
 }
 
+/// Like `duration`, but `"0ms"` (off) is allowed.
+fn duration_or_zero(key: &str, v: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(s) => parse_duration(&s).ok_or_else(|| {
+            ConfigError(format!("{key}: \"{s}\" is not a duration such as \"0ms\", \"10ms\" or \"1s\""))
+        }),
+    }
+}
+
 fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
     match v {
         None => Ok(default),
@@ -405,6 +596,9 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 pub fn fmt_duration(d: Duration) -> String {
     let ms = d.as_millis();
+    if ms == 0 {
+        return "0ms".into();
+    }
     if ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
     } else if ms.is_multiple_of(60_000) {
@@ -458,6 +652,12 @@ mod tests {
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "more than one"),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nbogus=1", "bogus"),
             ("", "no [[upstream]]"),
+            (
+                "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.tasks]\nhosted=\"sometimes\"",
+                "upstream \"a\".tasks.hosted",
+            ),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.tasks]\nttl=\"2h\"", "upstream \"a\".tasks.ttl"),
+            ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
         ];
         for (text, want) in cases {
             let e = parse(text).err().unwrap_or_else(|| panic!("accepted: {text}"));
@@ -474,6 +674,15 @@ mod tests {
         let shown = c.describe();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("<from environment>"));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("slow*", "slow_tool"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(!glob_match("echo", "echo2"));
     }
 
     #[test]

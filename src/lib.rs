@@ -17,4 +17,5 @@ pub mod demo;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod tasks;
 pub mod transport;

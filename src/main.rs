@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use taskgate::config::{Builtin, Config, ServerConfig, Transport, UpstreamConfig};
+use taskgate::config::{Config, ServerConfig, UpstreamConfig};
 use taskgate::gateway::{self, Gateway};
 use taskgate::transport::http_server::{self, HttpServer};
 
@@ -91,13 +91,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Ok(())
             }
             Some(listen) => {
-                let demo = UpstreamConfig {
-                    name: "demo".into(),
-                    transport: Transport::Builtin(Builtin::Demo),
-                    connect_timeout: std::time::Duration::from_secs(10),
-                };
+                let demo = UpstreamConfig::plain_demo();
                 let server = ServerConfig { listen, allowed_hosts: vec!["*".into()], ..ServerConfig::default() };
-                let config = Config { server, upstreams: vec![demo.clone()] };
+                let config = Config { server, tasks: Default::default(), upstreams: vec![demo.clone()] };
                 let routes = HashMap::from([("/mcp".to_string(), Arc::new(demo))]);
                 let server = HttpServer::with_routes(Gateway::new(config), routes);
                 serve_http(server, listen, "/mcp").await

@@ -197,13 +197,15 @@ async fn a_broken_stream_resumes_with_last_event_id() {
 
 #[tokio::test]
 async fn unrelated_messages_use_the_get_stream() {
-    // A stdio upstream cannot say which request its elicitation belongs to: it goes to the
-    // GET stream, and the answer still reaches the upstream.
+    // A stdio upstream cannot say which request its elicitation belongs to: with two calls in
+    // flight it goes to the GET stream, and the answer still reaches the upstream.
     let gw = start_gateway(&stdio_demo_upstream("demo")).await;
     let mut c = session(&gw, "2025-06-18").await;
     let get = c.get_raw(&[]).await;
     assert_eq!(get.status(), 200);
     let mut stream = SseReader::new(get.into_body());
+    let slow = json!({"jsonrpc": "2.0", "id": 500, "method": "tools/call", "params": {"name": "slow", "arguments": {"duration_ms": 1500, "steps": 1}}});
+    let slow_post = c.post_streaming(body(&slow), &[]).await;
     let id = c.next_id();
     let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "ask", "arguments": {"question": "where?"}}});
     let post = c.post_streaming(body(&call), &[]).await;
@@ -213,6 +215,21 @@ async fn unrelated_messages_use_the_get_stream() {
     assert_eq!(r.status, 202);
     let out = read_all(post).await;
     assert_eq!(first_message(&out)["result"]["content"][0]["text"], "answer: forty-two");
+    assert_eq!(first_message(&read_all(slow_post).await)["result"]["content"][0]["text"], "done after 1 steps");
+}
+
+#[tokio::test]
+async fn a_stdio_servers_request_during_its_only_call_goes_to_that_calls_stream() {
+    let gw = start_gateway(&stdio_demo_upstream("demo")).await;
+    let mut c = session(&gw, "2025-06-18").await;
+    let get = c.get_raw(&[]).await;
+    let mut get_stream = SseReader::new(get.into_body());
+    let out = c.request("tools/call", json!({"name": "ask", "arguments": {"question": "here?"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "answer: forty-two");
+    assert!(out.others.iter().any(|m| m["method"] == "elicitation/create"), "asked on the call's own stream");
+    drop(c);
+    let nothing = tokio::time::timeout(Duration::from_millis(200), get_stream.next()).await;
+    assert!(nothing.is_err(), "nothing went to the GET stream");
 }
 
 #[tokio::test]

@@ -5,10 +5,12 @@
 //! server sends to the client.
 
 pub mod link;
+pub mod progress;
 pub mod session;
 pub mod upstream;
 
 use crate::config::{Config, ServerConfig};
+use crate::tasks::hosted::Hosted;
 use crate::transport::http_client::HttpClient;
 use std::sync::Arc;
 
@@ -16,13 +18,19 @@ use std::sync::Arc;
 pub struct Gateway {
     pub config: Config,
     pub http: HttpClient,
+    /// The task store and the hosted tasks of every session.
+    pub hosted: Arc<Hosted>,
 }
 
 impl Gateway {
     pub fn new(config: Config) -> Arc<Gateway> {
         let connect_timeout =
             config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
-        Arc::new(Gateway { http: HttpClient::new(config.server.max_body_bytes, connect_timeout), config })
+        let hosted = Hosted::new(config.tasks.max_tasks, config.tasks.list_page_size);
+        if tokio::runtime::Handle::try_current().is_ok() {
+            hosted.start_sweeper(std::time::Duration::from_millis(250));
+        }
+        Arc::new(Gateway { http: HttpClient::new(config.server.max_body_bytes, connect_timeout), hosted, config })
     }
 
     pub fn limits(&self) -> &ServerConfig {

@@ -2,15 +2,18 @@
 //! upstream link, and the routing of every message between the two.
 //!
 //! The session answers what the gateway answers itself (`server/discover`, a second
-//! `initialize`), forwards the rest through its link, maps the ids of requests the server
-//! sends the client, and replaces a dead link with a fresh one on the client's next request,
-//! replaying the client's own `initialize`.
+//! `initialize`, hosted tasks), shapes responses to the client's version, forwards the rest
+//! through its link, maps the ids of requests the server sends the client, and replaces a
+//! dead link with a fresh one on the client's next request, replaying the client's own
+//! `initialize`.
 
-use crate::config::UpstreamConfig;
+use crate::config::{HostedMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::gateway::link::{Link, LinkEvents};
-use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, RpcError};
-use crate::mcp::ProtocolVersion;
+use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
+use crate::mcp::{ProtocolVersion, shaping};
+use crate::tasks::hosted::{self, Hosted};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -27,10 +30,34 @@ pub enum Route {
     Unrelated,
 }
 
+/// How a forwarded request's response is shaped on its way back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    AsIs,
+    Initialize,
+    ToolsList,
+    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
+    UpstreamTaskPage,
+}
+
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
 pub trait ClientSink: Send + Sync + 'static {
     fn deliver(&self, msg: Value, route: Route);
 }
+
+/// A request the server sent the client, waiting for the client's answer.
+struct ServerRequest {
+    link: Weak<Link>,
+    upstream_id: Id,
+    /// The hosted task it was asked for, if any.
+    task: Option<Arc<str>>,
+}
+
+/// Tool listings are cached per session for task decisions; this bounds the cache.
+const MAX_CACHED_TOOLS: usize = 10_000;
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const CURSOR_OURS: &str = "tg:";
+const CURSOR_UPSTREAM: &str = "up:";
 
 #[derive(Default)]
 struct SessionState {
@@ -39,10 +66,12 @@ struct SessionState {
     init_params: Option<Value>,
     /// The client id of the `initialize` still waiting for its response.
     init_pending: Option<Id>,
-    initialized: bool,
+    /// The upstream's capabilities, from its `initialize` result.
+    upstream_caps: Value,
+    /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
+    tool_support: HashMap<String, TaskSupport>,
     next_client_side_id: i64,
-    /// Requests the server sent the client: our id → (link generation, server's id).
-    server_requests: HashMap<Id, (u64, Id)>,
+    server_requests: HashMap<Id, ServerRequest>,
     generation: u64,
     /// When the last link died, and the delay before the next may start.
     restart_backoff: Option<(Instant, Duration)>,
@@ -53,6 +82,8 @@ pub struct Session {
     gateway: Arc<Gateway>,
     upstream: Arc<UpstreamConfig>,
     sink: Arc<dyn ClientSink>,
+    /// Whose tasks these are: the session itself until authentication exists.
+    owner: String,
     me: Weak<Session>,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
@@ -60,7 +91,11 @@ pub struct Session {
     relink: tokio::sync::Mutex<()>,
 }
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
 
 impl Session {
     pub fn new(gateway: Arc<Gateway>, upstream: Arc<UpstreamConfig>, sink: Arc<dyn ClientSink>) -> Arc<Session> {
@@ -68,6 +103,7 @@ impl Session {
             gateway,
             upstream,
             sink,
+            owner: random_hex(),
             me: me.clone(),
             state: Mutex::new(SessionState { next_client_side_id: 1, ..Default::default() }),
             link: Mutex::new(None),
@@ -82,6 +118,15 @@ impl Session {
     /// The negotiated version, once `initialize` has been answered.
     pub fn version(&self) -> Option<ProtocolVersion> {
         self.state.lock().unwrap().version
+    }
+
+    fn hosted(&self) -> &Arc<Hosted> {
+        &self.gateway.hosted
+    }
+
+    /// Sends a message to this session's client.
+    pub fn send_to_client(&self, msg: Value, route: Route) {
+        self.sink.deliver(msg, route);
     }
 
     /// Handles one message from the client.
@@ -101,10 +146,7 @@ impl Session {
             // which keeps them on a version the gateway speaks.
             "server/discover" => {
                 tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
-                Err(RpcError::new(
-                    METHOD_NOT_FOUND,
-                    "method not found: server/discover (this gateway speaks protocol versions up to 2025-11-25; use initialize)",
-                ))
+                Err(crate::mcp::version::refuse_discover())
             }
             method => {
                 if self.state.lock().unwrap().init_params.is_none() {
@@ -117,16 +159,192 @@ impl Session {
                         format!("session not initialized: send initialize before {method}"),
                     ))
                 } else {
-                    match self.link().await {
-                        Ok(link) => link.forward(id.clone(), frame.msg).await,
-                        Err(e) => Err(e),
-                    }
+                    self.dispatch(id.clone(), frame).await
                 }
             }
         };
         if let Err(e) = result {
             self.sink.deliver(e.response(Some(&id)), Route::Response(id));
         }
+    }
+
+    /// A request of an initialized session: served by the gateway, or forwarded.
+    async fn dispatch(&self, id: Id, frame: Frame) -> Result<(), RpcError> {
+        let client_has_tasks = self.version().is_some_and(|v| v.has_tasks());
+        let shape = match frame.method() {
+            "tools/list" => Shape::ToolsList,
+            "tools/call" if client_has_tasks && frame.msg.pointer("/params/task").is_some() => {
+                let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+                if self.hosts_tool(&name).await {
+                    return self.start_hosted(id, frame.msg).await;
+                }
+                Shape::AsIs
+            }
+            method @ ("tasks/get" | "tasks/result" | "tasks/cancel") if client_has_tasks => {
+                let task_id = frame.msg.pointer("/params/taskId").and_then(Value::as_str).map(str::to_string);
+                let Some(task_id) = task_id else {
+                    return Err(RpcError::new(INVALID_PARAMS, format!("{method}: params.taskId must be a string")));
+                };
+                if self.hosted().owns(&task_id) {
+                    return self.serve_task_request(id, method, &task_id).await;
+                }
+                if !self.upstream_has_tasks() {
+                    return Err(hosted::not_found(&task_id));
+                }
+                Shape::AsIs
+            }
+            "tasks/list" if client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never => {
+                return self.list_tasks(id, frame.msg).await;
+            }
+            _ => Shape::AsIs,
+        };
+        self.link().await?.forward(id, frame.msg, shape).await
+    }
+
+    fn upstream_has_tasks(&self) -> bool {
+        self.state.lock().unwrap().upstream_caps.get("tasks").is_some()
+    }
+
+    /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
+    async fn hosts_tool(&self, tool: &str) -> bool {
+        let policy = &self.upstream.tasks;
+        if policy.hosted == HostedMode::Never || !policy.offers_tool(tool) {
+            return false;
+        }
+        let upstream_tasks = {
+            let st = self.state.lock().unwrap();
+            mcp_tasks::server_has_tool_tasks(&st.upstream_caps)
+        };
+        let support = if upstream_tasks { self.tool_support(tool).await } else { TaskSupport::Forbidden };
+        hosts(policy.hosted, upstream_tasks, support)
+    }
+
+    /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one.
+    async fn tool_support(&self, tool: &str) -> TaskSupport {
+        if let Some(s) = self.state.lock().unwrap().tool_support.get(tool) {
+            return *s;
+        }
+        if let Ok(link) = self.link().await {
+            let mut cursor: Option<Value> = None;
+            for _ in 0..10 {
+                let params = match &cursor {
+                    Some(c) => json!({"cursor": c}),
+                    None => json!({}),
+                };
+                let Ok(resp) = link.request("tools/list", params).await else { break };
+                if let Some(result) = resp.get("result") {
+                    self.remember_tools(result);
+                }
+                cursor = resp.pointer("/result/nextCursor").cloned();
+                if cursor.is_none() {
+                    break;
+                }
+            }
+        }
+        self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden)
+    }
+
+    fn remember_tools(&self, result: &Value) {
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
+        let mut st = self.state.lock().unwrap();
+        for t in tools {
+            if st.tool_support.len() >= MAX_CACHED_TOOLS {
+                break;
+            }
+            if let Some(name) = t.get("name").and_then(Value::as_str) {
+                st.tool_support.insert(name.to_string(), TaskSupport::of_tool(t));
+            }
+        }
+    }
+
+    /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,
+    /// the plain call runs upstream in the background.
+    async fn start_hosted(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
+        let link = self.link().await?;
+        let requested_ttl = msg.pointer("/params/task/ttl").and_then(Value::as_u64);
+        let rec = self.hosted().create(&self.owner, &self.upstream.name, &self.upstream.tasks, requested_ttl)?;
+        if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
+            p.remove("task");
+        }
+        let task_id: Arc<str> = rec.id.as_str().into();
+        self.hosted().track(&task_id, link.clone(), self.me.clone());
+        self.sink.deliver(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
+        tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
+        match link.start_task_call(task_id.clone(), msg).await {
+            Ok(up) => self.hosted().started(&task_id, up),
+            Err(e) => self.hosted().start_failed(&task_id, &e),
+        }
+        Ok(())
+    }
+
+    async fn serve_task_request(&self, id: Id, method: &str, task_id: &str) -> Result<(), RpcError> {
+        let hosted = self.hosted().clone();
+        match method {
+            "tasks/get" => {
+                let task = hosted.get(task_id)?;
+                self.sink.deliver(jsonrpc::result_response(&id, task), Route::Response(id));
+            }
+            "tasks/cancel" => {
+                let task = hosted.cancel(task_id).await?;
+                self.sink.deliver(jsonrpc::result_response(&id, task), Route::Response(id));
+            }
+            _ => {
+                // Blocks until the task ends: never inside the client's read loop.
+                let me = self.me.clone();
+                let task_id = task_id.to_string();
+                tokio::spawn(async move {
+                    let resp = hosted.result(&task_id, me.clone(), &id).await;
+                    if let Some(s) = me.upgrade() {
+                        s.sink.deliver(resp, Route::Response(id));
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `tasks/list`: the tasks this session created, then (if the upstream lists tasks of
+    /// its own) the upstream's pages, behind one opaque cursor.
+    async fn list_tasks(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
+        let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
+        let cursor = match msg.pointer("/params/cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(_) => return Err(bad_cursor()),
+        };
+        let upstream_lists = self.state.lock().unwrap().upstream_caps.pointer("/tasks/list").is_some();
+        let after = match cursor.as_deref() {
+            None => 0,
+            Some(c) if c.starts_with(CURSOR_OURS) => c[CURSOR_OURS.len()..].parse().map_err(|_| bad_cursor())?,
+            Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
+                let rest = &c[CURSOR_UPSTREAM.len()..];
+                let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
+                if let Some(p) = params {
+                    if rest.is_empty() {
+                        p.remove("cursor");
+                    } else {
+                        p.insert("cursor".into(), rest.into());
+                    }
+                }
+                return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
+            }
+            Some(_) => return Err(bad_cursor()),
+        };
+        let (tasks, next) = self.hosted().list(&self.owner, after);
+        if tasks.is_empty() && after == 0 && upstream_lists {
+            if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
+                p.remove("cursor");
+            }
+            return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
+        }
+        let mut result = json!({"tasks": tasks});
+        match next {
+            Some(seq) => result["nextCursor"] = format!("{CURSOR_OURS}{seq}").into(),
+            None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
+            None => {}
+        }
+        self.sink.deliver(jsonrpc::result_response(&id, result), Route::Response(id));
+        Ok(())
     }
 
     async fn initialize(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
@@ -157,7 +375,7 @@ impl Session {
             }
         };
         *self.link.lock().unwrap() = Some(link.clone());
-        link.forward(id, msg).await
+        link.forward(id, msg, Shape::Initialize).await
     }
 
     async fn handle_notification(&self, frame: Frame) {
@@ -166,20 +384,13 @@ impl Session {
             // Nothing upstream to tell; a notification never starts a link.
             return;
         };
-        let method = frame.method().to_string();
         let mut msg = frame.msg;
-        match method.as_str() {
-            "notifications/initialized" => {
-                self.state.lock().unwrap().initialized = true;
-            }
-            "notifications/cancelled" => {
-                let client_id = msg.get("params").and_then(|p| p.get("requestId")).and_then(Id::from_value);
-                // Cancellation follows its request: rewrite to the upstream id, or drop it
-                // when the request is no longer in flight.
-                let Some(up_id) = client_id.and_then(|id| link.upstream_id(&id)) else { return };
-                msg["params"]["requestId"] = up_id.into();
-            }
-            _ => {}
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            let client_id = msg.pointer("/params/requestId").and_then(Id::from_value);
+            // Cancellation follows its request: rewrite to the upstream id, or drop it
+            // when the request is no longer in flight.
+            let Some(up_id) = client_id.and_then(|id| link.upstream_id(&id)) else { return };
+            msg["params"]["requestId"] = up_id.into();
         }
         if let Err(e) = link.send(msg).await {
             tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
@@ -189,18 +400,56 @@ impl Session {
     async fn handle_response(&self, frame: Frame) {
         let Some(id) = frame.id else { return };
         let target = self.state.lock().unwrap().server_requests.remove(&id);
-        let Some((generation, upstream_id)) = target else {
+        let Some(req) = target else {
             tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
             return;
         };
-        let link = self.link.lock().unwrap().clone();
-        if let Some(link) = link.filter(|l| l.generation() == generation) {
+        if let Some(task) = &req.task {
+            self.hosted().input_answered(task);
+        }
+        if let Some(link) = req.link.upgrade() {
             let mut msg = frame.msg;
-            jsonrpc::set_id(&mut msg, &upstream_id);
+            jsonrpc::set_id(&mut msg, &req.upstream_id);
             if let Err(e) = link.send(msg).await {
                 tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
             }
         }
+    }
+
+    /// Passes a request from the server to the client under an id of the session's, and
+    /// remembers where the answer goes.
+    pub fn relay_server_request(
+        &self,
+        link: &Arc<Link>,
+        upstream_id: Id,
+        mut msg: Value,
+        route: Route,
+        task: Option<Arc<str>>,
+    ) {
+        let client_side_id = {
+            let mut st = self.state.lock().unwrap();
+            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
+                None
+            } else {
+                let id = Id::Num(st.next_client_side_id);
+                st.next_client_side_id += 1;
+                st.server_requests.insert(
+                    id.clone(),
+                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task },
+                );
+                Some(id)
+            }
+        };
+        let Some(id) = client_side_id else {
+            let err = RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client");
+            let link = link.clone();
+            tokio::spawn(async move {
+                let _ = link.send(err.response(Some(&upstream_id))).await;
+            });
+            return;
+        };
+        jsonrpc::set_id(&mut msg, &id);
+        self.sink.deliver(msg, route);
     }
 
     /// The live link, restarting one (with the client's `initialize` replayed) if it died.
@@ -277,19 +526,62 @@ impl Session {
         Link::connect(&self.gateway, &self.upstream, generation, events).await
     }
 
-    /// Ends the session: the link is closed (child stopped, HTTP session deleted).
+    /// Ends the session. Its link closes now, or when the last hosted task running on it
+    /// ends (a task outlives the session that created it).
     pub async fn close(&self) {
         self.state.lock().unwrap().closed = true;
         let link = self.link.lock().unwrap().take();
         if let Some(link) = link {
-            link.close().await;
+            link.close_when_idle().await;
+        }
+    }
+
+    fn shape(&self, msg: &mut Value, shape: Shape) {
+        let Some(result) = msg.get_mut("result") else { return };
+        match shape {
+            Shape::AsIs => {}
+            Shape::Initialize => {
+                let version = self.state.lock().unwrap().version;
+                if let Some(v) = version {
+                    let hosting = self.upstream.tasks.hosted != HostedMode::Never;
+                    shaping::initialize_result(result, v, hosting);
+                }
+            }
+            Shape::ToolsList => {
+                self.remember_tools(result);
+                let (version, upstream_tasks) = {
+                    let st = self.state.lock().unwrap();
+                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
+                };
+                let policy = &self.upstream.tasks;
+                let hosted =
+                    |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
+                if let Some(v) = version {
+                    shaping::tools_list(result, v, &hosted);
+                }
+            }
+            Shape::UpstreamTaskPage => {
+                if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {
+                    result["nextCursor"] = format!("{CURSOR_UPSTREAM}{c}").into();
+                }
+            }
         }
     }
 }
 
+/// The hosting decision, given the upstream's capability and the tool's own support.
+fn hosts(mode: HostedMode, upstream_has_tool_tasks: bool, support: TaskSupport) -> bool {
+    match mode {
+        HostedMode::Never => false,
+        // A tool the upstream requires as a task is the upstream's to run.
+        HostedMode::Always => support != TaskSupport::Required,
+        HostedMode::Auto => !upstream_has_tool_tasks || support == TaskSupport::Forbidden,
+    }
+}
+
 impl LinkEvents for Session {
-    fn response(&self, client_id: Id, mut msg: Value) {
-        {
+    fn response(&self, client_id: Id, mut msg: Value, shape: Shape) {
+        if shape == Shape::Initialize {
             let mut st = self.state.lock().unwrap();
             if st.init_pending.as_ref() == Some(&client_id) {
                 st.init_pending = None;
@@ -299,7 +591,10 @@ impl LinkEvents for Session {
                 } else {
                     let got = msg.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
                     match ProtocolVersion::parse(got) {
-                        Some(v) => st.version = Some(v),
+                        Some(v) => {
+                            st.version = Some(v);
+                            st.upstream_caps = msg.pointer("/result/capabilities").cloned().unwrap_or(json!({}));
+                        }
                         None => {
                             st.init_params = None;
                             msg = RpcError::new(
@@ -312,42 +607,28 @@ impl LinkEvents for Session {
                 }
             }
         }
+        self.shape(&mut msg, shape);
         self.sink.deliver(msg, Route::Response(client_id));
     }
 
-    fn server_request(&self, generation: u64, upstream_id: Id, mut msg: Value, related: Option<Id>) {
-        let client_side_id = {
-            let mut st = self.state.lock().unwrap();
-            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
-                None
-            } else {
-                let id = Id::Num(st.next_client_side_id);
-                st.next_client_side_id += 1;
-                st.server_requests.insert(id.clone(), (generation, upstream_id.clone()));
-                Some(id)
-            }
-        };
-        let Some(id) = client_side_id else {
-            let err = RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client");
-            let link = self.link.lock().unwrap().clone();
-            if let Some(link) = link {
-                tokio::spawn(async move {
-                    let _ = link.send(err.response(Some(&upstream_id))).await;
-                });
-            }
-            return;
-        };
-        jsonrpc::set_id(&mut msg, &id);
-        self.sink.deliver(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, related: Option<Id>) {
+        self.relay_server_request(
+            link,
+            upstream_id,
+            msg,
+            related.map(Route::Related).unwrap_or(Route::Unrelated),
+            None,
+        );
     }
 
     fn notification(&self, mut msg: Value, related: Option<Id>) {
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             // The server cancels a request it sent the client: use the id the client knows.
-            let up = msg.get("params").and_then(|p| p.get("requestId")).and_then(Id::from_value);
+            let up = msg.pointer("/params/requestId").and_then(Id::from_value);
             let mut st = self.state.lock().unwrap();
-            let ours =
-                up.and_then(|up| st.server_requests.iter().find(|(_, (_, u))| *u == up).map(|(ours, _)| ours.clone()));
+            let ours = up.and_then(|up| {
+                st.server_requests.iter().find(|(_, r)| r.upstream_id == up).map(|(ours, _)| ours.clone())
+            });
             let Some(ours) = ours else { return };
             st.server_requests.remove(&ours);
             msg["params"]["requestId"] = ours.to_value();
@@ -357,7 +638,7 @@ impl LinkEvents for Session {
 
     fn closed(&self, generation: u64, reason: &str) {
         let mut st = self.state.lock().unwrap();
-        st.server_requests.retain(|_, (g, _)| *g != generation);
+        st.server_requests.retain(|_, r| r.link.strong_count() > 0);
         if st.closed {
             return;
         }
@@ -367,5 +648,24 @@ impl LinkEvents for Session {
         };
         st.restart_backoff = Some((Instant::now(), delay));
         tracing::warn!(upstream = %self.upstream.name, generation, "link lost ({reason}); the next request starts a new one");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosting_decisions() {
+        use TaskSupport::*;
+        // An upstream without tasks: every tool is hosted (unless never).
+        assert!(hosts(HostedMode::Auto, false, Forbidden));
+        assert!(!hosts(HostedMode::Never, false, Forbidden));
+        // A task-capable upstream: auto hosts only what it would refuse as a task.
+        assert!(hosts(HostedMode::Auto, true, Forbidden));
+        assert!(!hosts(HostedMode::Auto, true, Optional));
+        assert!(!hosts(HostedMode::Auto, true, Required));
+        assert!(hosts(HostedMode::Always, true, Optional));
+        assert!(!hosts(HostedMode::Always, true, Required));
     }
 }

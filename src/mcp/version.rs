@@ -46,6 +46,15 @@ impl ProtocolVersion {
     }
 }
 
+/// The answer to `server/discover`, the 2026-07-28 probe. Refusing it makes SDK clients fall
+/// back to `initialize`, which keeps them on a version the gateway speaks and relays.
+pub fn refuse_discover() -> crate::jsonrpc::RpcError {
+    crate::jsonrpc::RpcError::new(
+        crate::jsonrpc::METHOD_NOT_FOUND,
+        "method not found: server/discover (this gateway speaks protocol versions up to 2025-11-25; use initialize)",
+    )
+}
+
 impl fmt::Display for ProtocolVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -213,7 +213,20 @@ impl HttpServer {
                 Err(resp) => return resp,
             }
         } else {
-            let is_init = matches!(&parsed, jsonrpc::Body::Single(m) if m.get("method").and_then(|x| x.as_str()) == Some("initialize") && m.get("id").is_some());
+            let single_request = match &parsed {
+                jsonrpc::Body::Single(m) if m.get("id").is_some() => m.get("method").and_then(|x| x.as_str()),
+                _ => None,
+            };
+            if single_request == Some("server/discover") {
+                // A 2026-07-28 client probing: refuse like a legacy server, without a session.
+                tracing::info!(upstream = %upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
+                let id = match &parsed {
+                    jsonrpc::Body::Single(m) => m.get("id").and_then(Id::from_value),
+                    _ => None,
+                };
+                return rpc_error(StatusCode::OK, &crate::mcp::version::refuse_discover(), id.as_ref());
+            }
+            let is_init = single_request == Some("initialize");
             if !is_init {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate::config::{Builtin, Config, ServerConfig, Transport, UpstreamConfig};
+use taskgate::config::{Config, ServerConfig, UpstreamConfig};
 use taskgate::gateway::Gateway;
 use taskgate::transport::http_server::{self, HttpServer};
 use taskgate::transport::sse;
@@ -74,13 +74,10 @@ pub async fn start_gateway(config: &str) -> Gw {
 
 /// The demo server over Streamable HTTP at `/mcp`, in-process.
 pub async fn start_demo_http() -> Gw {
-    let demo = UpstreamConfig {
-        name: "demo".into(),
-        transport: Transport::Builtin(Builtin::Demo),
-        connect_timeout: Duration::from_secs(10),
-    };
+    let demo = UpstreamConfig::plain_demo();
     let cfg = Config {
         server: ServerConfig { allowed_hosts: vec!["*".into()], ..Default::default() },
+        tasks: Default::default(),
         upstreams: vec![demo.clone()],
     };
     let server = HttpServer::with_routes(Gateway::new(cfg), HashMap::from([("/mcp".to_string(), Arc::new(demo))]));

@@ -1,0 +1,98 @@
+//! Progress discipline for one forwarded request: values must rise, bursts are coalesced to
+//! a minimum interval (the latest value is held, never lost), and nothing follows the end.
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// What to do with a progress notification that just arrived.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Forward it now.
+    Send,
+    /// Held as the latest value; forward it at `at` (a flush is already due if `armed`).
+    Hold { at: Instant, armed: bool },
+    /// Drop it: its value does not rise above the last one.
+    Drop,
+}
+
+#[derive(Debug, Default)]
+pub struct ProgressGate {
+    last_value: Option<f64>,
+    last_sent: Option<Instant>,
+    held: Option<Value>,
+    flush_armed: bool,
+}
+
+impl ProgressGate {
+    /// Judges `msg` (a `notifications/progress`). A held message is kept inside the gate.
+    pub fn offer(&mut self, msg: Value, min_interval: Duration, now: Instant) -> (Verdict, Option<Value>) {
+        let Some(value) = msg.pointer("/params/progress").and_then(Value::as_f64) else {
+            return (Verdict::Drop, None);
+        };
+        if self.last_value.is_some_and(|last| value <= last) {
+            return (Verdict::Drop, None);
+        }
+        self.last_value = Some(value);
+        match self.last_sent {
+            Some(sent) if !min_interval.is_zero() && now < sent + min_interval => {
+                self.held = Some(msg);
+                let armed = self.flush_armed;
+                self.flush_armed = true;
+                (Verdict::Hold { at: sent + min_interval, armed }, None)
+            }
+            _ => {
+                self.last_sent = Some(now);
+                self.held = None;
+                (Verdict::Send, Some(msg))
+            }
+        }
+    }
+
+    /// The flush timer fired: the held message, if one is still waiting.
+    pub fn flush(&mut self, now: Instant) -> Option<Value> {
+        self.flush_armed = false;
+        let held = self.held.take()?;
+        self.last_sent = Some(now);
+        Some(held)
+    }
+
+    /// The request ended: what is still held goes out before the result.
+    pub fn finish(&mut self) -> Option<Value> {
+        self.held.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(v: f64) -> Value {
+        json!({"method": "notifications/progress", "params": {"progressToken": 1, "progress": v}})
+    }
+
+    #[test]
+    fn non_increasing_values_are_dropped() {
+        let mut g = ProgressGate::default();
+        let t = Instant::now();
+        assert_eq!(g.offer(p(1.0), Duration::ZERO, t).0, Verdict::Send);
+        assert_eq!(g.offer(p(1.0), Duration::ZERO, t).0, Verdict::Drop);
+        assert_eq!(g.offer(p(0.5), Duration::ZERO, t).0, Verdict::Drop);
+        assert_eq!(g.offer(p(2.0), Duration::ZERO, t).0, Verdict::Send);
+    }
+
+    #[test]
+    fn bursts_coalesce_to_the_latest_value() {
+        let mut g = ProgressGate::default();
+        let t = Instant::now();
+        let iv = Duration::from_millis(50);
+        assert_eq!(g.offer(p(1.0), iv, t).0, Verdict::Send);
+        assert_eq!(g.offer(p(2.0), iv, t).0, Verdict::Hold { at: t + iv, armed: false });
+        assert_eq!(g.offer(p(3.0), iv, t).0, Verdict::Hold { at: t + iv, armed: true });
+        let out = g.flush(t + iv).unwrap();
+        assert_eq!(out["params"]["progress"], 3.0);
+        assert!(g.flush(t + iv).is_none());
+        assert_eq!(g.offer(p(4.0), iv, t + iv).0, Verdict::Hold { at: t + iv * 2, armed: false });
+        assert_eq!(g.finish().unwrap()["params"]["progress"], 4.0, "the latest value gets out before the result");
+    }
+}
