@@ -43,6 +43,11 @@ pub enum Shape {
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
 pub trait ClientSink: Send + Sync + 'static {
     fn deliver(&self, msg: Value, route: Route);
+    /// Whether a message not tied to a request would reach the client now (stdio: always;
+    /// HTTP: while a GET stream is open).
+    fn reaches_client_now(&self) -> bool {
+        true
+    }
 }
 
 /// A request the server sent the client, waiting for the client's answer.
@@ -122,6 +127,11 @@ impl Session {
 
     fn hosted(&self) -> &Arc<Hosted> {
         &self.gateway.hosted
+    }
+
+    /// Whether an unrelated message would reach the client now.
+    pub fn reaches_client_now(&self) -> bool {
+        self.sink.reaches_client_now()
     }
 
     /// Sends a message to this session's client.

@@ -24,6 +24,8 @@ struct Running {
     creator: Weak<Session>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
     result_waiters: Vec<(Weak<Session>, Id)>,
+    /// Input requests that found no client to ask yet; the next `tasks/result` gets them.
+    held_inputs: Vec<(Arc<Link>, Id, Value)>,
 }
 
 pub struct Hosted {
@@ -32,6 +34,9 @@ pub struct Hosted {
     /// Tasks per `tasks/list` page.
     page_size: usize,
 }
+
+/// Input requests held per task while no client can be asked.
+const MAX_HELD_INPUTS: usize = 16;
 
 pub fn not_found(task_id: &str) -> RpcError {
     RpcError::new(INVALID_PARAMS, format!("task not found or expired: {task_id}"))
@@ -98,10 +103,10 @@ impl Hosted {
 
     /// The background call is about to start on `link`, for the session `creator`.
     pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<Session>) {
-        self.running
-            .lock()
-            .unwrap()
-            .insert(task_id.into(), Running { link, upstream_id: None, creator, result_waiters: Vec::new() });
+        self.running.lock().unwrap().insert(
+            task_id.into(),
+            Running { link, upstream_id: None, creator, result_waiters: Vec::new(), held_inputs: Vec::new() },
+        );
     }
 
     /// The background call is on its way as upstream request `upstream_id`.
@@ -160,28 +165,50 @@ impl Hosted {
         }
     }
 
-    /// The upstream asks the client something while serving the task's call.
+    /// The upstream asks the client something while serving the task's call. It goes on the
+    /// stream of a pending `tasks/result`, else to the creating session if that can be
+    /// reached now, else it waits for the next `tasks/result`.
     pub fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
         mcp_tasks::tag_related(&mut msg, "params", task_id);
+        enum Target {
+            To(Arc<Session>, Route),
+            Hold,
+            Nobody,
+        }
         let target = {
-            let running = self.running.lock().unwrap();
-            running.get(task_id).and_then(|r| {
-                r.result_waiters
-                    .iter()
-                    .find_map(|(s, id)| s.upgrade().map(|s| (s, Route::Related(id.clone()))))
-                    .or_else(|| r.creator.upgrade().map(|s| (s, Route::Unrelated)))
-            })
+            let mut running = self.running.lock().unwrap();
+            match running.get_mut(task_id) {
+                None => Target::Nobody,
+                Some(r) => {
+                    let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
+                    match (waiter, r.creator.upgrade()) {
+                        (Some((s, id)), _) => Target::To(s, Route::Related(id)),
+                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
+                        // Held, also when the creator is gone: a client may come back with
+                        // the task id in a new session and call tasks/result.
+                        _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
+                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone()));
+                            Target::Hold
+                        }
+                        _ => Target::Nobody,
+                    }
+                }
+            }
         };
-        let Some((session, route)) = target else {
-            let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer for this task");
-            let link = link.clone();
-            tokio::spawn(async move {
-                let _ = link.send(err.response(Some(&upstream_id))).await;
-            });
-            return;
-        };
-        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
-        session.relay_server_request(link, upstream_id, msg, route, Some(task_id.into()));
+        match target {
+            Target::To(session, route) => {
+                self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
+                session.relay_server_request(link, upstream_id, msg, route, Some(task_id.into()));
+            }
+            Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
+            Target::Nobody => {
+                let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task");
+                let link = link.clone();
+                tokio::spawn(async move {
+                    let _ = link.send(err.response(Some(&upstream_id))).await;
+                });
+            }
+        }
     }
 
     /// The client answered an input request of the task.
@@ -260,8 +287,23 @@ impl Hosted {
         let Some(mut watch) = self.store.watch(task_id) else {
             return not_found(task_id).response(Some(client_id));
         };
-        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
-            r.result_waiters.push((waiter.clone(), client_id.clone()));
+        let held = match self.running.lock().unwrap().get_mut(task_id) {
+            Some(r) => {
+                r.result_waiters.push((waiter.clone(), client_id.clone()));
+                std::mem::take(&mut r.held_inputs)
+            }
+            None => Vec::new(),
+        };
+        if let Some(s) = waiter.upgrade() {
+            for (link, upstream_id, msg) in held {
+                s.relay_server_request(
+                    &link,
+                    upstream_id,
+                    msg,
+                    Route::Related(client_id.clone()),
+                    Some(task_id.into()),
+                );
+            }
         }
         let ended = watch.wait_for(|s| s.is_terminal()).await.is_ok();
         if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {

@@ -197,6 +197,11 @@ impl Streams {
 }
 
 impl ClientSink for Streams {
+    fn reaches_client_now(&self) -> bool {
+        let st = self.state.lock().unwrap();
+        st.get_stream.and_then(|g| st.streams.get(&g)).is_some_and(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed()))
+    }
+
     fn deliver(&self, msg: Value, route: Route) {
         let json = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
         let mut st = self.state.lock().unwrap();

@@ -441,3 +441,134 @@ impl Mcp {
         }
     }
 }
+
+// ---- a scripted upstream over Streamable HTTP ----
+
+/// One step of a scripted answer: a message on the response stream, or a pause.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Send(Value),
+    Sleep(u64),
+}
+
+type Script = dyn Fn(&Value) -> Vec<Step> + Send + Sync;
+
+/// An upstream MCP server whose answers a test writes: for each request the script returns
+/// the steps of its SSE response. Everything it receives is recorded.
+pub struct Scripted {
+    pub addr: SocketAddr,
+    pub received: Arc<std::sync::Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Scripted {
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn received_methods(&self) -> Vec<String> {
+        self.received.lock().unwrap().iter().filter_map(|m| m["method"].as_str().map(str::to_string)).collect()
+    }
+
+    /// Starts the server. `initialize` is answered by the script too (see [`init_result`]).
+    pub async fn start(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
+        let script: Arc<Script> = Arc::new(script);
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rec = received.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { return };
+                let script = script.clone();
+                let rec = rec.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let script = script.clone();
+                        let rec = rec.clone();
+                        async move { Ok::<_, std::convert::Infallible>(scripted_answer(req, script, rec).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        Scripted { addr, received, task }
+    }
+}
+
+type ScriptBody = http_body_util::StreamBody<
+    futures_util::stream::BoxStream<'static, Result<hyper::body::Frame<Bytes>, std::convert::Infallible>>,
+>;
+
+async fn scripted_answer(
+    req: Request<Incoming>,
+    script: Arc<Script>,
+    rec: Arc<std::sync::Mutex<Vec<Value>>>,
+) -> Response<ScriptBody> {
+    use futures_util::StreamExt;
+    let empty = |status: u16| {
+        let mut r = Response::new(http_body_util::StreamBody::new(futures_util::stream::empty().boxed()));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+        r
+    };
+    if req.method() != hyper::Method::POST {
+        return empty(405);
+    }
+    let body = req.into_body().collect().await.unwrap().to_bytes();
+    let msg: Value = serde_json::from_slice(&body).unwrap();
+    rec.lock().unwrap().push(msg.clone());
+    if msg.get("method").is_none() || msg.get("id").is_none() {
+        return empty(202);
+    }
+    let steps = script(&msg);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        for step in steps {
+            match step {
+                Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Step::Send(m) => {
+                    let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
+                    if tx.send(ev).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok(hyper::body::Frame::data(b)), rx))
+    });
+    let mut r = Response::new(http_body_util::StreamBody::new(stream.boxed()));
+    r.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    if msg["method"] == "initialize" {
+        r.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
+    }
+    r
+}
+
+/// The `initialize` result of a scripted server with these capabilities.
+pub fn init_result(req: &Value, capabilities: Value) -> Vec<Step> {
+    vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
+        "protocolVersion": req["params"]["protocolVersion"].clone(),
+        "capabilities": capabilities,
+        "serverInfo": {"name": "scripted", "version": "0"}
+    }}))]
+}
+
+pub fn reply(req: &Value, result: Value) -> Step {
+    Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": result}))
+}
+
+pub fn progress(token: &Value, value: f64) -> Step {
+    Step::Send(
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": value}}),
+    )
+}

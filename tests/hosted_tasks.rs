@@ -1,0 +1,281 @@
+//! Hosted tasks: task semantics the gateway adds for upstreams without them.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn session(gw: &Gw, upstream: &str) -> HttpMcp {
+    let mut c = HttpMcp::new(&gw.url(upstream));
+    c.initialize("2025-11-25").await;
+    c
+}
+
+fn task_of(out: &Outcome) -> Value {
+    out.result()["task"].clone()
+}
+
+async fn task_call(c: &mut HttpMcp, tool: &str, args: Value, extra: Value) -> Value {
+    let mut params = json!({"name": tool, "arguments": args, "task": {"ttl": 60000}});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    let out = c.request("tools/call", params).await;
+    let task = task_of(&out);
+    assert_eq!(task["status"], "working", "{}", out.response);
+    task
+}
+
+fn stats_cancelled(out: &Outcome) -> i64 {
+    let text = out.result()["contents"][0]["text"].as_str().unwrap();
+    serde_json::from_str::<Value>(text).unwrap()["cancelled"].as_i64().unwrap()
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_sees_hosting_and_old_clients_do_not() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let mut new = HttpMcp::new(&gw.url("demo"));
+    let init = new.initialize("2025-11-25").await;
+    assert_eq!(init["capabilities"]["tasks"], json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}));
+    let tools = new.request("tools/list", json!({})).await;
+    for t in tools.result()["tools"].as_array().unwrap() {
+        assert_eq!(t["execution"]["taskSupport"], "optional", "{t}");
+    }
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18"] {
+        let mut old = HttpMcp::new(&gw.url("demo"));
+        let init = old.initialize(version).await;
+        assert!(init["capabilities"].get("tasks").is_none(), "{version}: {init}");
+        let tools = old.request("tools/list", json!({})).await;
+        assert!(tools.result()["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()), "{version}");
+    }
+}
+
+#[tokio::test]
+async fn full_lifecycle_with_progress_status_and_result() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let mut c = session(&gw, "demo").await;
+    let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
+
+    let task =
+        task_call(&mut c, "slow", json!({"duration_ms": 600, "steps": 3}), json!({"_meta": {"progressToken": "p-1"}}))
+            .await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32, "128-bit random id");
+    assert_eq!(task["ttl"], 60000);
+    assert_eq!(task["pollInterval"], 1000);
+    assert!(task["createdAt"].as_str().unwrap().ends_with('Z'));
+    assert!(task.get("lastUpdatedAt").is_some());
+
+    // Progress keeps flowing after CreateTaskResult, under the client's token.
+    let (_, first) = get_stream.next().await.unwrap();
+    assert_eq!(first["method"], "notifications/progress");
+    assert_eq!(first["params"]["progressToken"], "p-1");
+    let got = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got.result()["status"], "working");
+    assert!(got.result()["statusMessage"].as_str().unwrap().starts_with("step "), "{}", got.response);
+
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "done after 3 steps");
+    assert_eq!(result.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str());
+
+    // The GET stream saw the rest of the progress, then the terminal status, and nothing after.
+    let mut progress = vec![first["params"]["progress"].as_f64().unwrap()];
+    loop {
+        let (_, m) = get_stream.next().await.unwrap();
+        if m["method"] == "notifications/tasks/status" {
+            assert_eq!(m["params"]["taskId"], id.as_str());
+            assert_eq!(m["params"]["status"], "completed");
+            break;
+        }
+        progress.push(m["params"]["progress"].as_f64().unwrap());
+    }
+    assert_eq!(progress, vec![1.0, 2.0, 3.0]);
+
+    let got = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got.result()["status"], "completed");
+    let list = c.request("tasks/list", json!({})).await;
+    assert_eq!(list.result()["tasks"][0]["taskId"], id.as_str());
+
+    assert_eq!(c.request("tasks/cancel", json!({"taskId": id})).await.error_code(), -32602, "terminal");
+    assert_eq!(c.request("tasks/get", json!({"taskId": "0".repeat(32)})).await.error_code(), -32602);
+    assert_eq!(c.request("tasks/result", json!({"taskId": "nope"})).await.error_code(), -32602);
+    assert_eq!(c.request("tasks/cancel", json!({"taskId": "nope"})).await.error_code(), -32602);
+    assert_eq!(c.request("tasks/list", json!({"cursor": "garbage"})).await.error_code(), -32602);
+    assert_eq!(c.request("tasks/get", json!({})).await.error_code(), -32602);
+}
+
+#[tokio::test]
+async fn an_error_result_makes_the_task_failed_and_is_returned_as_is() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let mut c = session(&gw, "demo").await;
+    let task = task_call(&mut c, "fail", json!({"message": "boom"}), json!({})).await;
+    let id = task["taskId"].as_str().unwrap();
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["isError"], true);
+    assert_eq!(result.result()["content"][0]["text"], "boom");
+    assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "failed");
+    // A JSON-RPC error from the upstream comes back as that error.
+    let task = task_call(&mut c, "no-such-tool", json!({}), json!({})).await;
+    let result = c.request("tasks/result", json!({"taskId": task["taskId"]})).await;
+    assert_eq!(result.error_code(), -32602);
+    assert_eq!(c.request("tasks/get", json!({"taskId": task["taskId"]})).await.result()["status"], "failed");
+}
+
+#[tokio::test]
+async fn cancelling_mid_call_reaches_the_upstream_and_sticks() {
+    for upstream in [builtin_upstream("demo"), stdio_demo_upstream("demo")] {
+        let gw = start_gateway(&upstream).await;
+        let mut c = session(&gw, "demo").await;
+        let task = task_call(&mut c, "slow", json!({"duration_ms": 3000, "steps": 3}), json!({})).await;
+        let id = task["taskId"].as_str().unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let cancelled = c.request("tasks/cancel", json!({"taskId": id})).await;
+        assert_eq!(cancelled.result()["status"], "cancelled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stats = c.request("resources/read", json!({"uri": "demo://stats"})).await;
+        assert_eq!(stats_cancelled(&stats), 1, "the upstream saw the cancellation");
+        assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "cancelled");
+        assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.error_code(), -32603);
+    }
+}
+
+#[tokio::test]
+async fn input_required_round_trip_on_the_result_stream() {
+    for upstream in [builtin_upstream("demo"), stdio_demo_upstream("demo")] {
+        let gw = start_gateway(&upstream).await;
+        let mut c = session(&gw, "demo").await;
+        // Let the call reach the upstream before anyone waits on it.
+        let task = task_call(&mut c, "ask", json!({"question": "colour?"}), json!({})).await;
+        let id = task["taskId"].as_str().unwrap().to_string();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "input_required");
+        let result = c.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(result.result()["content"][0]["text"], "answer: forty-two");
+        let elicit = result
+            .others
+            .iter()
+            .find(|m| m["method"] == "elicitation/create")
+            .expect("asked on the tasks/result stream");
+        assert_eq!(elicit["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str());
+        assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "completed");
+    }
+}
+
+#[tokio::test]
+async fn ttl_expiry_removes_task_and_result() {
+    let gw =
+        start_gateway(&format!("{}[upstream.tasks]\nttl = \"300ms\"\nmax_ttl = \"400ms\"\n", builtin_upstream("demo")))
+            .await;
+    let mut c = session(&gw, "demo").await;
+    let out =
+        c.request("tools/call", json!({"name": "echo", "arguments": {"text": "x"}, "task": {"ttl": 999999}})).await;
+    let task = task_of(&out);
+    assert_eq!(task["ttl"], 400, "capped at max_ttl, and the applied ttl is reported");
+    let id = task["taskId"].as_str().unwrap();
+    assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.result()["content"][0]["text"], "x");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let gone = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(gone.error_code(), -32602);
+    assert!(gone.response["error"]["message"].as_str().unwrap().contains("not found or expired"));
+    assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.error_code(), -32602);
+}
+
+#[tokio::test]
+async fn store_limits_refuse_new_tasks_and_change_nothing_else() {
+    let gw = start_gateway(&format!(
+        "[tasks]\nmax_tasks = 3\n{}[upstream.tasks]\nmax_tasks_per_owner = 2\n",
+        builtin_upstream("demo")
+    ))
+    .await;
+    let mut a = session(&gw, "demo").await;
+    let mut b = session(&gw, "demo").await;
+    let slow = json!({"duration_ms": 2000, "steps": 1});
+    let t1 = task_call(&mut a, "slow", slow.clone(), json!({})).await;
+    task_call(&mut a, "slow", slow.clone(), json!({})).await;
+    let refused = a.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
+    assert_eq!(refused.error_code(), -32004);
+    assert!(refused.response["error"]["message"].as_str().unwrap().contains("limit 2"));
+    task_call(&mut b, "slow", slow.clone(), json!({})).await;
+    let full = b.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
+    assert_eq!(full.error_code(), -32004, "the store holds 3 running tasks");
+    // Nothing else changed: the existing tasks run, plain calls work.
+    assert_eq!(a.request("tasks/get", json!({"taskId": t1["taskId"]})).await.result()["status"], "working");
+    let echo = b.request("tools/call", json!({"name": "echo", "arguments": {"text": "fine"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "fine");
+    // A finished task makes room (it is evicted, least recently used first).
+    a.request("tasks/result", json!({"taskId": t1["taskId"]})).await;
+    task_call(&mut b, "echo", json!({"text": "room"}), json!({})).await;
+}
+
+#[tokio::test]
+async fn sessions_list_only_their_own_tasks_but_the_id_is_a_capability() {
+    let gw = start_gateway(&format!("[tasks]\nlist_page_size = 2\n{}", builtin_upstream("demo"))).await;
+    let mut a = session(&gw, "demo").await;
+    let mut b = session(&gw, "demo").await;
+    let mut mine = vec![];
+    for i in 0..3 {
+        let t = task_call(&mut a, "echo", json!({"text": format!("a{i}")}), json!({})).await;
+        mine.push(t["taskId"].as_str().unwrap().to_string());
+    }
+    let tb = task_call(&mut b, "echo", json!({"text": "b"}), json!({})).await;
+    // Paged: 2 + 1, in creation order.
+    let p1 = a.request("tasks/list", json!({})).await;
+    let cursor = p1.result()["nextCursor"].as_str().unwrap().to_string();
+    let p2 = a.request("tasks/list", json!({"cursor": cursor})).await;
+    assert!(p2.result().get("nextCursor").is_none());
+    let listed: Vec<String> = [p1, p2]
+        .iter()
+        .flat_map(|p| {
+            p.result()["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["taskId"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(listed, mine);
+    let lb = b.request("tasks/list", json!({})).await;
+    assert_eq!(lb.result()["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(lb.result()["tasks"][0]["taskId"], tb["taskId"]);
+    // Knowing the id is enough to fetch it.
+    let r = b.request("tasks/result", json!({"taskId": mine[0]})).await;
+    assert_eq!(r.result()["content"][0]["text"], "a0");
+}
+
+#[tokio::test]
+async fn a_result_survives_its_session_and_the_link_lives_until_the_call_ends() {
+    let gw = start_gateway(&stdio_demo_upstream("demo")).await;
+    let mut a = session(&gw, "demo").await;
+    let task = task_call(&mut a, "slow", json!({"duration_ms": 700, "steps": 1}), json!({})).await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert_eq!(a.delete().await, 200);
+    let mut b = session(&gw, "demo").await;
+    let r = b.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(r.result()["content"][0]["text"], "done after 1 steps", "the child kept running the call");
+    assert_eq!(b.request("tasks/get", json!({"taskId": id})).await.result()["status"], "completed");
+}
+
+#[tokio::test]
+async fn hosted_never_passes_task_requests_through() {
+    let gw = start_gateway(&format!("{}[upstream.tasks]\nhosted = \"never\"\n", builtin_upstream("demo"))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    let init = c.initialize("2025-11-25").await;
+    assert!(init["capabilities"].get("tasks").is_none());
+    // The demo ignores params.task (it has no tasks): a plain result comes back.
+    let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "plain"}, "task": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "plain");
+    assert_eq!(c.request("tasks/list", json!({})).await.error_code(), -32601, "the upstream's own answer");
+}
+
+#[tokio::test]
+async fn hosted_tools_globs_choose_what_is_offered() {
+    let gw = start_gateway(&format!("{}[upstream.tasks]\nhosted_tools = [\"sl*\"]\n", builtin_upstream("demo"))).await;
+    let mut c = session(&gw, "demo").await;
+    let tools = c.request("tools/list", json!({})).await;
+    for t in tools.result()["tools"].as_array().unwrap() {
+        let hosted = t["name"] == "slow";
+        assert_eq!(t.pointer("/execution/taskSupport").is_some(), hosted, "{t}");
+    }
+}
