@@ -45,9 +45,19 @@ pub enum HostedMode {
     Never,
 }
 
+/// What old clients get for a tool the upstream requires to be called as a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequiredMode {
+    /// The gateway runs a plain call as an upstream task and answers with its result.
+    Bridge,
+    /// Clients without tasks do not see the tool.
+    Hide,
+}
+
 #[derive(Debug, Clone)]
 pub struct UpstreamTasks {
     pub hosted: HostedMode,
+    pub required: RequiredMode,
     /// Glob patterns (`*`, `?`) of the tools offered as hosted tasks.
     pub hosted_tools: Vec<String>,
     /// Retention when the client asks for none.
@@ -62,6 +72,7 @@ impl Default for UpstreamTasks {
     fn default() -> Self {
         UpstreamTasks {
             hosted: HostedMode::Auto,
+            required: RequiredMode::Bridge,
             hosted_tools: vec!["*".into()],
             ttl: Duration::from_secs(600),
             max_ttl: Duration::from_secs(3600),
@@ -79,6 +90,8 @@ impl UpstreamConfig {
             name: "demo".into(),
             transport: Transport::Builtin(Builtin::Demo),
             connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(300),
+            max_request_time: Duration::from_secs(3600),
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
         }
     }
@@ -138,6 +151,10 @@ pub struct UpstreamConfig {
     pub transport: Transport,
     /// Time allowed to connect and initialize the upstream.
     pub connect_timeout: Duration,
+    /// A forwarded request fails when neither its result nor progress came for this long.
+    pub request_timeout: Duration,
+    /// A forwarded request fails after this long in all, progress or not.
+    pub max_request_time: Duration,
     pub tasks: UpstreamTasks,
 }
 
@@ -224,6 +241,7 @@ struct RawTasks {
 #[serde(deny_unknown_fields)]
 struct RawUpstreamTasks {
     hosted: Option<String>,
+    required: Option<String>,
     hosted_tools: Option<Vec<String>>,
     ttl: Option<String>,
     max_ttl: Option<String>,
@@ -243,6 +261,8 @@ struct RawUpstream {
     headers: Option<BTreeMap<String, String>>,
     builtin: Option<String>,
     connect_timeout: Option<String>,
+    request_timeout: Option<String>,
+    max_request_time: Option<String>,
     tasks: Option<RawUpstreamTasks>,
 }
 
@@ -351,6 +371,8 @@ impl Config {
                 }
             }
             let _ = writeln!(out, "connect_timeout = \"{}\"", fmt_duration(u.connect_timeout));
+            let _ = writeln!(out, "request_timeout = \"{}\"", fmt_duration(u.request_timeout));
+            let _ = writeln!(out, "max_request_time = \"{}\"", fmt_duration(u.max_request_time));
             let t = &u.tasks;
             let _ = writeln!(out, "[upstream.tasks]");
             let mode = match t.hosted {
@@ -359,6 +381,11 @@ impl Config {
                 HostedMode::Never => "never",
             };
             let _ = writeln!(out, "hosted = \"{mode}\"");
+            let required = match t.required {
+                RequiredMode::Bridge => "bridge",
+                RequiredMode::Hide => "hide",
+            };
+            let _ = writeln!(out, "required = \"{required}\"");
             let _ = writeln!(out, "hosted_tools = {:?}", t.hosted_tools);
             let _ = writeln!(out, "ttl = \"{}\"", fmt_duration(t.ttl));
             let _ = writeln!(out, "max_ttl = \"{}\"", fmt_duration(t.max_ttl));
@@ -476,6 +503,8 @@ fn upstream_config(
         name,
         transport,
         connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
+        request_timeout: duration(&format!("{at}.request_timeout"), u.request_timeout, Duration::from_secs(300))?,
+        max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,
         tasks: upstream_tasks(&at, u.tasks)?,
     })
 }
@@ -492,6 +521,11 @@ fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks
             return err(format!("{}: \"{other}\" is not one of \"auto\", \"always\", \"never\"", key("hosted")));
         }
     };
+    let required = match t.required.as_deref() {
+        None | Some("bridge") => RequiredMode::Bridge,
+        Some("hide") => RequiredMode::Hide,
+        Some(other) => return err(format!("{}: \"{other}\" is not one of \"bridge\", \"hide\"", key("required"))),
+    };
     let ttl = duration(&key("ttl"), t.ttl, d.ttl)?;
     let max_ttl = duration(&key("max_ttl"), t.max_ttl, d.max_ttl)?;
     if ttl > max_ttl {
@@ -504,6 +538,7 @@ fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks
     }
     Ok(UpstreamTasks {
         hosted,
+        required,
         hosted_tools: t.hosted_tools.unwrap_or(d.hosted_tools),
         ttl,
         max_ttl,
@@ -657,6 +692,11 @@ mod tests {
                 "upstream \"a\".tasks.hosted",
             ),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.tasks]\nttl=\"2h\"", "upstream \"a\".tasks.ttl"),
+            (
+                "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.tasks]\nrequired=\"maybe\"",
+                "upstream \"a\".tasks.required",
+            ),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
         ];
         for (text, want) in cases {

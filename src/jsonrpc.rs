@@ -14,6 +14,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The upstream could not be reached, or went away while the request was in flight.
 pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
+/// The request ran past `request_timeout` or `max_request_time`.
+pub const REQUEST_TIMEOUT: i64 = -32001;
 /// A gateway limit (in-flight requests, sessions) refused the request.
 pub const GATEWAY_BUSY: i64 = -32004;
 

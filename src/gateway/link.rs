@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// What a link reports to its session. All calls are synchronous and short.
 pub trait LinkEvents: Send + Sync + 'static {
@@ -34,19 +34,46 @@ pub trait LinkEvents: Send + Sync + 'static {
     fn closed(&self, generation: u64, reason: &str);
 }
 
+/// Where progress for a token goes.
+#[derive(Clone, Debug)]
+enum Dest {
+    Client(Id),
+    Task(Arc<str>),
+}
+
 enum Waiter {
     /// A client request: the id to restore, and how to shape its response.
     Client { client_id: Id, shape: Shape },
     /// The background call of a hosted task.
     Task { task_id: Arc<str> },
-    /// A request the gateway made itself.
-    Internal(oneshot::Sender<Value>),
+    /// A request the gateway made itself; what arrives related to it belongs to the client
+    /// request `on_behalf_of`, if any (a bridged call's `tasks/result`).
+    Internal { tx: oneshot::Sender<Value>, on_behalf_of: Option<Id> },
 }
 
 struct Pending {
     waiter: Waiter,
     token: Option<String>,
+    started: Instant,
+    last_activity: Instant,
+}
+
+/// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
+/// call for the whole life of its upstream task (`owner: None`).
+struct TokenRoute {
+    dest: Dest,
     gate: ProgressGate,
+    owner: Option<i64>,
+    activity: Option<mpsc::Sender<BridgeEvent>>,
+}
+
+/// What a bridged call hears about its upstream task.
+#[derive(Debug)]
+pub enum BridgeEvent {
+    /// A `notifications/tasks/status` for the task.
+    Status(Value),
+    /// Progress arrived under the call's token.
+    Progress,
 }
 
 #[derive(Default)]
@@ -54,8 +81,10 @@ struct LinkState {
     next_id: i64,
     pending: HashMap<i64, Pending>,
     by_client_id: HashMap<Id, i64>,
-    /// Progress token (as JSON text) → the upstream id of the request that carries it.
-    tokens: HashMap<String, i64>,
+    /// Progress token (as JSON text) → where its notifications go.
+    tokens: HashMap<String, TokenRoute>,
+    /// Upstream task id → the bridged client call following it.
+    bridges: HashMap<String, (Id, mpsc::Sender<BridgeEvent>)>,
     /// Hosted tasks whose background call runs on this link.
     tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.
@@ -108,6 +137,7 @@ impl Link {
             .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
         let link = Arc::new(Link { core: core.clone(), conn, max_in_flight: gateway.limits().max_in_flight });
         let _ = core.link.set(Arc::downgrade(&link));
+        tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), cfg.request_timeout, cfg.max_request_time));
         Ok(link)
     }
 
@@ -145,17 +175,28 @@ impl Link {
         }
         let up_id = st.next_id;
         st.next_id += 1;
-        if let Some(t) = &token {
-            st.tokens.insert(t.clone(), up_id);
-        }
-        match &waiter {
+        let dest = match &waiter {
             Waiter::Client { client_id, .. } => {
                 st.by_client_id.insert(client_id.clone(), up_id);
+                Some(Dest::Client(client_id.clone()))
             }
-            Waiter::Task { .. } => st.tasks_running += 1,
-            Waiter::Internal(_) => {}
+            Waiter::Task { task_id } => {
+                st.tasks_running += 1;
+                Some(Dest::Task(task_id.clone()))
+            }
+            Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
+        };
+        // A token a bridged call holds for its task keeps its route.
+        if let (Some(t), Some(dest)) = (&token, dest)
+            && !st.tokens.contains_key(t)
+        {
+            st.tokens.insert(
+                t.clone(),
+                TokenRoute { dest, gate: ProgressGate::default(), owner: Some(up_id), activity: None },
+            );
         }
-        st.pending.insert(up_id, Pending { waiter, token, gate: ProgressGate::default() });
+        let now = Instant::now();
+        st.pending.insert(up_id, Pending { waiter, token, started: now, last_activity: now });
         Ok(up_id)
     }
 
@@ -184,9 +225,14 @@ impl Link {
 
     /// Sends a request of the gateway's own and waits for the whole response message.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        self.request_for(jsonrpc::request(&Id::Num(0), method, params), None).await
+    }
+
+    /// Sends a request of the gateway's own made for client request `on_behalf_of`: progress
+    /// and server requests that belong to it go to that client request.
+    pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
-        let msg = jsonrpc::request(&Id::Num(0), method, params);
-        let up_id = self.register(Waiter::Internal(tx), &msg)?;
+        let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
         self.send_registered(up_id, msg).await?;
         rx.await.map_err(|_| {
             let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
@@ -215,6 +261,60 @@ impl Link {
         if self.core.take_pending(up_id).is_some() {
             let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
             let _ = self.send(note).await;
+        }
+    }
+
+    /// A bridged call follows upstream task `task_id` for client request `client_id`: the
+    /// task's status notifications, progress under `token` and the server's requests tagged
+    /// with the task come to it (and to that client request) until [`Link::end_bridge`].
+    pub fn start_bridge(&self, task_id: &str, client_id: &Id, token: Option<&Value>) -> mpsc::Receiver<BridgeEvent> {
+        let (tx, rx) = mpsc::channel(64);
+        let mut st = self.core.state.lock().unwrap();
+        st.bridges.insert(task_id.to_string(), (client_id.clone(), tx.clone()));
+        if let Some(t) = token {
+            let route = st.tokens.entry(t.to_string()).or_insert_with(|| TokenRoute {
+                dest: Dest::Client(client_id.clone()),
+                gate: ProgressGate::default(),
+                owner: None,
+                activity: None,
+            });
+            route.owner = None;
+            route.activity = Some(tx);
+        }
+        rx
+    }
+
+    /// The bridged call is over: its routes go, and progress still held is delivered first.
+    pub fn end_bridge(&self, task_id: &str, token: Option<&Value>) {
+        let held = {
+            let mut st = self.core.state.lock().unwrap();
+            st.bridges.remove(task_id);
+            token.and_then(|t| st.tokens.remove(&t.to_string())).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
+        };
+        if let Some((dest, m)) = held {
+            self.core.deliver_to(&dest, m);
+        }
+    }
+
+    /// A progress notification made by the gateway (from a task's status message) under
+    /// `token`, with a value above every value sent so far.
+    pub fn synthesize_progress(&self, token: &Value, message: &str) {
+        let now = Instant::now();
+        let out = {
+            let mut st = self.core.state.lock().unwrap();
+            let Some(route) = st.tokens.get_mut(&token.to_string()) else { return };
+            let next = route.gate.last_value().map(|v| v.floor() + 1.0).unwrap_or(1.0);
+            let msg = jsonrpc::notification(
+                "notifications/progress",
+                json!({"progressToken": token, "progress": next, "message": message}),
+            );
+            match route.gate.offer(msg, Duration::ZERO, now) {
+                (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),
+                _ => None,
+            }
+        };
+        if let Some((dest, m)) = out {
+            self.core.deliver_to(&dest, m);
         }
     }
 
@@ -249,7 +349,9 @@ impl LinkCore {
             let p = st.pending.remove(&up_id);
             let mut close_now = false;
             if let Some(p) = &p {
-                if let Some(t) = &p.token {
+                if let Some(t) = &p.token
+                    && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
+                {
                     st.tokens.remove(t);
                 }
                 match &p.waiter {
@@ -260,7 +362,7 @@ impl LinkCore {
                         st.tasks_running -= 1;
                         close_now = st.tasks_running == 0 && st.close_when_idle && st.closed.is_none();
                     }
-                    Waiter::Internal(_) => {}
+                    Waiter::Internal { .. } => {}
                 }
             }
             (p, close_now)
@@ -281,6 +383,7 @@ impl LinkCore {
             st.closed = Some(reason.clone());
             st.by_client_id.clear();
             st.tokens.clear();
+            st.bridges.clear();
             st.tasks_running = 0;
             std::mem::take(&mut st.pending)
         };
@@ -295,11 +398,65 @@ impl LinkCore {
                     }
                 }
                 Waiter::Task { task_id } => self.hosted.outcome(&task_id, err.response(None)),
-                Waiter::Internal(_) => {}
+                Waiter::Internal { .. } => {}
             }
         }
         if report && let Some(ev) = events {
             ev.closed(self.generation, &reason);
+        }
+    }
+
+    /// Answers requests that ran past their time: `request_timeout` since the last sign of
+    /// life (progress), or `max_request_time` in all. The upstream is told to stop.
+    async fn enforce_timeouts(me: Weak<LinkCore>, idle: Duration, max: Duration) {
+        let tick = (idle.min(max) / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(tick).await;
+            let Some(core) = me.upgrade() else { return };
+            let now = Instant::now();
+            let expired: Vec<(i64, bool)> = {
+                let st = core.state.lock().unwrap();
+                if st.closed.is_some() {
+                    return;
+                }
+                st.pending
+                    .iter()
+                    .filter(|(_, p)| matches!(p.waiter, Waiter::Client { .. }))
+                    .filter_map(|(id, p)| {
+                        if now >= p.started + max {
+                            Some((*id, true))
+                        } else if now >= p.last_activity + idle {
+                            Some((*id, false))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect()
+            };
+            for (up_id, total) in expired {
+                let Some(p) = core.take_pending(up_id) else { continue };
+                let Waiter::Client { client_id, shape } = p.waiter else { continue };
+                let why = if total {
+                    format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
+                } else {
+                    format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
+                };
+                tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
+                let err = RpcError::new(
+                    jsonrpc::REQUEST_TIMEOUT,
+                    format!("request timed out: upstream '{}' sent {why}", core.upstream),
+                );
+                if let Some(ev) = core.events.upgrade() {
+                    ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                }
+                if let Some(link) = core.link.get().and_then(Weak::upgrade) {
+                    let note =
+                        jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": why}));
+                    tokio::spawn(async move {
+                        let _ = link.send(note).await;
+                    });
+                }
+            }
         }
     }
 
@@ -314,41 +471,62 @@ impl LinkCore {
         }
     }
 
-    fn deliver_progress(&self, up_id: i64, msg: Value) {
-        let dest = {
-            let st = self.state.lock().unwrap();
-            match st.pending.get(&up_id).map(|p| &p.waiter) {
-                Some(Waiter::Client { client_id, .. }) => Some(Ok(client_id.clone())),
-                Some(Waiter::Task { task_id }) => Some(Err(task_id.clone())),
-                _ => None,
-            }
-        };
+    /// Where a server message related to pending request `up_id` goes.
+    fn dest_of(st: &LinkState, up_id: i64) -> Option<Dest> {
+        match &st.pending.get(&up_id)?.waiter {
+            Waiter::Client { client_id, .. } => Some(Dest::Client(client_id.clone())),
+            Waiter::Task { task_id } => Some(Dest::Task(task_id.clone())),
+            Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
+        }
+    }
+
+    /// The destination of a server message: the bridged call whose task it names, else the
+    /// request it relates to.
+    fn route(&self, msg: &Value, related: Option<Id>) -> Option<Dest> {
+        let st = self.state.lock().unwrap();
+        if let Some(task) = crate::mcp::tasks::related_task_id(msg, "params")
+            && let Some((client_id, _)) = st.bridges.get(task)
+        {
+            return Some(Dest::Client(client_id.clone()));
+        }
+        self.related_up_id(&st, related).and_then(|u| Self::dest_of(&st, u))
+    }
+
+    fn deliver_to(&self, dest: &Dest, msg: Value) {
         match dest {
-            Some(Ok(client_id)) => {
+            Dest::Client(client_id) => {
                 if let Some(ev) = self.events.upgrade() {
-                    ev.notification(msg, Some(client_id));
+                    ev.notification(msg, Some(client_id.clone()));
                 }
             }
-            Some(Err(task_id)) => self.hosted.progress(&task_id, msg),
-            None => {}
+            Dest::Task(task_id) => self.hosted.progress(task_id, msg),
         }
     }
 
     fn on_progress(&self, msg: Value) {
-        let token = msg.pointer("/params/progressToken").map(Value::to_string);
+        let Some(key) = msg.pointer("/params/progressToken").map(Value::to_string) else { return };
         let now = Instant::now();
-        let (up_id, verdict, out) = {
+        let (dest, verdict, out) = {
             let mut st = self.state.lock().unwrap();
-            let Some(up_id) = token.and_then(|t| st.tokens.get(&t).copied()) else {
+            let Some(route) = st.tokens.get_mut(&key) else {
                 tracing::debug!(upstream = %self.upstream, "dropping progress for an unknown or finished token");
                 return;
             };
-            let Some(p) = st.pending.get_mut(&up_id) else { return };
-            let (v, out) = p.gate.offer(msg, self.progress_interval, now);
-            (up_id, v, out)
+            let (v, out) = route.gate.offer(msg, self.progress_interval, now);
+            let dest = route.dest.clone();
+            if let Some(a) = &route.activity {
+                let _ = a.try_send(BridgeEvent::Progress);
+            }
+            if let Some(owner) = route.owner
+                && let Some(p) = st.pending.get_mut(&owner)
+            {
+                // Progress is a sign of life: it resets the request's timeout.
+                p.last_activity = now;
+            }
+            (dest, v, out)
         };
         match verdict {
-            Verdict::Send => self.deliver_progress(up_id, out.expect("sent")),
+            Verdict::Send => self.deliver_to(&dest, out.expect("a sent message")),
             Verdict::Drop => tracing::debug!(upstream = %self.upstream, "dropping progress that does not rise"),
             Verdict::Hold { armed: true, .. } => {}
             Verdict::Hold { at, armed: false } => {
@@ -358,10 +536,10 @@ impl LinkCore {
                     let Some(core) = me.upgrade() else { return };
                     let held = {
                         let mut st = core.state.lock().unwrap();
-                        st.pending.get_mut(&up_id).and_then(|p| p.gate.flush(Instant::now()))
+                        st.tokens.get_mut(&key).and_then(|r| r.gate.flush(Instant::now()).map(|m| (r.dest.clone(), m)))
                     };
-                    if let Some(m) = held {
-                        core.deliver_progress(up_id, m);
+                    if let Some((dest, m)) = held {
+                        core.deliver_to(&dest, m);
                     }
                 });
             }
@@ -384,21 +562,21 @@ impl InboundSink for LinkCore {
                     tracing::warn!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
                     return;
                 };
-                let Some(mut p) = self.take_pending(up_id) else {
+                // The latest progress always gets out before the result.
+                let held = {
+                    let mut st = self.state.lock().unwrap();
+                    let token = st.pending.get(&up_id).and_then(|p| p.token.clone());
+                    token
+                        .and_then(|t| st.tokens.get_mut(&t))
+                        .filter(|r| r.owner == Some(up_id))
+                        .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m)))
+                };
+                let Some(p) = self.take_pending(up_id) else {
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
                     return;
                 };
-                // The latest progress always gets out before the result.
-                if let Some(held) = p.gate.finish() {
-                    match &p.waiter {
-                        Waiter::Client { client_id, .. } => {
-                            if let Some(ev) = self.events.upgrade() {
-                                ev.notification(held, Some(client_id.clone()));
-                            }
-                        }
-                        Waiter::Task { task_id } => self.hosted.progress(task_id, held),
-                        Waiter::Internal(_) => {}
-                    }
+                if let Some((dest, m)) = held {
+                    self.deliver_to(&dest, m);
                 }
                 let mut msg = frame.msg;
                 match p.waiter {
@@ -409,51 +587,50 @@ impl InboundSink for LinkCore {
                         }
                     }
                     Waiter::Task { task_id } => self.hosted.outcome(&task_id, msg),
-                    Waiter::Internal(tx) => {
+                    Waiter::Internal { tx, .. } => {
                         let _ = tx.send(msg);
                     }
                 }
             }
             Kind::Request => {
                 let id = frame.id.clone().expect("requests have ids");
-                let dest = {
-                    let st = self.state.lock().unwrap();
-                    self.related_up_id(&st, related).and_then(|u| match &st.pending.get(&u)?.waiter {
-                        Waiter::Client { client_id, .. } => Some(Ok(client_id.clone())),
-                        Waiter::Task { task_id } => Some(Err(task_id.clone())),
-                        Waiter::Internal(_) => None,
-                    })
-                };
+                let dest = self.route(&frame.msg, related);
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
-                match dest {
-                    Some(Err(task_id)) => self.hosted.input_request(&task_id, &link, id, frame.msg),
-                    Some(Ok(client_id)) => {
-                        if let Some(ev) = self.events.upgrade() {
-                            ev.server_request(&link, id, frame.msg, Some(client_id));
-                        }
+                match (dest, self.events.upgrade()) {
+                    (Some(Dest::Task(task_id)), _) => self.hosted.input_request(&task_id, &link, id, frame.msg),
+                    (dest, Some(ev)) => {
+                        let client_id = match dest {
+                            Some(Dest::Client(c)) => Some(c),
+                            _ => None,
+                        };
+                        ev.server_request(&link, id, frame.msg, client_id);
                     }
-                    None => match self.events.upgrade() {
-                        Some(ev) => ev.server_request(&link, id, frame.msg, None),
-                        None => {
-                            // The session is gone and nobody else can answer.
-                            let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer");
-                            tokio::spawn(async move {
-                                let _ = link.send(err.response(Some(&id))).await;
-                            });
-                        }
-                    },
+                    (_, None) => {
+                        // The session is gone and nobody else can answer.
+                        let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer");
+                        tokio::spawn(async move {
+                            let _ = link.send(err.response(Some(&id))).await;
+                        });
+                    }
                 }
             }
             Kind::Notification => {
-                if frame.method() == "notifications/progress" {
-                    return self.on_progress(frame.msg);
+                match frame.method() {
+                    "notifications/progress" => return self.on_progress(frame.msg),
+                    "notifications/tasks/status" => {
+                        // A bridged call's task: its status is for the bridge, not the client.
+                        let st = self.state.lock().unwrap();
+                        let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
+                        if let Some((_, tx)) = task.and_then(|t| st.bridges.get(t)) {
+                            let _ = tx.try_send(BridgeEvent::Status(frame.msg));
+                            return;
+                        }
+                    }
+                    _ => {}
                 }
-                let related = {
-                    let st = self.state.lock().unwrap();
-                    self.related_up_id(&st, related).and_then(|u| match &st.pending.get(&u)?.waiter {
-                        Waiter::Client { client_id, .. } => Some(client_id.clone()),
-                        _ => None,
-                    })
+                let related = match self.route(&frame.msg, related) {
+                    Some(Dest::Client(c)) => Some(c),
+                    _ => None,
                 };
                 if let Some(ev) = self.events.upgrade() {
                     ev.notification(frame.msg, related);

@@ -48,6 +48,11 @@ impl ProgressGate {
         }
     }
 
+    /// The highest value seen so far.
+    pub fn last_value(&self) -> Option<f64> {
+        self.last_value
+    }
+
     /// The flush timer fired: the held message, if one is still waiting.
     pub fn flush(&mut self, now: Instant) -> Option<Value> {
         self.flush_armed = false;
