@@ -318,6 +318,15 @@ impl Link {
         }
     }
 
+    /// Keeps the link open (past the end of its session) until [`Link::release`].
+    pub fn retain(&self) {
+        self.core.state.lock().unwrap().tasks_running += 1;
+    }
+
+    pub fn release(&self) {
+        self.core.release_slot();
+    }
+
     /// Closes the connection now; requests still in flight are answered with an error.
     pub async fn close(&self) {
         self.conn.close().await;
@@ -344,34 +353,39 @@ impl LinkCore {
 
     /// Removes a pending request and everything that points at it.
     fn take_pending(&self, up_id: i64) -> Option<Pending> {
-        let (p, close_now) = {
+        let p = {
             let mut st = self.state.lock().unwrap();
             let p = st.pending.remove(&up_id);
-            let mut close_now = false;
             if let Some(p) = &p {
                 if let Some(t) = &p.token
                     && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
                 {
                     st.tokens.remove(t);
                 }
-                match &p.waiter {
-                    Waiter::Client { client_id, .. } => {
-                        st.by_client_id.remove(client_id);
-                    }
-                    Waiter::Task { .. } => {
-                        st.tasks_running -= 1;
-                        close_now = st.tasks_running == 0 && st.close_when_idle && st.closed.is_none();
-                    }
-                    Waiter::Internal { .. } => {}
+                if let Waiter::Client { client_id, .. } = &p.waiter {
+                    st.by_client_id.remove(client_id);
                 }
             }
-            (p, close_now)
+            p
         };
-        if close_now && let Some(link) = self.link.get().and_then(Weak::upgrade) {
-            tracing::info!(upstream = %self.upstream, "last hosted task ended; closing the link of an ended session");
-            tokio::spawn(async move { link.close().await });
+        if matches!(p, Some(Pending { waiter: Waiter::Task { .. }, .. })) {
+            self.release_slot();
         }
         p
+    }
+
+    /// A hosted task or bridged call stopped using the link; the link of an ended session
+    /// closes with the last one.
+    fn release_slot(&self) {
+        let close_now = {
+            let mut st = self.state.lock().unwrap();
+            st.tasks_running = st.tasks_running.saturating_sub(1);
+            st.tasks_running == 0 && st.close_when_idle && st.closed.is_none()
+        };
+        if close_now && let Some(link) = self.link.get().and_then(Weak::upgrade) {
+            tracing::info!(upstream = %self.upstream, "the last task on the link of an ended session ended; closing it");
+            tokio::spawn(async move { link.close().await });
+        }
     }
 
     fn fail_all(&self, reason: String, report: bool) {

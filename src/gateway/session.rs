@@ -7,17 +7,19 @@
 //! dead link with a fresh one on the client's next request, replaying the client's own
 //! `initialize`.
 
-use crate::config::{HostedMode, UpstreamConfig};
+use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::gateway::link::{Link, LinkEvents};
 use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
+use crate::tasks::bridge::{Bridge, Ending};
 use crate::tasks::hosted::{self, Hosted};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// Where a message for the client belongs.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,9 @@ pub enum Shape {
     ToolsList,
     /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
     UpstreamTaskPage,
+    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
+    /// as a bridged call, once).
+    MayNeedTask,
 }
 
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
@@ -77,6 +82,10 @@ struct SessionState {
     tool_support: HashMap<String, TaskSupport>,
     next_client_side_id: i64,
     server_requests: HashMap<Id, ServerRequest>,
+    /// Bridged calls in flight, by client id, and how to cancel them.
+    bridges: HashMap<Id, CancellationToken>,
+    /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
+    retry: HashMap<Id, Value>,
     generation: u64,
     /// When the last link died, and the delay before the next may start.
     restart_backoff: Option<(Instant, Duration)>,
@@ -136,7 +145,7 @@ impl Session {
 
     /// Sends a message to this session's client.
     pub fn send_to_client(&self, msg: Value, route: Route) {
-        self.sink.deliver(msg, route);
+        self.to_client(msg, route);
     }
 
     /// Handles one message from the client.
@@ -161,7 +170,7 @@ impl Session {
             method => {
                 if self.state.lock().unwrap().init_params.is_none() {
                     if method == "ping" {
-                        self.sink.deliver(jsonrpc::result_response(&id, json!({})), Route::Response(id));
+                        self.to_client(jsonrpc::result_response(&id, json!({})), Route::Response(id));
                         return;
                     }
                     Err(RpcError::new(
@@ -174,7 +183,8 @@ impl Session {
             }
         };
         if let Err(e) = result {
-            self.sink.deliver(e.response(Some(&id)), Route::Response(id));
+            self.state.lock().unwrap().retry.remove(&id);
+            self.to_client(e.response(Some(&id)), Route::Response(id));
         }
     }
 
@@ -189,6 +199,34 @@ impl Session {
                     return self.start_hosted(id, frame.msg).await;
                 }
                 Shape::AsIs
+            }
+            "tools/call" if self.upstream_runs_tasks() => {
+                let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+                if self.tool_support(&name).await != TaskSupport::Required {
+                    // The listing may not tell the truth; the answer will.
+                    let kept = {
+                        let mut st = self.state.lock().unwrap();
+                        let room = st.retry.len() < self.gateway.limits().max_in_flight;
+                        if room {
+                            st.retry.insert(id.clone(), frame.msg.clone());
+                        }
+                        room
+                    };
+                    if kept { Shape::MayNeedTask } else { Shape::AsIs }
+                } else {
+                    match self.upstream.tasks.required {
+                        RequiredMode::Bridge => return self.start_bridge(id, frame.msg).await,
+                        RequiredMode::Hide if !client_has_tasks => {
+                            return Err(RpcError::new(
+                                jsonrpc::METHOD_NOT_FOUND,
+                                format!(
+                                    "tool {name:?} must run as a task and needs a client with task support (protocol 2025-11-25 or later)"
+                                ),
+                            ));
+                        }
+                        RequiredMode::Hide => Shape::AsIs,
+                    }
+                }
             }
             method @ ("tasks/get" | "tasks/result" | "tasks/cancel") if client_has_tasks => {
                 let task_id = frame.msg.pointer("/params/taskId").and_then(Value::as_str).map(str::to_string);
@@ -213,6 +251,49 @@ impl Session {
 
     fn upstream_has_tasks(&self) -> bool {
         self.state.lock().unwrap().upstream_caps.get("tasks").is_some()
+    }
+
+    /// Whether the upstream runs tool calls as tasks (so some tools may require it).
+    fn upstream_runs_tasks(&self) -> bool {
+        mcp_tasks::server_has_tool_tasks(&self.state.lock().unwrap().upstream_caps)
+    }
+
+    /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
+    async fn start_bridge(&self, id: Id, msg: Value) -> Result<(), RpcError> {
+        let link = self.link().await?;
+        let cancel = CancellationToken::new();
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.bridges.len() >= self.gateway.limits().max_in_flight {
+                return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
+            }
+            if st.bridges.contains_key(&id) {
+                return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
+            }
+            st.bridges.insert(id.clone(), cancel.clone());
+        }
+        let bridge = Bridge {
+            link: link.clone(),
+            client_id: id.clone(),
+            call: msg,
+            ttl: self.upstream.tasks.ttl,
+            request_timeout: self.upstream.request_timeout,
+            max_request_time: self.upstream.max_request_time,
+            cancel,
+        };
+        // The link stays open until the bridged call has ended (and cancelled its task).
+        link.retain();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let ending = bridge.run().await;
+            link.release();
+            let Some(s) = me.upgrade() else { return };
+            s.state.lock().unwrap().bridges.remove(&id);
+            if let Ending::Answer(resp) = ending {
+                s.to_client(resp, Route::Response(id));
+            }
+        });
+        Ok(())
     }
 
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
@@ -278,7 +359,7 @@ impl Session {
         }
         let task_id: Arc<str> = rec.id.as_str().into();
         self.hosted().track(&task_id, link.clone(), self.me.clone());
-        self.sink.deliver(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
+        self.to_client(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
         match link.start_task_call(task_id.clone(), msg).await {
             Ok(up) => self.hosted().started(&task_id, up),
@@ -292,11 +373,11 @@ impl Session {
         match method {
             "tasks/get" => {
                 let task = hosted.get(task_id)?;
-                self.sink.deliver(jsonrpc::result_response(&id, task), Route::Response(id));
+                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
             }
             "tasks/cancel" => {
                 let task = hosted.cancel(task_id).await?;
-                self.sink.deliver(jsonrpc::result_response(&id, task), Route::Response(id));
+                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
@@ -305,7 +386,7 @@ impl Session {
                 tokio::spawn(async move {
                     let resp = hosted.result(&task_id, me.clone(), &id).await;
                     if let Some(s) = me.upgrade() {
-                        s.sink.deliver(resp, Route::Response(id));
+                        s.to_client(resp, Route::Response(id));
                     }
                 });
             }
@@ -353,7 +434,7 @@ impl Session {
             None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
             None => {}
         }
-        self.sink.deliver(jsonrpc::result_response(&id, result), Route::Response(id));
+        self.to_client(jsonrpc::result_response(&id, result), Route::Response(id));
         Ok(())
     }
 
@@ -397,6 +478,12 @@ impl Session {
         let mut msg = frame.msg;
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             let client_id = msg.pointer("/params/requestId").and_then(Id::from_value);
+            // A bridged call is cancelled as the task it is upstream: tasks/cancel.
+            let bridge = client_id.as_ref().and_then(|id| self.state.lock().unwrap().bridges.get(id).cloned());
+            if let Some(cancel) = bridge {
+                cancel.cancel();
+                return;
+            }
             // Cancellation follows its request: rewrite to the upstream id, or drop it
             // when the request is no longer in flight.
             let Some(up_id) = client_id.and_then(|id| link.upstream_id(&id)) else { return };
@@ -459,7 +546,32 @@ impl Session {
             return;
         };
         jsonrpc::set_id(&mut msg, &id);
+        self.to_client(msg, route);
+    }
+
+    /// Everything for the client passes here: shaped to what its version defines.
+    fn to_client(&self, mut msg: Value, route: Route) {
+        let version = self.state.lock().unwrap().version;
+        if let Some(v) = version
+            && !shaping::for_client(&mut msg, v)
+        {
+            return;
+        }
         self.sink.deliver(msg, route);
+    }
+
+    /// Whether the client declared the capability a server request needs, for the requests
+    /// the gateway itself causes (bridged calls).
+    fn client_can_answer(&self, method: &str) -> bool {
+        let st = self.state.lock().unwrap();
+        let caps = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
+        let need = match method {
+            "elicitation/create" => "elicitation",
+            "sampling/createMessage" => "sampling",
+            "roots/list" => "roots",
+            _ => return true,
+        };
+        caps.and_then(|c| c.get(need)).is_some()
     }
 
     /// The live link, restarting one (with the client's `initialize` replayed) if it died.
@@ -539,7 +651,16 @@ impl Session {
     /// Ends the session. Its link closes now, or when the last hosted task running on it
     /// ends (a task outlives the session that created it).
     pub async fn close(&self) {
-        self.state.lock().unwrap().closed = true;
+        let bridges: Vec<CancellationToken> = {
+            let mut st = self.state.lock().unwrap();
+            st.closed = true;
+            st.bridges.drain().map(|(_, c)| c).collect()
+        };
+        // A bridged call's upstream task is cancelled when its session ends (a client that
+        // only disconnected from a stream has not cancelled).
+        for c in bridges {
+            c.cancel();
+        }
         let link = self.link.lock().unwrap().take();
         if let Some(link) = link {
             link.close_when_idle().await;
@@ -567,9 +688,10 @@ impl Session {
                 let hosted =
                     |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
                 if let Some(v) = version {
-                    shaping::tools_list(result, v, &hosted);
+                    shaping::tools_list(result, v, policy.required, &hosted);
                 }
             }
+            Shape::MayNeedTask => {}
             Shape::UpstreamTaskPage => {
                 if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {
                     result["nextCursor"] = format!("{CURSOR_UPSTREAM}{c}").into();
@@ -617,11 +739,41 @@ impl LinkEvents for Session {
                 }
             }
         }
+        if shape == Shape::MayNeedTask {
+            let call = self.state.lock().unwrap().retry.remove(&client_id);
+            if let Some(call) = call
+                && mcp_tasks::says_task_required(&msg)
+            {
+                let name = call.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+                tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
+                self.state.lock().unwrap().tool_support.insert(name, TaskSupport::Required);
+                if let Some(me) = self.me.upgrade() {
+                    tokio::spawn(async move {
+                        if let Err(e) = me.start_bridge(client_id.clone(), call).await {
+                            me.to_client(e.response(Some(&client_id)), Route::Response(client_id));
+                        }
+                    });
+                }
+                return;
+            }
+        }
         self.shape(&mut msg, shape);
-        self.sink.deliver(msg, Route::Response(client_id));
+        self.to_client(msg, Route::Response(client_id));
     }
 
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, related: Option<Id>) {
+        // For a bridged call the gateway is the one that made the task: a request the client
+        // cannot answer is refused upstream, and the task fails there cleanly.
+        let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+        if bridged && !self.client_can_answer(&method) {
+            let err = RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}"));
+            let link = link.clone();
+            tokio::spawn(async move {
+                let _ = link.send(err.response(Some(&upstream_id))).await;
+            });
+            return;
+        }
         self.relay_server_request(
             link,
             upstream_id,
@@ -632,6 +784,9 @@ impl LinkEvents for Session {
     }
 
     fn notification(&self, mut msg: Value, related: Option<Id>) {
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed") {
+            self.state.lock().unwrap().tool_support.clear();
+        }
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             // The server cancels a request it sent the client: use the id the client knows.
             let up = msg.pointer("/params/requestId").and_then(Id::from_value);
@@ -643,7 +798,7 @@ impl LinkEvents for Session {
             st.server_requests.remove(&ours);
             msg["params"]["requestId"] = ours.to_value();
         }
-        self.sink.deliver(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
+        self.to_client(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
     }
 
     fn closed(&self, generation: u64, reason: &str) {

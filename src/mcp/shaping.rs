@@ -1,6 +1,7 @@
 //! Shaping what reaches a client to what its negotiated version defines, and to what the
 //! gateway itself offers (hosted tasks).
 
+use crate::config::RequiredMode;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::{self, TaskSupport};
 use serde_json::{Value, json};
@@ -40,16 +41,25 @@ pub fn initialize_result(result: &mut Value, client: ProtocolVersion, hosting: b
 }
 
 /// A `tools/list` result. `hosted(name, support)` says whether the gateway hosts tasks for
-/// that tool.
-pub fn tools_list(result: &mut Value, client: ProtocolVersion, hosted: &dyn Fn(&str, TaskSupport) -> bool) {
+/// that tool; `required` what becomes of tools the upstream requires as tasks.
+pub fn tools_list(
+    result: &mut Value,
+    client: ProtocolVersion,
+    required: RequiredMode,
+    hosted: &dyn Fn(&str, TaskSupport) -> bool,
+) {
     let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else { return };
+    if !client.has_tasks() && required == RequiredMode::Hide {
+        tools.retain(|t| TaskSupport::of_tool(t) != TaskSupport::Required);
+    }
     for tool in tools.iter_mut() {
         let support = TaskSupport::of_tool(tool);
         let name = tool.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(obj) = tool.as_object_mut() else { continue };
+        let bridged = support == TaskSupport::Required && required == RequiredMode::Bridge;
         if !client.has_tasks() {
             obj.remove("execution");
-        } else if support != TaskSupport::Required && hosted(&name, support) {
+        } else if bridged || (support != TaskSupport::Required && hosted(&name, support)) {
             let exec = obj.entry("execution").or_insert_with(|| json!({}));
             if let Some(e) = exec.as_object_mut() {
                 e.insert("taskSupport".into(), "optional".into());
@@ -58,6 +68,27 @@ pub fn tools_list(result: &mut Value, client: ProtocolVersion, hosted: &dyn Fn(&
             }
         }
     }
+}
+
+/// A message on its way to the client: `false` if the client's version has no place for it
+/// (task notifications before 2025-11-25); task `_meta` is removed for such clients.
+pub fn for_client(msg: &mut Value, client: ProtocolVersion) -> bool {
+    if client.has_tasks() {
+        return true;
+    }
+    if msg.get("method").and_then(Value::as_str).is_some_and(|m| m.starts_with("notifications/tasks/")) {
+        return false;
+    }
+    for field in ["params", "result"] {
+        if let Some(meta) = msg.get_mut(field).and_then(|p| p.get_mut("_meta")).and_then(Value::as_object_mut)
+            && meta.remove(tasks::RELATED_TASK).is_some()
+            && meta.is_empty()
+            && let Some(obj) = msg.get_mut(field).and_then(Value::as_object_mut)
+        {
+            obj.remove("_meta");
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -70,7 +101,7 @@ mod tests {
         initialize_result(&mut init, ProtocolVersion::V2025_06_18, true);
         assert_eq!(init, json!({"capabilities": {"tools": {}}}));
         let mut list = json!({"tools": [{"name": "a", "execution": {"taskSupport": "optional"}, "x": 1}]});
-        tools_list(&mut list, ProtocolVersion::V2024_11_05, &|_, _| true);
+        tools_list(&mut list, ProtocolVersion::V2024_11_05, RequiredMode::Bridge, &|_, _| true);
         assert_eq!(list, json!({"tools": [{"name": "a", "x": 1}]}));
     }
 
@@ -84,9 +115,34 @@ mod tests {
             {"name": "req", "execution": {"taskSupport": "required"}},
             {"name": "skip"}
         ]});
-        tools_list(&mut list, ProtocolVersion::V2025_11_25, &|n, _| n != "skip");
+        let before = list.clone();
+        tools_list(&mut list, ProtocolVersion::V2025_11_25, RequiredMode::Hide, &|n, _| n != "skip");
         assert_eq!(list["tools"][0]["execution"]["taskSupport"], "optional");
         assert_eq!(list["tools"][1]["execution"]["taskSupport"], "required");
         assert!(list["tools"][2].get("execution").is_none());
+        let mut list = before;
+        tools_list(&mut list, ProtocolVersion::V2025_11_25, RequiredMode::Bridge, &|n, _| n != "skip");
+        assert_eq!(list["tools"][1]["execution"]["taskSupport"], "optional", "bridged: a task is optional");
+    }
+
+    #[test]
+    fn required_tools_for_old_clients() {
+        let listing = json!({"tools": [{"name": "a"}, {"name": "r", "execution": {"taskSupport": "required"}}]});
+        let mut bridged = listing.clone();
+        tools_list(&mut bridged, ProtocolVersion::V2025_06_18, RequiredMode::Bridge, &|_, _| false);
+        assert_eq!(bridged, json!({"tools": [{"name": "a"}, {"name": "r"}]}));
+        let mut hidden = listing;
+        tools_list(&mut hidden, ProtocolVersion::V2025_06_18, RequiredMode::Hide, &|_, _| false);
+        assert_eq!(hidden, json!({"tools": [{"name": "a"}]}));
+    }
+
+    #[test]
+    fn outgoing_messages_for_old_clients() {
+        let mut status = json!({"method": "notifications/tasks/status", "params": {"taskId": "t"}});
+        assert!(!for_client(&mut status, ProtocolVersion::V2025_06_18));
+        assert!(for_client(&mut status, ProtocolVersion::V2025_11_25));
+        let mut req = json!({"method": "elicitation/create", "params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}, "k": 1}}});
+        assert!(for_client(&mut req, ProtocolVersion::V2025_03_26));
+        assert_eq!(req["params"]["_meta"], json!({"k": 1}));
     }
 }

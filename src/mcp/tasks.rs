@@ -76,3 +76,45 @@ pub fn tag_related(msg: &mut Value, field: &str, task_id: &str) {
 pub fn related_task_id<'a>(msg: &'a Value, field: &str) -> Option<&'a str> {
     msg.get(field)?.get("_meta")?.get(RELATED_TASK)?.get("taskId")?.as_str()
 }
+
+/// Whether a response to a plain `tools/call` says the tool must be called as a task.
+/// Servers say it as -32601 (the spec's tool-level rule), -32600 (its request-level rule), or
+/// a tool result with `isError` whose text says so (what an SDK server's error wrapping makes
+/// of the former).
+pub fn says_task_required(resp: &Value) -> bool {
+    let mentions = |text: &str| {
+        let t = text.to_ascii_lowercase();
+        t.contains("task") && (t.contains("requir") || t.contains("augment"))
+    };
+    if let Some(e) = resp.get("error") {
+        let code = e.get("code").and_then(Value::as_i64);
+        return matches!(code, Some(-32601) | Some(-32600))
+            && e.get("message").and_then(Value::as_str).is_some_and(mentions);
+    }
+    let Some(r) = resp.get("result") else { return false };
+    r.get("isError") == Some(&Value::Bool(true))
+        && r.get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).any(mentions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_ways_to_say_task_required() {
+        let e = |code: i64, m: &str| json!({"error": {"code": code, "message": m}});
+        assert!(says_task_required(&e(-32601, "Tool x requires task augmentation (taskSupport: 'required')")));
+        assert!(says_task_required(&e(-32600, "Task augmentation required for tools/call requests")));
+        assert!(says_task_required(
+            &json!({"result": {"isError": true, "content": [{"type": "text", "text": "MCP error -32601: Tool x requires task augmentation"}]}})
+        ));
+        assert!(!says_task_required(&e(-32601, "Method not found")));
+        assert!(!says_task_required(&e(-32602, "task required")));
+        assert!(!says_task_required(
+            &json!({"result": {"isError": true, "content": [{"type": "text", "text": "disk full"}]}})
+        ));
+        assert!(!says_task_required(&json!({"result": {"content": [{"type": "text", "text": "task required"}]}})));
+    }
+}

@@ -1,0 +1,207 @@
+//! Bridged tasks: a plain `tools/call` of a tool the upstream requires as a task goes
+//! upstream task-augmented; the gateway follows the task to its end (status notifications,
+//! a blocking `tasks/result` that carries the server's input requests, `tasks/get` at the
+//! server's poll interval as the fallback) and answers the client's original request with
+//! exactly the final result or error.
+
+use crate::gateway::link::{BridgeEvent, Link};
+use crate::jsonrpc::{self, Id, REQUEST_TIMEOUT, RpcError};
+use crate::mcp::tasks::RELATED_TASK;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+/// One bridged call.
+pub struct Bridge {
+    pub link: Arc<Link>,
+    pub client_id: Id,
+    /// The client's plain `tools/call`.
+    pub call: Value,
+    /// Retention asked of the upstream for the task.
+    pub ttl: Duration,
+    pub request_timeout: Duration,
+    pub max_request_time: Duration,
+    /// Fired when the client cancels or its session ends.
+    pub cancel: CancellationToken,
+}
+
+/// How a bridged call ended.
+pub enum Ending {
+    /// The response for the client (result or error, carrying the client's id).
+    Answer(Value),
+    /// The client cancelled: no response is due.
+    Cancelled,
+}
+
+const MIN_POLL: Duration = Duration::from_millis(100);
+const MAX_POLL: Duration = Duration::from_secs(30);
+
+impl Bridge {
+    pub async fn run(self) -> Ending {
+        let token = jsonrpc::progress_token(&self.call).cloned();
+        let mut call = self.call.clone();
+        call["params"]["task"] = json!({"ttl": self.ttl.as_millis() as u64});
+        let started = Instant::now();
+        let deadline = started + self.max_request_time;
+
+        let created = tokio::select! {
+            r = self.link.request_for(call, Some(self.client_id.clone())) => r,
+            _ = self.cancel.cancelled() => return Ending::Cancelled,
+            _ = sleep_until(deadline) => return self.timed_out("creating the task"),
+        };
+        let created = match created {
+            Ok(resp) => resp,
+            Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+        };
+        let Some(task) = created.pointer("/result/task").cloned() else {
+            // An error, or a server that ran the call plainly after all: that is the answer.
+            return Ending::Answer(self.for_client(created));
+        };
+        let Some(task_id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+            let e = RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's CreateTaskResult has no taskId");
+            return Ending::Answer(e.response(Some(&self.client_id)));
+        };
+        let poll = task
+            .get("pollInterval")
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(MIN_POLL, MAX_POLL);
+        tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
+
+        let mut events = self.link.start_bridge(&task_id, &self.client_id, token.as_ref());
+        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), deadline).await;
+        self.link.end_bridge(&task_id, token.as_ref());
+        if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
+            let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.link.request_for(req, None)).await;
+        }
+        ending
+    }
+
+    async fn follow(
+        &self,
+        task_id: &str,
+        events: &mut tokio::sync::mpsc::Receiver<BridgeEvent>,
+        poll: Duration,
+        token: Option<&Value>,
+        deadline: Instant,
+    ) -> Ending {
+        let result_req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
+        let result = self.link.request_for(result_req, Some(self.client_id.clone()));
+        tokio::pin!(result);
+        let mut result_done = false;
+        let mut idle_deadline = Instant::now() + self.request_timeout;
+        let mut next_poll = Instant::now() + poll;
+        let mut last_message: Option<String> = None;
+        loop {
+            tokio::select! {
+                r = &mut result, if !result_done => {
+                    match r {
+                        Ok(resp) if resp.get("result").is_some() => return Ending::Answer(self.for_client(resp)),
+                        Ok(resp) => {
+                            // An error: the task's own outcome if it has ended, else a server
+                            // that does not block in tasks/result; then polling goes on.
+                            match self.status(task_id).await {
+                                Ok(t) if !is_terminal(&t) => result_done = true,
+                                _ => return Ending::Answer(self.for_client(resp)),
+                            }
+                        }
+                        Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+                    }
+                }
+                ev = events.recv() => {
+                    idle_deadline = Instant::now() + self.request_timeout;
+                    if let Some(BridgeEvent::Status(note)) = ev {
+                        self.on_status(note.get("params").unwrap_or(&Value::Null), token, &mut last_message);
+                    }
+                }
+                _ = sleep_until(next_poll) => {
+                    next_poll = Instant::now() + poll;
+                    match self.status(task_id).await {
+                        Ok(t) => {
+                            let changed = self.on_status(&t, token, &mut last_message);
+                            if changed {
+                                idle_deadline = Instant::now() + self.request_timeout;
+                            }
+                            if is_terminal(&t) && result_done {
+                                // The fallback: the task ended, fetch its result now.
+                                let req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
+                                return match self.link.request_for(req, Some(self.client_id.clone())).await {
+                                    Ok(resp) => Ending::Answer(self.for_client(resp)),
+                                    Err(e) => Ending::Answer(e.response(Some(&self.client_id))),
+                                };
+                            }
+                        }
+                        Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+                    }
+                }
+                _ = self.cancel.cancelled() => return Ending::Cancelled,
+                _ = sleep_until(idle_deadline) => {
+                    self.cancel.cancel();
+                    return self.timed_out("no progress or status change within request_timeout");
+                }
+                _ = sleep_until(deadline) => {
+                    self.cancel.cancel();
+                    return self.timed_out("no result within max_request_time");
+                }
+            }
+        }
+    }
+
+    /// The task's current state, by `tasks/get`.
+    async fn status(&self, task_id: &str) -> Result<Value, RpcError> {
+        let resp = self.link.request("tasks/get", json!({"taskId": task_id})).await?;
+        match resp.get("result") {
+            Some(t) => Ok(t.clone()),
+            None => Err(RpcError::new(
+                resp.pointer("/error/code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
+                format!(
+                    "the upstream lost the bridged task: {}",
+                    resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("")
+                ),
+            )),
+        }
+    }
+
+    /// A status message the client has not seen becomes a progress notification (when the
+    /// client gave a token). Returns whether anything changed.
+    fn on_status(&self, task: &Value, token: Option<&Value>, last: &mut Option<String>) -> bool {
+        let Some(msg) = task.get("statusMessage").and_then(Value::as_str) else { return false };
+        if last.as_deref() == Some(msg) {
+            return false;
+        }
+        *last = Some(msg.to_string());
+        if let Some(t) = token {
+            self.link.synthesize_progress(t, msg);
+        }
+        true
+    }
+
+    /// The upstream's response as the answer to the client's own request: its id, and no
+    /// task `_meta` (the client made a plain call).
+    fn for_client(&self, mut resp: Value) -> Value {
+        jsonrpc::set_id(&mut resp, &self.client_id);
+        if let Some(meta) = resp.pointer_mut("/result/_meta").and_then(Value::as_object_mut) {
+            meta.remove(RELATED_TASK);
+            if meta.is_empty() {
+                resp["result"].as_object_mut().expect("result is an object").remove("_meta");
+            }
+        }
+        resp
+    }
+
+    fn timed_out(&self, why: &str) -> Ending {
+        let e = RpcError::new(
+            REQUEST_TIMEOUT,
+            format!("request timed out: upstream '{}' task: {why}", self.link.upstream_name()),
+        );
+        Ending::Answer(e.response(Some(&self.client_id)))
+    }
+}
+
+fn is_terminal(task: &Value) -> bool {
+    matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
+}
