@@ -445,10 +445,14 @@ impl Mcp {
 // ---- a scripted upstream over Streamable HTTP ----
 
 /// One step of a scripted answer: a message on the response stream, or a pause.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum Step {
     Send(Value),
     Sleep(u64),
+    /// Waits (at most 10 s) until the server has received a response with this id.
+    AwaitResponse(Value),
+    /// Computes further steps from everything received so far.
+    Then(Arc<dyn Fn(&[Value]) -> Vec<Step> + Send + Sync>),
 }
 
 type Script = dyn Fn(&Value) -> Vec<Step> + Send + Sync;
@@ -531,13 +535,29 @@ async fn scripted_answer(
     let steps = script(&msg);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        for step in steps {
+        let mut queue: std::collections::VecDeque<Step> = steps.into();
+        while let Some(step) = queue.pop_front() {
             match step {
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Step::Send(m) => {
                     let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
                     if tx.send(ev).await.is_err() {
                         return;
+                    }
+                }
+                Step::AwaitResponse(id) => {
+                    for _ in 0..1000 {
+                        let seen = rec.lock().unwrap().iter().any(|m| m.get("method").is_none() && m["id"] == id);
+                        if seen {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                Step::Then(f) => {
+                    let got = rec.lock().unwrap().clone();
+                    for (i, s) in f(&got).into_iter().enumerate() {
+                        queue.insert(i, s);
                     }
                 }
             }
