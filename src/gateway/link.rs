@@ -329,8 +329,8 @@ impl Link {
 
     /// Closes the connection now; requests still in flight are answered with an error.
     pub async fn close(&self) {
-        self.conn.close().await;
         self.core.fail_all("the session ended".into(), false);
+        self.conn.close().await;
     }
 
     /// Closes the connection once no hosted task runs on it (now, if none does).
@@ -474,13 +474,18 @@ impl LinkCore {
         }
     }
 
-    /// The pending request a server message belongs to: the transport's hint, or the only
+    /// The pending request a server message belongs to: the transport's hint, or, for the
+    /// messages that only ever come from serving a request (input requests, logs), the only
     /// request in flight where the transport gives none.
-    fn related_up_id(&self, st: &LinkState, related: Option<Id>) -> Option<i64> {
+    fn related_up_id(&self, st: &LinkState, msg: &Value, related: Option<Id>) -> Option<i64> {
+        let request_scoped = matches!(
+            msg.get("method").and_then(Value::as_str),
+            Some("elicitation/create" | "sampling/createMessage" | "notifications/message")
+        );
         match related {
             Some(Id::Num(n)) => Some(n),
             Some(Id::Str(_)) => None,
-            None if self.infer_related && st.pending.len() == 1 => st.pending.keys().next().copied(),
+            None if self.infer_related && request_scoped && st.pending.len() == 1 => st.pending.keys().next().copied(),
             None => None,
         }
     }
@@ -503,7 +508,15 @@ impl LinkCore {
         {
             return Some(Dest::Client(client_id.clone()));
         }
-        self.related_up_id(&st, related).and_then(|u| Self::dest_of(&st, u))
+        let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
+        // Only input requests make a hosted task wait for input; anything else the server
+        // asks while a task runs (roots, ping) is the session's business.
+        let is_input =
+            matches!(msg.get("method").and_then(Value::as_str), Some("elicitation/create" | "sampling/createMessage"));
+        match dest {
+            Some(Dest::Task(_)) if !is_input && msg.get("id").is_some() => None,
+            d => d,
+        }
     }
 
     fn deliver_to(&self, dest: &Dest, msg: Value) {
@@ -654,7 +667,11 @@ impl InboundSink for LinkCore {
     }
 
     fn closed(&self, reason: String) {
-        tracing::warn!(upstream = %self.upstream, "upstream connection closed: {reason}");
+        if self.state.lock().unwrap().closed.is_some() {
+            tracing::debug!(upstream = %self.upstream, "upstream connection ended: {reason}");
+        } else {
+            tracing::warn!(upstream = %self.upstream, "upstream connection lost: {reason}");
+        }
         self.fail_all(reason, true);
     }
 }

@@ -65,7 +65,8 @@ pub fn related_meta(task_id: &str) -> Value {
 
 /// Adds the related-task key to a message's `params._meta` (or `result._meta`).
 pub fn tag_related(msg: &mut Value, field: &str, task_id: &str) {
-    let Some(obj) = msg.get_mut(field).and_then(Value::as_object_mut) else { return };
+    let Some(m) = msg.as_object_mut() else { return };
+    let Some(obj) = m.entry(field).or_insert_with(|| json!({})).as_object_mut() else { return };
     let meta = obj.entry("_meta").or_insert_with(|| json!({}));
     if let Some(m) = meta.as_object_mut() {
         m.insert(RELATED_TASK.into(), json!({"taskId": task_id}));

@@ -134,9 +134,8 @@ impl Hosted {
         let rec = self.store.update(task_id, &mut |r| {
             if !r.status.is_terminal() {
                 r.status = status;
-                if message.is_some() {
-                    r.status_message.clone_from(&message);
-                }
+                // A progress message describes work in progress, not the outcome.
+                r.status_message.clone_from(&message);
                 r.outcome = Some(outcome.clone());
                 r.last_updated_at = SystemTime::now();
             }

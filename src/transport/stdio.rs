@@ -15,6 +15,8 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 /// Messages queued for a pipe before senders wait.
 const WRITE_QUEUE: usize = 1024;
+/// How long a child gets to exit after its stdin closes, and again after SIGTERM.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads JSON-RPC lines from `reader` and hands each parsed line to `on_line` (a batch line
 /// arrives as one array value). Returns at end of input. Lines over `max_line` bytes and lines
@@ -42,10 +44,34 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
 
 /// A writer task: each queued message becomes one line. Ends when all senders are gone or
 /// the pipe breaks.
-pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(mut w: W) -> mpsc::Sender<Bytes> {
+pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(w: W) -> mpsc::Sender<Bytes> {
+    spawn_writer_until(w, None)
+}
+
+/// Like [`spawn_writer`], and also ends (closing the pipe) when `stop` fires.
+fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
+    mut w: W,
+    stop: Option<oneshot::Receiver<()>>,
+) -> mpsc::Sender<Bytes> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(WRITE_QUEUE);
     tokio::spawn(async move {
-        while let Some(mut line) = rx.recv().await {
+        let stop = async {
+            match stop {
+                Some(s) => {
+                    let _ = s.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stop);
+        loop {
+            let mut line = tokio::select! {
+                l = rx.recv() => match l {
+                    Some(l) => l,
+                    None => break,
+                },
+                _ = &mut stop => break,
+            };
             // Write everything already queued in one go.
             let mut buf = Vec::with_capacity(line.len() + 1);
             loop {
@@ -60,6 +86,7 @@ pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(mut w: W) -> mpsc::S
                 break;
             }
         }
+        let _ = w.shutdown().await;
     });
     tx
 }
@@ -108,15 +135,32 @@ impl StdioChild {
             }
         });
 
-        // One task owns the child: it waits for the exit, or kills on request.
+        // One task owns the child: it waits for the exit, or stops it on request the way
+        // stdio servers expect: stdin closed first, then SIGTERM, then SIGKILL.
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
         let (exit_tx, exit_rx) = oneshot::channel::<String>();
+        let (stdin_tx, stdin_rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let status = tokio::select! {
                 s = child.wait() => s,
                 _ = kill_rx => {
-                    let _ = child.start_kill();
-                    child.wait().await
+                    let _ = stdin_tx.send(());
+                    match tokio::time::timeout(GRACE, child.wait()).await {
+                        Ok(s) => s,
+                        Err(_) => {
+                            if let Some(pid) = child.id() {
+                                // SAFETY: kill(2) on our own child's pid; no memory is involved.
+                                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                            }
+                            match tokio::time::timeout(GRACE, child.wait()).await {
+                                Ok(s) => s,
+                                Err(_) => {
+                                    let _ = child.start_kill();
+                                    child.wait().await
+                                }
+                            }
+                        }
+                    }
                 }
             };
             let _ = exit_tx.send(match status {
@@ -142,7 +186,11 @@ impl StdioChild {
             sink.closed(format!("process {} {status}", pid.map(|p| p.to_string()).unwrap_or_default()));
         });
 
-        Ok(StdioChild { tx: spawn_writer(stdin), kill: std::sync::Mutex::new(Some(kill_tx)), pid })
+        Ok(StdioChild {
+            tx: spawn_writer_until(stdin, Some(stdin_rx)),
+            kill: std::sync::Mutex::new(Some(kill_tx)),
+            pid,
+        })
     }
 
     pub async fn send(&self, msg: Value) -> Result<(), String> {
@@ -150,7 +198,7 @@ impl StdioChild {
         self.tx.send(Bytes::from(line)).await.map_err(|_| "the process is not running".to_string())
     }
 
-    /// Stops the child (SIGKILL; stdio servers hold no state worth a graceful stop).
+    /// Stops the child: stdin closed, then SIGTERM, then SIGKILL, a second apart.
     pub fn close(&self) {
         if let Some(k) = self.kill.lock().unwrap().take() {
             let _ = k.send(());

@@ -1,12 +1,32 @@
 #!/usr/bin/env node
 // Interop client peer: the official TypeScript SDK `Client` (pinned in package.json).
 //
-//   node ts_client.mjs <scenario> --http <url>
-//   node ts_client.mjs <scenario> --stdio <command> [args...]
+//   node ts_client.mjs <scenario> [options] --http <url>
+//   node ts_client.mjs <scenario> [options] --stdio <command> [args...]
 //
 // Scenarios: everything (against @modelcontextprotocol/server-everything),
 //            tsserver   (against ts_server.mjs),
-//            demo       (against taskgate's built-in demo server).
+//            demo       (against taskgate's built-in demo server),
+//            tasks      (2025-11-25 tasks through the SDK's experimental tasks API, against a
+//                        server that offers one long-running tool as a task: taskgate in
+//                        front of py_server.py or server-everything).
+//
+// Options (tasks scenario only; defaults fit py_server.py's `slow` tool):
+//   --tool <name>          the long-running tool                       (default: slow)
+//   --args <json>          its arguments for the calls that complete   (default: {"seconds":1,"steps":3})
+//   --cancel-args <json>   its arguments for the call that is cancelled; it must still be
+//                          running ~1 s after it starts                (default: {"seconds":30,"steps":30})
+//   --expect-text <text>   the completed tool result's text must contain this
+//                          (default: "slow done after <args.steps> steps" for --tool slow,
+//                          otherwise any non-empty text)
+//   --min-progress <n>     progress notifications the streamed task must deliver (default: 2)
+//   --ttl <ms>             task.ttl to request                         (default: 60000)
+//   --stats-tool <name>    a tool returning JSON {"slow_cancelled": n} (py_server.py's `stats`):
+//                          then also check that the upstream saw the cancellation
+//   --no-status-notifications
+//                          do not require notifications/tasks/status (the spec makes them MAY)
+//
+// INTEROP_LOG_MESSAGES=1 prints every JSON-RPC message sent (->) and received (<-) to stderr.
 //
 // Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the first
 // failure (exit 1), and ends with `PASS <scenario>: <n> checks` (exit 0). A global timeout
@@ -18,6 +38,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
+  CreateTaskResultSchema,
+  RELATED_TASK_META_KEY,
+  TaskStatusNotificationSchema,
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   ListRootsRequestSchema,
@@ -25,7 +48,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 
 const USAGE =
-  'usage: node ts_client.mjs <everything|tsserver|demo> (--http <url> | --stdio <command> [args...])';
+  'usage: node ts_client.mjs <everything|tsserver|demo> (--http <url> | --stdio <command> [args...])\n' +
+  '       node ts_client.mjs tasks [--tool <name>] [--args <json>] [--cancel-args <json>] [--expect-text <text>]\n' +
+  '                                [--min-progress <n>] [--ttl <ms>] [--stats-tool <name>] [--no-status-notifications]\n' +
+  '                                (--http <url> | --stdio <command> [args...])';
+const LOG_MESSAGES = process.env.INTEROP_LOG_MESSAGES === '1';
 const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS || 60000);
 const CALL_TIMEOUT_MS = 30000; // per request; the global timeout bounds the whole run
 
@@ -49,6 +76,9 @@ function shutdown(code) {
   // Closing kills a stdio child / ends an HTTP session; never wait for it long.
   setTimeout(done, 3000).unref();
   Promise.resolve()
+    // Over HTTP, end the session (DELETE) so the server can release it at once.
+    .then(() => client?.transport?.terminateSession?.())
+    .catch(() => {})
     .then(() => client?.close())
     .catch(() => {})
     .finally(done);
@@ -99,29 +129,102 @@ function allText(result) {
 }
 
 const brief = (v) => {
-  const s = typeof v === 'string' ? v : JSON.stringify(v);
+  const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
   return s.length > 300 ? `${s.slice(0, 300)}...` : s;
 };
 
 // ---------------------------------------------------------------------------
 // arguments
 
-const argv = process.argv.slice(2);
-const scenario = argv[0];
-const mode = argv[1];
-if (!['everything', 'tsserver', 'demo'].includes(scenario) || !['--http', '--stdio'].includes(mode) || argv.length < 3) {
+function usage(why) {
+  if (why) console.error(`ts_client: ${why}`);
   console.error(USAGE);
   process.exit(2);
 }
-if (mode === '--http' && argv.length !== 3) {
-  console.error(USAGE);
-  process.exit(2);
+
+const scenario = process.argv[2];
+if (!['everything', 'tsserver', 'demo', 'tasks'].includes(scenario)) usage();
+
+// Scenario options come between the scenario and --http/--stdio.
+const opts = {
+  tool: 'slow',
+  args: { seconds: 1, steps: 3 },
+  cancelArgs: { seconds: 30, steps: 30 },
+  expectText: undefined,
+  minProgress: 2,
+  ttl: 60000,
+  statsTool: undefined,
+  statusNotifications: true,
+};
+let argv = process.argv.slice(3);
+{
+  const valueOf = (flag) => {
+    if (argv.length < 2) usage(`${flag} needs a value`);
+    const v = argv[1];
+    argv = argv.slice(2);
+    return v;
+  };
+  const jsonOf = (flag) => {
+    const v = valueOf(flag);
+    try {
+      const parsed = JSON.parse(v);
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+      return parsed;
+    } catch (e) {
+      return usage(`${flag} must be a JSON object: ${e.message}`);
+    }
+  };
+  const intOf = (flag, min) => {
+    const v = valueOf(flag);
+    if (!/^\d+$/.test(v) || Number(v) < min) usage(`${flag} must be an integer >= ${min}`);
+    return Number(v);
+  };
+  while (argv.length && !['--http', '--stdio'].includes(argv[0])) {
+    if (scenario !== 'tasks') usage(`option ${argv[0]} is for the tasks scenario only`);
+    const flag = argv[0];
+    switch (flag) {
+      case '--tool':
+        opts.tool = valueOf(flag);
+        break;
+      case '--args':
+        opts.args = jsonOf(flag);
+        break;
+      case '--cancel-args':
+        opts.cancelArgs = jsonOf(flag);
+        break;
+      case '--expect-text':
+        opts.expectText = valueOf(flag);
+        break;
+      case '--min-progress':
+        opts.minProgress = intOf(flag, 0);
+        break;
+      case '--ttl':
+        opts.ttl = intOf(flag, 1);
+        break;
+      case '--stats-tool':
+        opts.statsTool = valueOf(flag);
+        break;
+      case '--no-status-notifications':
+        opts.statusNotifications = false;
+        argv = argv.slice(1);
+        break;
+      default:
+        usage(`unknown option ${flag}`);
+    }
+  }
+  if (opts.expectText === undefined && opts.tool === 'slow') {
+    opts.expectText = `slow done after ${opts.args.steps ?? 3} steps`;
+  }
 }
+const mode = argv[0];
+if (!['--http', '--stdio'].includes(mode) || argv.length < 2) usage();
+if (mode === '--http' && argv.length !== 2) usage();
+const target = argv.slice(1); // [url] or [command, ...args]
 
 // ---------------------------------------------------------------------------
 // client with the capabilities every scenario relies on
 
-const seen = { sampling: [], elicitation: [], roots: 0, logs: [] };
+const seen = { sampling: [], elicitation: [], roots: 0, logs: [], taskStatus: [] };
 
 function firstUserText(messages) {
   for (const m of messages || []) {
@@ -199,21 +302,62 @@ client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
   seen.logs.push(n.params);
 });
 
+client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+  seen.taskStatus.push(n.params);
+});
+
 client.onerror = (e) => {
   // Transport-level errors are reported on stderr; a check fails if they matter.
   console.error(`ts_client: transport error: ${e?.message || e}`);
 };
 
+// What the initialize response said (captured from the wire: the Client does not expose the
+// negotiated version over stdio).
+const wire = { protocolVersion: undefined, initializeId: undefined };
+
+// Taps a transport's traffic: records the negotiated protocol version and, with
+// INTEROP_LOG_MESSAGES=1, prints every JSON-RPC message on stderr.
+function tap(transport) {
+  const t0 = Date.now();
+  const log = (dir, msg) => {
+    if (LOG_MESSAGES) console.error(`ts_client: +${String(Date.now() - t0).padStart(5)}ms ${dir} ${JSON.stringify(msg)}`);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = (msg, options) => {
+    if (msg?.method === 'initialize') wire.initializeId = msg.id;
+    log('->', msg);
+    return send(msg, options);
+  };
+  let handler;
+  const wrapped = (msg, extra) => {
+    if (wire.initializeId !== undefined && msg?.id === wire.initializeId && msg.result) {
+      wire.protocolVersion = msg.result.protocolVersion;
+    }
+    log('<-', msg);
+    handler?.(msg, extra);
+  };
+  Object.defineProperty(transport, 'onmessage', {
+    configurable: true,
+    get: () => (handler ? wrapped : undefined),
+    set: (h) => {
+      handler = h;
+    },
+  });
+  return transport;
+}
+
 function makeTransport() {
   if (mode === '--http') {
-    return new StreamableHTTPClientTransport(new URL(argv[2]));
+    return tap(new StreamableHTTPClientTransport(new URL(target[0])));
   }
-  return new StdioClientTransport({
-    command: argv[2],
-    args: argv.slice(3),
-    env: { ...process.env },
-    stderr: 'inherit',
-  });
+  return tap(
+    new StdioClientTransport({
+      command: target[0],
+      args: target.slice(1),
+      env: { ...process.env },
+      stderr: 'inherit',
+    }),
+  );
 }
 
 const callTool = (name, args, opts = {}) =>
@@ -446,8 +590,265 @@ async function scenarioDemo() {
 }
 
 // ---------------------------------------------------------------------------
+// tasks (2025-11-25, SEP-1686) through the SDK's experimental client API
 
-const scenarios = { everything: scenarioEverything, tsserver: scenarioTsServer, demo: scenarioDemo };
+const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
+const TERMINAL = ['completed', 'failed', 'cancelled'];
+const UNKNOWN_TASK_ID = 'taskgate-interop-no-such-task';
+
+// The fields every Task carries (schema 2025-11-25), checked on the object as the SDK parsed it.
+function assertTask(task, what) {
+  assert(task && typeof task === 'object', `${what}: no task object: ${brief(task)}`);
+  assert(typeof task.taskId === 'string' && task.taskId.length > 0, `${what}: no taskId: ${brief(task)}`);
+  assert(TASK_STATUSES.includes(task.status), `${what}: unknown status ${brief(task.status)}`);
+  for (const k of ['createdAt', 'lastUpdatedAt']) {
+    assert(typeof task[k] === 'string' && !Number.isNaN(Date.parse(task[k])), `${what}: ${k} ${brief(task[k])} is not an ISO 8601 time`);
+  }
+  assert(task.ttl === null || typeof task.ttl === 'number', `${what}: ttl ${brief(task.ttl)} is neither a number nor null`);
+}
+
+// Resolves to the JSON-RPC error of a request that must fail with `code`.
+async function expectRpcError(promise, code) {
+  let res;
+  try {
+    res = await promise;
+  } catch (e) {
+    assert(e?.code === code, `got error ${e?.code} (${brief(e?.message)}), want ${code}`);
+    return e;
+  }
+  throw new Error(`succeeded with ${brief(res)}, want error ${code}`);
+}
+
+function assertToolText(res, what) {
+  assert(res && Array.isArray(res.content), `${what}: not a CallToolResult: ${brief(res)}`);
+  assert(!res.isError, `${what}: isError: ${brief(allText(res))}`);
+  const text = allText(res);
+  if (opts.expectText !== undefined) {
+    assert(text.includes(opts.expectText), `${what}: text lacks "${opts.expectText}": ${brief(text)}`);
+  } else {
+    assert(text.length > 0, `${what}: no text content: ${brief(res)}`);
+  }
+}
+
+async function scenarioTasks() {
+  const { tool, args, ttl } = opts;
+  const callOpts = { timeout: CALL_TIMEOUT_MS };
+  const createTask = (toolArgs) =>
+    client.request(
+      { method: 'tools/call', params: { name: tool, arguments: toolArgs, task: { ttl } } },
+      CreateTaskResultSchema,
+      callOpts,
+    );
+  const slowCancelled = async () => {
+    const res = await callTool(opts.statsTool, {});
+    const n = JSON.parse(allText(res)).slow_cancelled;
+    assert(typeof n === 'number', `${opts.statsTool} gave no slow_cancelled: ${brief(allText(res))}`);
+    return n;
+  };
+
+  await checkConnect();
+  await check('initialize: capabilities.tasks', async () => {
+    assert(wire.protocolVersion === '2025-11-25', `negotiated protocol version ${wire.protocolVersion}, want 2025-11-25`);
+    const caps = client.getServerCapabilities();
+    assert(caps?.tasks?.requests?.tools?.call, `no capabilities.tasks.requests.tools.call: ${brief(caps)}`);
+    assert(caps.tasks.list, `no capabilities.tasks.list: ${brief(caps.tasks)}`);
+    assert(caps.tasks.cancel, `no capabilities.tasks.cancel: ${brief(caps.tasks)}`);
+  });
+
+  await check('tools/list: taskSupport optional', async () => {
+    const res = await client.listTools(undefined, callOpts);
+    const t = res.tools.find((x) => x.name === tool);
+    assert(t, `tool ${tool} not listed (got: ${res.tools.map((x) => x.name).join(', ')})`);
+    assert(t.execution?.taskSupport === 'optional', `${tool} has execution ${brief(t.execution)}, want taskSupport "optional"`);
+  });
+
+  // callToolStream: tools/call with params.task -> CreateTaskResult, then tasks/get every
+  // pollInterval until terminal, then tasks/result (see README.md).
+  const messages = [];
+  const progress = [];
+  let streamId;
+  await check('callToolStream', async () => {
+    const stream = client.experimental.tasks.callToolStream({ name: tool, arguments: args }, CallToolResultSchema, {
+      task: { ttl },
+      timeout: CALL_TIMEOUT_MS,
+      onprogress: (p) => progress.push(p),
+    });
+    for await (const m of stream) messages.push(m);
+    const seq = messages.map((m) => (m.task ? `${m.type}(${m.task.status})` : m.type)).join(' ');
+    console.error(`ts_client: callToolStream yielded: ${seq}`);
+    const err = messages.find((m) => m.type === 'error');
+    assert(!err, `stream yielded error ${err?.error?.code}: ${brief(err?.error?.message)} (sequence: ${seq})`);
+    const types = messages.map((m) => m.type).join(' ');
+    assert(/^taskCreated( taskStatus)+ result$/.test(types), `sequence ${seq}, want taskCreated, taskStatus..., result`);
+    const created = messages[0].task;
+    assertTask(created, 'taskCreated');
+    assert(created.status === 'working', `taskCreated status ${created.status}, want working`);
+    streamId = created.taskId;
+    for (const m of messages.slice(1, -1)) {
+      assert(m.task.taskId === streamId, `taskStatus for ${m.task.taskId}, want ${streamId}`);
+      assertTask(m.task, 'taskStatus');
+    }
+    // The SDK stops polling at a terminal status, and also at input_required: then it blocks
+    // in tasks/result (delivering input requests) and yields that result.
+    const last = messages.at(-2).task.status;
+    assert(['completed', 'input_required'].includes(last), `last taskStatus ${last}, want completed (or input_required)`);
+    assertToolText(messages.at(-1).result, 'result');
+  });
+
+  await check('task progress', async () => {
+    // Progress arrives while the task runs; over HTTP it may travel on another stream than
+    // the polls, so allow it a moment.
+    await waitFor(() => progress.length >= opts.minProgress, 2000, `${opts.minProgress} progress notifications (got ${progress.length})`);
+    for (let i = 1; i < progress.length; i++) {
+      assert(progress[i].progress > progress[i - 1].progress, `progress not increasing: ${progress.map((p) => p.progress).join(', ')}`);
+    }
+  });
+
+  await check('callToolStream without options.task', async () => {
+    // The SDK adds params.task ({}: no ttl) by itself for a tool that tools/list showed with
+    // taskSupport optional/required on a server with capabilities.tasks.requests.tools.call.
+    const seen2 = [];
+    const stream = client.experimental.tasks.callToolStream({ name: tool, arguments: args }, CallToolResultSchema, {
+      timeout: CALL_TIMEOUT_MS,
+    });
+    for await (const m of stream) seen2.push(m);
+    const seq = seen2.map((m) => (m.task ? `${m.type}(${m.task.status})` : m.type)).join(' ');
+    const err = seen2.find((m) => m.type === 'error');
+    assert(!err, `stream yielded error ${err?.error?.code}: ${brief(err?.error?.message)} (sequence: ${seq})`);
+    assert(/^taskCreated( taskStatus)+ result$/.test(seen2.map((m) => m.type).join(' ')), `sequence ${seq}, want a task`);
+    const created = seen2[0].task;
+    assert(created.taskId !== streamId, `taskId ${created.taskId} reused`);
+    assert(typeof created.ttl === 'number' || created.ttl === null, `ttl ${brief(created.ttl)} for a task created without ttl`);
+    assertToolText(seen2.at(-1).result, 'result');
+  });
+
+  let raw;
+  await check('tools/call with task: CreateTaskResult', async () => {
+    const res = await createTask(args);
+    raw = res.task;
+    assertTask(raw, 'task');
+    assert(raw.status === 'working', `status ${raw.status}, want working`);
+    assert(typeof raw.ttl === 'number', `ttl ${brief(raw.ttl)}, want a number`);
+    assert(typeof raw.pollInterval === 'number', `pollInterval ${brief(raw.pollInterval)}, want a number`);
+    assert(raw.taskId !== streamId, `taskId ${raw.taskId} reused`);
+  });
+
+  await check('tasks/get', async () => {
+    const t = await client.experimental.tasks.getTask(raw.taskId, callOpts);
+    assertTask(t, 'tasks/get');
+    assert(t.taskId === raw.taskId, `taskId ${t.taskId}, want ${raw.taskId}`);
+    assert(['working', 'completed'].includes(t.status), `status ${t.status}, want working or completed`);
+  });
+
+  await check('tasks/result', async () => {
+    const res = await client.experimental.tasks.getTaskResult(raw.taskId, CallToolResultSchema, callOpts);
+    assertToolText(res, 'tasks/result');
+    const related = res._meta?.[RELATED_TASK_META_KEY];
+    assert(related?.taskId === raw.taskId, `_meta["${RELATED_TASK_META_KEY}"] is ${brief(related)}, want {taskId: ${raw.taskId}}`);
+  });
+
+  await check('tasks/get after tasks/result', async () => {
+    const t = await client.experimental.tasks.getTask(raw.taskId, callOpts);
+    assert(t.status === 'completed', `status ${t.status}, want completed`);
+  });
+
+  await check('tasks/list', async () => {
+    const tasks = [];
+    let cursor;
+    for (let page = 0; ; page++) {
+      assert(page < 100, 'more than 100 pages');
+      const res = await client.experimental.tasks.listTasks(cursor, callOpts);
+      tasks.push(...res.tasks);
+      cursor = res.nextCursor;
+      if (!cursor) break;
+    }
+    const ids = tasks.map((t) => t.taskId);
+    assert(new Set(ids).size === ids.length, `duplicate task ids: ${brief(ids)}`);
+    for (const id of [streamId, raw.taskId]) {
+      const t = tasks.find((x) => x.taskId === id);
+      assert(t, `task ${id} not listed (got: ${brief(ids)})`);
+      assertTask(t, `listed task ${id}`);
+      assert(t.status === 'completed', `listed task ${id} has status ${t.status}, want completed`);
+    }
+  });
+
+  let doomed;
+  let cancelledBefore;
+  await check('tasks/cancel', async () => {
+    if (opts.statsTool) cancelledBefore = await slowCancelled();
+    const res = await createTask(opts.cancelArgs);
+    doomed = res.task.taskId;
+    assert(res.task.status === 'working', `new task has status ${res.task.status}, want working`);
+    await sleep(500); // let the upstream call get going
+    const t = await client.experimental.tasks.getTask(doomed, callOpts);
+    assert(t.status === 'working', `before cancel: status ${t.status}, want working (are --cancel-args long enough?)`);
+    const c = await client.experimental.tasks.cancelTask(doomed, callOpts);
+    assert(c.taskId === doomed, `cancel answered for ${c.taskId}, want ${doomed}`);
+    assertTask(c, 'tasks/cancel');
+    assert(c.status === 'cancelled', `status ${c.status}, want cancelled`);
+  });
+
+  await check('tasks/get after tasks/cancel', async () => {
+    await sleep(300);
+    const t = await client.experimental.tasks.getTask(doomed, callOpts);
+    assert(t.status === 'cancelled', `status ${t.status}, want cancelled`);
+  });
+
+  if (opts.statsTool) {
+    await check('upstream saw notifications/cancelled', async () => {
+      let now = cancelledBefore;
+      const end = Date.now() + 5000;
+      while (now <= cancelledBefore && Date.now() < end) {
+        await sleep(200);
+        now = await slowCancelled();
+      }
+      assert(now > cancelledBefore, `upstream's slow_cancelled stayed at ${now} for 5 s`);
+    });
+  }
+
+  await check('tasks/cancel of a completed task: -32602', async () => {
+    await expectRpcError(client.experimental.tasks.cancelTask(raw.taskId, callOpts), -32602);
+  });
+
+  await check('tasks/get of an unknown task: -32602', async () => {
+    await expectRpcError(client.experimental.tasks.getTask(UNKNOWN_TASK_ID, callOpts), -32602);
+  });
+
+  await check('tasks/result of an unknown task: -32602', async () => {
+    await expectRpcError(client.experimental.tasks.getTaskResult(UNKNOWN_TASK_ID, CallToolResultSchema, callOpts), -32602);
+  });
+
+  await check('tasks/cancel of an unknown task: -32602', async () => {
+    await expectRpcError(client.experimental.tasks.cancelTask(UNKNOWN_TASK_ID, callOpts), -32602);
+  });
+
+  if (opts.statusNotifications) {
+    await check('notifications/tasks/status', async () => {
+      // One per status change: the two completed tasks and the cancelled one must have been
+      // announced, and nothing may follow a terminal status.
+      const has = (id, status) => seen.taskStatus.some((n) => n.taskId === id && n.status === status);
+      const summary = () => brief(seen.taskStatus.map((n) => `${n.taskId}:${n.status}`));
+      await waitFor(
+        () => has(streamId, 'completed') && has(raw.taskId, 'completed') && has(doomed, 'cancelled'),
+        3000,
+        `status notifications completed/completed/cancelled (got: ${summary()})`,
+      );
+      await sleep(300); // a late, wrong notification would show up here
+      for (const n of seen.taskStatus) assertTask(n, 'notifications/tasks/status');
+      for (const id of [streamId, raw.taskId, doomed]) {
+        const statuses = seen.taskStatus.filter((n) => n.taskId === id).map((n) => n.status);
+        const end = statuses.findIndex((st) => TERMINAL.includes(st));
+        assert(end === statuses.length - 1, `task ${id} statuses ${statuses.join(' -> ')}: something after the terminal status`);
+      }
+    });
+  }
+
+  await checkPing();
+}
+
+// ---------------------------------------------------------------------------
+
+const scenarios = { everything: scenarioEverything, tsserver: scenarioTsServer, demo: scenarioDemo, tasks: scenarioTasks };
 
 try {
   await scenarios[scenario]();

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Interop server peer: the official Python SDK `MCPServer` (mcp==2.3.0, see requirements.txt).
+
+It has no tasks: it declares no `capabilities.tasks`, marks no tool with `execution`, and
+answers a task-augmented `tools/call` as a plain call (the SDK ignores `params.task`). It is
+the "upstream without tasks" that taskgate hosts tasks in front of.
+
+Run it with tests/interop/.venv/bin/python:
+
+    py_server.py                  stdio (the default)
+    py_server.py --http <port>    Streamable HTTP on 127.0.0.1:<port>, path /mcp (stateful
+                                  sessions); port 0 picks a free port. Prints `listening <port>`
+                                  on stdout once it accepts connections. Stops on SIGTERM/SIGINT.
+
+Tools:
+    echo  {text}                    -> text
+    add   {a, b}                    -> a + b (as text)
+    slow  {seconds: float, steps: int}
+                                    -> one notifications/progress per step (progress i of
+                                       steps, when the request has a progress token), sleeping
+                                       seconds/steps between steps; returns
+                                       "slow done after N steps"
+    stats {}                        -> JSON text {"slow_started", "slow_finished",
+                                       "slow_cancelled"}: counters for this process. A `slow`
+                                       call interrupted by notifications/cancelled counts as
+                                       cancelled (the SDK cancels the handler's scope).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+USAGE = "usage: py_server.py [--http <port>]"
+
+app = MCPServer("taskgate-interop-py-server", version="1.0.0", log_level="WARNING")
+
+STATS = {"slow_started": 0, "slow_finished": 0, "slow_cancelled": 0}
+
+
+@app.tool(description="Returns its text argument unchanged", structured_output=False)
+def echo(text: str) -> str:
+    return text
+
+
+@app.tool(description="Adds two numbers", structured_output=False)
+def add(a: float, b: float) -> str:
+    total = a + b
+    return str(int(total)) if total == int(total) else str(total)
+
+
+@app.tool(
+    description="Takes `seconds` in `steps` steps, reporting progress after each step",
+    structured_output=False,
+)
+async def slow(ctx: Context, seconds: float = 1.0, steps: int = 3) -> str:
+    steps = max(1, int(steps))
+    STATS["slow_started"] += 1
+    try:
+        for i in range(1, steps + 1):
+            await anyio.sleep(max(0.0, seconds) / steps)
+            await ctx.report_progress(i, steps, f"step {i} of {steps}")
+    except anyio.get_cancelled_exc_class():
+        STATS["slow_cancelled"] += 1
+        print(f"py_server: slow cancelled (started {STATS['slow_started']})", file=sys.stderr, flush=True)
+        raise
+    STATS["slow_finished"] += 1
+    return f"slow done after {steps} steps"
+
+
+@app.tool(description="Counters of slow calls in this process, as JSON text", structured_output=False)
+def stats() -> str:
+    return json.dumps(STATS)
+
+
+async def serve_http(port: int) -> None:
+    import uvicorn
+
+    # Bind the socket ourselves so that port 0 gives a port we can print before serving.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.setblocking(False)
+    bound = sock.getsockname()[1]
+
+    starlette_app = app.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    config = uvicorn.Config(starlette_app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run)
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.01)
+        print(f"listening {bound}", flush=True)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not args:
+        app.run("stdio")
+        return
+    if len(args) != 2 or args[0] != "--http" or not args[1].isdigit() or int(args[1]) > 65535:
+        print(USAGE, file=sys.stderr)
+        sys.exit(2)
+    anyio.run(serve_http, int(args[1]))
+
+
+if __name__ == "__main__":
+    main()
