@@ -154,6 +154,28 @@ impl Gateway {
     }
 }
 
+/// The Python SDK server of the interop kit (no tasks) over HTTP, on 127.0.0.1.
+fn start_py_server() -> (Proc, u16) {
+    let mut p = Proc::spawn(
+        Command::new(python())
+            .arg(require(&interop_dir().join("py_server.py")))
+            .args(["--http", "0"])
+            .current_dir(interop_dir()),
+    );
+    let line = p.wait_for("listening ");
+    let port = line.split_whitespace().last().unwrap().parse().unwrap();
+    (p, port)
+}
+
+/// Config for the Python server as a stdio upstream (`py`) and over HTTP (`pyhttp`).
+fn py_upstreams(http_port: u16) -> String {
+    format!(
+        "[[upstream]]\nname = \"py\"\ncommand = {:?}\nargs = [{:?}]\n\n[[upstream]]\nname = \"pyhttp\"\nurl = \"http://127.0.0.1:{http_port}/mcp\"\n",
+        python(),
+        require(&interop_dir().join("py_server.py"))
+    )
+}
+
 /// The TypeScript SDK server of the interop kit, on 127.0.0.1.
 fn start_ts_server() -> (Proc, u16) {
     let mut p = Proc::spawn(
@@ -250,4 +272,46 @@ fn python_client_sees_the_probe_refused_over_stdio() {
         Proc::spawn(Command::new(python()).args(py("demo", &stdio(gw.stdio_args("demo")))).current_dir(interop_dir()));
     assert!(client.finish(CLIENT_TIMEOUT), "{}", client.output());
     assert!(client.output().contains("answered the client's server/discover probe"), "{}", client.output());
+}
+
+// ---- hosted tasks (the gateway hosts tasks for upstreams without them) ----
+
+fn tasks_scenario(extra: &[&str], transport: Vec<String>) -> Vec<String> {
+    let mut v = vec![require(&interop_dir().join("ts_client.mjs")), "tasks".to_string()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.extend(transport);
+    v
+}
+
+#[test]
+fn ts_tasks_client_against_python_server_over_stdio_and_http_upstreams() {
+    let (_py, port) = start_py_server();
+    let gw = Gateway::start(&py_upstreams(port));
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("py"))));
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("pyhttp"))));
+}
+
+#[test]
+fn ts_tasks_client_over_stdio_downstream() {
+    let (_py, port) = start_py_server();
+    let gw = Gateway::start(&py_upstreams(port));
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], stdio(gw.stdio_args("py"))));
+}
+
+#[test]
+fn ts_tasks_client_against_a_tool_server_everything_marks_forbidden() {
+    // server-everything declares tasks but leaves this tool unmarked (forbidden): the gateway
+    // hosts the task for it.
+    let gw = Gateway::start("");
+    let args = [
+        "--tool",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration":1,"steps":3}"#,
+        "--cancel-args",
+        r#"{"duration":30,"steps":30}"#,
+        "--expect-text",
+        "Long running operation completed",
+    ];
+    run_client(&gw, "node", &tasks_scenario(&args, http(gw.url("everything"))));
 }
