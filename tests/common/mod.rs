@@ -448,6 +448,8 @@ impl Mcp {
 #[derive(Clone)]
 pub enum Step {
     Send(Value),
+    /// A message as an SSE event with this id (so a broken stream can be resumed).
+    SendWithId(String, Value),
     Sleep(u64),
     /// Waits (at most 10 s) until the server has received a response with this id.
     AwaitResponse(Value),
@@ -476,12 +478,26 @@ impl Scripted {
         format!("http://{}/mcp", self.addr)
     }
 
+    pub fn received_http(&self) -> Vec<String> {
+        self.received.lock().unwrap().iter().filter_map(|m| m["http"].as_str().map(str::to_string)).collect()
+    }
+
     pub fn received_methods(&self) -> Vec<String> {
         self.received.lock().unwrap().iter().filter_map(|m| m["method"].as_str().map(str::to_string)).collect()
     }
 
-    /// Starts the server. `initialize` is answered by the script too (see [`init_result`]).
+    /// Starts the server. `initialize` is answered by the script too (see [`init_result`]);
+    /// GET is refused with 405.
     pub async fn start(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
+        Self::start_with(script, false).await
+    }
+
+    /// Like `start`, and GET requests go to the script too, as `{"http": "GET", "lastEventId"}`.
+    pub async fn start_with_get(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
+        Self::start_with(script, true).await
+    }
+
+    async fn start_with(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static, serve_get: bool) -> Scripted {
         let script: Arc<Script> = Arc::new(script);
         let received = Arc::new(std::sync::Mutex::new(Vec::new()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -496,7 +512,7 @@ impl Scripted {
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let script = script.clone();
                         let rec = rec.clone();
-                        async move { Ok::<_, std::convert::Infallible>(scripted_answer(req, script, rec).await) }
+                        async move { Ok::<_, std::convert::Infallible>(scripted_answer(req, script, rec, serve_get).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
@@ -516,6 +532,7 @@ async fn scripted_answer(
     req: Request<Incoming>,
     script: Arc<Script>,
     rec: Arc<std::sync::Mutex<Vec<Value>>>,
+    serve_get: bool,
 ) -> Response<ScriptBody> {
     use futures_util::StreamExt;
     let empty = |status: u16| {
@@ -523,16 +540,29 @@ async fn scripted_answer(
         *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
         r
     };
-    if req.method() != hyper::Method::POST {
+    // GET and DELETE reach the script as {"http": METHOD, "lastEventId": ...}; a GET the
+    // script has no steps for is 405.
+    let msg: Value = if req.method() == hyper::Method::POST {
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&body).unwrap()
+    } else {
+        let last = req.headers().get("last-event-id").map(|v| v.to_str().unwrap().to_string());
+        json!({"http": req.method().as_str(), "lastEventId": last})
+    };
+    rec.lock().unwrap().push(msg.clone());
+    if msg["http"] == "DELETE" {
+        return empty(200);
+    }
+    if msg["http"] == "GET" && !serve_get {
         return empty(405);
     }
-    let body = req.into_body().collect().await.unwrap().to_bytes();
-    let msg: Value = serde_json::from_slice(&body).unwrap();
-    rec.lock().unwrap().push(msg.clone());
-    if msg.get("method").is_none() || msg.get("id").is_none() {
+    if msg.get("http").is_none() && (msg.get("method").is_none() || msg.get("id").is_none()) {
         return empty(202);
     }
     let steps = script(&msg);
+    if msg.get("http").is_some() && steps.is_empty() {
+        return empty(405);
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let mut queue: std::collections::VecDeque<Step> = steps.into();
@@ -541,6 +571,12 @@ async fn scripted_answer(
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Step::Send(m) => {
                     let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
+                    if tx.send(ev).await.is_err() {
+                        return;
+                    }
+                }
+                Step::SendWithId(id, m) => {
+                    let ev = sse::encode_event(Some(&id), &serde_json::to_vec(&m).unwrap());
                     if tx.send(ev).await.is_err() {
                         return;
                     }
