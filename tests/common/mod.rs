@@ -454,8 +454,11 @@ pub enum Step {
     /// Waits (at most 10 s) until the server has received a response with this id.
     AwaitResponse(Value),
     /// Computes further steps from everything received so far.
-    Then(Arc<dyn Fn(&[Value]) -> Vec<Step> + Send + Sync>),
+    Then(Arc<Continuation>),
 }
+
+/// Further steps computed from what the scripted server has received.
+pub type Continuation = dyn Fn(&[Value]) -> Vec<Step> + Send + Sync;
 
 type Script = dyn Fn(&Value) -> Vec<Step> + Send + Sync;
 
