@@ -60,8 +60,13 @@ async fn task_server(refusal: Refusal) -> Scripted {
                 }
                 let id = format!("task-{}", created.lock().unwrap().len() + 1);
                 created.lock().unwrap().push((id.clone(), Instant::now(), req["params"]["arguments"].clone()));
-                vec![reply(req, json!({"task": {"taskId": id, "status": "working", "createdAt": "2026-01-01T00:00:00Z",
-                    "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100}}))]
+                // Like an SDK server, it announces the task before answering the call.
+                let task = json!({"taskId": id, "status": "working", "statusMessage": "stage 1 of 4",
+                    "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100});
+                vec![
+                    Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})),
+                    reply(req, json!({"task": task})),
+                ]
             }
             "tasks/get" => {
                 let id = req["params"]["taskId"].as_str().unwrap();
@@ -185,9 +190,26 @@ async fn an_old_client_calls_a_required_tool_and_sees_progress() {
         let p = out.progress();
         assert!(p.len() >= 2, "status messages became progress: {:?}", out.others);
         assert!(p.windows(2).all(|w| w[1] > w[0]), "strictly increasing: {p:?}");
-        let messages: Vec<&str> = out.others.iter().filter_map(|m| m["params"]["message"].as_str()).collect();
-        assert!(messages.iter().any(|m| m.starts_with("stage ")), "{messages:?}");
-        assert!(out.others.iter().all(|m| m["method"] != "notifications/tasks/status"));
+        if version != "2024-11-05" {
+            let messages: Vec<&str> = out.others.iter().filter_map(|m| m["params"]["message"].as_str()).collect();
+            assert_eq!(
+                messages.first(),
+                Some(&"stage 1 of 4"),
+                "the first status, from CreateTaskResult: {messages:?}"
+            );
+            let mut unique = messages.clone();
+            unique.dedup();
+            assert_eq!(unique, messages, "each status message once");
+        } else {
+            assert!(
+                out.others.iter().all(|m| m["params"].get("message").is_none()),
+                "2024-11-05 progress has no message"
+            );
+        }
+        assert!(
+            out.others.iter().all(|m| m["method"] != "notifications/tasks/status"),
+            "the gateway's task is not the client's"
+        );
     }
     let methods = up.received_methods();
     assert!(methods.contains(&"tasks/result".to_string()) && methods.contains(&"tasks/get".to_string()), "{methods:?}");
@@ -200,13 +222,32 @@ async fn an_old_client_calls_a_required_tool_and_sees_progress() {
 async fn input_requests_are_relayed_without_task_meta() {
     let up = task_server(Refusal::MethodNotFound).await;
     let gw = start_gateway(&gateway_config(&up, "")).await;
-    let mut c = client(&gw, "2025-06-18").await;
-    c.request("tools/list", json!({})).await;
-    let out =
-        c.request("tools/call", json!({"name": "research", "arguments": {"topic": "x", "ambiguous": true}})).await;
-    assert_eq!(out.result()["content"][0]["text"], "report for forty-two");
-    let ask = out.others.iter().find(|m| m["method"] == "elicitation/create").expect("the client was asked");
-    assert!(ask["params"].get("_meta").is_none(), "no related-task _meta for 2025-06-18: {ask}");
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mut c = client(&gw, version).await;
+        c.request("tools/list", json!({})).await;
+        let out =
+            c.request("tools/call", json!({"name": "research", "arguments": {"topic": "x", "ambiguous": true}})).await;
+        assert_eq!(out.result()["content"][0]["text"], "report for forty-two");
+        let ask = out.others.iter().find(|m| m["method"] == "elicitation/create").expect("the client was asked");
+        assert!(ask["params"].get("_meta").is_none(), "{version}: the task is the gateway's, not the client's: {ask}");
+    }
+}
+
+#[tokio::test]
+async fn a_2025_11_25_clients_own_task_passes_through() {
+    let up = task_server(Refusal::MethodNotFound).await;
+    let gw = start_gateway(&gateway_config(&up, "")).await;
+    let mut c = client(&gw, "2025-11-25").await;
+    let out = c
+        .request("tools/call", json!({"name": "research", "arguments": {"topic": "own"}, "task": {"ttl": 1000}}))
+        .await;
+    let task_id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
+    assert!(task_id.starts_with("task-"), "the upstream's own task: {}", out.response);
+    let got = c.request("tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(got.result()["taskId"], task_id.as_str());
+    let r = c.request("tasks/result", json!({"taskId": task_id})).await;
+    assert_eq!(r.result()["content"][0]["text"], "report on own");
+    assert_eq!(r.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task_id.as_str());
 }
 
 #[tokio::test]

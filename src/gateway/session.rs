@@ -67,6 +67,8 @@ struct ServerRequest {
 const MAX_CACHED_TOOLS: usize = 10_000;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const CURSOR_OURS: &str = "tg:";
+/// Upstream task ids remembered per session for status notifications.
+const MAX_KNOWN_TASKS: usize = 1024;
 const CURSOR_UPSTREAM: &str = "up:";
 
 #[derive(Default)]
@@ -86,6 +88,9 @@ struct SessionState {
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Value>,
+    /// Ids of upstream tasks this client created (its task-augmented calls passed through):
+    /// the only upstream task status notifications it gets.
+    known_tasks: std::collections::VecDeque<String>,
     generation: u64,
     /// When the last link died, and the delay before the next may start.
     restart_backoff: Option<(Instant, Duration)>,
@@ -757,11 +762,18 @@ impl LinkEvents for Session {
                 return;
             }
         }
+        if let Some(task_id) = msg.pointer("/result/task/taskId").and_then(Value::as_str) {
+            let mut st = self.state.lock().unwrap();
+            if st.known_tasks.len() >= MAX_KNOWN_TASKS {
+                st.known_tasks.pop_front();
+            }
+            st.known_tasks.push_back(task_id.to_string());
+        }
         self.shape(&mut msg, shape);
         self.to_client(msg, Route::Response(client_id));
     }
 
-    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, related: Option<Id>) {
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Value, related: Option<Id>) {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
@@ -774,6 +786,11 @@ impl LinkEvents for Session {
             });
             return;
         }
+        if bridged {
+            // The task is the gateway's, not the client's: a client that keeps tasks would
+            // look its id up and refuse.
+            mcp_tasks::untag_related(&mut msg, "params");
+        }
         self.relay_server_request(
             link,
             upstream_id,
@@ -784,8 +801,16 @@ impl LinkEvents for Session {
     }
 
     fn notification(&self, mut msg: Value, related: Option<Id>) {
-        if msg.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed") {
-            self.state.lock().unwrap().tool_support.clear();
+        match msg.get("method").and_then(Value::as_str) {
+            Some("notifications/tools/list_changed") => self.state.lock().unwrap().tool_support.clear(),
+            Some("notifications/tasks/status") => {
+                // Only about tasks the client made (a bridged call's task is the gateway's).
+                let task = msg.pointer("/params/taskId").and_then(Value::as_str).unwrap_or("");
+                if !self.state.lock().unwrap().known_tasks.iter().any(|t| t == task) {
+                    return;
+                }
+            }
+            _ => {}
         }
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             // The server cancels a request it sent the client: use the id the client knows.

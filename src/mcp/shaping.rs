@@ -80,13 +80,14 @@ pub fn for_client(msg: &mut Value, client: ProtocolVersion) -> bool {
         return false;
     }
     for field in ["params", "result"] {
-        if let Some(meta) = msg.get_mut(field).and_then(|p| p.get_mut("_meta")).and_then(Value::as_object_mut)
-            && meta.remove(tasks::RELATED_TASK).is_some()
-            && meta.is_empty()
-            && let Some(obj) = msg.get_mut(field).and_then(Value::as_object_mut)
-        {
-            obj.remove("_meta");
-        }
+        tasks::untag_related(msg, field);
+    }
+    // Progress notifications gained `message` in 2025-03-26.
+    if client == ProtocolVersion::V2024_11_05
+        && msg.get("method").and_then(Value::as_str) == Some("notifications/progress")
+        && let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut)
+    {
+        p.remove("message");
     }
     true
 }
@@ -144,5 +145,9 @@ mod tests {
         let mut req = json!({"method": "elicitation/create", "params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}, "k": 1}}});
         assert!(for_client(&mut req, ProtocolVersion::V2025_03_26));
         assert_eq!(req["params"]["_meta"], json!({"k": 1}));
+        let mut p =
+            json!({"method": "notifications/progress", "params": {"progressToken": 1, "progress": 1, "message": "m"}});
+        assert!(for_client(&mut p, ProtocolVersion::V2024_11_05));
+        assert!(p["params"].get("message").is_none(), "2024-11-05 progress has no message");
     }
 }

@@ -73,6 +73,16 @@ pub fn tag_related(msg: &mut Value, field: &str, task_id: &str) {
     }
 }
 
+/// Removes the related-task key from `field._meta` (and `_meta` itself if that empties it).
+pub fn untag_related(msg: &mut Value, field: &str) {
+    let Some(obj) = msg.get_mut(field).and_then(Value::as_object_mut) else { return };
+    let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut) else { return };
+    meta.remove(RELATED_TASK);
+    if meta.is_empty() {
+        obj.remove("_meta");
+    }
+}
+
 /// The task id a message's `_meta` relates it to, if any.
 pub fn related_task_id<'a>(msg: &'a Value, field: &str) -> Option<&'a str> {
     msg.get(field)?.get("_meta")?.get(RELATED_TASK)?.get("taskId")?.as_str()

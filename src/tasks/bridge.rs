@@ -72,7 +72,10 @@ impl Bridge {
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
 
         let mut events = self.link.start_bridge(&task_id, &self.client_id, token.as_ref());
-        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), deadline).await;
+        let mut statuses = StatusTracker::default();
+        // The task's first status message is already in the CreateTaskResult.
+        self.on_status(&task, token.as_ref(), &mut statuses);
+        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), deadline, &mut statuses).await;
         self.link.end_bridge(&task_id, token.as_ref());
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
             let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
@@ -88,6 +91,7 @@ impl Bridge {
         poll: Duration,
         token: Option<&Value>,
         deadline: Instant,
+        statuses: &mut StatusTracker,
     ) -> Ending {
         let result_req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
         let result = self.link.request_for(result_req, Some(self.client_id.clone()));
@@ -95,7 +99,6 @@ impl Bridge {
         let mut result_done = false;
         let mut idle_deadline = Instant::now() + self.request_timeout;
         let mut next_poll = Instant::now() + poll;
-        let mut last_message: Option<String> = None;
         loop {
             tokio::select! {
                 r = &mut result, if !result_done => {
@@ -115,14 +118,14 @@ impl Bridge {
                 ev = events.recv() => {
                     idle_deadline = Instant::now() + self.request_timeout;
                     if let Some(BridgeEvent::Status(note)) = ev {
-                        self.on_status(note.get("params").unwrap_or(&Value::Null), token, &mut last_message);
+                        self.on_status(note.get("params").unwrap_or(&Value::Null), token, statuses);
                     }
                 }
                 _ = sleep_until(next_poll) => {
                     next_poll = Instant::now() + poll;
                     match self.status(task_id).await {
                         Ok(t) => {
-                            let changed = self.on_status(&t, token, &mut last_message);
+                            let changed = self.on_status(&t, token, statuses);
                             if changed {
                                 idle_deadline = Instant::now() + self.request_timeout;
                             }
@@ -167,15 +170,11 @@ impl Bridge {
     }
 
     /// A status message the client has not seen becomes a progress notification (when the
-    /// client gave a token). Returns whether anything changed.
-    fn on_status(&self, task: &Value, token: Option<&Value>, last: &mut Option<String>) -> bool {
-        let Some(msg) = task.get("statusMessage").and_then(Value::as_str) else { return false };
-        if last.as_deref() == Some(msg) {
-            return false;
-        }
-        *last = Some(msg.to_string());
+    /// client gave a token). Returns whether anything new was learnt.
+    fn on_status(&self, task: &Value, token: Option<&Value>, statuses: &mut StatusTracker) -> bool {
+        let Some(msg) = statuses.fresh_message(task) else { return false };
         if let Some(t) = token {
-            self.link.synthesize_progress(t, msg);
+            self.link.synthesize_progress(t, &msg);
         }
         true
     }
@@ -202,6 +201,59 @@ impl Bridge {
     }
 }
 
+/// What the bridge has seen of its task's statuses. Statuses arrive by two paths (the
+/// server's notifications and the bridge's own polls) and can overtake each other: a status
+/// older than one already applied is ignored, and each message is announced once.
+#[derive(Default)]
+struct StatusTracker {
+    last_updated: Option<String>,
+    announced: Vec<String>,
+}
+
+/// Messages remembered per bridged call, against repeats.
+const MAX_ANNOUNCED: usize = 64;
+
+impl StatusTracker {
+    /// The task's status message if it is news.
+    fn fresh_message(&mut self, task: &Value) -> Option<String> {
+        if let Some(at) = task.get("lastUpdatedAt").and_then(Value::as_str) {
+            // RFC 3339 timestamps of one server share a format, so they order as text.
+            if let Some(last) = &self.last_updated
+                && at.len() == last.len()
+                && at < last.as_str()
+            {
+                return None;
+            }
+            self.last_updated = Some(at.to_string());
+        }
+        let msg = task.get("statusMessage").and_then(Value::as_str)?;
+        if self.announced.iter().any(|m| m == msg) {
+            return None;
+        }
+        if self.announced.len() == MAX_ANNOUNCED {
+            self.announced.remove(0);
+        }
+        self.announced.push(msg.to_string());
+        Some(msg.to_string())
+    }
+}
+
 fn is_terminal(task: &Value) -> bool {
     matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_announced_once_and_never_backwards() {
+        let mut t = StatusTracker::default();
+        let st = |at: &str, m: &str| json!({"lastUpdatedAt": at, "statusMessage": m});
+        assert_eq!(t.fresh_message(&st("2026-01-01T00:00:01.000Z", "a")).as_deref(), Some("a"));
+        assert_eq!(t.fresh_message(&st("2026-01-01T00:00:03.000Z", "c")).as_deref(), Some("c"));
+        assert_eq!(t.fresh_message(&st("2026-01-01T00:00:02.000Z", "b")), None, "older than what was applied");
+        assert_eq!(t.fresh_message(&st("2026-01-01T00:00:04.000Z", "a")), None, "already announced");
+        assert_eq!(t.fresh_message(&json!({"statusMessage": "d"})).as_deref(), Some("d"));
+    }
 }
