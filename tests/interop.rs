@@ -315,3 +315,36 @@ fn ts_tasks_client_against_a_tool_server_everything_marks_forbidden() {
     ];
     run_client(&gw, "node", &tasks_scenario(&args, http(gw.url("everything"))));
 }
+
+// ---- bridged tasks (server-everything's task-required simulate-research-query) ----
+
+fn bridge_scenario(version: &str, transport: Vec<String>) -> Vec<String> {
+    let mut v =
+        vec![require(&interop_dir().join("ts_bridge.mjs")), "bridge".into(), "--protocol".into(), version.into()];
+    v.extend(transport);
+    v
+}
+
+#[test]
+fn bridge_a_2025_06_18_client_over_http() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &bridge_scenario("2025-06-18", http(gw.url("everything"))));
+}
+
+#[test]
+fn bridge_a_2025_06_18_client_over_stdio() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &bridge_scenario("2025-06-18", stdio(gw.stdio_args("everything"))));
+}
+
+#[test]
+fn bridge_a_2024_11_05_client_over_http() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &bridge_scenario("2024-11-05", http(gw.url("everything"))));
+}
+
+#[test]
+fn bridge_a_2025_11_25_client_plainly_and_as_a_task() {
+    let gw = Gateway::start("");
+    run_client(&gw, "node", &bridge_scenario("2025-11-25", http(gw.url("everything"))));
+}

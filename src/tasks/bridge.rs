@@ -125,6 +125,13 @@ impl Bridge {
                     next_poll = Instant::now() + poll;
                     match self.status(task_id).await {
                         Ok(t) => {
+                            // Notifications that arrived while polling are older than the
+                            // poll's answer: they go first.
+                            while let Ok(ev) = events.try_recv() {
+                                if let BridgeEvent::Status(note) = ev {
+                                    self.on_status(note.get("params").unwrap_or(&Value::Null), token, statuses);
+                                }
+                            }
                             let changed = self.on_status(&t, token, statuses);
                             if changed {
                                 idle_deadline = Instant::now() + self.request_timeout;
