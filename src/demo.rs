@@ -298,7 +298,10 @@ pub async fn serve_stdio() {
         }
         fn closed(&self, _reason: String) {}
     }
-    let out = Arc::new(Stdout(crate::transport::stdio::spawn_writer(tokio::io::stdout())));
+    let out = Arc::new(Stdout(crate::transport::stdio::spawn_writer(
+        tokio::io::stdout(),
+        crate::transport::stdio::STDOUT_QUEUE,
+    )));
     let demo = spawn_with(out.clone(), true);
     let (tx, mut rx) = mpsc::channel::<Value>(1024);
     let reader = tokio::spawn(async move {

@@ -48,7 +48,7 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), St
     let cfg =
         gateway.config.upstream(upstream).ok_or_else(|| format!("no upstream named \"{upstream}\" in the config"))?;
     let cfg = Arc::new(cfg.clone());
-    let out = stdio::spawn_writer(tokio::io::stdout());
+    let out = stdio::spawn_writer(tokio::io::stdout(), crate::transport::stdio::STDOUT_QUEUE);
     let sink = Arc::new(stdio::StdoutSink(out));
     let session = session::Session::new(gateway.clone(), cfg, sink.clone());
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Value, String>>(1024);

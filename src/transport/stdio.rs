@@ -13,8 +13,12 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-/// Messages queued for a pipe before senders wait.
+/// Messages queued for a child's stdin before senders wait.
 const WRITE_QUEUE: usize = 1024;
+/// Messages queued for our own stdout. Senders there cannot wait (they hold no task), so
+/// the queue is deep enough for any burst a live client reads; past it a client that has
+/// stopped reading loses messages, and the loss is logged.
+pub const STDOUT_QUEUE: usize = 16 * 1024;
 /// How long a child gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -44,16 +48,17 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
 
 /// A writer task: each queued message becomes one line. Ends when all senders are gone or
 /// the pipe breaks.
-pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(w: W) -> mpsc::Sender<Bytes> {
-    spawn_writer_until(w, None)
+pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(w: W, capacity: usize) -> mpsc::Sender<Bytes> {
+    spawn_writer_until(w, capacity, None)
 }
 
 /// Like [`spawn_writer`], and also ends (closing the pipe) when `stop` fires.
 fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
     mut w: W,
+    capacity: usize,
     stop: Option<oneshot::Receiver<()>>,
 ) -> mpsc::Sender<Bytes> {
-    let (tx, mut rx) = mpsc::channel::<Bytes>(WRITE_QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Bytes>(capacity);
     tokio::spawn(async move {
         let stop = async {
             match stop {
@@ -187,7 +192,7 @@ impl StdioChild {
         });
 
         Ok(StdioChild {
-            tx: spawn_writer_until(stdin, Some(stdin_rx)),
+            tx: spawn_writer_until(stdin, WRITE_QUEUE, Some(stdin_rx)),
             kill: std::sync::Mutex::new(Some(kill_tx)),
             pid,
         })
