@@ -176,7 +176,8 @@ impl HttpServer {
     }
 
     async fn post(self: &Arc<Self>, req: Request<Incoming>, upstream: Arc<UpstreamConfig>) -> Response<Body> {
-        let headers = req.headers().clone();
+        let (parts, body) = req.into_parts();
+        let headers = &parts.headers;
         if let Some(ct) = headers.get(header::CONTENT_TYPE)
             && !ct.to_str().unwrap_or("").to_ascii_lowercase().contains("application/json")
         {
@@ -196,7 +197,7 @@ impl HttpServer {
                 );
             }
         }
-        let body = match read_body(req.into_body(), self.gateway.limits().max_body_bytes).await {
+        let body = match read_body(body, self.gateway.limits().max_body_bytes).await {
             Ok(b) => b,
             Err(resp) => return resp,
         };
@@ -208,7 +209,7 @@ impl HttpServer {
         // An existing session, or a new one for an `initialize`.
         let existing = headers.contains_key(SESSION_HEADER);
         let (sid, hs, created) = if existing {
-            match self.lookup(&headers) {
+            match self.lookup(headers) {
                 Ok((id, s)) => (id, s, false),
                 Err(resp) => return resp,
             }
