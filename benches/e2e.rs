@@ -48,11 +48,27 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 /// The optimized binary cargo built for this bench target (profile `bench`).
 const TASKGATE: &str = env!("CARGO_BIN_EXE_taskgate");
 const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The version with (hosted) tasks: the tasks cases' sessions negotiate it.
+const TASKS_VERSION: &str = "2025-11-25";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const ECHO_TEXT: &str = "hello from the taskgate load generator";
 /// Bound on any single request, read or process start: a run that exceeds it fails loudly.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The echo text of the `tasks` case (one task = one create + one `tasks/result`).
+const TASK_TEXT: &str = "x";
+/// Completed tasks the `tasks_retained` case fills the store with, and the length of each
+/// one's echo text (the demo's echo result carries it twice: as `content[0].text` and in
+/// `structuredContent`, so each stored result is ~2.1 KB of JSON; the printed size says).
+const RETAINED_TASKS: usize = 10_000;
+const RETAINED_TEXT_LEN: usize = 1024;
+/// The issue's target for `tasks_retained`: RSS above the idle gateway, in MB (10^6 bytes).
+const RETAINED_TARGET_MB: f64 = 40.0;
+/// Plain (task-less) echo rounds per session before the fill of `tasks_retained`, each one a
+/// call echoing the long text and two echoing a short one, like the three messages a task
+/// leaves in the session's SSE replay buffer (its two responses and a status notification):
+/// more than `event_buffer` (512) events, so the buffers are at their bound before the fill.
+const RETAINED_WARMUP_ROUNDS: usize = 180;
 
 // ---------------------------------------------------------------------------------------
 // What to run
@@ -77,11 +93,29 @@ enum Workload {
     /// (`demo-server --listen`, whose session layer coalesces too); gateway: `taskgate serve`
     /// in front of the demo on stdio, which hands the gateway every one of its notifications.
     Progress,
-    // Hosted tasks go here: task-augmented `tools/call` through the gateway (create, then
-    // `tasks/result`) per second, direct_rps=- (the demo has no tasks), and the gateway's RSS
-    // with 10 000 completed tasks of 1 KiB results retained (reported against the idle
-    // gateway's RSS, see `Run::idle_rss_kb`). Add a variant, a `CASES` entry, and an arm in
-    // `run_case` that returns a `Line` (with `direct_rps: None` where there is no baseline).
+    /// Hosted tasks, gateway only (the demo has no tasks, so there is no direct baseline):
+    /// `taskgate serve` with the in-process demo (`builtin = "demo"`), `c` sessions that
+    /// negotiate 2025-11-25, each in a closed loop of `tools/call echo` with `task` (answered
+    /// at once with `CreateTaskResult`, status `working`) then `tasks/result` for that task
+    /// (blocks until it ends; must return the echo). One task = that request pair; the rate is
+    /// tasks/s, the latency one whole pair, the CPU the gateway's per task. Each session also
+    /// holds a GET stream open and drains it, as SDK clients do: the gateway sends
+    /// `notifications/tasks/status` there. Short `max_ttl` and a roomy store: tasks expire
+    /// (the sweeper's work is part of the cost) and none is ever evicted or refused.
+    Tasks,
+    /// Hosted tasks retained: the same sessions and loop, a fixed number of times
+    /// ([`RETAINED_TASKS`] in all, echo texts of [`RETAINED_TEXT_LEN`] characters, every task
+    /// fetched with `tasks/result`, so completed), in a store that keeps them all (long ttl,
+    /// `max_tasks` and `max_tasks_per_owner` large enough). `rss_mb` is the gateway's VmRSS
+    /// after the fill minus its idle VmRSS (after initialize, see `Run::idle_rss_kb`);
+    /// `gateway_rps` is tasks created (and fetched) per second during the fill. Afterwards
+    /// every task must still answer `tasks/get` with `completed` and each session's first
+    /// task its result: the retention is real. Between the idle reading and the fill, the
+    /// sessions make plain echo calls of the same sizes ([`RETAINED_WARMUP_ROUNDS`]): the
+    /// RSS read then, still without a task, is printed too, separating what every busy
+    /// session holds anyway (its bounded SSE replay buffer keeps responses too) from what the
+    /// retained tasks cost.
+    TasksRetained,
 }
 
 struct Case {
@@ -96,6 +130,9 @@ const CASES: &[Case] = &[
     Case { name: "stdio_echo", c: 1, workload: Workload::StdioEcho },
     Case { name: "stdio_echo", c: 32, workload: Workload::StdioEcho },
     Case { name: "progress", c: 1, workload: Workload::Progress },
+    Case { name: "tasks", c: 1, workload: Workload::Tasks },
+    Case { name: "tasks", c: 32, workload: Workload::Tasks },
+    Case { name: "tasks_retained", c: 32, workload: Workload::TasksRetained },
 ];
 
 #[derive(Clone, Copy)]
@@ -273,7 +310,54 @@ async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line, String> {
             gateway.print("gateway", "step");
             Ok(Line::compare(case, &direct, &gateway))
         }
+        Workload::Tasks => {
+            println!(
+                "  hosted tasks, gateway only (no direct baseline: the demo has no tasks): `tools/call echo` with \
+                 `task`, then `tasks/result`; rate = tasks/s; p50/p99 = one whole task round trip (create + result), \
+                 ABSOLUTE, not added (the e2e line prints `-` for them)"
+            );
+            wait_for_quiet(plan).await;
+            // The client asks for a ttl of 60 s; `max_ttl` caps it at 2 s, so finished tasks
+            // expire (swept every 250 ms) long before the roomy store could fill.
+            let config = write_config(dir, "tasks", &tasks_config("2s", 1_000_000))?;
+            let (gw, addr) = spawn_listening("gateway-tasks", &["serve", "--config", path_str(&config)], dir)?;
+            let run = tasks_throughput(addr, case.c, plan, &gw).await;
+            gw.stop();
+            let run = run?;
+            run.print("gateway", "task");
+            report_log_warnings(dir, "gateway-tasks");
+            Ok(Line::gateway_only(case, &run))
+        }
+        Workload::TasksRetained => {
+            println!(
+                "  hosted tasks, gateway only: {RETAINED_TASKS} tasks echoing {RETAINED_TEXT_LEN} characters, each \
+                 fetched with `tasks/result` (completed) and all retained; rate = tasks created/s during the fill; \
+                 p50/p99 = one whole task round trip, absolute; rss = VmRSS increase over the idle gateway"
+            );
+            wait_for_quiet(plan).await;
+            // Exactly room for them all: one task evicted, whatever the reason, fails the check.
+            let config = write_config(dir, "tasks-retained", &tasks_config("1h", RETAINED_TASKS))?;
+            let (gw, addr) = spawn_listening("gateway-tasks-retained", &["serve", "--config", path_str(&config)], dir)?;
+            let filled = tasks_retained(addr, case.c, &gw).await;
+            gw.stop();
+            let (run, rss) = filled?;
+            run.print("gateway", "task");
+            rss.print();
+            report_log_warnings(dir, "gateway-tasks-retained");
+            let mut line = Line::gateway_only(case, &run);
+            line.rss_mb = rss.added_kb() as f64 / 1024.0;
+            Ok(line)
+        }
     }
+}
+
+/// The gateway's config for the tasks cases: the in-process demo, tasks retained for at most
+/// `max_ttl`, and a store (and per-session share) of `max_tasks`.
+fn tasks_config(max_ttl: &str, max_tasks: usize) -> String {
+    format!(
+        "builtin = \"demo\"\n\n[upstream.tasks]\nttl = \"{max_ttl}\"\nmax_ttl = \"{max_ttl}\"\n\
+         max_tasks_per_owner = {max_tasks}\n\n[tasks]\nmax_tasks = {max_tasks}\n"
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -294,6 +378,8 @@ struct Tally {
     events: u64,
     /// Event streams that ended before their response and were resumed (`Last-Event-ID`).
     resumed: u64,
+    /// Tasks whose `CreateTaskResult` had a status other than `working`.
+    not_working: u64,
 }
 
 impl Tally {
@@ -305,6 +391,7 @@ impl Tally {
             lost: 0,
             events: 0,
             resumed: 0,
+            not_working: 0,
         }
     }
 
@@ -319,6 +406,7 @@ impl Tally {
         self.lost += o.lost;
         self.events += o.events;
         self.resumed += o.resumed;
+        self.not_working += o.not_working;
     }
 }
 
@@ -374,6 +462,9 @@ impl Run {
         if self.tally.resumed > 0 {
             let _ = write!(s, ", {} streams resumed", self.tally.resumed);
         }
+        if self.tally.not_working > 0 {
+            let _ = write!(s, ", {} tasks created with a status other than `working`", self.tally.not_working);
+        }
         s.push(')');
         println!("{s}");
         let per = self.tally.done.max(1) as f64;
@@ -418,6 +509,23 @@ impl Line {
             gateway_rps: gateway.rate(),
             p50_added_us: Some(gateway.quantile_us(0.50) - direct.quantile_us(0.50)),
             p99_added_us: Some(gateway.quantile_us(0.99) - direct.quantile_us(0.99)),
+            cpu_us_per_req: gateway.cpu_per(0),
+            rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
+        }
+    }
+
+    /// A case with no direct baseline. Its latency figures are the gateway's own, not added
+    /// latency, so the line's `p50_added_us`/`p99_added_us` are `-` rather than an absolute
+    /// figure under an "added" name that a reader or script would compare with the others;
+    /// the absolute p50/p99 are in the case's human-readable lines.
+    fn gateway_only(case: &Case, gateway: &Run) -> Line {
+        Line {
+            case: case.name,
+            c: case.c,
+            direct_rps: None,
+            gateway_rps: gateway.rate(),
+            p50_added_us: None,
+            p99_added_us: None,
             cpu_us_per_req: gateway.cpu_per(0),
             rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
         }
@@ -472,29 +580,53 @@ async fn measure(
     let idle_rss_kb = watched.first().map(|(_, pid)| proc_status_kb(*pid, "VmRSS:")).unwrap_or(0);
     let sampler = async {
         tokio::time::sleep_until(window.start.into()).await;
-        let t0 = Instant::now();
-        let before: Vec<f64> = watched.iter().map(|(_, pid)| cpu_us(&pid.to_string())).collect();
-        let me0 = cpu_us("self");
-        let machine0 = machine_busy_us();
+        let before = Sample::take(watched);
         tokio::time::sleep_until(window.end.into()).await;
-        let secs = t0.elapsed().as_secs_f64();
-        let after: Vec<f64> = watched.iter().map(|(_, pid)| cpu_us(&pid.to_string())).collect();
-        let me = cpu_us("self") - me0;
-        let machine = machine_busy_us() - machine0;
-        (secs, before, after, me, machine)
+        (before, Sample::take(watched))
     };
-    let (tally, (secs, before, after, loadgen_cpu_us, machine_us)) = tokio::join!(work, sampler);
+    let (tally, (before, after)) = tokio::join!(work, sampler);
     let tally = tally?;
     if tally.done == 0 {
         return Err("nothing completed in the measured window".into());
     }
-    let cpu_us: Vec<(String, f64)> =
-        watched.iter().zip(before.iter().zip(&after)).map(|((n, _), (b, a))| (n.clone(), a - b)).collect();
-    let ours: f64 = cpu_us.iter().map(|(_, us)| us).sum::<f64>() + loadgen_cpu_us;
-    let hwm_kb = watched.iter().map(|(n, pid)| (n.clone(), proc_status_kb(*pid, "VmHWM:"))).collect();
-    let pids = watched.iter().map(|(n, pid)| format!("{n} {pid}")).collect::<Vec<_>>().join(", ");
-    let background_cores = ((machine_us - ours) / 1e6 / secs).max(0.0);
-    Ok(Run { tally, secs, cpu_us, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores })
+    Ok(Run::between(tally, watched, &before, &after, idle_rss_kb))
+}
+
+/// CPU readings at one instant: each watched process, this process, the whole machine (µs).
+struct Sample {
+    at: Instant,
+    watched: Vec<f64>,
+    me: f64,
+    machine: f64,
+}
+
+impl Sample {
+    fn take(watched: &[(String, u32)]) -> Sample {
+        Sample {
+            at: Instant::now(),
+            watched: watched.iter().map(|(_, pid)| cpu_us(&pid.to_string())).collect(),
+            me: cpu_us("self"),
+            machine: machine_busy_us(),
+        }
+    }
+}
+
+impl Run {
+    /// The run whose span `before`..`after` did `tally`'s work.
+    fn between(tally: Tally, watched: &[(String, u32)], before: &Sample, after: &Sample, idle_rss_kb: u64) -> Run {
+        let secs = (after.at - before.at).as_secs_f64();
+        let cpu_us: Vec<(String, f64)> = watched
+            .iter()
+            .zip(before.watched.iter().zip(&after.watched))
+            .map(|((n, _), (b, a))| (n.clone(), a - b))
+            .collect();
+        let loadgen_cpu_us = after.me - before.me;
+        let ours: f64 = cpu_us.iter().map(|(_, us)| us).sum::<f64>() + loadgen_cpu_us;
+        let hwm_kb = watched.iter().map(|(n, pid)| (n.clone(), proc_status_kb(*pid, "VmHWM:"))).collect();
+        let pids = watched.iter().map(|(n, pid)| format!("{n} {pid}")).collect::<Vec<_>>().join(", ");
+        let background_cores = ((after.machine - before.machine - ours) / 1e6 / secs).max(0.0);
+        Run { tally, secs, cpu_us, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores }
+    }
 }
 
 /// Waits, at most `plan.quiet_wait`, until the machine is idle (nothing of this bench runs
@@ -706,6 +838,19 @@ fn path_str(p: &Path) -> &str {
     p.to_str().expect("temp paths are UTF-8")
 }
 
+/// Says how many warnings and errors a process logged, and shows the first (a refusal or a
+/// full buffer would show up there before it showed up as a failure).
+fn report_log_warnings(dir: &Path, name: &str) {
+    // The thread copying its stderr may still be writing the last lines.
+    std::thread::sleep(Duration::from_millis(100));
+    let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.log"))) else { return };
+    let bad: Vec<&str> = text.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+    match bad.first() {
+        None => println!("  {name} log: no warnings or errors"),
+        Some(first) => println!("  {name} log: {} warnings/errors, the first: {first}", bad.len()),
+    }
+}
+
 fn dump_logs(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
@@ -765,18 +910,33 @@ impl Reply {
     }
 }
 
-fn initialize_request(id: u64) -> String {
+fn initialize_request(id: u64, version: &str) -> String {
     format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{PROTOCOL_VERSION}","capabilities":{{}},"clientInfo":{{"name":"taskgate-e2e-bench","version":"0.1.0"}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"taskgate-e2e-bench","version":"0.1.0"}}}}}}"#
     )
 }
 
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 fn echo_request(id: u64) -> String {
+    echo_text_request(id, ECHO_TEXT)
+}
+
+fn echo_text_request(id: u64, text: &str) -> String {
     format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{ECHO_TEXT}"}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}}}}}}"#
     )
+}
+
+/// A task-augmented `tools/call echo` (the client asks for a ttl of 60 s).
+fn task_call_request(id: u64, text: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}},"task":{{"ttl":60000}}}}}}"#
+    )
+}
+
+fn task_request(id: u64, method: &str, task_id: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"taskId":"{task_id}"}}}}"#)
 }
 
 fn slow_request(id: u64, steps: u64) -> String {
@@ -824,14 +984,17 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// One client session on its own keep-alive HTTP/1.1 connection.
 struct HttpClient {
     send: SendRequest<Full<Bytes>>,
+    addr: SocketAddr,
     host: HeaderValue,
     path: String,
+    /// The protocol version it initializes with (and then sends in `mcp-protocol-version`).
+    version: &'static str,
     session: Option<HeaderValue>,
     next_id: u64,
 }
 
 impl HttpClient {
-    async fn connect(addr: SocketAddr, path: &str) -> Result<HttpClient, String> {
+    async fn connect(addr: SocketAddr, path: &str, version: &'static str) -> Result<HttpClient, String> {
         let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
@@ -842,8 +1005,10 @@ impl HttpClient {
         });
         Ok(HttpClient {
             send,
+            addr,
             host: HeaderValue::from_str(&addr.to_string()).expect("an address is a valid header"),
             path: path.to_string(),
+            version,
             session: None,
             next_id: 0,
         })
@@ -869,7 +1034,7 @@ impl HttpClient {
             b = b.header(CONTENT_TYPE, "application/json");
         }
         if let Some(s) = &self.session {
-            b = b.header(SESSION_HEADER, s.clone()).header(VERSION_HEADER, PROTOCOL_VERSION);
+            b = b.header(SESSION_HEADER, s.clone()).header(VERSION_HEADER, self.version);
         }
         if let Some(l) = last_event_id {
             b = b.header("last-event-id", l);
@@ -903,7 +1068,7 @@ impl HttpClient {
     /// `initialize` + `notifications/initialized`: a session ready for calls.
     async fn initialize(&mut self) -> Result<(), String> {
         let id = self.id();
-        let (status, sse, body) = self.post(initialize_request(id)).await?;
+        let (status, sse, body) = self.post(initialize_request(id, self.version)).await?;
         if status != StatusCode::OK {
             return Err(format!("initialize: HTTP {status}: {}", String::from_utf8_lossy(&body)));
         }
@@ -944,10 +1109,15 @@ fn check_answer(sse: bool, body: &[u8], id: u64) -> Result<(), String> {
     found
 }
 
-async fn connect_sessions(addr: SocketAddr, path: &str, c: usize) -> Result<Vec<HttpClient>, String> {
+async fn connect_sessions(
+    addr: SocketAddr,
+    path: &str,
+    c: usize,
+    version: &'static str,
+) -> Result<Vec<HttpClient>, String> {
     let mut clients = Vec::with_capacity(c);
     for _ in 0..c {
-        let mut cl = HttpClient::connect(addr, path).await?;
+        let mut cl = HttpClient::connect(addr, path, version).await?;
         cl.initialize().await?;
         clients.push(cl);
     }
@@ -955,7 +1125,7 @@ async fn connect_sessions(addr: SocketAddr, path: &str, c: usize) -> Result<Vec<
 }
 
 async fn http_echo(addr: SocketAddr, path: &str, c: usize, plan: Plan, watch: &[(&str, &Proc)]) -> Result<Run, String> {
-    let clients = connect_sessions(addr, path, c).await?;
+    let clients = connect_sessions(addr, path, c, PROTOCOL_VERSION).await?;
     let watched: Vec<_> = watch.iter().map(|(role, p)| p.watch(role)).collect();
     let window = Window::after_warmup(plan);
     let work = async move {
@@ -1000,7 +1170,7 @@ async fn progress(
     watch: &[(&str, &Proc)],
     upstream_children_of: Option<&Proc>,
 ) -> Result<Run, String> {
-    let mut clients = connect_sessions(addr, path, 1).await?;
+    let mut clients = connect_sessions(addr, path, 1, PROTOCOL_VERSION).await?;
     let cl = clients.pop().expect("one session");
     let mut watched: Vec<_> = watch.iter().map(|(role, p)| p.watch(role)).collect();
     // A stdio upstream is a child of the gateway, started by the session's initialize.
@@ -1107,6 +1277,431 @@ async fn progress_loop(mut cl: HttpClient, steps: u64, window: Window) -> Result
 }
 
 // ---------------------------------------------------------------------------------------
+// Hosted tasks (HTTP)
+// ---------------------------------------------------------------------------------------
+
+/// A message as the tasks cases read it: the envelope and the parts of the results they check
+/// (`CreateTaskResult`, `tasks/get`'s task, `tasks/result`'s tool result).
+#[derive(Deserialize)]
+struct TaskReply {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    result: Option<TaskResult>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct TaskResult {
+    /// `CreateTaskResult`.
+    #[serde(default)]
+    task: Option<TaskInfo>,
+    /// `tasks/get`.
+    #[serde(default)]
+    status: Option<String>,
+    /// `tasks/result`: the echo's tool result.
+    #[serde(default)]
+    content: Vec<Content>,
+}
+
+#[derive(Deserialize)]
+struct TaskInfo {
+    #[serde(rename = "taskId")]
+    task_id: String,
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct Content {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// The start of a body, for error messages (results can be long).
+fn snippet(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    if s.len() <= 300 { s.into_owned() } else { format!("{}…", &s[..s.floor_char_boundary(300)]) }
+}
+
+/// The result of the response to `id` in a body (JSON or an event stream). An error response
+/// is an error here; -32004 is the gateway refusing (store or session full) and says so.
+fn task_answer(sse: bool, body: &[u8], id: u64, what: &str) -> Result<TaskResult, String> {
+    let mut found = None;
+    let mut take = |data: &[u8]| -> Result<(), String> {
+        let r: TaskReply =
+            serde_json::from_slice(data).map_err(|e| format!("{what}: unreadable message {}: {e}", snippet(data)))?;
+        if r.method.is_none() && r.id.as_ref().and_then(serde_json::Value::as_u64) == Some(id) {
+            found = Some(r);
+        }
+        Ok(())
+    };
+    if sse {
+        SseReader::default().feed(body, &mut take)?;
+    } else {
+        take(body)?;
+    }
+    let r = found.ok_or_else(|| format!("{what}: no response to {id} in {}", snippet(body)))?;
+    match (r.result, r.error) {
+        (Some(res), None) => Ok(res),
+        (_, Some(e)) if e.get("code").and_then(serde_json::Value::as_i64) == Some(-32004) => {
+            Err(format!("{what}: REFUSED by the gateway (-32004): {e}"))
+        }
+        (_, Some(e)) => Err(format!("{what}: error response: {e}")),
+        _ => Err(format!("{what}: a response with neither result nor error")),
+    }
+}
+
+/// One task: its id, and what its round trip looked like.
+struct RoundTrip {
+    task_id: String,
+    /// Responses (of the two) that came as an event stream.
+    sse: u64,
+    /// The `CreateTaskResult` status was not `working`.
+    not_working: bool,
+    /// Size of the `tasks/result` body.
+    result_bytes: usize,
+}
+
+/// The GET streams of a run's sessions: what they received, and any that ended.
+#[derive(Default)]
+struct GetStreams {
+    /// `notifications/tasks/status` received (inside the window, if there is one).
+    status_notes: std::sync::atomic::AtomicU64,
+    ended: std::sync::Mutex<Vec<String>>,
+    drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl GetStreams {
+    fn notes(&self) -> u64 {
+        self.status_notes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the drains; reports streams the gateway ended before that.
+    fn stop(&self) {
+        for d in self.drains.lock().unwrap().drain(..) {
+            d.abort();
+        }
+        for e in self.ended.lock().unwrap().iter() {
+            println!("  WARNING: a GET stream ended during the run: {e}");
+        }
+    }
+}
+
+impl HttpClient {
+    /// POSTs a request and returns its result (checked by [`task_answer`]), whether it came as
+    /// an event stream, and the body's size.
+    async fn rpc(&mut self, body: String, id: u64, what: &str) -> Result<(TaskResult, bool, usize), String> {
+        let (status, sse, body) = self.post(body).await?;
+        if status != StatusCode::OK {
+            return Err(format!("{what}: HTTP {status}: {}", snippet(&body)));
+        }
+        Ok((task_answer(sse, &body, id, what)?, sse, body.len()))
+    }
+
+    /// Creates a task (`tools/call echo` with `task`) and fetches its result, which must be
+    /// the echo of `text`.
+    async fn task_round_trip(&mut self, text: &str) -> Result<RoundTrip, String> {
+        let id = self.id();
+        let (created, sse1, _) = self.rpc(task_call_request(id, text), id, "tools/call with `task`").await?;
+        let task = created.task.ok_or("tools/call with `task` answered without a task (not hosted?)")?;
+        let id = self.id();
+        let (res, sse2, result_bytes) =
+            self.rpc(task_request(id, "tasks/result", &task.task_id), id, "tasks/result").await?;
+        let got = res.content.first().and_then(|c| c.text.as_deref());
+        if got != Some(text) {
+            return Err(format!(
+                "tasks/result of {}: expected the echo of {} characters, got {:?}",
+                task.task_id,
+                text.len(),
+                got.map(|g| snippet(g.as_bytes()))
+            ));
+        }
+        Ok(RoundTrip {
+            not_working: task.status != "working",
+            task_id: task.task_id,
+            sse: u64::from(sse1) + u64::from(sse2),
+            result_bytes,
+        })
+    }
+
+    /// Opens this session's GET stream on a connection of its own and drains it in the
+    /// background, counting `notifications/tasks/status` (those inside `window`, if given).
+    async fn open_get_stream(
+        &self,
+        window: Option<Window>,
+        streams: &std::sync::Arc<GetStreams>,
+    ) -> Result<(), String> {
+        let mut get = HttpClient::connect(self.addr, &self.path, self.version).await?;
+        get.session = self.session.clone();
+        let resp = get.send(Method::GET, Bytes::new(), None).await?;
+        if resp.status() != StatusCode::OK || !is_event_stream(&resp) {
+            return Err(format!("GET stream: HTTP {}", resp.status()));
+        }
+        let shared = streams.clone();
+        let drain = tokio::spawn(async move {
+            // Holds the connection's sender for as long as the stream is read.
+            let _conn = get;
+            let mut body = resp.into_body();
+            let mut reader = SseReader::default();
+            let end = loop {
+                let data = match body.frame().await {
+                    None => break "the gateway closed it".to_string(),
+                    Some(Err(e)) => break e.to_string(),
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(d) => d,
+                        Err(_) => continue,
+                    },
+                };
+                let counted = window.is_none_or(|w| w.contains(Instant::now()));
+                let fed = reader.feed(&data, |d| {
+                    if counted && Reply::parse(d)?.method.as_deref() == Some("notifications/tasks/status") {
+                        shared.status_notes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(())
+                });
+                if let Err(e) = fed {
+                    break e;
+                }
+            };
+            shared.ended.lock().unwrap().push(end);
+        });
+        streams.drains.lock().unwrap().push(drain);
+        Ok(())
+    }
+}
+
+/// Sessions for the tasks cases: 2025-11-25, each with its GET stream open and drained.
+async fn task_sessions(
+    addr: SocketAddr,
+    c: usize,
+    window: Option<Window>,
+) -> Result<(Vec<HttpClient>, std::sync::Arc<GetStreams>), String> {
+    let clients = connect_sessions(addr, "/mcp/demo", c, TASKS_VERSION).await?;
+    let streams = std::sync::Arc::new(GetStreams::default());
+    for cl in &clients {
+        cl.open_get_stream(window, &streams).await?;
+    }
+    Ok((clients, streams))
+}
+
+async fn tasks_throughput(addr: SocketAddr, c: usize, plan: Plan, gw: &Proc) -> Result<Run, String> {
+    let window = Window::after_warmup(plan);
+    let (clients, streams) = task_sessions(addr, c, Some(window)).await?;
+    let watched = [gw.watch("gateway")];
+    let work = async {
+        let loops: Vec<_> = clients.into_iter().map(|cl| tokio::spawn(task_loop(cl, window))).collect();
+        let mut total = Tally::new();
+        for l in loops {
+            total.merge(l.await.map_err(|e| e.to_string())??);
+        }
+        total.events = streams.notes();
+        Ok(total)
+    };
+    let run = measure(window, &watched, work).await;
+    streams.stop();
+    let run = run?;
+    println!(
+        "  notifications/tasks/status received on the GET streams: {:.2} per task",
+        run.tally.events as f64 / run.tally.done.max(1) as f64
+    );
+    Ok(run)
+}
+
+/// One session's closed loop of tasks: the next is created when the last one's result is in.
+async fn task_loop(mut cl: HttpClient, window: Window) -> Result<Tally, String> {
+    let mut tally = Tally::new();
+    loop {
+        let t0 = Instant::now();
+        if t0 >= window.end {
+            return Ok(tally);
+        }
+        let rt = cl.task_round_trip(TASK_TEXT).await?;
+        let t1 = Instant::now();
+        if window.contains(t1) {
+            tally.done += 1;
+            tally.sse += rt.sse;
+            tally.not_working += u64::from(rt.not_working);
+            tally.record(t1 - t0);
+        }
+    }
+}
+
+/// The gateway's memory around the `tasks_retained` fill.
+struct RetainedRss {
+    /// VmRSS (kB) of the idle gateway: sessions initialized, GET streams open, no task yet.
+    idle_kb: u64,
+    /// VmRSS (kB) after the same sessions' plain echo warm-up, still without a task.
+    warm_kb: u64,
+    /// VmRSS (kB) once every task is completed and fetched.
+    filled_kb: u64,
+    tasks: usize,
+    /// Mean size of a `tasks/result` body, in bytes.
+    result_bytes: f64,
+    /// Tasks that still answered `tasks/get` with `completed` after the fill.
+    verified: usize,
+    /// Sessions whose first task's result was fetched again after the fill.
+    refetched: usize,
+}
+
+impl RetainedRss {
+    fn added_kb(&self) -> u64 {
+        self.filled_kb.saturating_sub(self.idle_kb)
+    }
+
+    fn print(&self) {
+        let mib = |kb: u64| kb as f64 / 1024.0;
+        let mb = |kb: u64| kb as f64 * 1024.0 / 1e6;
+        let verdict = |kb: u64| if mb(kb) <= RETAINED_TARGET_MB { "met" } else { "MISSED" };
+        let per_task = |kb: u64| kb as f64 * 1024.0 / self.tasks.max(1) as f64;
+        let tasks_kb = self.filled_kb.saturating_sub(self.warm_kb);
+        let warm_kb = self.warm_kb.saturating_sub(self.idle_kb);
+        println!(
+            "  retained (rss_mb): VmRSS {:.1} MiB idle after initialize -> {:.1} MiB with {} completed tasks: \
+             +{:.1} MiB = +{:.1} MB above idle (target <= {RETAINED_TARGET_MB} MB: {}), {:.0} bytes per task; \
+             each result {:.0} bytes of JSON",
+            mib(self.idle_kb),
+            mib(self.filled_kb),
+            self.tasks,
+            mib(self.added_kb()),
+            mb(self.added_kb()),
+            verdict(self.added_kb()),
+            per_task(self.added_kb()),
+            self.result_bytes
+        );
+        println!(
+            "  of which before any task: +{:.1} MiB after {RETAINED_WARMUP_ROUNDS} rounds of plain echo calls per \
+             session (1 long + 2 short: SSE replay buffers at their bound, connection buffers); the tasks' own: \
+             +{:.1} MiB = +{:.1} MB ({}), {:.0} bytes per task",
+            mib(warm_kb),
+            mib(tasks_kb),
+            mb(tasks_kb),
+            verdict(tasks_kb),
+            per_task(tasks_kb)
+        );
+        println!(
+            "  verified after the fill: {}/{} tasks answer tasks/get `completed`; {} sessions' first task result \
+             fetched again",
+            self.verified, self.tasks, self.refetched
+        );
+    }
+}
+
+/// Fills the gateway's store with [`RETAINED_TASKS`] completed tasks over `c` sessions, reads
+/// its VmRSS before and after, then checks every task is still there.
+async fn tasks_retained(addr: SocketAddr, c: usize, gw: &Proc) -> Result<(Run, RetainedRss), String> {
+    let (clients, streams) = task_sessions(addr, c, None).await?;
+    let watched = [gw.watch("gateway")];
+    let text: std::sync::Arc<str> =
+        "abcdefghijklmnopqrstuvwxyz0123456789".chars().cycle().take(RETAINED_TEXT_LEN).collect::<String>().into();
+    let idle_kb = proc_status_kb(gw.pid(), "VmRSS:");
+    let warmups: Vec<_> = clients.into_iter().map(|cl| tokio::spawn(warm_up(cl, text.clone()))).collect();
+    let mut clients = Vec::with_capacity(c);
+    for w in warmups {
+        clients.push(w.await.map_err(|e| e.to_string())??);
+    }
+    let warm_kb = proc_status_kb(gw.pid(), "VmRSS:");
+    let before = Sample::take(&watched);
+    let fills: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, cl)| {
+            let n = RETAINED_TASKS / c + usize::from(i < RETAINED_TASKS % c);
+            tokio::spawn(fill_loop(cl, n, text.clone()))
+        })
+        .collect();
+    let mut tally = Tally::new();
+    let mut sessions = Vec::new();
+    let mut bytes = 0u64;
+    for f in fills {
+        let (cl, t, ids, b) = f.await.map_err(|e| e.to_string())??;
+        tally.merge(t);
+        bytes += b;
+        sessions.push((cl, ids));
+    }
+    let after = Sample::take(&watched);
+    let filled_kb = proc_status_kb(gw.pid(), "VmRSS:");
+    tally.events = streams.notes();
+    let run = Run::between(tally, &watched, &before, &after, idle_kb);
+
+    let checks: Vec<_> =
+        sessions.into_iter().map(|(cl, ids)| tokio::spawn(verify_retained(cl, ids, text.clone()))).collect();
+    let (mut verified, mut refetched) = (0, 0);
+    for ch in checks {
+        let (v, r) = ch.await.map_err(|e| e.to_string())??;
+        verified += v;
+        refetched += usize::from(r);
+    }
+    streams.stop();
+    let tasks = run.tally.done as usize;
+    let result_bytes = bytes as f64 / tasks.max(1) as f64;
+    Ok((run, RetainedRss { idle_kb, warm_kb, filled_kb, tasks, result_bytes, verified, refetched }))
+}
+
+/// [`RETAINED_WARMUP_ROUNDS`] rounds of plain echo calls: `text`, then twice a short text.
+async fn warm_up(mut cl: HttpClient, text: std::sync::Arc<str>) -> Result<HttpClient, String> {
+    for _ in 0..RETAINED_WARMUP_ROUNDS {
+        for t in [&*text, TASK_TEXT, TASK_TEXT] {
+            let id = cl.id();
+            let (res, _, _) = cl.rpc(echo_text_request(id, t), id, "warm-up tools/call echo").await?;
+            if res.content.first().and_then(|c| c.text.as_deref()) != Some(t) {
+                return Err("warm-up tools/call echo: not the echo".into());
+            }
+        }
+    }
+    Ok(cl)
+}
+
+/// `n` tasks echoing `text`, one after the other; returns the session, the tally, the task ids
+/// and the bytes of their results.
+async fn fill_loop(
+    mut cl: HttpClient,
+    n: usize,
+    text: std::sync::Arc<str>,
+) -> Result<(HttpClient, Tally, Vec<String>, u64), String> {
+    let mut tally = Tally::new();
+    let mut ids = Vec::with_capacity(n);
+    let mut bytes = 0u64;
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let rt = cl.task_round_trip(&text).await?;
+        tally.record(t0.elapsed());
+        tally.done += 1;
+        tally.sse += rt.sse;
+        tally.not_working += u64::from(rt.not_working);
+        bytes += rt.result_bytes as u64;
+        ids.push(rt.task_id);
+    }
+    Ok((cl, tally, ids, bytes))
+}
+
+/// Every task of `ids` must answer `tasks/get` with `completed`, and the first one's result
+/// must still be there; returns how many were checked and whether the first was refetched.
+async fn verify_retained(
+    mut cl: HttpClient,
+    ids: Vec<String>,
+    text: std::sync::Arc<str>,
+) -> Result<(usize, bool), String> {
+    for (i, task_id) in ids.iter().enumerate() {
+        let id = cl.id();
+        let what = format!("tasks/get of the session's task #{i} after the fill");
+        let (got, _, _) = cl.rpc(task_request(id, "tasks/get", task_id), id, &what).await?;
+        if got.status.as_deref() != Some("completed") {
+            return Err(format!("{what}: status {:?}, expected completed", got.status));
+        }
+    }
+    let Some(first) = ids.first() else { return Ok((0, false)) };
+    let id = cl.id();
+    let (res, _, _) = cl.rpc(task_request(id, "tasks/result", first), id, "tasks/result of the first task").await?;
+    if res.content.first().and_then(|c| c.text.as_deref()) != Some(&*text) {
+        return Err("tasks/result of the first task after the fill: not its echo".into());
+    }
+    Ok((ids.len(), true))
+}
+
+// ---------------------------------------------------------------------------------------
 // stdio load
 // ---------------------------------------------------------------------------------------
 
@@ -1133,7 +1728,9 @@ async fn stdio_echo(mut proc: Proc, c: usize, plan: Plan) -> Result<Run, String>
     let mut w = tokio::process::ChildStdin::from_std(stdin).map_err(|e| e.to_string())?;
     let mut r = tokio::io::BufReader::new(tokio::process::ChildStdout::from_std(stdout).map_err(|e| e.to_string())?);
     let mut line = String::new();
-    w.write_all(format!("{}\n", initialize_request(0)).as_bytes()).await.map_err(|e| e.to_string())?;
+    w.write_all(format!("{}\n", initialize_request(0, PROTOCOL_VERSION)).as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
     loop {
         let reply = read_reply(&mut r, &mut line).await?;
         if reply.answers(0) {

@@ -130,7 +130,7 @@ impl Hosted {
             }
             None => (TaskStatus::Completed, None),
         };
-        let outcome = Arc::new(msg);
+        let outcome: Arc<str> = serde_json::to_string(&msg).expect("values serialize").into();
         let rec = self.store.update(task_id, &mut |r| {
             if !r.status.is_terminal() {
                 r.status = status;
@@ -312,14 +312,14 @@ impl Hosted {
             (true, Some(rec)) => rec,
             _ => return not_found(task_id).response(Some(client_id)),
         };
-        match rec.outcome.as_deref() {
-            Some(out) if out.get("result").is_some() => {
-                let mut resp = jsonrpc::result_response(client_id, out["result"].clone());
+        let outcome: Option<Value> = rec.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok());
+        match outcome {
+            Some(mut out) if out.get("result").is_some() => {
+                let mut resp = jsonrpc::result_response(client_id, out["result"].take());
                 mcp_tasks::tag_related(&mut resp, "result", task_id);
                 resp
             }
-            Some(out) => {
-                let mut resp = out.clone();
+            Some(mut resp) => {
                 jsonrpc::set_id(&mut resp, client_id);
                 resp
             }

@@ -28,8 +28,10 @@ pub struct TaskRecord {
     pub last_updated_at: SystemTime,
     pub ttl: Duration,
     pub poll_interval: Duration,
-    /// The upstream's response message (result or error), once the task is terminal.
-    pub outcome: Option<Arc<Value>>,
+    /// The upstream's response message (result or error) as JSON text, once the task is
+    /// terminal. Kept as text: a parsed tree costs several times its size, and it is read
+    /// once or twice.
+    pub outcome: Option<Arc<str>>,
 }
 
 impl TaskRecord {
@@ -109,7 +111,9 @@ pub trait TaskStore: Send + Sync {
 
 struct Entry {
     rec: TaskRecord,
-    tx: watch::Sender<TaskStatus>,
+    /// Wakes waiters on status changes; dropped once the task is terminal (nothing changes
+    /// after that, and a finished task costs less without it).
+    tx: Option<watch::Sender<TaskStatus>>,
 }
 
 struct Inner {
@@ -178,7 +182,7 @@ impl TaskStore for MemoryStore {
         rec.seq = st.next_seq;
         st.next_seq += 1;
         *st.per_owner.entry(rec.owner.clone()).or_default() += 1;
-        let (tx, _) = watch::channel(rec.status);
+        let tx = (!rec.status.is_terminal()).then(|| watch::channel(rec.status).0);
         let entry = Entry { rec, tx };
         if entry.rec.status.is_terminal() {
             st.finished.put(entry.rec.id.clone(), entry);
@@ -202,11 +206,14 @@ impl TaskStore for MemoryStore {
             let before = e.rec.status;
             f(&mut e.rec);
             let after = e.rec.clone();
-            if after.status != before {
-                e.tx.send_replace(after.status);
+            if after.status != before
+                && let Some(tx) = &e.tx
+            {
+                tx.send_replace(after.status);
             }
             if after.status.is_terminal() {
-                let e = st.running.remove(id).expect("present");
+                let mut e = st.running.remove(id).expect("present");
+                e.tx = None;
                 st.finished.put(id.to_string(), e);
             }
             return Some(after);
@@ -237,7 +244,12 @@ impl TaskStore for MemoryStore {
 
     fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
         let st = self.inner.lock().unwrap();
-        st.running.get(id).or_else(|| st.finished.peek(id)).map(|e| e.tx.subscribe())
+        let e = st.running.get(id).or_else(|| st.finished.peek(id))?;
+        Some(match &e.tx {
+            Some(tx) => tx.subscribe(),
+            // A finished task: its status is final, and the receiver says so at once.
+            None => watch::channel(e.rec.status).1,
+        })
     }
 
     fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord> {
@@ -335,8 +347,10 @@ mod tests {
         s.insert(rec("a", "o"), 10).unwrap();
         let mut w = s.watch("a").unwrap();
         s.update("a", &mut |r| r.status = TaskStatus::Cancelled);
-        assert!(w.has_changed().unwrap());
-        assert_eq!(*w.borrow_and_update(), TaskStatus::Cancelled);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let seen = rt.block_on(async { *w.wait_for(|st| st.is_terminal()).await.unwrap() });
+        assert_eq!(seen, TaskStatus::Cancelled, "a waiter from before wakes with the terminal status");
+        assert_eq!(*s.watch("a").unwrap().borrow(), TaskStatus::Cancelled, "a finished task's watch is final");
         let after = s.update("a", &mut |r| r.status = TaskStatus::Completed).unwrap();
         assert_eq!(after.status, TaskStatus::Cancelled);
     }

@@ -328,6 +328,7 @@ impl HttpServer {
         let session_header = created.then(|| sid.clone());
         match first {
             Ok(Some(ev)) if ev.is_response => {
+                hs.streams.unbuffer(&ev);
                 if created && !self.keep_new_session(&sid, &hs).await {
                     return json_response(ev.json, None);
                 }

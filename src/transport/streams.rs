@@ -174,6 +174,15 @@ impl Streams {
         }
     }
 
+    /// Drops an event from the replay buffer: it went out as a plain JSON body, which no
+    /// client can resume.
+    pub fn unbuffer(&self, ev: &Outgoing) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(pos) = st.buffer.iter().rposition(|b| b.seq == ev.seq) {
+            st.buffer.remove(pos);
+        }
+    }
+
     /// True when no stream has a live connection and nothing happened for `idle`.
     pub fn idle_for(&self, idle: std::time::Duration) -> bool {
         let st = self.state.lock().unwrap();
