@@ -58,10 +58,11 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The echo text of the `tasks` case (one task = one create + one `tasks/result`).
 const TASK_TEXT: &str = "x";
 /// Completed tasks the `tasks_retained` case fills the store with, and the length of each
-/// one's echo text (the demo's echo result carries it twice: as `content[0].text` and in
-/// `structuredContent`, so each stored result is ~2.1 KB of JSON; the printed size says).
+/// one's echo text. The workload is results of 1 KiB: the demo's echo result carries
+/// the text twice (as `content[0].text` and in `structuredContent`) around ~220 bytes of
+/// JSON, so 400 characters make a stored result of ~1 KiB; the printed size says exactly.
 const RETAINED_TASKS: usize = 10_000;
-const RETAINED_TEXT_LEN: usize = 1024;
+const RETAINED_TEXT_LEN: usize = 400;
 /// The target for `tasks_retained`: RSS above the idle gateway, in MB (10^6 bytes).
 const RETAINED_TARGET_MB: f64 = 40.0;
 /// Plain (task-less) echo rounds per session before the fill of `tasks_retained`, each one a
