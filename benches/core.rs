@@ -8,7 +8,8 @@
 //!
 //! Every message a session relays is parsed from bytes, classified, has its id rewritten on
 //! the way through a link, and is serialized again; these benchmarks time each step on the
-//! messages the e2e echo and progress workloads carry.
+//! messages the e2e echo and progress workloads carry, and the task-specific work: shaping a
+//! 100-tool listing, the task store with 10 000 tasks retained, progress coalescing.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
@@ -86,18 +87,123 @@ fn ids(c: &mut Criterion) {
     g.finish();
 }
 
-// ---- To add as the features land (one function each, listed in `criterion_group!` below) ----
-//
-// TODO(tools/list shaping): shaping a 100-tool `tools/list` result (parse the upstream's
-//   listing, apply the shaping, serialize), once the shaping module exists.
-// TODO(task store): insert, get and complete on the task store (with ~10 000 tasks retained,
-//   1 KiB results), once `taskgate::tasks` exists.
-// TODO(progress coalescing): coalescing a burst of `notifications/progress` for one token,
-//   once the coalescer exists.
+/// `tools/list` shaping of a 100-tool listing (a third of the tools `required`, a third
+/// `optional`), for a 2025-11-25 client (hosting marks, bridge) and a 2025-06-18 client
+/// (execution stripped): on a parsed result, as the session does it.
+fn shaping(c: &mut Criterion) {
+    use taskgate::config::RequiredMode;
+    use taskgate::mcp::{ProtocolVersion, shaping};
+    let tools: Vec<Value> = (0..100)
+        .map(|i| {
+            let mut t = serde_json::json!({
+                "name": format!("tool_{i}"),
+                "description": "A tool of a realistic listing, with a schema and annotations",
+                "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}}, "required": ["a"]},
+                "annotations": {"readOnlyHint": true}
+            });
+            match i % 3 {
+                0 => t["execution"] = serde_json::json!({"taskSupport": "required"}),
+                1 => t["execution"] = serde_json::json!({"taskSupport": "optional"}),
+                _ => {}
+            }
+            t
+        })
+        .collect();
+    let listing = serde_json::json!({"tools": tools});
+    let mut g = c.benchmark_group("shaping");
+    g.throughput(Throughput::Elements(100));
+    for (name, version) in [
+        ("tools_list_100/2025-11-25", ProtocolVersion::V2025_11_25),
+        ("tools_list_100/2025-06-18", ProtocolVersion::V2025_06_18),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || listing.clone(),
+                |mut l| {
+                    shaping::tools_list(&mut l, version, RequiredMode::Bridge, &|n, _| n.ends_with('2'));
+                    l
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// The task store with 10 000 tasks retained (1 KiB results): insert, get and complete.
+fn task_store(c: &mut Criterion) {
+    use taskgate::mcp::tasks::TaskStatus;
+    use taskgate::tasks::store::{MemoryStore, TaskRecord, TaskStore};
+    let outcome: std::sync::Arc<str> = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}",
+        "x".repeat(960)
+    )
+    .into();
+    let store = MemoryStore::new(20_000);
+    let rec = |i: usize| {
+        TaskRecord::new(
+            format!("{i:032x}"),
+            "owner".into(),
+            "up".into(),
+            Duration::from_secs(3600),
+            Duration::from_secs(1),
+        )
+    };
+    for i in 0..10_000 {
+        store.insert(rec(i), usize::MAX).unwrap();
+        store.update(&format!("{i:032x}"), &mut |r| {
+            r.status = TaskStatus::Completed;
+            r.outcome = Some(outcome.clone());
+        });
+    }
+    let mut g = c.benchmark_group("task_store");
+    g.throughput(Throughput::Elements(1));
+    let mut n = 1_000_000usize;
+    g.bench_function("insert_complete_with_10k_retained", |b| {
+        b.iter(|| {
+            n += 1;
+            let id = format!("{n:032x}");
+            store.insert(rec(n), usize::MAX).unwrap();
+            store.update(&id, &mut |r| {
+                r.status = TaskStatus::Completed;
+                r.outcome = Some(outcome.clone());
+            })
+        })
+    });
+    let id = format!("{:032x}", 5_000);
+    g.bench_function("get_with_10k_retained", |b| b.iter(|| store.get(black_box(&id))));
+    g.finish();
+}
+
+/// Progress coalescing: a burst for one token through the gate (the first is sent, the rest
+/// held as the latest), then the flush.
+fn progress(c: &mut Criterion) {
+    use taskgate::gateway::progress::ProgressGate;
+    let notes: Vec<Value> = (1..=100)
+        .map(|i| serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": i, "total": 100}}))
+        .collect();
+    let mut g = c.benchmark_group("progress");
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("coalesce_burst_of_100", |b| {
+        b.iter_batched(
+            || notes.clone(),
+            |notes| {
+                let mut gate = ProgressGate::default();
+                let now = std::time::Instant::now();
+                for n in notes {
+                    black_box(gate.offer(n, Duration::from_millis(10), now));
+                }
+                gate.flush(now + Duration::from_millis(10))
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
 
 criterion_group! {
     name = core;
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = frames, ids
+    targets = frames, ids, shaping, task_store, progress
 }
 criterion_main!(core);
