@@ -25,11 +25,9 @@
 // Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the first
 // failure (exit 1), and ends with `PASS bridge: <n> checks` (exit 0). A global timeout
 // (INTEROP_TIMEOUT_MS, default 60000) fails the check that is running and exits 1.
-// Usage errors exit 2.
+// Usage errors exit 2. (The check runner, command line and message log are in harness.mjs.)
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
@@ -38,13 +36,25 @@ import {
   RELATED_TASK_META_KEY,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CALL_TIMEOUT_MS,
+  allPages,
+  allText,
+  assert,
+  brief,
+  check,
+  makeTransport as openTransport,
+  makeUsage,
+  onShutdown,
+  parseCommandLine,
+  run,
+  sleep,
+  waitFor,
+} from './harness.mjs';
 
 const USAGE =
   'usage: node ts_bridge.mjs [bridge] [--protocol <version>] [--topic <text>] [--min-progress <n>] [--no-cancel]\n' +
   '                          (--http <url> | --stdio <command> [args...])';
-const LOG_MESSAGES = process.env.INTEROP_LOG_MESSAGES === '1';
-const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS || 60000);
-const CALL_TIMEOUT_MS = 30000; // per request; the global timeout bounds the whole run
 const SCENARIO = 'bridge';
 // The versions the SDK speaks (its SUPPORTED_PROTOCOL_VERSIONS, less the pre-release 2024-10-07).
 const VERSIONS = SUPPORTED_PROTOCOL_VERSIONS.filter((v) => v !== '2024-10-07');
@@ -52,127 +62,39 @@ const TOOL = 'simulate-research-query';
 // server-everything 2026.8.31's stages; each sets the task's statusMessage to `<stage>...`.
 const STAGES = ['Gathering sources', 'Analyzing content', 'Synthesizing findings', 'Generating report'];
 
-// ---------------------------------------------------------------------------
-// check runner (the conventions of ts_client.mjs)
-
-let current = 'startup';
-let passed = 0;
-let finished = false;
-let closeConnection = async () => {};
-
-function fail(name, why) {
-  if (finished) return;
-  finished = true;
-  console.log(`FAIL ${name}: ${String(why).replace(/\s+/g, ' ').trim()}`);
-  shutdown(1);
-}
-
-function shutdown(code) {
-  const done = () => process.exit(code);
-  // Closing kills a stdio child / ends an HTTP session; never wait for it long.
-  setTimeout(done, 3000).unref();
-  Promise.resolve()
-    .then(() => closeConnection())
-    .catch(() => {})
-    .finally(done);
-}
-
-const globalTimer = setTimeout(() => fail(current, `global timeout after ${TIMEOUT_MS} ms`), TIMEOUT_MS);
-process.on('unhandledRejection', (e) => fail(current, `unhandled rejection: ${e?.stack || e}`));
-process.on('uncaughtException', (e) => fail(current, `uncaught exception: ${e?.stack || e}`));
-
-async function check(name, fn) {
-  current = name;
-  try {
-    await fn();
-  } catch (e) {
-    fail(name, e?.message || e);
-    // Park this chain: shutdown() exits the process.
-    await new Promise(() => {});
-  }
-  if (finished) await new Promise(() => {});
-  passed += 1;
-  console.log(`ok ${name}`);
-}
-
-function assert(cond, why) {
-  if (!cond) throw new Error(why);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(pred, ms, what) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (pred()) return;
-    await sleep(25);
-  }
-  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-}
-
-function allText(result) {
-  return (result?.content || [])
-    .filter((c) => c.type === 'text')
-    .map((c) => c.text)
-    .join('\n');
-}
-
-const brief = (v) => {
-  const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
-  return s.length > 300 ? `${s.slice(0, 300)}...` : s;
-};
-
 const note = (line) => console.error(`ts_bridge: ${line}`);
 
 // ---------------------------------------------------------------------------
 // arguments
 
-function usage(why) {
-  if (why) console.error(`ts_bridge: ${why}`);
-  console.error(USAGE);
-  process.exit(2);
-}
+const usage = makeUsage('ts_bridge', USAGE);
 
 const opts = { protocol: '2025-06-18', topic: 'otters', minProgress: 2, cancel: true };
 let argv = process.argv.slice(2);
 if (argv[0] === SCENARIO) argv = argv.slice(1);
-{
-  const valueOf = (flag) => {
-    if (argv.length < 2) usage(`${flag} needs a value`);
-    const v = argv[1];
-    argv = argv.slice(2);
-    return v;
-  };
-  while (argv.length && !['--http', '--stdio'].includes(argv[0])) {
-    const flag = argv[0];
-    switch (flag) {
-      case '--protocol':
-        opts.protocol = valueOf(flag);
-        if (!VERSIONS.includes(opts.protocol)) usage(`--protocol must be one of ${VERSIONS.join(', ')}`);
-        break;
-      case '--topic':
-        opts.topic = valueOf(flag);
-        if (!opts.topic) usage('--topic must not be empty');
-        break;
-      case '--min-progress': {
-        const v = valueOf(flag);
-        if (!/^\d+$/.test(v)) usage(`${flag} must be an integer >= 0`);
-        opts.minProgress = Number(v);
-        break;
-      }
-      case '--no-cancel':
-        opts.cancel = false;
-        argv = argv.slice(1);
-        break;
-      default:
-        usage(`unknown option ${flag}`);
+const cmdline = parseCommandLine(argv, usage, (flag, value) => {
+  switch (flag) {
+    case '--protocol':
+      opts.protocol = value();
+      if (!VERSIONS.includes(opts.protocol)) usage(`--protocol must be one of ${VERSIONS.join(', ')}`);
+      break;
+    case '--topic':
+      opts.topic = value();
+      if (!opts.topic) usage('--topic must not be empty');
+      break;
+    case '--min-progress': {
+      const v = value();
+      if (!/^\d+$/.test(v)) usage(`${flag} must be an integer >= 0`);
+      opts.minProgress = Number(v);
+      break;
     }
+    case '--no-cancel':
+      opts.cancel = false;
+      break;
+    default:
+      usage(`unknown option ${flag}`);
   }
-}
-const mode = argv[0];
-if (!['--http', '--stdio'].includes(mode) || argv.length < 2) usage();
-if (mode === '--http' && argv.length !== 2) usage();
-const target = argv.slice(1); // [url] or [command, ...args]
+});
 const TASKS_VERSION = opts.protocol === LATEST_PROTOCOL_VERSION; // 2025-11-25: the first with tasks
 const PROGRESS_MESSAGES = opts.protocol >= '2025-03-26'; // notifications/progress `message`
 const ELICITATION = opts.protocol >= '2025-06-18'; // elicitation/create
@@ -182,40 +104,12 @@ const ELICITATION = opts.protocol >= '2025-06-18'; // elicitation/create
 
 const wire = { sent: [], received: [] };
 
-// Taps a transport: records every message and, with INTEROP_LOG_MESSAGES=1, prints it.
-function tap(transport) {
-  const t0 = Date.now();
-  const log = (dir, msg) => {
-    if (LOG_MESSAGES) console.error(`ts_bridge: +${String(Date.now() - t0).padStart(5)}ms ${dir} ${JSON.stringify(msg)}`);
-  };
-  const send = transport.send.bind(transport);
-  transport.send = (msg, options) => {
-    wire.sent.push({ at: Date.now(), msg });
-    log('->', msg);
-    return send(msg, options);
-  };
-  let handler;
-  const wrapped = (msg, extra) => {
-    wire.received.push({ at: Date.now(), msg });
-    log('<-', msg);
-    handler?.(msg, extra);
-  };
-  Object.defineProperty(transport, 'onmessage', {
-    configurable: true,
-    get: () => (handler ? wrapped : undefined),
-    set: (h) => {
-      handler = h;
-    },
+// Records every message and, with INTEROP_LOG_MESSAGES=1, prints it.
+const makeTransport = () =>
+  openTransport('ts_bridge', cmdline, {
+    onSend: (msg) => wire.sent.push({ at: Date.now(), msg }),
+    onReceive: (msg) => wire.received.push({ at: Date.now(), msg }),
   });
-  return transport;
-}
-
-function makeTransport() {
-  if (mode === '--http') return tap(new StreamableHTTPClientTransport(new URL(target[0])));
-  return tap(
-    new StdioClientTransport({ command: target[0], args: target.slice(1), env: { ...process.env }, stderr: 'inherit' }),
-  );
-}
 
 // Paths (a.b[2].c) of every `io.modelcontextprotocol/related-task` key inside a value.
 function relatedTaskPaths(v, path = '') {
@@ -404,7 +298,7 @@ async function scenarioOldVersion() {
   const version = opts.protocol;
   const transport = makeTransport();
   const rpc = new RawClient(transport);
-  closeConnection = () => rpc.close();
+  onShutdown(() => rpc.close());
   const elicitations = [];
   rpc.handlers.set('elicitation/create', async (msg) => {
     const seen = { msg };
@@ -431,7 +325,7 @@ async function scenarioOldVersion() {
     // Over HTTP every later request carries MCP-Protocol-Version (the transport adds it) and
     // the session id the transport took from the initialize response.
     transport.setProtocolVersion?.(version);
-    if (mode === '--http') assert(transport.sessionId, 'no Mcp-Session-Id in the initialize response');
+    if (cmdline.mode === '--http') assert(transport.sessionId, 'no Mcp-Session-Id in the initialize response');
     await rpc.notify('notifications/initialized');
   });
 
@@ -442,15 +336,7 @@ async function scenarioOldVersion() {
   });
 
   await check('tools/list: no execution', async () => {
-    const tools = [];
-    let cursor;
-    for (let page = 0; ; page++) {
-      assert(page < 100, 'more than 100 pages');
-      const res = await rpc.request('tools/list', cursor ? { cursor } : {});
-      tools.push(...res.tools);
-      cursor = res.nextCursor;
-      if (!cursor) break;
-    }
+    const tools = await allPages('tools', (cursor) => rpc.request('tools/list', cursor ? { cursor } : {}));
     assert(tools.some((t) => t.name === TOOL), `${TOOL} not listed (got: ${tools.map((t) => t.name).join(', ')})`);
     const withExecution = tools.filter((t) => 'execution' in t).map((t) => `${t.name} ${JSON.stringify(t.execution)}`);
     assert(withExecution.length === 0, `tools with execution: ${withExecution.join('; ')}`);
@@ -544,10 +430,10 @@ async function scenarioTasksVersion() {
     { name: 'taskgate-interop-ts-bridge', version: '1.0.0' },
     { capabilities: { elicitation: { form: {} } } },
   );
-  closeConnection = async () => {
+  onShutdown(async () => {
     await client.transport?.terminateSession?.().catch(() => {});
     await client.close().catch(() => {});
-  };
+  });
   client.onerror = (e) => note(`transport error: ${e?.message || e}`);
   const elicitations = [];
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
@@ -725,12 +611,4 @@ async function scenarioTasksVersion() {
 
 // ---------------------------------------------------------------------------
 
-try {
-  await (TASKS_VERSION ? scenarioTasksVersion() : scenarioOldVersion());
-  finished = true;
-  clearTimeout(globalTimer);
-  console.log(`PASS ${SCENARIO}: ${passed} checks`);
-  shutdown(0);
-} catch (e) {
-  fail(current, e?.stack || e);
-}
+await run(SCENARIO, TASKS_VERSION ? scenarioTasksVersion : scenarioOldVersion);

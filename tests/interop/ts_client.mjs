@@ -31,11 +31,9 @@
 // Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the first
 // failure (exit 1), and ends with `PASS <scenario>: <n> checks` (exit 0). A global timeout
 // (INTEROP_TIMEOUT_MS, default 60000) fails the check that is running and exits 1.
-// Usage errors exit 2.
+// Usage errors exit 2. (The check runner, command line and message log are in harness.mjs.)
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
@@ -46,101 +44,31 @@ import {
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CALL_TIMEOUT_MS,
+  allPages,
+  allText,
+  assert,
+  brief,
+  check,
+  makeTransport as openTransport,
+  makeUsage,
+  onShutdown,
+  parseCommandLine,
+  run,
+  sleep,
+  waitFor,
+} from './harness.mjs';
 
 const USAGE =
   'usage: node ts_client.mjs <everything|tsserver|demo> (--http <url> | --stdio <command> [args...])\n' +
   '       node ts_client.mjs tasks [--tool <name>] [--args <json>] [--cancel-args <json>] [--expect-text <text>]\n' +
   '                                [--min-progress <n>] [--ttl <ms>] [--stats-tool <name>] [--no-status-notifications]\n' +
   '                                (--http <url> | --stdio <command> [args...])';
-const LOG_MESSAGES = process.env.INTEROP_LOG_MESSAGES === '1';
-const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS || 60000);
-const CALL_TIMEOUT_MS = 30000; // per request; the global timeout bounds the whole run
-
-// ---------------------------------------------------------------------------
-// check runner
-
-let current = 'startup';
-let passed = 0;
-let client;
-let finished = false;
-
-function fail(name, why) {
-  if (finished) return;
-  finished = true;
-  console.log(`FAIL ${name}: ${String(why).replace(/\s+/g, ' ').trim()}`);
-  shutdown(1);
-}
-
-function shutdown(code) {
-  const done = () => process.exit(code);
-  // Closing kills a stdio child / ends an HTTP session; never wait for it long.
-  setTimeout(done, 3000).unref();
-  Promise.resolve()
-    // Over HTTP, end the session (DELETE) so the server can release it at once.
-    .then(() => client?.transport?.terminateSession?.())
-    .catch(() => {})
-    .then(() => client?.close())
-    .catch(() => {})
-    .finally(done);
-}
-
-const globalTimer = setTimeout(
-  () => fail(current, `global timeout after ${TIMEOUT_MS} ms`),
-  TIMEOUT_MS,
-);
-process.on('unhandledRejection', (e) => fail(current, `unhandled rejection: ${e?.stack || e}`));
-process.on('uncaughtException', (e) => fail(current, `uncaught exception: ${e?.stack || e}`));
-
-async function check(name, fn) {
-  current = name;
-  try {
-    await fn();
-  } catch (e) {
-    fail(name, e?.message || e);
-    // Park this chain: shutdown() exits the process.
-    await new Promise(() => {});
-  }
-  if (finished) await new Promise(() => {});
-  passed += 1;
-  console.log(`ok ${name}`);
-}
-
-function assert(cond, why) {
-  if (!cond) throw new Error(why);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(pred, ms, what) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (pred()) return;
-    await sleep(25);
-  }
-  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-}
-
-function texts(result) {
-  return (result?.content || []).filter((c) => c.type === 'text').map((c) => c.text);
-}
-
-function allText(result) {
-  return texts(result).join('\n');
-}
-
-const brief = (v) => {
-  const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
-  return s.length > 300 ? `${s.slice(0, 300)}...` : s;
-};
+const usage = makeUsage('ts_client', USAGE);
 
 // ---------------------------------------------------------------------------
 // arguments
-
-function usage(why) {
-  if (why) console.error(`ts_client: ${why}`);
-  console.error(USAGE);
-  process.exit(2);
-}
 
 const scenario = process.argv[2];
 if (!['everything', 'tsserver', 'demo', 'tasks'].includes(scenario)) usage();
@@ -156,70 +84,53 @@ const opts = {
   statsTool: undefined,
   statusNotifications: true,
 };
-let argv = process.argv.slice(3);
-{
-  const valueOf = (flag) => {
-    if (argv.length < 2) usage(`${flag} needs a value`);
-    const v = argv[1];
-    argv = argv.slice(2);
-    return v;
-  };
-  const jsonOf = (flag) => {
-    const v = valueOf(flag);
-    try {
-      const parsed = JSON.parse(v);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
-      return parsed;
-    } catch (e) {
-      return usage(`${flag} must be a JSON object: ${e.message}`);
-    }
-  };
-  const intOf = (flag, min) => {
-    const v = valueOf(flag);
-    if (!/^\d+$/.test(v) || Number(v) < min) usage(`${flag} must be an integer >= ${min}`);
-    return Number(v);
-  };
-  while (argv.length && !['--http', '--stdio'].includes(argv[0])) {
-    if (scenario !== 'tasks') usage(`option ${argv[0]} is for the tasks scenario only`);
-    const flag = argv[0];
-    switch (flag) {
-      case '--tool':
-        opts.tool = valueOf(flag);
-        break;
-      case '--args':
-        opts.args = jsonOf(flag);
-        break;
-      case '--cancel-args':
-        opts.cancelArgs = jsonOf(flag);
-        break;
-      case '--expect-text':
-        opts.expectText = valueOf(flag);
-        break;
-      case '--min-progress':
-        opts.minProgress = intOf(flag, 0);
-        break;
-      case '--ttl':
-        opts.ttl = intOf(flag, 1);
-        break;
-      case '--stats-tool':
-        opts.statsTool = valueOf(flag);
-        break;
-      case '--no-status-notifications':
-        opts.statusNotifications = false;
-        argv = argv.slice(1);
-        break;
-      default:
-        usage(`unknown option ${flag}`);
-    }
+const jsonOf = (flag, v) => {
+  try {
+    const parsed = JSON.parse(v);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+    return parsed;
+  } catch (e) {
+    return usage(`${flag} must be a JSON object: ${e.message}`);
   }
-  if (opts.expectText === undefined && opts.tool === 'slow') {
-    opts.expectText = `slow done after ${opts.args.steps ?? 3} steps`;
+};
+const intOf = (flag, v, min) => {
+  if (!/^\d+$/.test(v) || Number(v) < min) usage(`${flag} must be an integer >= ${min}`);
+  return Number(v);
+};
+const cmdline = parseCommandLine(process.argv.slice(3), usage, (flag, value) => {
+  if (scenario !== 'tasks') usage(`option ${flag} is for the tasks scenario only`);
+  switch (flag) {
+    case '--tool':
+      opts.tool = value();
+      break;
+    case '--args':
+      opts.args = jsonOf(flag, value());
+      break;
+    case '--cancel-args':
+      opts.cancelArgs = jsonOf(flag, value());
+      break;
+    case '--expect-text':
+      opts.expectText = value();
+      break;
+    case '--min-progress':
+      opts.minProgress = intOf(flag, value(), 0);
+      break;
+    case '--ttl':
+      opts.ttl = intOf(flag, value(), 1);
+      break;
+    case '--stats-tool':
+      opts.statsTool = value();
+      break;
+    case '--no-status-notifications':
+      opts.statusNotifications = false;
+      break;
+    default:
+      usage(`unknown option ${flag}`);
   }
+});
+if (opts.expectText === undefined && opts.tool === 'slow') {
+  opts.expectText = `slow done after ${opts.args.steps ?? 3} steps`;
 }
-const mode = argv[0];
-if (!['--http', '--stdio'].includes(mode) || argv.length < 2) usage();
-if (mode === '--http' && argv.length !== 2) usage();
-const target = argv.slice(1); // [url] or [command, ...args]
 
 // ---------------------------------------------------------------------------
 // client with the capabilities every scenario relies on
@@ -271,9 +182,16 @@ function fillSchema(schema) {
   return content;
 }
 
-client = new Client(
+const client = new Client(
   { name: 'taskgate-interop-ts-client', version: '1.0.0' },
   { capabilities: { sampling: {}, elicitation: { form: {} }, roots: { listChanged: true } } },
+);
+onShutdown(() =>
+  Promise.resolve()
+    // Over HTTP, end the session (DELETE) so the server can release it at once.
+    .then(() => client.transport?.terminateSession?.())
+    .catch(() => {})
+    .then(() => client.close()),
 );
 
 client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
@@ -315,50 +233,19 @@ client.onerror = (e) => {
 // negotiated version over stdio).
 const wire = { protocolVersion: undefined, initializeId: undefined };
 
-// Taps a transport's traffic: records the negotiated protocol version and, with
-// INTEROP_LOG_MESSAGES=1, prints every JSON-RPC message on stderr.
-function tap(transport) {
-  const t0 = Date.now();
-  const log = (dir, msg) => {
-    if (LOG_MESSAGES) console.error(`ts_client: +${String(Date.now() - t0).padStart(5)}ms ${dir} ${JSON.stringify(msg)}`);
-  };
-  const send = transport.send.bind(transport);
-  transport.send = (msg, options) => {
-    if (msg?.method === 'initialize') wire.initializeId = msg.id;
-    log('->', msg);
-    return send(msg, options);
-  };
-  let handler;
-  const wrapped = (msg, extra) => {
-    if (wire.initializeId !== undefined && msg?.id === wire.initializeId && msg.result) {
-      wire.protocolVersion = msg.result.protocolVersion;
-    }
-    log('<-', msg);
-    handler?.(msg, extra);
-  };
-  Object.defineProperty(transport, 'onmessage', {
-    configurable: true,
-    get: () => (handler ? wrapped : undefined),
-    set: (h) => {
-      handler = h;
+// Records the negotiated protocol version off the wire (and, with INTEROP_LOG_MESSAGES=1,
+// prints every JSON-RPC message on stderr).
+const makeTransport = () =>
+  openTransport('ts_client', cmdline, {
+    onSend: (msg) => {
+      if (msg?.method === 'initialize') wire.initializeId = msg.id;
+    },
+    onReceive: (msg) => {
+      if (wire.initializeId !== undefined && msg?.id === wire.initializeId && msg.result) {
+        wire.protocolVersion = msg.result.protocolVersion;
+      }
     },
   });
-  return transport;
-}
-
-function makeTransport() {
-  if (mode === '--http') {
-    return tap(new StreamableHTTPClientTransport(new URL(target[0])));
-  }
-  return tap(
-    new StdioClientTransport({
-      command: target[0],
-      args: target.slice(1),
-      env: { ...process.env },
-      stderr: 'inherit',
-    }),
-  );
-}
 
 const callTool = (name, args, opts = {}) =>
   client.callTool({ name, arguments: args }, CallToolResultSchema, { timeout: CALL_TIMEOUT_MS, ...opts });
@@ -753,15 +640,7 @@ async function scenarioTasks() {
   });
 
   await check('tasks/list', async () => {
-    const tasks = [];
-    let cursor;
-    for (let page = 0; ; page++) {
-      assert(page < 100, 'more than 100 pages');
-      const res = await client.experimental.tasks.listTasks(cursor, callOpts);
-      tasks.push(...res.tasks);
-      cursor = res.nextCursor;
-      if (!cursor) break;
-    }
+    const tasks = await allPages('tasks', (cursor) => client.experimental.tasks.listTasks(cursor, callOpts));
     const ids = tasks.map((t) => t.taskId);
     assert(new Set(ids).size === ids.length, `duplicate task ids: ${brief(ids)}`);
     for (const id of [streamId, raw.taskId]) {
@@ -850,12 +729,4 @@ async function scenarioTasks() {
 
 const scenarios = { everything: scenarioEverything, tsserver: scenarioTsServer, demo: scenarioDemo, tasks: scenarioTasks };
 
-try {
-  await scenarios[scenario]();
-  finished = true;
-  clearTimeout(globalTimer);
-  console.log(`PASS ${scenario}: ${passed} checks`);
-  shutdown(0);
-} catch (e) {
-  fail(current, e?.stack || e);
-}
+await run(scenario, scenarios[scenario]);
