@@ -148,11 +148,6 @@ impl Session {
         self.sink.reaches_client_now()
     }
 
-    /// Sends a message to this session's client.
-    pub fn send_to_client(&self, msg: Value, route: Route) {
-        self.to_client(msg, route);
-    }
-
     /// Handles one message from the client.
     pub async fn handle(&self, frame: Frame) {
         match frame.kind {
@@ -555,7 +550,7 @@ impl Session {
     }
 
     /// Everything for the client passes here: shaped to what its version defines.
-    fn to_client(&self, mut msg: Value, route: Route) {
+    pub fn to_client(&self, mut msg: Value, route: Route) {
         let version = self.state.lock().unwrap().version;
         if let Some(v) = version
             && !shaping::for_client(&mut msg, v)

@@ -58,10 +58,6 @@ impl Hosted {
         })
     }
 
-    pub fn store(&self) -> &dyn TaskStore {
-        &*self.store
-    }
-
     pub fn owns(&self, task_id: &str) -> bool {
         self.store.get(task_id).is_some()
     }
@@ -160,7 +156,7 @@ impl Hosted {
             });
         }
         if let Some(s) = creator.upgrade() {
-            s.send_to_client(msg, Route::Unrelated);
+            s.to_client(msg, Route::Unrelated);
         }
     }
 
@@ -240,7 +236,7 @@ impl Hosted {
         for s in sessions.filter_map(Weak::upgrade) {
             if !told.contains(&Arc::as_ptr(&s)) {
                 told.push(Arc::as_ptr(&s));
-                s.send_to_client(note.clone(), Route::Unrelated);
+                s.to_client(note.clone(), Route::Unrelated);
             }
         }
     }

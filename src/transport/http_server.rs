@@ -70,7 +70,7 @@ impl HttpServer {
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let server = server.clone();
-                    async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
+                    async move { Ok::<_, Infallible>(server.handle(req).await) }
                 });
                 let io = hyper_util::rt::TokioIo::new(tcp);
                 if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
@@ -112,7 +112,7 @@ impl HttpServer {
         }
     }
 
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/');
         let Some(upstream) = self.routes.get(path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
