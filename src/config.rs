@@ -25,11 +25,20 @@ pub struct TasksConfig {
     pub max_tasks: usize,
     /// Tasks per `tasks/list` page.
     pub list_page_size: usize,
+    /// The largest outcome (result or error) one task may keep; a larger one fails the task.
+    pub max_result_bytes: usize,
+    /// All retained outcomes together; when full, new tasks are refused.
+    pub max_store_bytes: usize,
 }
 
 impl Default for TasksConfig {
     fn default() -> Self {
-        TasksConfig { max_tasks: 10_000, list_page_size: 50 }
+        TasksConfig {
+            max_tasks: 10_000,
+            list_page_size: 50,
+            max_result_bytes: 4 * 1024 * 1024,
+            max_store_bytes: 256 * 1024 * 1024,
+        }
     }
 }
 
@@ -64,6 +73,8 @@ pub struct UpstreamTasks {
     pub ttl: Duration,
     /// The longest retention granted; the applied ttl is reported to the client.
     pub max_ttl: Duration,
+    /// The shortest retention granted (a requested `ttl: 0` gets this).
+    pub min_ttl: Duration,
     pub poll_interval: Duration,
     pub max_tasks_per_owner: usize,
 }
@@ -76,6 +87,7 @@ impl Default for UpstreamTasks {
             hosted_tools: vec!["*".into()],
             ttl: Duration::from_secs(600),
             max_ttl: Duration::from_secs(3600),
+            min_ttl: Duration::from_secs(1),
             poll_interval: Duration::from_secs(1),
             max_tasks_per_owner: 100,
         }
@@ -130,6 +142,9 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     pub max_body_bytes: usize,
     pub max_sessions: usize,
+    /// Upstream links open at once, across all sessions (a link outlives its session while
+    /// hosted tasks run on it). Defaults to `max_sessions`.
+    pub max_links: usize,
     pub session_idle_timeout: Duration,
     /// SSE events kept per session for `Last-Event-ID` replay.
     pub event_buffer: usize,
@@ -193,6 +208,7 @@ impl Default for ServerConfig {
             allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             max_body_bytes: 4 * 1024 * 1024,
             max_sessions: 1024,
+            max_links: 1024,
             session_idle_timeout: Duration::from_secs(30 * 60),
             event_buffer: 512,
             max_in_flight: 256,
@@ -222,6 +238,7 @@ struct RawServer {
     allowed_hosts: Option<Vec<String>>,
     max_body_bytes: Option<u64>,
     max_sessions: Option<u64>,
+    max_links: Option<u64>,
     session_idle_timeout: Option<String>,
     event_buffer: Option<u64>,
     max_in_flight: Option<u64>,
@@ -235,6 +252,8 @@ struct RawServer {
 struct RawTasks {
     max_tasks: Option<u64>,
     list_page_size: Option<u64>,
+    max_result_bytes: Option<u64>,
+    max_store_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -245,6 +264,7 @@ struct RawUpstreamTasks {
     hosted_tools: Option<Vec<String>>,
     ttl: Option<String>,
     max_ttl: Option<String>,
+    min_ttl: Option<String>,
     poll_interval: Option<String>,
     max_tasks_per_owner: Option<u64>,
 }
@@ -317,6 +337,8 @@ impl Config {
                 TasksConfig {
                     max_tasks: positive("tasks.max_tasks", t.max_tasks, d.max_tasks)?,
                     list_page_size: positive("tasks.list_page_size", t.list_page_size, d.list_page_size)?,
+                    max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
+                    max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
                 }
             }
         };
@@ -337,6 +359,7 @@ impl Config {
         let _ = writeln!(out, "allowed_hosts = {:?}", s.allowed_hosts);
         let _ = writeln!(out, "max_body_bytes = {}", s.max_body_bytes);
         let _ = writeln!(out, "max_sessions = {}", s.max_sessions);
+        let _ = writeln!(out, "max_links = {}", s.max_links);
         let _ = writeln!(out, "session_idle_timeout = \"{}\"", fmt_duration(s.session_idle_timeout));
         let _ = writeln!(out, "event_buffer = {}", s.event_buffer);
         let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
@@ -346,6 +369,8 @@ impl Config {
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
+        let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
+        let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);
@@ -389,6 +414,7 @@ impl Config {
             let _ = writeln!(out, "hosted_tools = {:?}", t.hosted_tools);
             let _ = writeln!(out, "ttl = \"{}\"", fmt_duration(t.ttl));
             let _ = writeln!(out, "max_ttl = \"{}\"", fmt_duration(t.max_ttl));
+            let _ = writeln!(out, "min_ttl = \"{}\"", fmt_duration(t.min_ttl));
             let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
             let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
         }
@@ -408,12 +434,14 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
     if allowed_hosts.is_empty() {
         return err("server.allowed_hosts: must not be empty (use [\"*\"] to accept any Host)");
     }
+    let max_sessions = positive("server.max_sessions", r.max_sessions, d.max_sessions)?;
     Ok(ServerConfig {
         listen,
         allowed_origins: r.allowed_origins.unwrap_or(d.allowed_origins),
         allowed_hosts,
         max_body_bytes: positive("server.max_body_bytes", r.max_body_bytes, d.max_body_bytes)?,
-        max_sessions: positive("server.max_sessions", r.max_sessions, d.max_sessions)?,
+        max_sessions,
+        max_links: positive("server.max_links", r.max_links, max_sessions)?,
         session_idle_timeout: duration("server.session_idle_timeout", r.session_idle_timeout, d.session_idle_timeout)?,
         event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
@@ -536,12 +564,22 @@ fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks
             fmt_duration(max_ttl)
         ));
     }
+    let min_ttl = duration(&key("min_ttl"), t.min_ttl, d.min_ttl.min(ttl))?;
+    if min_ttl > ttl {
+        return err(format!(
+            "{}: {} is longer than ttl ({})",
+            key("min_ttl"),
+            fmt_duration(min_ttl),
+            fmt_duration(ttl)
+        ));
+    }
     Ok(UpstreamTasks {
         hosted,
         required,
         hosted_tools: t.hosted_tools.unwrap_or(d.hosted_tools),
         ttl,
         max_ttl,
+        min_ttl,
         poll_interval: duration(&key("poll_interval"), t.poll_interval, d.poll_interval)?,
         max_tasks_per_owner: positive(&key("max_tasks_per_owner"), t.max_tasks_per_owner, d.max_tasks_per_owner)?,
     })

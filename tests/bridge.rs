@@ -17,16 +17,17 @@ enum Refusal {
 
 /// A scripted server with tasks: `research` is `required` (four 100 ms stages with status
 /// messages; with `ambiguous` it asks the client through elicitation tagged with the task),
-/// `sneaky` needs a task but its listing does not say so, `plain` is an ordinary tool.
+/// `sneaky` is listed `optional` but refuses plain calls in an SDK's words, `plain` is an
+/// ordinary tool.
 async fn task_server(refusal: Refusal) -> Scripted {
     let created: Arc<Mutex<Vec<(String, Instant, Value)>>> = Arc::new(Mutex::new(Vec::new()));
     Scripted::start(move |req| {
         let method = req["method"].as_str().unwrap();
         let refuse = |req: &Value| -> Vec<Step> {
-            let m = format!("Tool {} requires task augmentation (taskSupport: 'required')", req["params"]["name"]);
+            let m = format!("Tool {} requires task augmentation (taskSupport: 'required')", req["params"]["name"].as_str().unwrap());
             vec![Step::Send(match refusal {
                 Refusal::MethodNotFound => json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32601, "message": m}}),
-                Refusal::InvalidRequest => json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32600, "message": "Task augmentation required for tools/call requests"}}),
+                Refusal::InvalidRequest => json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32600, "message": "Tool requires task-based invocation"}}),
                 Refusal::IsErrorText => json!({"jsonrpc": "2.0", "id": req["id"], "result": {"isError": true, "content": [{"type": "text", "text": format!("MCP error -32601: {m}")}]}}),
             })]
         };
@@ -35,7 +36,7 @@ async fn task_server(refusal: Refusal) -> Scripted {
             "tools/list" => vec![reply(req, json!({"tools": [
                 {"name": "plain", "inputSchema": {"type": "object"}},
                 {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
-                {"name": "sneaky", "inputSchema": {"type": "object"}}
+                {"name": "sneaky", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}
             ]}))],
             "tools/call" => {
                 let name = req["params"]["name"].as_str().unwrap();

@@ -79,8 +79,16 @@ async fn full_lifecycle_with_progress_status_and_result() {
     assert_eq!(result.result()["content"][0]["text"], "done after 3 steps");
     assert_eq!(result.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str());
 
-    // The GET stream saw the rest of the progress, then the terminal status, and nothing after.
+    // The rest of the progress came on the stream of the pending tasks/result (or the GET
+    // stream), then the terminal status, and nothing after.
     let mut progress = vec![first["params"]["progress"].as_f64().unwrap()];
+    progress.extend(
+        result
+            .others
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| m["params"]["progress"].as_f64().unwrap()),
+    );
     loop {
         let (_, m) = get_stream.next().await.unwrap();
         if m["method"] == "notifications/tasks/status" {
@@ -198,18 +206,22 @@ async fn store_limits_refuse_new_tasks_and_change_nothing_else() {
     assert!(refused.response["error"]["message"].as_str().unwrap().contains("limit 2"));
     task_call(&mut b, "slow", slow.clone(), json!({})).await;
     let full = b.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
-    assert_eq!(full.error_code(), -32004, "the store holds 3 running tasks");
+    assert_eq!(full.error_code(), -32603, "the store holds 3 running tasks");
+    assert!(full.response["error"]["message"].as_str().unwrap().contains("task store is full"));
     // Nothing else changed: the existing tasks run, plain calls work.
     assert_eq!(a.request("tasks/get", json!({"taskId": t1["taskId"]})).await.result()["status"], "working");
     let echo = b.request("tools/call", json!({"name": "echo", "arguments": {"text": "fine"}})).await;
     assert_eq!(echo.result()["content"][0]["text"], "fine");
-    // A finished task makes room (it is evicted, least recently used first).
-    a.request("tasks/result", json!({"taskId": t1["taskId"]})).await;
-    task_call(&mut b, "echo", json!({"text": "room"}), json!({})).await;
+    // A finished task is kept until its ttl: the store stays full, and the result is there.
+    let r = a.request("tasks/result", json!({"taskId": t1["taskId"]})).await;
+    assert_eq!(r.result()["content"][0]["text"], "done after 1 steps");
+    let still = b.request("tools/call", json!({"name": "echo", "arguments": {"text": "room"}, "task": {}})).await;
+    assert_eq!(still.error_code(), -32603);
+    assert_eq!(a.request("tasks/get", json!({"taskId": t1["taskId"]})).await.result()["status"], "completed");
 }
 
 #[tokio::test]
-async fn sessions_list_only_their_own_tasks_but_the_id_is_a_capability() {
+async fn sessions_list_and_see_only_their_own_tasks() {
     let gw = start_gateway(&format!("[tasks]\nlist_page_size = 2\n{}", builtin_upstream("demo"))).await;
     let mut a = session(&gw, "demo").await;
     let mut b = session(&gw, "demo").await;
@@ -239,22 +251,33 @@ async fn sessions_list_only_their_own_tasks_but_the_id_is_a_capability() {
     let lb = b.request("tasks/list", json!({})).await;
     assert_eq!(lb.result()["tasks"].as_array().unwrap().len(), 1);
     assert_eq!(lb.result()["tasks"][0]["taskId"], tb["taskId"]);
-    // Knowing the id is enough to fetch it.
-    let r = b.request("tasks/result", json!({"taskId": mine[0]})).await;
+    // Knowing the id is not enough: to another session the task does not exist.
+    assert_eq!(b.request("tasks/result", json!({"taskId": mine[0]})).await.error_code(), -32602);
+    let r = a.request("tasks/result", json!({"taskId": mine[0]})).await;
     assert_eq!(r.result()["content"][0]["text"], "a0");
 }
 
 #[tokio::test]
-async fn a_result_survives_its_session_and_the_link_lives_until_the_call_ends() {
+async fn a_task_outlives_a_dropped_connection_and_the_link_lives_until_the_call_ends() {
     let gw = start_gateway(&stdio_demo_upstream("demo")).await;
     let mut a = session(&gw, "demo").await;
     let task = task_call(&mut a, "slow", json!({"duration_ms": 700, "steps": 1}), json!({})).await;
     let id = task["taskId"].as_str().unwrap().to_string();
+    // The client's connection goes away; its session, and the task, stay.
+    let pending = a.post_streaming(
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 90, "method": "tasks/result", "params": {"taskId": id}}))
+            .unwrap(),
+        &[],
+    );
+    drop(pending);
+    let r = a.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(r.result()["content"][0]["text"], "done after 1 steps");
+    // A session that ends while its task runs keeps its link until the call ends; the task
+    // is then nobody else's to see.
+    let task = task_call(&mut a, "slow", json!({"duration_ms": 400, "steps": 1}), json!({})).await;
     assert_eq!(a.delete().await, 200);
     let mut b = session(&gw, "demo").await;
-    let r = b.request("tasks/result", json!({"taskId": id})).await;
-    assert_eq!(r.result()["content"][0]["text"], "done after 1 steps", "the child kept running the call");
-    assert_eq!(b.request("tasks/get", json!({"taskId": id})).await.result()["status"], "completed");
+    assert_eq!(b.request("tasks/get", json!({"taskId": task["taskId"]})).await.error_code(), -32602);
 }
 
 #[tokio::test]

@@ -65,6 +65,8 @@ struct TokenRoute {
     gate: ProgressGate,
     owner: Option<i64>,
     activity: Option<mpsc::Sender<BridgeEvent>>,
+    /// The upstream sent progress under this token: the gateway makes up none.
+    upstream_progress: bool,
 }
 
 /// What a bridged call hears about its upstream task.
@@ -85,6 +87,10 @@ struct LinkState {
     tokens: HashMap<String, TokenRoute>,
     /// Upstream task id → the bridged client call following it.
     bridges: HashMap<String, (Id, mpsc::Sender<BridgeEvent>)>,
+    /// Upstream task id → the progress token (key of `tokens`) its task-augmented call
+    /// carried, kept until the task ends (or its ttl passes): the token stays in use for
+    /// the task's whole life.
+    task_tokens: HashMap<String, (String, Instant)>,
     /// Hosted tasks whose background call runs on this link.
     tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.
@@ -105,12 +111,16 @@ pub struct LinkCore {
     /// stdio says nothing about which request a server message belongs to; with exactly one
     /// request in flight, it belongs to that one.
     infer_related: bool,
+    /// Passed-through tasks whose progress route is kept at once.
+    max_task_routes: usize,
 }
 
 pub struct Link {
     core: Arc<LinkCore>,
     conn: Upstream,
     max_in_flight: usize,
+    /// Bounds the requests the gateway makes on its own account (listings, task polls).
+    request_timeout: Duration,
 }
 
 impl Link {
@@ -131,11 +141,17 @@ impl Link {
             me: me.clone(),
             progress_interval: gateway.limits().progress_min_interval,
             infer_related: matches!(cfg.transport, crate::config::Transport::Stdio { .. }),
+            max_task_routes: gateway.limits().max_in_flight,
         });
         let conn = Upstream::connect(gateway, cfg, core.clone())
             .await
             .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
-        let link = Arc::new(Link { core: core.clone(), conn, max_in_flight: gateway.limits().max_in_flight });
+        let link = Arc::new(Link {
+            core: core.clone(),
+            conn,
+            max_in_flight: gateway.limits().max_in_flight,
+            request_timeout: cfg.request_timeout,
+        });
         let _ = core.link.set(Arc::downgrade(&link));
         tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), cfg.request_timeout, cfg.max_request_time));
         Ok(link)
@@ -192,7 +208,13 @@ impl Link {
         {
             st.tokens.insert(
                 t.clone(),
-                TokenRoute { dest, gate: ProgressGate::default(), owner: Some(up_id), activity: None },
+                TokenRoute {
+                    dest,
+                    gate: ProgressGate::default(),
+                    owner: Some(up_id),
+                    activity: None,
+                    upstream_progress: false,
+                },
             );
         }
         let now = Instant::now();
@@ -223,9 +245,29 @@ impl Link {
         Ok(up_id)
     }
 
-    /// Sends a request of the gateway's own and waits for the whole response message.
+    /// Sends a request of the gateway's own and waits for the whole response message, at
+    /// most `request_timeout`; past it the upstream is told to stop and the answer is -32001.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
-        self.request_for(jsonrpc::request(&Id::Num(0), method, params), None).await
+        let (tx, rx) = oneshot::channel();
+        let msg = jsonrpc::request(&Id::Num(0), method, params);
+        let up_id = self.register(Waiter::Internal { tx, on_behalf_of: None }, &msg)?;
+        self.send_registered(up_id, msg).await?;
+        match tokio::time::timeout(self.request_timeout, rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => {
+                let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
+                Err(self.core.closed_error(&reason))
+            }
+            Err(_) => {
+                let why = format!(
+                    "upstream '{}' did not answer the gateway's {method} within request_timeout ({})",
+                    self.core.upstream,
+                    crate::config::fmt_duration(self.request_timeout)
+                );
+                self.cancel(up_id, &why).await;
+                Err(RpcError::new(jsonrpc::REQUEST_TIMEOUT, format!("request timed out: {why}")))
+            }
+        }
     }
 
     /// Sends a request of the gateway's own made for client request `on_behalf_of`: progress
@@ -264,6 +306,23 @@ impl Link {
         }
     }
 
+    /// The client cancelled its request `client_id`: the slot is freed, the upstream is told
+    /// once (with the client's `reason`), and nothing more is delivered for it. Returns
+    /// whether the request was in flight.
+    pub async fn cancel_client_request(&self, client_id: &Id, reason: Option<Value>) -> bool {
+        let up_id = self.core.state.lock().unwrap().by_client_id.get(client_id).copied();
+        let Some(up_id) = up_id else { return false };
+        if self.core.take_pending(up_id).is_none() {
+            return false;
+        }
+        let mut params = json!({"requestId": up_id});
+        if let Some(r) = reason {
+            params["reason"] = r;
+        }
+        let _ = self.send(jsonrpc::notification("notifications/cancelled", params)).await;
+        true
+    }
+
     /// A bridged call follows upstream task `task_id` for client request `client_id`: the
     /// task's status notifications, progress under `token` and the server's requests tagged
     /// with the task come to it (and to that client request) until [`Link::end_bridge`].
@@ -277,6 +336,7 @@ impl Link {
                 gate: ProgressGate::default(),
                 owner: None,
                 activity: None,
+                upstream_progress: false,
             });
             route.owner = None;
             route.activity = Some(tx);
@@ -297,13 +357,17 @@ impl Link {
     }
 
     /// A progress notification made by the gateway (from a task's status message) under
-    /// `token`, with a value above every value sent so far.
+    /// `token`, with a value above every value sent so far and never past the total; none
+    /// once the upstream has sent progress of its own.
     pub fn synthesize_progress(&self, token: &Value, message: &str) {
         let now = Instant::now();
         let out = {
             let mut st = self.core.state.lock().unwrap();
             let Some(route) = st.tokens.get_mut(&token.to_string()) else { return };
-            let next = route.gate.last_value().map(|v| v.floor() + 1.0).unwrap_or(1.0);
+            if route.upstream_progress {
+                return;
+            }
+            let Some(next) = route.gate.next_value() else { return };
             let msg = jsonrpc::notification(
                 "notifications/progress",
                 json!({"progressToken": token, "progress": next, "message": message}),
@@ -346,7 +410,56 @@ impl Link {
     }
 }
 
+impl LinkState {
+    /// The route of progress token `token` now belongs to upstream task `task_id` until it
+    /// ends; at most `limit` such routes are kept (the oldest and the expired go first).
+    fn keep_token_for_task(&mut self, task_id: &str, token: String, ttl: Option<Duration>, limit: usize) {
+        let now = Instant::now();
+        let expired: Vec<String> =
+            self.task_tokens.iter().filter(|(_, (_, until))| *until <= now).map(|(k, _)| k.clone()).collect();
+        for t in expired {
+            self.drop_task_route(&t);
+        }
+        while self.task_tokens.len() >= limit.max(1) {
+            let oldest = self.task_tokens.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone());
+            match oldest {
+                Some(t) => {
+                    self.drop_task_route(&t);
+                }
+                None => break,
+            }
+        }
+        if let Some(route) = self.tokens.get_mut(&token) {
+            route.owner = None;
+        }
+        let ttl = ttl.unwrap_or(MAX_TASK_ROUTE).min(MAX_TASK_ROUTE);
+        self.task_tokens.insert(task_id.to_string(), (token, now + ttl));
+    }
+
+    /// Forgets the token route of a task; returns it (for what it still holds).
+    fn drop_task_route(&mut self, task_id: &str) -> Option<TokenRoute> {
+        let (token, _) = self.task_tokens.remove(task_id)?;
+        match self.tokens.get(&token) {
+            Some(r) if r.owner.is_none() && r.activity.is_none() => self.tokens.remove(&token),
+            _ => None,
+        }
+    }
+}
+
+/// The longest a passed-through task keeps its progress route when its ttl says nothing.
+const MAX_TASK_ROUTE: Duration = Duration::from_secs(24 * 3600);
+
 impl LinkCore {
+    /// A passed-through task ended: what its token still holds is delivered, then the token
+    /// is finished.
+    fn end_task_route(&self, task_id: &str) {
+        let held =
+            self.state.lock().unwrap().drop_task_route(task_id).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)));
+        if let Some((dest, m)) = held {
+            self.deliver_to(&dest, m);
+        }
+    }
+
     fn closed_error(&self, reason: &str) -> RpcError {
         RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' closed: {reason}", self.upstream))
     }
@@ -398,6 +511,7 @@ impl LinkCore {
             st.by_client_id.clear();
             st.tokens.clear();
             st.bridges.clear();
+            st.task_tokens.clear();
             st.tasks_running = 0;
             std::mem::take(&mut st.pending)
         };
@@ -421,7 +535,8 @@ impl LinkCore {
     }
 
     /// Answers requests that ran past their time: `request_timeout` since the last sign of
-    /// life (progress), or `max_request_time` in all. The upstream is told to stop.
+    /// life (progress), or `max_request_time` in all. A hosted task's call fails its task.
+    /// The upstream is told to stop.
     async fn enforce_timeouts(me: Weak<LinkCore>, idle: Duration, max: Duration) {
         let tick = (idle.min(max) / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
         loop {
@@ -435,7 +550,7 @@ impl LinkCore {
                 }
                 st.pending
                     .iter()
-                    .filter(|(_, p)| matches!(p.waiter, Waiter::Client { .. }))
+                    .filter(|(_, p)| !matches!(p.waiter, Waiter::Internal { .. }))
                     .filter_map(|(id, p)| {
                         if now >= p.started + max {
                             Some((*id, true))
@@ -449,19 +564,27 @@ impl LinkCore {
             };
             for (up_id, total) in expired {
                 let Some(p) = core.take_pending(up_id) else { continue };
-                let Waiter::Client { client_id, shape } = p.waiter else { continue };
                 let why = if total {
                     format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
                 } else {
                     format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
                 };
-                tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
                 let err = RpcError::new(
                     jsonrpc::REQUEST_TIMEOUT,
                     format!("request timed out: upstream '{}' sent {why}", core.upstream),
                 );
-                if let Some(ev) = core.events.upgrade() {
-                    ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                match p.waiter {
+                    Waiter::Client { client_id, shape } => {
+                        tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
+                        if let Some(ev) = core.events.upgrade() {
+                            ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                        }
+                    }
+                    Waiter::Task { task_id } => {
+                        tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
+                        core.hosted.outcome(&task_id, err.response(None));
+                    }
+                    Waiter::Internal { .. } => {}
                 }
                 if let Some(link) = core.link.get().and_then(Weak::upgrade) {
                     let note =
@@ -474,20 +597,29 @@ impl LinkCore {
         }
     }
 
-    /// The pending request a server message belongs to: the transport's hint, or, for the
-    /// messages that only ever come from serving a request (input requests, logs), the only
-    /// request in flight where the transport gives none.
+    /// The pending request a server message belongs to: the transport's hint; else what the
+    /// message says (the progress token of the request it serves); else, for messages that
+    /// only ever come from serving a request (input requests, logs), the only request in
+    /// flight. Anything more ambiguous belongs to no request.
     fn related_up_id(&self, st: &LinkState, msg: &Value, related: Option<Id>) -> Option<i64> {
+        match related {
+            Some(Id::Num(n)) => return Some(n),
+            Some(Id::Str(_)) => return None,
+            None => {}
+        }
+        if let Some(token) = msg.pointer("/params/_meta/progressToken")
+            && let Some(owner) = st.tokens.get(&token.to_string()).and_then(|r| r.owner)
+        {
+            return Some(owner);
+        }
         let request_scoped = matches!(
             msg.get("method").and_then(Value::as_str),
             Some("elicitation/create" | "sampling/createMessage" | "notifications/message")
         );
-        match related {
-            Some(Id::Num(n)) => Some(n),
-            Some(Id::Str(_)) => None,
-            None if self.infer_related && request_scoped && st.pending.len() == 1 => st.pending.keys().next().copied(),
-            None => None,
+        if self.infer_related && request_scoped && st.pending.len() == 1 {
+            return st.pending.keys().next().copied();
         }
+        None
     }
 
     /// Where a server message related to pending request `up_id` goes.
@@ -539,6 +671,7 @@ impl LinkCore {
                 tracing::debug!(upstream = %self.upstream, "dropping progress for an unknown or finished token");
                 return;
             };
+            route.upstream_progress = true;
             let (v, out) = route.gate.offer(msg, self.progress_interval, now);
             let dest = route.dest.clone();
             if let Some(a) = &route.activity {
@@ -589,14 +722,24 @@ impl InboundSink for LinkCore {
                     tracing::warn!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
                     return;
                 };
-                // The latest progress always gets out before the result.
+                // The latest progress always gets out before the result; a task-augmented
+                // call's token lives on with its task.
                 let held = {
                     let mut st = self.state.lock().unwrap();
                     let token = st.pending.get(&up_id).and_then(|p| p.token.clone());
-                    token
-                        .and_then(|t| st.tokens.get_mut(&t))
-                        .filter(|r| r.owner == Some(up_id))
-                        .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m)))
+                    match crate::mcp::tasks::created_task(&frame.msg) {
+                        Some((task_id, ttl)) => {
+                            if let Some(t) = token.filter(|t| st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id)))
+                            {
+                                st.keep_token_for_task(task_id, t, ttl, self.max_task_routes);
+                            }
+                            None
+                        }
+                        None => token
+                            .and_then(|t| st.tokens.get_mut(&t))
+                            .filter(|r| r.owner == Some(up_id))
+                            .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
+                    }
                 };
                 let Some(p) = self.take_pending(up_id) else {
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
@@ -608,6 +751,9 @@ impl InboundSink for LinkCore {
                 let mut msg = frame.msg;
                 match p.waiter {
                     Waiter::Client { client_id, shape } => {
+                        if let Some(task_id) = crate::mcp::tasks::ended_task(&msg) {
+                            self.end_task_route(task_id);
+                        }
                         jsonrpc::set_id(&mut msg, &client_id);
                         if let Some(ev) = self.events.upgrade() {
                             ev.response(client_id, msg, shape);
@@ -646,11 +792,16 @@ impl InboundSink for LinkCore {
                     "notifications/progress" => return self.on_progress(frame.msg),
                     "notifications/tasks/status" => {
                         // A bridged call's task: its status is for the bridge, not the client.
-                        let st = self.state.lock().unwrap();
                         let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
-                        if let Some((_, tx)) = task.and_then(|t| st.bridges.get(t)) {
+                        if let Some(tx) =
+                            task.and_then(|t| self.state.lock().unwrap().bridges.get(t).map(|b| b.1.clone()))
+                        {
                             let _ = tx.try_send(BridgeEvent::Status(frame.msg));
                             return;
+                        }
+                        // Progress of a task stops at its terminal status.
+                        if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame.msg) {
+                            self.end_task_route(task_id);
                         }
                     }
                     _ => {}

@@ -26,7 +26,7 @@ impl Gateway {
     pub fn new(config: Config) -> Arc<Gateway> {
         let connect_timeout =
             config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
-        let hosted = Hosted::new(config.tasks.max_tasks, config.tasks.list_page_size);
+        let hosted = Hosted::new(&config.tasks);
         if tokio::runtime::Handle::try_current().is_ok() {
             hosted.start_sweeper(std::time::Duration::from_millis(250));
         }

@@ -18,6 +18,8 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 pub struct ProgressGate {
     last_value: Option<f64>,
+    /// The `total` last announced, if any.
+    total: Option<f64>,
     last_sent: Option<Instant>,
     held: Option<Value>,
     flush_armed: bool,
@@ -33,6 +35,9 @@ impl ProgressGate {
             return (Verdict::Drop, None);
         }
         self.last_value = Some(value);
+        if let Some(t) = msg.pointer("/params/total").and_then(Value::as_f64) {
+            self.total = Some(t);
+        }
         match self.last_sent {
             Some(sent) if !min_interval.is_zero() && now < sent + min_interval => {
                 self.held = Some(msg);
@@ -48,9 +53,16 @@ impl ProgressGate {
         }
     }
 
-    /// The highest value seen so far.
-    pub fn last_value(&self) -> Option<f64> {
-        self.last_value
+    /// A value for progress the gateway makes up: above every value so far, and not past
+    /// the total (`None` when there is no room left below it).
+    pub fn next_value(&self) -> Option<f64> {
+        let next = self.last_value.map(|v| v.floor() + 1.0).unwrap_or(1.0);
+        match (self.total, self.last_value) {
+            (Some(total), _) if next <= total => Some(next),
+            (Some(total), Some(last)) if last < total => Some(last + (total - last) / 2.0),
+            (Some(_), _) => None,
+            (None, _) => Some(next),
+        }
     }
 
     /// The flush timer fired: the held message, if one is still waiting.
@@ -84,6 +96,19 @@ mod tests {
         assert_eq!(g.offer(p(1.0), Duration::ZERO, t).0, Verdict::Drop);
         assert_eq!(g.offer(p(0.5), Duration::ZERO, t).0, Verdict::Drop);
         assert_eq!(g.offer(p(2.0), Duration::ZERO, t).0, Verdict::Send);
+    }
+
+    #[test]
+    fn made_up_values_rise_and_stay_below_the_total() {
+        let mut g = ProgressGate::default();
+        assert_eq!(g.next_value(), Some(1.0));
+        let t = Instant::now();
+        g.offer(json!({"params": {"progress": 2.5, "total": 3}}), Duration::ZERO, t);
+        assert_eq!(g.next_value(), Some(3.0));
+        g.offer(json!({"params": {"progress": 3.25, "total": 3.5}}), Duration::ZERO, t);
+        assert_eq!(g.next_value(), Some(3.375));
+        g.offer(json!({"params": {"progress": 3.5, "total": 3.5}}), Duration::ZERO, t);
+        assert_eq!(g.next_value(), None);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub trait ClientSink: Send + Sync + 'static {
     fn reaches_client_now(&self) -> bool {
         true
     }
+    /// The client cancelled request `id`: nothing more is due for it (its stream may end).
+    fn abandon(&self, _id: &Id) {}
+    /// Progress under `token` that still waits for the client is stale: the operation ended.
+    fn discard_progress(&self, _token: &Value) {}
 }
 
 /// A request the server sent the client, waiting for the client's answer.
@@ -65,8 +69,9 @@ struct ServerRequest {
 
 /// Tool listings are cached per session for task decisions; this bounds the cache.
 const MAX_CACHED_TOOLS: usize = 10_000;
+/// `tools/list` pages read for one task decision.
+const MAX_LISTING_PAGES: usize = 10;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-const CURSOR_OURS: &str = "tg:";
 /// Upstream task ids remembered per session for status notifications.
 const MAX_KNOWN_TASKS: usize = 1024;
 const CURSOR_UPSTREAM: &str = "up:";
@@ -82,6 +87,8 @@ struct SessionState {
     upstream_caps: Value,
     /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
     tool_support: HashMap<String, TaskSupport>,
+    /// The upstream's listing marked a tool optional or required.
+    listed_task_tools: bool,
     next_client_side_id: i64,
     server_requests: HashMap<Id, ServerRequest>,
     /// Bridged calls in flight, by client id, and how to cancel them.
@@ -103,6 +110,9 @@ pub struct Session {
     sink: Arc<dyn ClientSink>,
     /// Whose tasks these are: the session itself until authentication exists.
     owner: String,
+    /// Who the client is, for per-client limits: its remote address (HTTP) until
+    /// authentication exists.
+    client: String,
     me: Weak<Session>,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
@@ -118,11 +128,24 @@ fn random_hex() -> String {
 
 impl Session {
     pub fn new(gateway: Arc<Gateway>, upstream: Arc<UpstreamConfig>, sink: Arc<dyn ClientSink>) -> Arc<Session> {
+        Self::for_client(gateway, upstream, sink, None)
+    }
+
+    /// A session of client `client` (its identity for per-client limits; `None`: the
+    /// session is a client of its own).
+    pub fn for_client(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        client: Option<String>,
+    ) -> Arc<Session> {
+        let owner = random_hex();
         Arc::new_cyclic(|me| Session {
             gateway,
             upstream,
             sink,
-            owner: random_hex(),
+            client: client.unwrap_or_else(|| owner.clone()),
+            owner,
             me: me.clone(),
             state: Mutex::new(SessionState { next_client_side_id: 1, ..Default::default() }),
             link: Mutex::new(None),
@@ -141,6 +164,11 @@ impl Session {
 
     fn hosted(&self) -> &Arc<Hosted> {
         &self.gateway.hosted
+    }
+
+    /// Progress under `token` still waiting for the client is stale (its task ended).
+    pub fn discard_progress(&self, token: &Value) {
+        self.sink.discard_progress(token);
     }
 
     /// Whether an unrelated message would reach the client now.
@@ -195,26 +223,39 @@ impl Session {
             "tools/list" => Shape::ToolsList,
             "tools/call" if client_has_tasks && frame.msg.pointer("/params/task").is_some() => {
                 let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
-                if self.hosts_tool(&name).await {
+                if self.hosts_tool(&name).await? {
                     return self.start_hosted(id, frame.msg).await;
+                }
+                let support =
+                    if self.upstream_runs_tasks() { self.tool_support(&name).await? } else { TaskSupport::Forbidden };
+                if support == TaskSupport::Forbidden && self.upstream.tasks.hosted != HostedMode::Never {
+                    // The client was shown this tool without task support: a task call of
+                    // it is what the spec answers with -32601.
+                    return Err(RpcError::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!("tool {name:?} does not support task-augmented calls (taskSupport: forbidden)"),
+                    ));
                 }
                 Shape::AsIs
             }
             "tools/call" if self.upstream_runs_tasks() => {
                 let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
-                if self.tool_support(&name).await != TaskSupport::Required {
-                    // The listing may not tell the truth; the answer will.
-                    let kept = {
-                        let mut st = self.state.lock().unwrap();
-                        let room = st.retry.len() < self.gateway.limits().max_in_flight;
-                        if room {
-                            st.retry.insert(id.clone(), frame.msg.clone());
-                        }
-                        room
-                    };
-                    if kept { Shape::MayNeedTask } else { Shape::AsIs }
-                } else {
-                    match self.upstream.tasks.required {
+                match self.tool_support(&name).await? {
+                    TaskSupport::Forbidden => Shape::AsIs,
+                    TaskSupport::Optional => {
+                        // An SDK may still refuse a plain call of an optional tool; its exact
+                        // refusal is retried once as a task.
+                        let kept = {
+                            let mut st = self.state.lock().unwrap();
+                            let room = st.retry.len() < self.gateway.limits().max_in_flight;
+                            if room {
+                                st.retry.insert(id.clone(), frame.msg.clone());
+                            }
+                            room
+                        };
+                        if kept { Shape::MayNeedTask } else { Shape::AsIs }
+                    }
+                    TaskSupport::Required => match self.upstream.tasks.required {
                         RequiredMode::Bridge => return self.start_bridge(id, frame.msg).await,
                         RequiredMode::Hide if !client_has_tasks => {
                             return Err(RpcError::new(
@@ -225,7 +266,7 @@ impl Session {
                             ));
                         }
                         RequiredMode::Hide => Shape::AsIs,
-                    }
+                    },
                 }
             }
             method @ ("tasks/get" | "tasks/result" | "tasks/cancel") if client_has_tasks => {
@@ -233,7 +274,7 @@ impl Session {
                 let Some(task_id) = task_id else {
                     return Err(RpcError::new(INVALID_PARAMS, format!("{method}: params.taskId must be a string")));
                 };
-                if self.hosted().owns(&task_id) {
+                if self.hosted().visible(&task_id, &self.owner) {
                     return self.serve_task_request(id, method, &task_id).await;
                 }
                 if !self.upstream_has_tasks() {
@@ -253,9 +294,11 @@ impl Session {
         self.state.lock().unwrap().upstream_caps.get("tasks").is_some()
     }
 
-    /// Whether the upstream runs tool calls as tasks (so some tools may require it).
+    /// Whether the upstream runs tool calls as tasks (so some tools may require it): it
+    /// declares tasks in any form, or its listing marks a tool optional or required.
     fn upstream_runs_tasks(&self) -> bool {
-        mcp_tasks::server_has_tool_tasks(&self.state.lock().unwrap().upstream_caps)
+        let st = self.state.lock().unwrap();
+        mcp_tasks::server_has_tool_tasks(&st.upstream_caps) || st.listed_task_tools
     }
 
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
@@ -276,7 +319,8 @@ impl Session {
             link: link.clone(),
             client_id: id.clone(),
             call: msg,
-            ttl: self.upstream.tasks.ttl,
+            // The upstream must keep the task at least as long as the call may run.
+            ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
             request_timeout: self.upstream.request_timeout,
             max_request_time: self.upstream.max_request_time,
             cancel,
@@ -297,53 +341,64 @@ impl Session {
     }
 
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
-    async fn hosts_tool(&self, tool: &str) -> bool {
+    async fn hosts_tool(&self, tool: &str) -> Result<bool, RpcError> {
         let policy = &self.upstream.tasks;
         if policy.hosted == HostedMode::Never || !policy.offers_tool(tool) {
-            return false;
+            return Ok(false);
         }
-        let upstream_tasks = {
-            let st = self.state.lock().unwrap();
-            mcp_tasks::server_has_tool_tasks(&st.upstream_caps)
-        };
-        let support = if upstream_tasks { self.tool_support(tool).await } else { TaskSupport::Forbidden };
-        hosts(policy.hosted, upstream_tasks, support)
+        let upstream_tasks = self.upstream_runs_tasks();
+        let support = if upstream_tasks { self.tool_support(tool).await? } else { TaskSupport::Forbidden };
+        Ok(hosts(policy.hosted, upstream_tasks, support))
     }
 
-    /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one.
-    async fn tool_support(&self, tool: &str) -> TaskSupport {
+    /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one (each
+    /// page within `request_timeout`). A listing that cannot be had fails the call.
+    async fn tool_support(&self, tool: &str) -> Result<TaskSupport, RpcError> {
         if let Some(s) = self.state.lock().unwrap().tool_support.get(tool) {
-            return *s;
+            return Ok(*s);
         }
-        if let Ok(link) = self.link().await {
-            let mut cursor: Option<Value> = None;
-            for _ in 0..10 {
-                let params = match &cursor {
-                    Some(c) => json!({"cursor": c}),
-                    None => json!({}),
-                };
-                let Ok(resp) = link.request("tools/list", params).await else { break };
-                if let Some(result) = resp.get("result") {
-                    self.remember_tools(result);
-                }
-                cursor = resp.pointer("/result/nextCursor").cloned();
-                if cursor.is_none() {
-                    break;
+        let link = self.link().await?;
+        let mut cursor: Option<Value> = None;
+        for _ in 0..MAX_LISTING_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let resp = link.request("tools/list", params).await?;
+            match resp.get("result") {
+                Some(result) => self.remember_tools(result),
+                None => {
+                    return Err(RpcError::new(
+                        jsonrpc::INTERNAL_ERROR,
+                        format!(
+                            "cannot tell whether tool {tool:?} runs as a task: upstream '{}' answered tools/list with {}",
+                            self.upstream.name,
+                            resp.get("error").map(Value::to_string).unwrap_or_default()
+                        ),
+                    ));
                 }
             }
+            cursor = resp.pointer("/result/nextCursor").cloned().filter(|c| !c.is_null());
+            if cursor.is_none() {
+                break;
+            }
         }
-        self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden)
+        Ok(self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
     }
 
     fn remember_tools(&self, result: &Value) {
         let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
         let mut st = self.state.lock().unwrap();
         for t in tools {
+            let support = TaskSupport::of_tool(t);
+            // A server whose listing marks tools for tasks has tasks, whatever its
+            // capabilities say.
+            st.listed_task_tools |= support != TaskSupport::Forbidden;
             if st.tool_support.len() >= MAX_CACHED_TOOLS {
-                break;
+                continue;
             }
             if let Some(name) = t.get("name").and_then(Value::as_str) {
-                st.tool_support.insert(name.to_string(), TaskSupport::of_tool(t));
+                st.tool_support.insert(name.to_string(), support);
             }
         }
     }
@@ -351,14 +406,21 @@ impl Session {
     /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,
     /// the plain call runs upstream in the background.
     async fn start_hosted(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
+        let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
         let link = self.link().await?;
-        let requested_ttl = msg.pointer("/params/task/ttl").and_then(Value::as_u64);
-        let rec = self.hosted().create(&self.owner, &self.upstream.name, &self.upstream.tasks, requested_ttl)?;
+        let rec = self.hosted().create(
+            &self.owner,
+            &self.client,
+            &self.upstream.name,
+            &self.upstream.tasks,
+            requested_ttl,
+        )?;
         if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
             p.remove("task");
         }
         let task_id: Arc<str> = rec.id.as_str().into();
-        self.hosted().track(&task_id, link.clone(), self.me.clone());
+        let token = jsonrpc::progress_token(&msg).cloned();
+        self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
         self.to_client(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
         match link.start_task_call(task_id.clone(), msg).await {
@@ -404,9 +466,9 @@ impl Session {
             Some(_) => return Err(bad_cursor()),
         };
         let upstream_lists = self.state.lock().unwrap().upstream_caps.pointer("/tasks/list").is_some();
-        let after = match cursor.as_deref() {
-            None => 0,
-            Some(c) if c.starts_with(CURSOR_OURS) => c[CURSOR_OURS.len()..].parse().map_err(|_| bad_cursor())?,
+        match cursor.as_deref() {
+            None => {}
+            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {}
             Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
                 let rest = &c[CURSOR_UPSTREAM.len()..];
                 let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
@@ -421,8 +483,8 @@ impl Session {
             }
             Some(_) => return Err(bad_cursor()),
         };
-        let (tasks, next) = self.hosted().list(&self.owner, after);
-        if tasks.is_empty() && after == 0 && upstream_lists {
+        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
+        if tasks.is_empty() && cursor.is_none() && upstream_lists {
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("cursor");
             }
@@ -430,7 +492,7 @@ impl Session {
         }
         let mut result = json!({"tasks": tasks});
         match next {
-            Some(seq) => result["nextCursor"] = format!("{CURSOR_OURS}{seq}").into(),
+            Some(c) => result["nextCursor"] = c.into(),
             None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
             None => {}
         }
@@ -475,19 +537,25 @@ impl Session {
             // Nothing upstream to tell; a notification never starts a link.
             return;
         };
-        let mut msg = frame.msg;
+        let msg = frame.msg;
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
-            let client_id = msg.pointer("/params/requestId").and_then(Id::from_value);
+            let Some(client_id) = msg.pointer("/params/requestId").and_then(Id::from_value) else { return };
+            let reason = msg.pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
-            let bridge = client_id.as_ref().and_then(|id| self.state.lock().unwrap().bridges.get(id).cloned());
+            let bridge = self.state.lock().unwrap().bridges.remove(&client_id);
             if let Some(cancel) = bridge {
                 cancel.cancel();
+                self.sink.abandon(&client_id);
                 return;
             }
-            // Cancellation follows its request: rewrite to the upstream id, or drop it
-            // when the request is no longer in flight.
-            let Some(up_id) = client_id.and_then(|id| link.upstream_id(&id)) else { return };
-            msg["params"]["requestId"] = up_id.into();
+            // Cancellation follows its request: the upstream hears it once, the slot is
+            // freed, and the client gets nothing more for that id. A request no longer in
+            // flight has nothing to cancel.
+            self.state.lock().unwrap().retry.remove(&client_id);
+            if link.cancel_client_request(&client_id, reason).await {
+                self.sink.abandon(&client_id);
+            }
+            return;
         }
         if let Err(e) = link.send(msg).await {
             tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
@@ -682,7 +750,7 @@ impl Session {
                 self.remember_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
-                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
+                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps) || st.listed_task_tools)
                 };
                 let policy = &self.upstream.tasks;
                 let hosted =
@@ -741,10 +809,12 @@ impl LinkEvents for Session {
         }
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
+            let name =
+                call.as_ref().and_then(|c| c.pointer("/params/name")).and_then(Value::as_str).unwrap_or("").to_string();
+            let support = self.state.lock().unwrap().tool_support.get(&name).copied().unwrap_or(TaskSupport::Forbidden);
             if let Some(call) = call
-                && mcp_tasks::says_task_required(&msg)
+                && mcp_tasks::refused_as_plain_call(&msg, &name, support)
             {
-                let name = call.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
                 tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
                 self.state.lock().unwrap().tool_support.insert(name, TaskSupport::Required);
                 if let Some(me) = self.me.upgrade() {

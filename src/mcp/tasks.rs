@@ -48,9 +48,10 @@ impl TaskSupport {
     }
 }
 
-/// Whether server capabilities declare task-augmented `tools/call`.
+/// Whether server capabilities declare tasks, in any form: some servers declare
+/// `"tasks": {}` and serve task-augmented `tools/call` all the same.
 pub fn server_has_tool_tasks(capabilities: &Value) -> bool {
-    capabilities.pointer("/tasks/requests/tools/call").is_some()
+    capabilities.get("tasks").is_some_and(Value::is_object)
 }
 
 /// The `tasks` server capability of a gateway that hosts tasks.
@@ -88,25 +89,99 @@ pub fn related_task_id<'a>(msg: &'a Value, field: &str) -> Option<&'a str> {
     msg.get(field)?.get("_meta")?.get(RELATED_TASK)?.get("taskId")?.as_str()
 }
 
-/// Whether a response to a plain `tools/call` says the tool must be called as a task.
-/// Servers say it as -32601 (the spec's tool-level rule), -32600 (its request-level rule), or
-/// a tool result with `isError` whose text says so (what an SDK server's error wrapping makes
-/// of the former).
-pub fn says_task_required(resp: &Value) -> bool {
-    let mentions = |text: &str| {
-        let t = text.to_ascii_lowercase();
-        t.contains("task") && (t.contains("requir") || t.contains("augment"))
+/// The retention a task-augmented request asks for: `params.task` must be an object; its
+/// `ttl`, if present and not null, a non-negative number of milliseconds (fractions are cut).
+pub fn requested_ttl(task: Option<&Value>) -> Result<Option<std::time::Duration>, crate::jsonrpc::RpcError> {
+    let bad =
+        |why: &str| crate::jsonrpc::RpcError::new(crate::jsonrpc::INVALID_PARAMS, format!("invalid params: {why}"));
+    let Some(task) = task else { return Ok(None) };
+    let Some(task) = task.as_object() else { return Err(bad("params.task must be an object")) };
+    match task.get("ttl") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(ms) if ms >= 0.0 && ms.is_finite() => {
+                Ok(Some(std::time::Duration::from_millis(ms.min(u64::MAX as f64) as u64)))
+            }
+            _ => Err(bad("params.task.ttl must not be negative")),
+        },
+        Some(_) => Err(bad("params.task.ttl must be a number of milliseconds")),
+    }
+}
+
+/// A `CreateTaskResult` response: the task's id and its ttl, if it has one.
+pub fn created_task(resp: &Value) -> Option<(&str, Option<std::time::Duration>)> {
+    let task = resp.get("result")?.get("task")?;
+    let id = task.get("taskId")?.as_str()?;
+    let ttl = task
+        .get("ttl")
+        .and_then(Value::as_f64)
+        .filter(|t| *t >= 0.0)
+        .map(|t| std::time::Duration::from_millis(t as u64));
+    Some((id, ttl))
+}
+
+fn is_terminal_status(s: Option<&Value>) -> bool {
+    matches!(s.and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
+}
+
+/// The task a response shows ended: a `Task` in a terminal status (`tasks/get`,
+/// `tasks/cancel`), or a `tasks/result` payload tagged with its task.
+pub fn ended_task(resp: &Value) -> Option<&str> {
+    if let Some(r) = resp.get("result") {
+        if is_terminal_status(r.get("status")) {
+            return r.get("taskId").and_then(Value::as_str);
+        }
+        return related_task_id(resp, "result");
+    }
+    None
+}
+
+/// The task a `notifications/tasks/status` shows in a terminal status.
+pub fn ended_task_status(note: &Value) -> Option<&str> {
+    let p = note.get("params")?;
+    is_terminal_status(p.get("status")).then(|| p.get("taskId").and_then(Value::as_str)).flatten()
+}
+
+/// The exact words with which SDK servers refuse a plain call of a tool that must run as a
+/// task (`{name}` stands for the tool's name).
+const SDK_REFUSALS: [&str; 2] = [
+    // TypeScript SDK (`McpServer`), as a JSON-RPC error or wrapped in an `isError` result.
+    "Tool {name} requires task augmentation (taskSupport: 'required')",
+    // Rust SDK (rmcp).
+    "Tool requires task-based invocation",
+];
+
+fn is_sdk_refusal(text: &str, tool: &str) -> bool {
+    // A refusal wrapped into a tool result keeps the error's code as a prefix.
+    let text = match text.strip_prefix("MCP error ") {
+        Some(rest) => rest.split_once(": ").map(|(_, t)| t).unwrap_or(rest),
+        None => text,
     };
+    SDK_REFUSALS.iter().any(|r| r.replace("{name}", tool) == text)
+}
+
+/// Whether the response to a plain `tools/call` of `tool` (listed with `support`) is the
+/// upstream refusing to run it except as a task, so that it did not run and may be retried
+/// as one. Only unambiguous refusals count: -32601 or -32600 for a tool listed `required`,
+/// or an SDK's exact refusal for one listed `optional` or `required`. A tool listed
+/// `forbidden` (or unmarked) is never retried, whatever its answer says.
+pub fn refused_as_plain_call(resp: &Value, tool: &str, support: TaskSupport) -> bool {
+    if support == TaskSupport::Forbidden {
+        return false;
+    }
     if let Some(e) = resp.get("error") {
         let code = e.get("code").and_then(Value::as_i64);
-        return matches!(code, Some(-32601) | Some(-32600))
-            && e.get("message").and_then(Value::as_str).is_some_and(mentions);
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        return (support == TaskSupport::Required && matches!(code, Some(-32601) | Some(-32600)))
+            || is_sdk_refusal(message, tool);
     }
     let Some(r) = resp.get("result") else { return false };
-    r.get("isError") == Some(&Value::Bool(true))
-        && r.get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|c| c.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).any(mentions))
+    let texts: Vec<&str> = r
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect())
+        .unwrap_or_default();
+    r.get("isError") == Some(&Value::Bool(true)) && texts.len() == 1 && is_sdk_refusal(texts[0], tool)
 }
 
 #[cfg(test)]
@@ -114,18 +189,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_three_ways_to_say_task_required() {
+    fn only_unambiguous_refusals_count() {
+        use TaskSupport::*;
         let e = |code: i64, m: &str| json!({"error": {"code": code, "message": m}});
-        assert!(says_task_required(&e(-32601, "Tool x requires task augmentation (taskSupport: 'required')")));
-        assert!(says_task_required(&e(-32600, "Task augmentation required for tools/call requests")));
-        assert!(says_task_required(
-            &json!({"result": {"isError": true, "content": [{"type": "text", "text": "MCP error -32601: Tool x requires task augmentation"}]}})
-        ));
-        assert!(!says_task_required(&e(-32601, "Method not found")));
-        assert!(!says_task_required(&e(-32602, "task required")));
-        assert!(!says_task_required(
-            &json!({"result": {"isError": true, "content": [{"type": "text", "text": "disk full"}]}})
-        ));
-        assert!(!says_task_required(&json!({"result": {"content": [{"type": "text", "text": "task required"}]}})));
+        let wrapped = |t: &str| json!({"result": {"isError": true, "content": [{"type": "text", "text": t}]}});
+        let ts = "Tool x requires task augmentation (taskSupport: 'required')";
+        assert!(refused_as_plain_call(&e(-32601, ts), "x", Optional));
+        assert!(refused_as_plain_call(&wrapped(&format!("MCP error -32601: {ts}")), "x", Optional));
+        assert!(refused_as_plain_call(&e(-32601, "Tool requires task-based invocation"), "x", Optional));
+        assert!(!refused_as_plain_call(&e(-32601, ts), "y", Optional), "another tool's name");
+        assert!(!refused_as_plain_call(&e(-32601, ts), "x", Forbidden), "never for a forbidden tool");
+        assert!(refused_as_plain_call(&e(-32601, "Method not found"), "x", Required));
+        assert!(refused_as_plain_call(&e(-32600, "whatever"), "x", Required));
+        assert!(!refused_as_plain_call(&e(-32601, "this tool requires a task"), "x", Optional));
+        assert!(!refused_as_plain_call(&e(-32602, "task required"), "x", Required));
+        assert!(!refused_as_plain_call(&wrapped("Task title required"), "x", Optional));
+        assert!(!refused_as_plain_call(&wrapped("Task title required"), "x", Forbidden));
+        assert!(!refused_as_plain_call(&json!({"result": {"content": [{"type": "text", "text": ts}]}}), "x", Optional));
+    }
+
+    #[test]
+    fn task_endings() {
+        let t = |s: &str| json!({"result": {"taskId": "a", "status": s}});
+        assert_eq!(ended_task(&t("completed")), Some("a"));
+        assert_eq!(ended_task(&t("working")), None);
+        let r = json!({"result": {"content": [], "_meta": {RELATED_TASK: {"taskId": "b"}}}});
+        assert_eq!(ended_task(&r), Some("b"));
+        assert_eq!(
+            created_task(&json!({"result": {"task": {"taskId": "c", "ttl": 5000}}})).unwrap().1.unwrap().as_millis(),
+            5000
+        );
+        assert_eq!(created_task(&json!({"result": {"task": {"taskId": "c", "ttl": null}}})).unwrap().1, None);
     }
 }

@@ -37,6 +37,9 @@ pub enum Ending {
 
 const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(30);
+/// A status message waits this long before it becomes progress: an upstream that reports
+/// progress of its own does so by then, and its real values are passed on instead.
+const STATUS_AS_PROGRESS_DELAY: Duration = Duration::from_millis(200);
 
 impl Bridge {
     pub async fn run(self) -> Ending {
@@ -74,8 +77,14 @@ impl Bridge {
         let mut events = self.link.start_bridge(&task_id, &self.client_id, token.as_ref());
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
-        self.on_status(&task, token.as_ref(), &mut statuses);
+        statuses.observe(&task);
         let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), deadline, &mut statuses).await;
+        if let (Some(t), Ending::Answer(_)) = (token.as_ref(), &ending) {
+            // What the client was not told yet goes out before the answer.
+            for msg in statuses.take_unsent() {
+                self.link.synthesize_progress(t, &msg);
+            }
+        }
         self.link.end_bridge(&task_id, token.as_ref());
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
             let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
@@ -100,7 +109,15 @@ impl Bridge {
         let mut idle_deadline = Instant::now() + self.request_timeout;
         let mut next_poll = Instant::now() + poll;
         loop {
+            let synth_at = statuses.next_due();
             tokio::select! {
+                _ = sleep_until(synth_at.unwrap_or(deadline)), if synth_at.is_some() => {
+                    if let Some(t) = token {
+                        for msg in statuses.take_due(Instant::now()) {
+                            self.link.synthesize_progress(t, &msg);
+                        }
+                    }
+                }
                 r = &mut result, if !result_done => {
                     match r {
                         Ok(resp) if resp.get("result").is_some() => return Ending::Answer(self.for_client(resp)),
@@ -117,8 +134,13 @@ impl Bridge {
                 }
                 ev = events.recv() => {
                     idle_deadline = Instant::now() + self.request_timeout;
-                    if let Some(BridgeEvent::Status(note)) = ev {
-                        self.on_status(note.get("params").unwrap_or(&Value::Null), token, statuses);
+                    match ev {
+                        Some(BridgeEvent::Status(note)) => {
+                            statuses.observe(note.get("params").unwrap_or(&Value::Null));
+                        }
+                        // The upstream reports progress itself: its values are the truth.
+                        Some(BridgeEvent::Progress) => statuses.upstream_reports_progress(),
+                        None => {}
                     }
                 }
                 _ = sleep_until(next_poll) => {
@@ -128,11 +150,14 @@ impl Bridge {
                             // Notifications that arrived while polling are older than the
                             // poll's answer: they go first.
                             while let Ok(ev) = events.try_recv() {
-                                if let BridgeEvent::Status(note) = ev {
-                                    self.on_status(note.get("params").unwrap_or(&Value::Null), token, statuses);
+                                match ev {
+                                    BridgeEvent::Status(note) => {
+                                        statuses.observe(note.get("params").unwrap_or(&Value::Null));
+                                    }
+                                    BridgeEvent::Progress => statuses.upstream_reports_progress(),
                                 }
                             }
-                            let changed = self.on_status(&t, token, statuses);
+                            let changed = statuses.observe(&t);
                             if changed {
                                 idle_deadline = Instant::now() + self.request_timeout;
                             }
@@ -176,16 +201,6 @@ impl Bridge {
         }
     }
 
-    /// A status message the client has not seen becomes a progress notification (when the
-    /// client gave a token). Returns whether anything new was learnt.
-    fn on_status(&self, task: &Value, token: Option<&Value>, statuses: &mut StatusTracker) -> bool {
-        let Some(msg) = statuses.fresh_message(task) else { return false };
-        if let Some(t) = token {
-            self.link.synthesize_progress(t, &msg);
-        }
-        true
-    }
-
     /// The upstream's response as the answer to the client's own request: its id, and no
     /// task `_meta` (the client made a plain call).
     fn for_client(&self, mut resp: Value) -> Value {
@@ -210,17 +225,55 @@ impl Bridge {
 
 /// What the bridge has seen of its task's statuses. Statuses arrive by two paths (the
 /// server's notifications and the bridge's own polls) and can overtake each other: a status
-/// older than one already applied is ignored, and each message is announced once.
+/// older than one already applied is ignored, and each message is news once. A message
+/// becomes progress for the client after [`STATUS_AS_PROGRESS_DELAY`], and never once the
+/// upstream reports progress of its own.
 #[derive(Default)]
 struct StatusTracker {
     last_updated: Option<String>,
     announced: Vec<String>,
+    /// Messages waiting to become progress, with when.
+    unsent: std::collections::VecDeque<(Instant, String)>,
+    upstream_progress: bool,
 }
 
 /// Messages remembered per bridged call, against repeats.
 const MAX_ANNOUNCED: usize = 64;
 
 impl StatusTracker {
+    /// Takes in a `Task` as seen; returns whether it was news.
+    fn observe(&mut self, task: &Value) -> bool {
+        let Some(msg) = self.fresh_message(task) else { return false };
+        if !self.upstream_progress {
+            if self.unsent.len() == MAX_ANNOUNCED {
+                self.unsent.pop_front();
+            }
+            self.unsent.push_back((Instant::now() + STATUS_AS_PROGRESS_DELAY, msg));
+        }
+        true
+    }
+
+    fn upstream_reports_progress(&mut self) {
+        self.upstream_progress = true;
+        self.unsent.clear();
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.unsent.front().map(|(at, _)| *at)
+    }
+
+    fn take_due(&mut self, now: Instant) -> Vec<String> {
+        let mut out = vec![];
+        while self.unsent.front().is_some_and(|(at, _)| *at <= now) {
+            out.extend(self.unsent.pop_front().map(|(_, m)| m));
+        }
+        out
+    }
+
+    fn take_unsent(&mut self) -> Vec<String> {
+        self.unsent.drain(..).map(|(_, m)| m).collect()
+    }
+
     /// The task's status message if it is news.
     fn fresh_message(&mut self, task: &Value) -> Option<String> {
         if let Some(at) = task.get("lastUpdatedAt").and_then(Value::as_str) {
@@ -262,5 +315,17 @@ mod tests {
         assert_eq!(t.fresh_message(&st("2026-01-01T00:00:02.000Z", "b")), None, "older than what was applied");
         assert_eq!(t.fresh_message(&st("2026-01-01T00:00:04.000Z", "a")), None, "already announced");
         assert_eq!(t.fresh_message(&json!({"statusMessage": "d"})).as_deref(), Some("d"));
+    }
+
+    #[test]
+    fn statuses_become_progress_only_while_the_upstream_reports_none() {
+        let mut t = StatusTracker::default();
+        assert!(t.observe(&json!({"statusMessage": "a"})));
+        assert!(t.take_due(Instant::now()).is_empty(), "not before the delay");
+        assert_eq!(t.take_due(Instant::now() + STATUS_AS_PROGRESS_DELAY), vec!["a".to_string()]);
+        t.observe(&json!({"statusMessage": "b"}));
+        t.upstream_reports_progress();
+        t.observe(&json!({"statusMessage": "c"}));
+        assert!(t.take_unsent().is_empty(), "the upstream's own progress replaces them");
     }
 }

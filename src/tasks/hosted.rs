@@ -4,12 +4,12 @@
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
 //! and the outcome into the store.
 
-use crate::config::UpstreamTasks;
+use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::link::Link;
 use crate::gateway::session::{Route, Session};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
-use crate::tasks::store::{MemoryStore, TaskRecord, TaskStore};
+use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -26,6 +26,8 @@ struct Running {
     result_waiters: Vec<(Weak<Session>, Id)>,
     /// Input requests that found no client to ask yet; the next `tasks/result` gets them.
     held_inputs: Vec<(Arc<Link>, Id, Value)>,
+    /// The client's progress token for the call: its progress stops at the terminal status.
+    token: Option<Value>,
 }
 
 pub struct Hosted {
@@ -33,7 +35,14 @@ pub struct Hosted {
     running: Mutex<HashMap<Arc<str>, Running>>,
     /// Tasks per `tasks/list` page.
     page_size: usize,
+    max_result_bytes: usize,
+    max_store_bytes: usize,
+    /// Keys the `tasks/list` cursors, so that only cursors the gateway issued are accepted.
+    cursor_key: std::hash::RandomState,
 }
+
+/// The prefix of the gateway's own `tasks/list` cursors.
+pub const CURSOR_PREFIX: &str = "tg:";
 
 /// Input requests held per task while no client can be asked.
 const MAX_HELD_INPUTS: usize = 16;
@@ -50,19 +59,25 @@ fn new_task_id() -> String {
 }
 
 impl Hosted {
-    pub fn new(max_tasks: usize, page_size: usize) -> Arc<Hosted> {
+    pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
         Arc::new(Hosted {
-            store: Arc::new(MemoryStore::new(max_tasks)),
+            store: Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
             running: Mutex::new(HashMap::new()),
-            page_size,
+            page_size: cfg.list_page_size,
+            max_result_bytes: cfg.max_result_bytes,
+            max_store_bytes: cfg.max_store_bytes,
+            cursor_key: std::hash::RandomState::new(),
         })
     }
 
-    pub fn owns(&self, task_id: &str) -> bool {
-        self.store.get(task_id).is_some()
+    /// Whether `owner` may see task `task_id` (get, fetch, cancel): its creator only. To
+    /// anyone else the task does not exist.
+    pub fn visible(&self, task_id: &str, owner: &str) -> bool {
+        self.store.get(task_id).is_some_and(|r| r.owner == owner)
     }
 
-    /// Removes expired tasks every `every`, cancelling the background call of running ones.
+    /// Removes finished tasks whose ttl has passed, every `every`. Running tasks are not
+    /// reaped: their call ends by its own limits (`request_timeout`, `max_request_time`).
     pub fn start_sweeper(self: &Arc<Self>, every: Duration) {
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -70,38 +85,42 @@ impl Hosted {
                 tokio::time::sleep(every).await;
                 let Some(h) = me.upgrade() else { return };
                 for rec in h.store.remove_expired(SystemTime::now()) {
-                    let running = h.running.lock().unwrap().remove(rec.id.as_str());
-                    if let Some(Running { link, upstream_id: Some(up), .. }) = running {
-                        tracing::info!(task = %rec.id, "task expired while running; cancelling its call");
-                        link.cancel(up, "the task's ttl expired").await;
-                    }
+                    tracing::debug!(task = %rec.id, "task expired");
                 }
             }
         });
     }
 
     /// Creates a task for a call about to start. The ttl is the client's (or the default),
-    /// capped at the configured maximum.
+    /// kept between the configured minimum and maximum. `client` is whose limit it counts
+    /// against.
     pub fn create(
         &self,
         owner: &str,
+        client: &str,
         upstream: &str,
         policy: &UpstreamTasks,
-        requested_ttl: Option<u64>,
+        requested_ttl: Option<Duration>,
     ) -> Result<TaskRecord, RpcError> {
-        let ttl = requested_ttl.map(Duration::from_millis).unwrap_or(policy.ttl).min(policy.max_ttl);
-        let rec = TaskRecord::new(new_task_id(), owner.into(), upstream.into(), ttl, policy.poll_interval);
-        self.store
-            .insert(rec.clone(), policy.max_tasks_per_owner)
-            .map_err(|e| RpcError::new(GATEWAY_BUSY, format!("cannot create a task: {e}")))?;
+        let ttl = requested_ttl.unwrap_or(policy.ttl).clamp(policy.min_ttl, policy.max_ttl);
+        let rec =
+            TaskRecord::new(new_task_id(), owner.into(), client.into(), upstream.into(), ttl, policy.poll_interval);
+        self.store.insert(rec.clone(), policy.max_tasks_per_owner).map_err(|e| {
+            let code = match e {
+                StoreError::ClientFull { .. } => GATEWAY_BUSY,
+                StoreError::Full { .. } | StoreError::BytesFull { .. } => jsonrpc::INTERNAL_ERROR,
+            };
+            RpcError::new(code, format!("cannot create a task: {e}"))
+        })?;
         Ok(self.store.get(&rec.id).unwrap_or(rec))
     }
 
-    /// The background call is about to start on `link`, for the session `creator`.
-    pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<Session>) {
+    /// The background call is about to start on `link`, for the session `creator`, with the
+    /// client's progress token.
+    pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<Session>, token: Option<Value>) {
         self.running.lock().unwrap().insert(
             task_id.into(),
-            Running { link, upstream_id: None, creator, result_waiters: Vec::new(), held_inputs: Vec::new() },
+            Running { link, upstream_id: None, creator, result_waiters: Vec::new(), held_inputs: Vec::new(), token },
         );
     }
 
@@ -117,8 +136,26 @@ impl Hosted {
         self.outcome(task_id, err.response(None));
     }
 
-    /// The upstream answered the background call (or the link died).
+    /// The upstream answered the background call (or the link died, or it timed out).
     pub fn outcome(&self, task_id: &str, msg: Value) {
+        let mut text = serde_json::to_string(&msg).expect("values serialize");
+        let mut msg = msg;
+        let too_large = if text.len() > self.max_result_bytes {
+            Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
+        } else if self.store.outcome_bytes() + text.len() > self.max_store_bytes {
+            Some(format!(
+                "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
+                text.len(),
+                self.max_store_bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = too_large {
+            tracing::warn!(task = %task_id, "{why}");
+            msg = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(None);
+            text = serde_json::to_string(&msg).expect("values serialize");
+        }
         let (status, message) = match msg.get("error") {
             Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
             None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
@@ -126,7 +163,7 @@ impl Hosted {
             }
             None => (TaskStatus::Completed, None),
         };
-        let outcome: Arc<str> = serde_json::to_string(&msg).expect("values serialize").into();
+        let outcome: Arc<str> = text.into();
         let rec = self.store.update(task_id, &mut |r| {
             if !r.status.is_terminal() {
                 r.status = status;
@@ -138,14 +175,29 @@ impl Hosted {
         });
         let running = self.running.lock().unwrap().remove(task_id);
         if let (Some(rec), Some(r)) = (rec, running) {
+            Self::stop_progress(&r);
             self.announce(&rec, &r);
+        }
+    }
+
+    /// The task ended: its progress that still waits for the client is dropped, as progress
+    /// stops at the terminal status.
+    fn stop_progress(r: &Running) {
+        if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
+            s.discard_progress(token);
         }
     }
 
     /// Progress of the background call: forwarded under the client's token while the task
     /// runs; its message becomes the task's status message.
     pub fn progress(&self, task_id: &str, msg: Value) {
-        let Some(creator) = self.running.lock().unwrap().get(task_id).map(|r| r.creator.clone()) else { return };
+        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
+        let target = self.running.lock().unwrap().get(task_id).map(|r| {
+            let waiting =
+                r.result_waiters.iter().find(|(s, _)| s.ptr_eq(&r.creator)).map(|(_, id)| Route::Related(id.clone()));
+            (r.creator.clone(), waiting.unwrap_or(Route::Unrelated))
+        });
+        let Some((creator, route)) = target else { return };
         if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
             let text = text.to_string();
             self.store.update(task_id, &mut |r| {
@@ -156,7 +208,7 @@ impl Hosted {
             });
         }
         if let Some(s) = creator.upgrade() {
-            s.to_client(msg, Route::Unrelated);
+            s.to_client(msg, route);
         }
     }
 
@@ -268,6 +320,7 @@ impl Hosted {
         }
         let running = self.running.lock().unwrap().remove(task_id);
         if let Some(r) = running {
+            Self::stop_progress(&r);
             self.announce(&rec, &r);
             if let Some(up) = r.upstream_id {
                 r.link.cancel(up, "the task was cancelled").await;
@@ -327,11 +380,32 @@ impl Hosted {
         }
     }
 
-    /// One page of the owner's tasks. `cursor` is `None` for the first page.
-    pub fn list(&self, owner: &str, after: u64) -> (Vec<Value>, Option<u64>) {
+    /// One page of the owner's tasks, after `cursor` (one this gateway issued to that owner;
+    /// `None` for the first page), and the cursor of the next page.
+    pub fn list(&self, owner: &str, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
+        let after = match cursor {
+            None => 0,
+            Some(c) => self.parse_cursor(owner, c).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+        };
         let (page, more) = self.store.list(owner, after, self.page_size);
-        let next = if more { page.last().map(|r| r.seq) } else { None };
-        (page.into_iter().map(|r| Value::Object(r.to_json())).collect(), next)
+        let next = if more { page.last().map(|r| self.cursor(owner, r.seq)) } else { None };
+        Ok((page.into_iter().map(|r| Value::Object(r.to_json())).collect(), next))
+    }
+
+    fn cursor_mac(&self, owner: &str, seq: u64) -> u64 {
+        use std::hash::BuildHasher;
+        self.cursor_key.hash_one((owner, seq))
+    }
+
+    fn cursor(&self, owner: &str, seq: u64) -> String {
+        format!("{CURSOR_PREFIX}{seq}.{:016x}", self.cursor_mac(owner, seq))
+    }
+
+    fn parse_cursor(&self, owner: &str, cursor: &str) -> Option<u64> {
+        let (seq, mac) = cursor.strip_prefix(CURSOR_PREFIX)?.split_once('.')?;
+        let seq: u64 = seq.parse().ok()?;
+        (u64::from_str_radix(mac, 16).ok()? == self.cursor_mac(owner, seq) && seq <= self.store.last_seq())
+            .then_some(seq)
     }
 
     /// The `CreateTaskResult` for a new task.

@@ -2,9 +2,9 @@
 //! that wake on status changes.
 //!
 //! [`TaskStore`] is the seam for a shared backend (several gateway replicas); [`MemoryStore`]
-//! is the embedded default. Running tasks are never evicted; finished ones are evicted least
-//! recently used first when the store or an owner is at its limit, and every task is removed
-//! once its ttl has passed.
+//! is the embedded default. No task is evicted to make room: a full store (by count, per
+//! client, or by the bytes of retained outcomes) refuses new tasks. A finished task is
+//! removed once its ttl, counted from creation, has passed; a running one never is.
 
 use crate::mcp::tasks::TaskStatus;
 use lru::LruCache;
@@ -17,8 +17,12 @@ use tokio::sync::watch;
 #[derive(Clone, Debug)]
 pub struct TaskRecord {
     pub id: String,
-    /// Who may list it: the creating session until authentication exists.
+    /// Who may see it (get, fetch, cancel, list): the creating session until
+    /// authentication exists.
     pub owner: String,
+    /// Whose tasks count against `max_tasks_per_owner`: the client's identity (its remote
+    /// address until authentication exists).
+    pub client: String,
     pub upstream: String,
     /// Creation order, for `tasks/list` cursors.
     pub seq: u64,
@@ -35,11 +39,19 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
-    pub fn new(id: String, owner: String, upstream: String, ttl: Duration, poll_interval: Duration) -> TaskRecord {
+    pub fn new(
+        id: String,
+        owner: String,
+        client: String,
+        upstream: String,
+        ttl: Duration,
+        poll_interval: Duration,
+    ) -> TaskRecord {
         let now = SystemTime::now();
         TaskRecord {
             id,
             owner,
+            client,
             upstream,
             seq: 0,
             status: TaskStatus::Working,
@@ -67,32 +79,50 @@ impl TaskRecord {
         t
     }
 
+    /// When a finished task may be removed: its ttl after creation, but never before a
+    /// moment after it finished, so that a waiting `tasks/result` still finds it.
     pub fn expires_at(&self) -> SystemTime {
-        self.created_at + self.ttl
+        (self.created_at + self.ttl).max(self.last_updated_at + REAP_GRACE.min(self.ttl))
+    }
+
+    fn outcome_len(&self) -> usize {
+        self.outcome.as_ref().map_or(0, |o| o.len())
     }
 }
 
+/// How long a finished task is kept at least, even when its ttl passed while it ran.
+const REAP_GRACE: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreError {
-    /// Every slot holds a running task.
+    /// The store holds `limit` tasks, running or kept until their ttl.
     Full { limit: usize },
-    /// The owner's every slot holds a running task.
-    OwnerFull { limit: usize },
+    /// The retained outcomes fill `limit` bytes.
+    BytesFull { limit: usize },
+    /// The client holds `limit` tasks.
+    ClientFull { limit: usize },
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreError::Full { limit } => write!(f, "the gateway's task store is full ({limit} running tasks)"),
-            StoreError::OwnerFull { limit } => write!(f, "too many running tasks for this client (limit {limit})"),
+            StoreError::Full { limit } => {
+                write!(f, "task store is full ({limit} tasks, max_tasks; finished ones are kept until their ttl)")
+            }
+            StoreError::BytesFull { limit } => {
+                write!(f, "task store is full ({limit} bytes of retained results, max_store_bytes)")
+            }
+            StoreError::ClientFull { limit } => {
+                write!(f, "too many tasks for this client (limit {limit}, max_tasks_per_owner)")
+            }
         }
     }
 }
 
 /// Storage for task records. Implementations keep their own bounds.
 pub trait TaskStore: Send + Sync {
-    /// Adds a task (its `seq` is assigned here), making room by evicting finished tasks.
-    fn insert(&self, rec: TaskRecord, owner_limit: usize) -> Result<(), StoreError>;
+    /// Adds a task (its `seq` is assigned here), unless a limit refuses it.
+    fn insert(&self, rec: TaskRecord, client_limit: usize) -> Result<(), StoreError>;
     fn get(&self, id: &str) -> Option<TaskRecord>;
     /// Changes a task with `f`; returns the record after the change.
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut TaskRecord)) -> Option<TaskRecord>;
@@ -101,8 +131,12 @@ pub trait TaskStore: Send + Sync {
     fn list(&self, owner: &str, after: u64, limit: usize) -> (Vec<TaskRecord>, bool);
     /// A receiver that sees each status change; closed when the task is removed.
     fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>>;
-    /// Removes tasks whose ttl has passed; returns them.
+    /// Removes finished tasks whose ttl has passed; returns them.
     fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord>;
+    /// The highest `seq` handed out so far.
+    fn last_seq(&self) -> u64;
+    /// Bytes of retained outcomes.
+    fn outcome_bytes(&self) -> usize;
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -118,70 +152,65 @@ struct Entry {
 
 struct Inner {
     running: HashMap<String, Entry>,
+    /// Finished tasks, most recently used last (a shared backend would order by expiry).
     finished: LruCache<String, Entry>,
-    per_owner: HashMap<String, usize>,
+    per_client: HashMap<String, usize>,
     next_seq: u64,
+    outcome_bytes: usize,
 }
 
 /// The in-memory store.
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     max_tasks: usize,
+    max_bytes: usize,
 }
 
 impl MemoryStore {
-    pub fn new(max_tasks: usize) -> MemoryStore {
+    /// At most `max_tasks` tasks, and `max_bytes` bytes of retained outcomes.
+    pub fn new(max_tasks: usize, max_bytes: usize) -> MemoryStore {
         MemoryStore {
             inner: Mutex::new(Inner {
                 running: HashMap::new(),
                 finished: LruCache::unbounded(),
-                per_owner: HashMap::new(),
+                per_client: HashMap::new(),
                 next_seq: 1,
+                outcome_bytes: 0,
             }),
             max_tasks,
+            max_bytes,
         }
     }
 }
 
 impl Inner {
-    fn release(&mut self, owner: &str) {
-        if let Some(n) = self.per_owner.get_mut(owner) {
+    fn release(&mut self, rec: &TaskRecord) {
+        self.outcome_bytes -= rec.outcome_len();
+        if let Some(n) = self.per_client.get_mut(&rec.client) {
             *n -= 1;
             if *n == 0 {
-                self.per_owner.remove(owner);
+                self.per_client.remove(&rec.client);
             }
         }
-    }
-
-    fn evict_finished(&mut self, owner: Option<&str>) -> bool {
-        let victim = match owner {
-            None => self.finished.peek_lru().map(|(k, _)| k.clone()),
-            Some(o) => self.finished.iter().rev().find(|(_, e)| e.rec.owner == o).map(|(k, _)| k.clone()),
-        };
-        let Some(id) = victim else { return false };
-        if let Some(e) = self.finished.pop(&id) {
-            self.release(&e.rec.owner);
-        }
-        true
     }
 }
 
 impl TaskStore for MemoryStore {
-    fn insert(&self, mut rec: TaskRecord, owner_limit: usize) -> Result<(), StoreError> {
+    fn insert(&self, mut rec: TaskRecord, client_limit: usize) -> Result<(), StoreError> {
         let mut st = self.inner.lock().unwrap();
-        while st.per_owner.get(&rec.owner).copied().unwrap_or(0) >= owner_limit {
-            if !st.evict_finished(Some(&rec.owner)) {
-                return Err(StoreError::OwnerFull { limit: owner_limit });
-            }
+        if st.running.len() + st.finished.len() >= self.max_tasks {
+            return Err(StoreError::Full { limit: self.max_tasks });
         }
-        while st.running.len() + st.finished.len() >= self.max_tasks {
-            if !st.evict_finished(None) {
-                return Err(StoreError::Full { limit: self.max_tasks });
-            }
+        if st.outcome_bytes >= self.max_bytes {
+            return Err(StoreError::BytesFull { limit: self.max_bytes });
+        }
+        if st.per_client.get(&rec.client).copied().unwrap_or(0) >= client_limit {
+            return Err(StoreError::ClientFull { limit: client_limit });
         }
         rec.seq = st.next_seq;
         st.next_seq += 1;
-        *st.per_owner.entry(rec.owner.clone()).or_default() += 1;
+        st.outcome_bytes += rec.outcome_len();
+        *st.per_client.entry(rec.client.clone()).or_default() += 1;
         let tx = (!rec.status.is_terminal()).then(|| watch::channel(rec.status).0);
         let entry = Entry { rec, tx };
         if entry.rec.status.is_terminal() {
@@ -201,9 +230,11 @@ impl TaskStore for MemoryStore {
     }
 
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut TaskRecord)) -> Option<TaskRecord> {
-        let mut st = self.inner.lock().unwrap();
+        let mut guard = self.inner.lock().unwrap();
+        let st = &mut *guard;
         if let Some(e) = st.running.get_mut(id) {
             let before = e.rec.status;
+            let before_len = e.rec.outcome_len();
             f(&mut e.rec);
             let after = e.rec.clone();
             if after.status != before
@@ -211,6 +242,7 @@ impl TaskStore for MemoryStore {
             {
                 tx.send_replace(after.status);
             }
+            st.outcome_bytes = st.outcome_bytes - before_len + after.outcome_len();
             if after.status.is_terminal() {
                 let mut e = st.running.remove(id).expect("present");
                 e.tx = None;
@@ -219,12 +251,12 @@ impl TaskStore for MemoryStore {
             return Some(after);
         }
         let e = st.finished.get_mut(id)?;
-        let before = e.rec.status;
+        let (before, outcome) = (e.rec.status, e.rec.outcome.clone());
         f(&mut e.rec);
-        // A terminal task stays terminal (the spec forbids leaving a terminal status).
-        if e.rec.status != before {
-            e.rec.status = before;
-        }
+        // A terminal task stays terminal (the spec forbids leaving a terminal status), and
+        // keeps its outcome.
+        e.rec.status = before;
+        e.rec.outcome = outcome;
         Some(e.rec.clone())
     }
 
@@ -254,24 +286,24 @@ impl TaskStore for MemoryStore {
 
     fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord> {
         let mut st = self.inner.lock().unwrap();
-        let expired_running: Vec<String> =
-            st.running.values().filter(|e| e.rec.expires_at() <= now).map(|e| e.rec.id.clone()).collect();
-        let expired_finished: Vec<String> =
+        let expired: Vec<String> =
             st.finished.iter().filter(|(_, e)| e.rec.expires_at() <= now).map(|(k, _)| k.clone()).collect();
         let mut out = Vec::new();
-        for id in expired_running {
-            if let Some(e) = st.running.remove(&id) {
-                st.release(&e.rec.owner);
-                out.push(e.rec);
-            }
-        }
-        for id in expired_finished {
+        for id in expired {
             if let Some(e) = st.finished.pop(&id) {
-                st.release(&e.rec.owner);
+                st.release(&e.rec);
                 out.push(e.rec);
             }
         }
         out
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.inner.lock().unwrap().next_seq - 1
+    }
+
+    fn outcome_bytes(&self) -> usize {
+        self.inner.lock().unwrap().outcome_bytes
     }
 
     fn len(&self) -> usize {
@@ -309,7 +341,14 @@ mod tests {
     use super::*;
 
     fn rec(id: &str, owner: &str) -> TaskRecord {
-        TaskRecord::new(id.into(), owner.into(), "up".into(), Duration::from_secs(60), Duration::from_secs(1))
+        TaskRecord::new(
+            id.into(),
+            owner.into(),
+            owner.into(),
+            "up".into(),
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+        )
     }
 
     fn finish(s: &MemoryStore, id: &str) {
@@ -317,33 +356,49 @@ mod tests {
     }
 
     #[test]
-    fn running_tasks_are_never_evicted() {
-        let s = MemoryStore::new(2);
+    fn a_full_store_refuses_and_evicts_nothing() {
+        let s = MemoryStore::new(2, 1 << 20);
         s.insert(rec("a", "o"), 10).unwrap();
         s.insert(rec("b", "o"), 10).unwrap();
         assert_eq!(s.insert(rec("c", "o"), 10), Err(StoreError::Full { limit: 2 }));
         finish(&s, "a");
+        assert_eq!(s.insert(rec("c", "o"), 10), Err(StoreError::Full { limit: 2 }), "finished tasks are kept");
+        assert!(s.get("a").is_some() && s.get("b").is_some());
+        assert_eq!(s.remove_expired(SystemTime::now() + Duration::from_secs(120)).len(), 1, "only the finished one");
         s.insert(rec("c", "o"), 10).unwrap();
-        assert!(s.get("a").is_none(), "the finished task made room");
-        assert!(s.get("b").is_some() && s.get("c").is_some());
     }
 
     #[test]
-    fn owner_limit_evicts_the_owners_finished_tasks_only() {
-        let s = MemoryStore::new(100);
+    fn the_client_limit_counts_finished_tasks_too() {
+        let s = MemoryStore::new(100, 1 << 20);
         s.insert(rec("x1", "x"), 2).unwrap();
         finish(&s, "x1");
         s.insert(rec("y1", "y"), 2).unwrap();
-        finish(&s, "y1");
         s.insert(rec("x2", "x"), 2).unwrap();
-        s.insert(rec("x3", "x"), 2).unwrap();
-        assert!(s.get("x1").is_none() && s.get("y1").is_some());
-        assert_eq!(s.insert(rec("x4", "x"), 2), Err(StoreError::OwnerFull { limit: 2 }));
+        assert_eq!(s.insert(rec("x3", "x"), 2), Err(StoreError::ClientFull { limit: 2 }));
+        assert!(s.get("x1").is_some() && s.get("y1").is_some());
+    }
+
+    #[test]
+    fn retained_outcomes_are_counted_in_bytes() {
+        let s = MemoryStore::new(100, 10);
+        s.insert(rec("a", "o"), 10).unwrap();
+        s.update("a", &mut |r| {
+            r.status = TaskStatus::Completed;
+            r.outcome = Some("0123456789".into());
+        });
+        assert_eq!(s.outcome_bytes(), 10);
+        s.update("a", &mut |r| r.outcome = None);
+        assert_eq!(s.outcome_bytes(), 10, "a finished task keeps its outcome");
+        assert_eq!(s.insert(rec("b", "o"), 10), Err(StoreError::BytesFull { limit: 10 }));
+        s.remove_expired(SystemTime::now() + Duration::from_secs(120));
+        assert_eq!(s.outcome_bytes(), 0);
+        s.insert(rec("b", "o"), 10).unwrap();
     }
 
     #[test]
     fn terminal_status_sticks_and_waiters_wake() {
-        let s = MemoryStore::new(10);
+        let s = MemoryStore::new(10, 1 << 20);
         s.insert(rec("a", "o"), 10).unwrap();
         let mut w = s.watch("a").unwrap();
         s.update("a", &mut |r| r.status = TaskStatus::Cancelled);
@@ -357,7 +412,7 @@ mod tests {
 
     #[test]
     fn listing_is_per_owner_and_paged() {
-        let s = MemoryStore::new(100);
+        let s = MemoryStore::new(100, 1 << 20);
         for i in 0..5 {
             s.insert(rec(&format!("a{i}"), "a"), 10).unwrap();
             s.insert(rec(&format!("b{i}"), "b"), 10).unwrap();
@@ -371,13 +426,16 @@ mod tests {
     }
 
     #[test]
-    fn expiry_removes_and_closes_waiters() {
-        let s = MemoryStore::new(10);
+    fn expiry_removes_finished_tasks_only_and_closes_waiters() {
+        let s = MemoryStore::new(10, 1 << 20);
         let mut r = rec("a", "o");
         r.ttl = Duration::from_millis(1);
         s.insert(r, 10).unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        assert!(s.remove_expired(later).is_empty(), "a running task outlives its ttl");
         let w = s.watch("a").unwrap();
-        let gone = s.remove_expired(SystemTime::now() + Duration::from_secs(1));
+        finish(&s, "a");
+        let gone = s.remove_expired(later);
         assert_eq!(gone.len(), 1);
         assert!(s.get("a").is_none());
         assert!(w.has_changed().is_err(), "the sender is gone");

@@ -206,6 +206,30 @@ impl Streams {
 }
 
 impl ClientSink for Streams {
+    fn abandon(&self, id: &Id) {
+        let mut st = self.state.lock().unwrap();
+        let Some(sid) = st.request_stream.remove(id) else { return };
+        if let Some(s) = st.streams.get_mut(&sid) {
+            s.awaiting = s.awaiting.saturating_sub(1);
+            if s.awaiting == 0 {
+                // Nothing more is due on it: the connection ends once it has sent what it has.
+                st.streams.remove(&sid);
+            }
+        }
+    }
+
+    fn discard_progress(&self, token: &Value) {
+        let mut st = self.state.lock().unwrap();
+        st.undelivered.retain(|json| {
+            // Only progress waits here long enough to go stale; parse only what may match.
+            if !json.windows(22).any(|w| w == b"notifications/progress") {
+                return true;
+            }
+            let m: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+            m.pointer("/params/progressToken") != Some(token)
+        });
+    }
+
     fn reaches_client_now(&self) -> bool {
         let st = self.state.lock().unwrap();
         st.get_stream.and_then(|g| st.streams.get(&g)).is_some_and(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed()))
@@ -227,13 +251,11 @@ impl ClientSink for Streams {
                 self.push(&mut st, sid, json, false);
             }
             Route::Related(_) | Route::Unrelated => {
-                // The GET stream is the place for it; failing that any live POST stream of
-                // this session; failing that it waits for the next GET stream.
+                // The GET stream is the place for it; failing that it waits for the next GET
+                // stream. Never another request's stream: what goes there belongs to that
+                // request.
                 let live = |s: &Stream| s.tx.as_ref().is_some_and(|t| !t.is_closed());
-                let target = st
-                    .get_stream
-                    .filter(|g| st.streams.get(g).is_some_and(live))
-                    .or_else(|| st.streams.iter().filter(|(_, s)| s.awaiting > 0 && live(s)).map(|(k, _)| *k).max());
+                let target = st.get_stream.filter(|g| st.streams.get(g).is_some_and(live));
                 match target {
                     Some(sid) => self.push(&mut st, sid, json, false),
                     None => {
