@@ -527,3 +527,85 @@ async fn a_quirky_task_server_is_recognized() {
     let plain = new.request("tools/call", json!({"name": "crunch", "arguments": {}})).await;
     assert_eq!(plain.result()["content"][0]["text"], "crunched", "bridged for a 2025-11-25 plain call too");
 }
+
+// ---- 4. progress of a hosted task stops at its terminal status ----
+
+#[tokio::test]
+async fn progress_queued_for_a_hosted_task_is_dropped_when_the_task_ends() {
+    let gw = start_gateway(&format!("[server]\nprogress_min_interval = \"0ms\"\n{}", builtin_upstream("demo"))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-11-25").await;
+    // No GET stream and no tasks/result: the progress has nowhere to go but the queue.
+    let out = c
+        .request(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"duration_ms": 300, "steps": 3}, "task": {}, "_meta": {"progressToken": "q"}}),
+        )
+        .await;
+    let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
+    for _ in 0..50 {
+        if c.request("tasks/get", json!({"taskId": id})).await.result()["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
+    let got = collect(&mut get_stream, Duration::from_millis(500), |m| m["method"] == "notifications/tasks/status").await;
+    assert!(got.iter().all(|m| m["method"] != "notifications/progress"), "no progress after the end: {got:?}");
+    assert!(got.iter().any(|m| m["params"]["status"] == "completed"), "the terminal status is still told: {got:?}");
+}
+
+// ---- 5. a stdio upstream's input request goes where the message says, never to another request ----
+
+#[tokio::test]
+async fn an_ambiguous_input_request_never_goes_on_another_requests_stream() {
+    let gw = start_gateway(&stdio_demo_upstream("demo")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-11-25").await;
+    let slow = json!({"jsonrpc": "2.0", "id": 500, "method": "tools/call", "params": {"name": "slow", "arguments": {"duration_ms": 600, "steps": 2}}});
+    let slow_resp = c.post_streaming(serde_json::to_vec(&slow).unwrap(), &[]).await;
+    let out = c.request("tools/call", json!({"name": "ask", "arguments": {"question": "which?"}, "task": {}})).await;
+    let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
+    let body = read_all(slow_resp).await;
+    let text = String::from_utf8_lossy(&body.body).to_string();
+    assert!(text.contains("done after 2 steps"), "{text}");
+    assert!(!text.contains("elicitation/create"), "the plain call's stream carries only what is its own: {text}");
+    // It waited for the session's stream.
+    let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
+    let got = collect(&mut get_stream, Duration::from_secs(5), |m| m["method"] == "elicitation/create").await;
+    let ask = got.iter().find(|m| m["method"] == "elicitation/create").expect("asked on the session's stream");
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(ask)).unwrap(), &[]).await.status, 202);
+    let r = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(r.result()["content"][0]["text"], "answer: forty-two");
+}
+
+// ---- 16. results are bounded in bytes ----
+
+#[tokio::test]
+async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() {
+    let gw = start_gateway(&format!(
+        "[tasks]\nmax_result_bytes = 400\nmax_store_bytes = 500\n{}",
+        builtin_upstream("demo")
+    ))
+    .await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-11-25").await;
+    let run = |text: String| json!({"name": "echo", "arguments": {"text": text}, "task": {}});
+    let mut fetch = async |c: &mut HttpMcp, text: String| {
+        let out = c.request("tools/call", run(text)).await;
+        let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
+        let r = c.request("tasks/result", json!({"taskId": id})).await;
+        let status = c.request("tasks/get", json!({"taskId": id})).await.result()["status"].clone();
+        (r, status)
+    };
+    let (r, status) = fetch(&mut c, "x".repeat(500)).await;
+    assert_eq!(r.error_code(), -32603);
+    assert!(r.response["error"]["message"].as_str().unwrap().contains("max_result_bytes"), "{}", r.response);
+    assert_eq!(status, "failed");
+    let (r, status) = fetch(&mut c, "y".repeat(100)).await;
+    assert_eq!(r.result()["content"][0]["text"], "y".repeat(100));
+    assert_eq!(status, "completed");
+    let (r, status) = fetch(&mut c, "z".repeat(100)).await;
+    assert!(r.response["error"]["message"].as_str().unwrap().contains("task store is full"), "{}", r.response);
+    assert_eq!(status, "failed");
+}
