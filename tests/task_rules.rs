@@ -97,7 +97,7 @@ async fn progress_of_a_passed_through_task_reaches_the_client_until_the_task_end
     let mut seen: Vec<Value> = r.others.iter().filter(|m| m["method"] == "notifications/progress").cloned().collect();
     if seen.len() < 2 {
         seen.extend(
-            collect(&mut get_stream, Duration::from_secs(2), |_| false)
+            collect(&mut get_stream, Duration::from_secs(2), |m| m["params"]["progress"] == 2.5)
                 .await
                 .into_iter()
                 .filter(|m| m["method"] == "notifications/progress"),
@@ -550,7 +550,8 @@ async fn progress_queued_for_a_hosted_task_is_dropped_when_the_task_ends() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
-    let got = collect(&mut get_stream, Duration::from_millis(500), |m| m["method"] == "notifications/tasks/status").await;
+    let got =
+        collect(&mut get_stream, Duration::from_millis(500), |m| m["method"] == "notifications/tasks/status").await;
     assert!(got.iter().all(|m| m["method"] != "notifications/progress"), "no progress after the end: {got:?}");
     assert!(got.iter().any(|m| m["params"]["status"] == "completed"), "the terminal status is still told: {got:?}");
 }
@@ -583,11 +584,9 @@ async fn an_ambiguous_input_request_never_goes_on_another_requests_stream() {
 
 #[tokio::test]
 async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() {
-    let gw = start_gateway(&format!(
-        "[tasks]\nmax_result_bytes = 400\nmax_store_bytes = 500\n{}",
-        builtin_upstream("demo")
-    ))
-    .await;
+    let gw =
+        start_gateway(&format!("[tasks]\nmax_result_bytes = 400\nmax_store_bytes = 500\n{}", builtin_upstream("demo")))
+            .await;
     let mut c = HttpMcp::new(&gw.url("demo"));
     c.initialize("2025-11-25").await;
     let run = |text: String| json!({"name": "echo", "arguments": {"text": text}, "task": {}});
@@ -608,4 +607,37 @@ async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() 
     let (r, status) = fetch(&mut c, "z".repeat(100)).await;
     assert!(r.response["error"]["message"].as_str().unwrap().contains("task store is full"), "{}", r.response);
     assert_eq!(status, "failed");
+}
+
+// ---- 17. links are bounded, also those that outlive their sessions ----
+
+#[tokio::test]
+async fn links_kept_open_by_running_tasks_count_against_max_links() {
+    let gw = start_gateway(&format!("[server]\nmax_sessions = 2\n{}", stdio_demo_upstream("demo"))).await;
+    for _ in 0..2 {
+        let mut c = HttpMcp::new(&gw.url("demo"));
+        c.initialize("2025-11-25").await;
+        let out = c
+            .request("tools/call", json!({"name": "slow", "arguments": {"duration_ms": 1200, "steps": 1}, "task": {}}))
+            .await;
+        assert_eq!(out.result()["task"]["status"], "working");
+        assert_eq!(c.delete().await, 200);
+    }
+    // Both children still run their tasks: a third link is refused, with a clear error.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+    let c = HttpMcp::new(&gw.url("demo"));
+    let refused = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+    let body = first_message(&refused);
+    assert_eq!(body["error"]["code"], -32004, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("max_links"), "{body}");
+    // Once the tasks have ended, their links close and room is made.
+    let start = Instant::now();
+    loop {
+        let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+        if first_message(&r).get("result").is_some() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "no link became free");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -113,6 +113,8 @@ pub struct LinkCore {
     infer_related: bool,
     /// Passed-through tasks whose progress route is kept at once.
     max_task_routes: usize,
+    /// This link's place among `max_links`, given back when it closes.
+    permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 pub struct Link {
@@ -131,6 +133,15 @@ impl Link {
         generation: u64,
         events: Weak<dyn LinkEvents>,
     ) -> Result<Arc<Link>, RpcError> {
+        let permit = gateway.links.clone().try_acquire_owned().map_err(|_| {
+            RpcError::new(
+                GATEWAY_BUSY,
+                format!(
+                    "too many upstream links open (max_links {}); try again when running tasks have ended",
+                    gateway.limits().max_links
+                ),
+            )
+        })?;
         let core = Arc::new_cyclic(|me| LinkCore {
             generation,
             upstream: cfg.name.as_str().into(),
@@ -142,6 +153,7 @@ impl Link {
             progress_interval: gateway.limits().progress_min_interval,
             infer_related: matches!(cfg.transport, crate::config::Transport::Stdio { .. }),
             max_task_routes: gateway.limits().max_in_flight,
+            permit: Mutex::new(Some(permit)),
         });
         let conn = Upstream::connect(gateway, cfg, core.clone())
             .await
@@ -515,6 +527,7 @@ impl LinkCore {
             st.tasks_running = 0;
             std::mem::take(&mut st.pending)
         };
+        self.permit.lock().unwrap().take();
         let err = self.closed_error(&reason);
         let events = self.events.upgrade();
         for (_, p) in pending {

@@ -20,6 +20,9 @@ pub struct Gateway {
     pub http: HttpClient,
     /// The task store and the hosted tasks of every session.
     pub hosted: Arc<Hosted>,
+    /// One permit per open upstream link (`max_links`): a link outlives its session while
+    /// hosted tasks run on it, so sessions alone do not bound upstream processes.
+    pub links: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gateway {
@@ -30,11 +33,21 @@ impl Gateway {
         if tokio::runtime::Handle::try_current().is_ok() {
             hosted.start_sweeper(std::time::Duration::from_millis(250));
         }
-        Arc::new(Gateway { http: HttpClient::new(config.server.max_body_bytes, connect_timeout), hosted, config })
+        Arc::new(Gateway {
+            http: HttpClient::new(config.server.max_body_bytes, connect_timeout),
+            hosted,
+            links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
+            config,
+        })
     }
 
     pub fn limits(&self) -> &ServerConfig {
         &self.config.server
+    }
+
+    /// Upstream links open now.
+    pub fn open_links(&self) -> usize {
+        self.config.server.max_links - self.links.available_permits()
     }
 }
 
