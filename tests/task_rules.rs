@@ -590,7 +590,7 @@ async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() 
     let mut c = HttpMcp::new(&gw.url("demo"));
     c.initialize("2025-11-25").await;
     let run = |text: String| json!({"name": "echo", "arguments": {"text": text}, "task": {}});
-    let mut fetch = async |c: &mut HttpMcp, text: String| {
+    let fetch = async |c: &mut HttpMcp, text: String| {
         let out = c.request("tools/call", run(text)).await;
         let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
         let r = c.request("tasks/result", json!({"taskId": id})).await;
