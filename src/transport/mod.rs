@@ -3,6 +3,7 @@
 
 pub mod http_client;
 pub mod http_server;
+pub mod lines;
 pub mod sse;
 pub mod stdio;
 pub mod streams;

@@ -1,7 +1,9 @@
 //! stdio: line-delimited JSON-RPC over pipes, both to child processes (upstreams) and on the
 //! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
 
+use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::InboundSink;
+pub use crate::transport::lines::{BadKind, BadLine, read_messages};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::codec::{FramedRead, LinesCodec};
 
 /// Messages queued for a child's stdin before senders wait.
 const WRITE_QUEUE: usize = 1024;
@@ -23,27 +25,15 @@ pub const STDOUT_QUEUE: usize = 16 * 1024;
 const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads JSON-RPC lines from `reader` and hands each parsed line to `on_line` (a batch line
-/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes and lines
-/// that are not JSON are reported through `on_bad_line` and skipped.
+/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes, lines
+/// that are not UTF-8 and lines that are not JSON are reported as errors and skipped.
+/// [`read_messages`] says more about a bad line.
 pub async fn read_lines<R: AsyncRead + Unpin>(
     reader: R,
     max_line: usize,
     mut on_line: impl FnMut(Result<Value, String>),
 ) {
-    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
-    while let Some(line) = lines.next().await {
-        match line {
-            Ok(line) if line.trim().is_empty() => {}
-            Ok(line) => on_line(serde_json::from_str(&line).map_err(|e| format!("parse error: {e}"))),
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
-                on_line(Err(format!("line longer than {max_line} bytes")));
-            }
-            Err(LinesCodecError::Io(e)) => {
-                tracing::debug!("read error: {e}");
-                break;
-            }
-        }
-    }
+    read_messages(reader, max_line, |line| on_line(line.map_err(|bad| bad.to_string()))).await;
 }
 
 /// A writer task: each queued message becomes one line. Ends when all senders are gone or
@@ -176,9 +166,16 @@ impl StdioChild {
 
         let reader_name = name.clone();
         tokio::spawn(async move {
-            read_lines(stdout, max_line, |line| match line {
+            read_messages(stdout, max_line, |line| match line {
                 Ok(msg) => sink.message(msg, None),
-                Err(e) => tracing::warn!(upstream = %reader_name, "skipping bad line from upstream: {e}"),
+                Err(bad) => {
+                    tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
+                    // The request it answered fails now rather than at its timeout.
+                    if let Some(id) = bad.answers() {
+                        let why = format!("upstream '{reader_name}': response {}", bad.kind);
+                        sink.message(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id)), None);
+                    }
+                }
             })
             .await;
             // stdout closed: the child has exited or is about to. Report its status, waiting

@@ -4,6 +4,10 @@
 
 #![allow(dead_code)]
 
+mod stdio_script;
+#[allow(unused_imports)]
+pub use stdio_script::StdioScript;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
