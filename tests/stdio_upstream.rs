@@ -12,6 +12,7 @@ const ARMS: &str = r#"
     bad_utf8) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"\xff\xfe"}]}}\n' "$id" ;;
     bad_utf8_id_last) printf '{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"\xff"}]},"id":%s}\n' "$id" ;;
     huge) pad=$(printf '%*s' 20000 ''); printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "${pad// /a}" ;;
+    noisy) printf 'bad \xff\n' >&2; head -c 200000 /dev/zero | tr '\0' x >&2; echo >&2; reply '{"content":[{"type":"text","text":"quiet now"}]}' ;;
     pid) reply "{\"content\":[{\"type\":\"text\",\"text\":\"$$\"}]}" ;;
 "#;
 
@@ -53,4 +54,16 @@ async fn a_bad_stdout_line_fails_only_the_request_it_answers() {
     // Still the same child.
     let again = c.request("tools/call", call("pid")).await;
     assert_eq!(again.result()["content"][0]["text"], pid);
+}
+
+#[tokio::test]
+async fn a_bad_stderr_line_does_not_stop_the_log() {
+    // A log line that is not UTF-8, then one longer than any pipe buffer: stderr must keep
+    // being read, or the child blocks writing it.
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&format!("{}request_timeout = \"5s\"\n", script.upstream("up"))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", call("noisy")).await;
+    assert_eq!(out.result()["content"][0]["text"], "quiet now");
 }

@@ -109,6 +109,33 @@ pub async fn read_messages<R: AsyncRead + Unpin>(
     }
 }
 
+/// Reads text lines (a log) until end of input, handing each to `on_line` decoded lossily and
+/// cut to `max_line` bytes. Bad bytes and long lines never stop it: a pipe that is no longer
+/// read blocks, or kills, the process writing it.
+pub async fn read_log_lines<R: AsyncRead + Unpin>(reader: R, max_line: usize, mut on_line: impl FnMut(&str)) {
+    let mut r = BufReader::new(reader);
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let buf = match r.fill_buf().await {
+            Ok(b) if !b.is_empty() => b,
+            _ => break,
+        };
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let part = &buf[..newline.unwrap_or(buf.len())];
+        let room = max_line.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = part.len() + usize::from(newline.is_some());
+        r.consume(used);
+        if newline.is_some() {
+            on_line(String::from_utf8_lossy(line.strip_suffix(b"\r").unwrap_or(&line)).as_ref());
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        on_line(String::from_utf8_lossy(&line).as_ref());
+    }
+}
+
 fn parse_line(line: &[u8], on_line: &mut impl FnMut(Result<Value, BadLine>)) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -296,5 +323,12 @@ mod tests {
         let input = format!("{{\"method\":\"m\",\"id\":1,\"p\":\"{}\"", "y".repeat(200_000));
         let got = read_all(input.as_bytes(), 1000).await;
         assert_eq!(got, vec![Err(BadLine { kind: BadKind::TooLong(1000), id: Some(Id::Num(1)), has_method: true })]);
+    }
+
+    #[tokio::test]
+    async fn log_lines_are_lossy_and_cut() {
+        let mut got = Vec::new();
+        read_log_lines(b"a\xffb\r\n0123456789\nlast".as_slice(), 4, |l| got.push(l.to_string())).await;
+        assert_eq!(got, vec!["a\u{fffd}b", "0123", "last"]);
     }
 }

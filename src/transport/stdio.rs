@@ -3,9 +3,9 @@
 
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::InboundSink;
+use crate::transport::lines::read_log_lines;
 pub use crate::transport::lines::{BadKind, BadLine, read_messages};
 use bytes::Bytes;
-use futures_util::StreamExt;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
@@ -13,7 +13,6 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec};
 
 /// Messages queued for a child's stdin before senders wait.
 const WRITE_QUEUE: usize = 1024;
@@ -124,10 +123,7 @@ impl StdioChild {
         // The child's stderr is its log: it goes to ours, labelled.
         let log_name = name.clone();
         tokio::spawn(async move {
-            let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(16 * 1024));
-            while let Some(Ok(line)) = lines.next().await {
-                tracing::info!(upstream = %log_name, "stderr: {line}");
-            }
+            read_log_lines(stderr, 16 * 1024, |line| tracing::info!(upstream = %log_name, "stderr: {line}")).await;
         });
 
         // One task owns the child: it waits for the exit, or stops it on request the way
