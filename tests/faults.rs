@@ -77,3 +77,24 @@ async fn a_command_that_cannot_start_is_a_clear_error() {
     assert_eq!(out.error_code(), -32000);
     assert!(out.response["error"]["message"].as_str().unwrap().contains("cannot start"), "{}", out.response);
 }
+
+#[tokio::test]
+async fn taskgate_stdio_answers_a_line_that_is_not_utf8_and_goes_on() {
+    let mut c = StdioMcp::start(&format!("[server]\nmax_body_bytes = 4096\n{}", builtin_upstream("up")), "up").await;
+    c.initialize("2025-06-18").await;
+    c.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}").await;
+    let err = c.recv().await;
+    assert_eq!(err["error"]["code"], -32700, "{err}");
+    assert_eq!(err["id"], serde_json::Value::Null, "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("UTF-8"), "{err}");
+    // A request over max_body_bytes is answered under its own id.
+    let long =
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}", "y".repeat(5000));
+    c.send_line(&long).await;
+    let err = c.recv().await;
+    assert_eq!((err["id"].clone(), err["error"]["code"].clone()), (json!(51), json!(-32600)), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("exceeds max_body_bytes"), "{err}");
+    // Still serving.
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+    assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
+}

@@ -367,7 +367,12 @@ impl StdioMcp {
     }
 
     pub async fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    /// One line of raw bytes (need not be UTF-8).
+    pub async fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).await.unwrap();
         self.stdin.write_all(b"\n").await.unwrap();
         self.stdin.flush().await.unwrap();
     }
