@@ -80,3 +80,42 @@ async fn upstream_http_errors_become_json_rpc_errors() {
     // The session goes on.
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
 }
+
+/// A `tools/call` answer whose `content` holds `n` small items.
+fn big_result(id: &Value, n: usize) -> Value {
+    let items: Vec<Value> = (0..n).map(|i| json!({"type": "text", "text": format!("item {i}")})).collect();
+    json!({"jsonrpc": "2.0", "id": id, "result": {"content": items}})
+}
+
+#[tokio::test]
+async fn an_upstream_response_over_max_body_bytes_is_a_clear_error() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/call" => match req["params"]["name"].as_str().unwrap() {
+            "json" => vec![Step::Plain(
+                200,
+                vec![("content-type", "application/json".into())],
+                big_result(&req["id"], 1000).to_string(),
+            )],
+            // One event of many short `data:` lines (each item on its own line).
+            _ => {
+                let text = serde_json::to_string_pretty(&big_result(&req["id"], 1000)).unwrap();
+                let lines: Vec<String> = text.lines().map(|l| format!("data: {l}\n")).collect();
+                vec![Step::Raw(format!("id: e1\n{}\n", lines.concat()))]
+            }
+        },
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!("[server]\nmax_body_bytes = 8192\n{}", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    for name in ["json", "sse"] {
+        let out = c.request("tools/call", json!({"name": name, "arguments": {}})).await;
+        assert_eq!(out.error_code(), -32000, "{name}: {}", out.response);
+        let msg = out.response["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("response exceeds max_body_bytes"), "{name}: {msg}");
+    }
+    // The session goes on.
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+}

@@ -119,7 +119,7 @@ impl HttpConn {
             let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
             let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
-            let _ = resp.into_body().collect().await;
+            let _ = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048)).await;
             if !status.is_success() {
                 return Err(format!("HTTP {status}"));
             }
@@ -208,7 +208,7 @@ impl Inner {
             return;
         }
         if !status.is_success() {
-            let body = read_limited(resp.into_body(), 2048).await;
+            let body = read_prefix(resp.into_body(), 2048).await;
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
             if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
                 && v.get("error").is_some()
@@ -242,11 +242,15 @@ impl Inner {
                 self.fail(&id, "the upstream closed the response stream before answering".into());
             }
         } else {
-            let body = read_limited(resp.into_body(), self.http.max_body).await;
+            let body = match read_limited(resp.into_body(), self.http.max_body).await {
+                Ok(b) => b,
+                Err(BodyError::TooLarge) => return self.fail(&id, format!("response {}", self.too_large())),
+                Err(BodyError::Broken(e)) => return self.fail(&id, format!("the response body broke off: {e}")),
+            };
             match jsonrpc::parse_body(&body) {
                 Ok(jsonrpc::Body::Single(v)) => self.deliver(v, &id),
                 Ok(jsonrpc::Body::Batch(vs)) => vs.into_iter().for_each(|v| self.deliver(v, &id)),
-                Err(e) => self.fail(&id, format!("unreadable response body: {e}")),
+                Err(e) => self.fail(&id, format!("unreadable response body: {}", e.message)),
             }
         }
     }
@@ -264,6 +268,11 @@ impl Inner {
         {
             *v = HeaderValue::from_str(pv).ok();
         }
+    }
+
+    /// Completes "the response …" for a message over the limit.
+    fn too_large(&self) -> String {
+        format!("exceeds max_body_bytes ({} bytes)", self.http.max_body)
     }
 
     fn fail(&self, id: &Id, why: String) {
@@ -287,14 +296,24 @@ impl Inner {
                 Some(Err(_)) | None => return answered,
             };
             let Ok(data) = frame.into_data() else { continue };
-            let events = match decoder.feed(&data) {
-                Ok(evs) => evs,
-                Err(sse::LineTooLong) => {
-                    tracing::warn!(upstream = %self.name, "SSE line over the body limit; dropping the stream");
-                    return answered;
-                }
-            };
-            for ev in events {
+            for decoded in decoder.decode(&data) {
+                let ev = match decoded {
+                    sse::Decoded::Event(ev) => ev,
+                    sse::Decoded::TooLarge { id } => {
+                        if id.is_some() {
+                            *last_id = id;
+                        }
+                        let why = self.too_large();
+                        tracing::warn!(upstream = %self.name, "dropping an SSE event that {why}");
+                        // On a response stream it is most likely the response: fail the
+                        // request now rather than at its timeout.
+                        if let Some(want) = answer_to {
+                            self.fail(want, format!("response {why}"));
+                            return true;
+                        }
+                        continue;
+                    }
+                };
                 if ev.id.is_some() {
                     last_id.clone_from(&ev.id);
                 }
@@ -368,11 +387,36 @@ impl Inner {
     }
 }
 
-async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Bytes {
+enum BodyError {
+    /// Over the limit.
+    TooLarge,
+    /// The connection broke while the body was read.
+    Broken(String),
+}
+
+/// The whole body, if it is at most `limit` bytes.
+async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Result<Bytes, BodyError> {
     match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => Bytes::new(),
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Err(e) => Err(BodyError::Broken(error_chain(e.as_ref()))),
     }
+}
+
+/// The first `limit` bytes of a body (the rest is not read).
+async fn read_prefix(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match body.frame().await {
+            Some(Ok(f)) => {
+                if let Ok(data) = f.into_data() {
+                    out.extend_from_slice(&data[..data.len().min(limit - out.len())]);
+                }
+            }
+            _ => break,
+        }
+    }
+    out
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -459,6 +459,10 @@ pub enum Step {
     Send(Value),
     /// A message as an SSE event with this id (so a broken stream can be resumed).
     SendWithId(String, Value),
+    /// Raw bytes on the event stream (e.g. an event with a `retry` field).
+    Raw(String),
+    /// As the only step: answer with this HTTP status, headers and body instead of a stream.
+    Plain(u16, Vec<(&'static str, String)>, String),
     Sleep(u64),
     /// Waits (at most 10 s) until the server has received a response with this id.
     AwaitResponse(Value),
@@ -575,11 +579,26 @@ async fn scripted_answer(
     if msg.get("http").is_some() && steps.is_empty() {
         return empty(405);
     }
+    if let [Step::Plain(status, headers, body)] = steps.as_slice() {
+        let body = futures_util::stream::iter([Ok(hyper::body::Frame::data(Bytes::from(body.clone())))]);
+        let mut r = Response::new(http_body_util::StreamBody::new(body.boxed()));
+        *r.status_mut() = hyper::StatusCode::from_u16(*status).unwrap();
+        for (k, v) in headers {
+            r.headers_mut().insert(*k, v.parse().unwrap());
+        }
+        return r;
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let mut queue: std::collections::VecDeque<Step> = steps.into();
         while let Some(step) = queue.pop_front() {
             match step {
+                Step::Raw(text) => {
+                    if tx.send(Bytes::from(text)).await.is_err() {
+                        return;
+                    }
+                }
+                Step::Plain(..) => panic!("Step::Plain must be the only step"),
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Step::Send(m) => {
                     let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
