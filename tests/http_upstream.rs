@@ -119,3 +119,22 @@ async fn an_upstream_response_over_max_body_bytes_is_a_clear_error() {
     // The session goes on.
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
 }
+
+#[tokio::test]
+async fn a_batch_in_an_sse_event_is_delivered_message_by_message() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}, "logging": {}})),
+        "tools/call" => vec![Step::Send(json!([
+            note("notifications/message", json!({"level": "info", "data": "in a batch"})),
+            {"jsonrpc": "2.0", "id": req["id"].clone(), "result": {"content": [{"type": "text", "text": "batched"}]}},
+        ]))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "batched");
+    assert!(out.others.iter().any(|m| m["params"]["data"] == "in a batch"), "{:?}", out.others);
+}

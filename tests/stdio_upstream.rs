@@ -13,6 +13,7 @@ const ARMS: &str = r#"
     bad_utf8_id_last) printf '{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"\xff"}]},"id":%s}\n' "$id" ;;
     huge) pad=$(printf '%*s' 20000 ''); printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "${pad// /a}" ;;
     noisy) printf 'bad \xff\n' >&2; head -c 200000 /dev/zero | tr '\0' x >&2; echo >&2; reply '{"content":[{"type":"text","text":"quiet now"}]}' ;;
+    batch) printf '[{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"in a batch"}},{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"batched"}]}}]\n' "$id" ;;
     pid) reply "{\"content\":[{\"type\":\"text\",\"text\":\"$$\"}]}" ;;
 "#;
 
@@ -66,4 +67,15 @@ async fn a_bad_stderr_line_does_not_stop_the_log() {
     c.initialize("2025-06-18").await;
     let out = c.request("tools/call", call("noisy")).await;
     assert_eq!(out.result()["content"][0]["text"], "quiet now");
+}
+
+#[tokio::test]
+async fn a_batch_line_from_a_2025_03_26_upstream_is_delivered_message_by_message() {
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", script.upstream("up"))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let out = c.request("tools/call", call("batch")).await;
+    assert_eq!(out.result()["content"][0]["text"], "batched");
+    assert!(out.others.iter().any(|m| m["params"]["data"] == "in a batch"), "{:?}", out.others);
 }

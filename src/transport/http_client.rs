@@ -4,8 +4,8 @@
 //! and reused across links.
 
 use crate::jsonrpc::{self, Id, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::InboundSink;
 use crate::transport::sse;
+use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{self, HeaderName, HeaderValue};
@@ -320,19 +320,22 @@ impl Inner {
                 if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
                     continue;
                 }
-                let Ok(msg) = serde_json::from_str::<Value>(&ev.data) else {
+                let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
                     tracing::warn!(upstream = %self.name, "skipping an SSE event that is not JSON");
                     continue;
                 };
-                if let Some(want) = answer_to
-                    && msg.get("method").is_none()
-                    && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
-                {
-                    answered = true;
-                }
-                match answer_to {
-                    Some(id) => self.deliver(msg, id),
-                    None => self.sink.message(msg, None),
+                // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                for msg in one_or_batch(data) {
+                    if let Some(want) = answer_to
+                        && msg.get("method").is_none()
+                        && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
+                    {
+                        answered = true;
+                    }
+                    match answer_to {
+                        Some(id) => self.deliver(msg, id),
+                        None => self.sink.message(msg, None),
+                    }
                 }
             }
             if answered {

@@ -2,9 +2,9 @@
 //! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
 
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::InboundSink;
 use crate::transport::lines::read_log_lines;
 pub use crate::transport::lines::{BadKind, BadLine, read_messages};
+use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
 use serde_json::Value;
 use std::path::Path;
@@ -163,7 +163,8 @@ impl StdioChild {
         let reader_name = name.clone();
         tokio::spawn(async move {
             read_messages(stdout, max_line, |line| match line {
-                Ok(msg) => sink.message(msg, None),
+                // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                Ok(msg) => one_or_batch(msg).into_iter().for_each(|m| sink.message(m, None)),
                 Err(bad) => {
                     tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
                     // The request it answered fails now rather than at its timeout.
