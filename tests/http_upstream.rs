@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 fn note(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
@@ -137,4 +138,91 @@ async fn a_batch_in_an_sse_event_is_delivered_message_by_message() {
     let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
     assert_eq!(out.result()["content"][0]["text"], "batched");
     assert!(out.others.iter().any(|m| m["params"]["data"] == "in a batch"), "{:?}", out.others);
+}
+
+/// A priming event (SEP-1699): an id and a reconnection time, no data.
+fn priming(n: u32, retry_ms: u64) -> Step {
+    Step::Raw(format!("id: p-{n}\nretry: {retry_ms}\ndata: \n\n"))
+}
+
+/// The `n` of a `p-<n>` event id.
+fn primed(req: &Value) -> Option<u32> {
+    req["lastEventId"].as_str()?.strip_prefix("p-")?.parse().ok()
+}
+
+#[tokio::test]
+async fn sse_polling_honours_retry_and_is_not_limited_to_five_reconnects() {
+    // The server closes the stream after every event: the POST gets only a priming event,
+    // each resumed GET the next one, and the eighth GET the answer.
+    let times: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let seen = times.clone();
+    let up = Scripted::start_with_get(move |req| {
+        if req["http"] == "GET" {
+            let Some(n) = primed(req) else { return vec![] };
+            seen.lock().unwrap().push((format!("GET p-{n}"), Instant::now()));
+            if n < 8 {
+                return vec![priming(n + 1, 20)];
+            }
+            return vec![Step::Then(Arc::new(|got: &[Value]| {
+                let call = got.iter().rfind(|m| m["method"] == "tools/call").unwrap();
+                vec![Step::SendWithId("p-9".into(), json!({"jsonrpc": "2.0", "id": call["id"].clone(), "result": {"content": [{"type": "text", "text": "polled"}]}}))]
+            }))];
+        }
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}})),
+            "tools/call" => {
+                seen.lock().unwrap().push(("POST".into(), Instant::now()));
+                vec![priming(1, 700)]
+            }
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "polled", "{}", out.response);
+    let times = times.lock().unwrap().clone();
+    let names: Vec<&str> = times.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["POST", "GET p-1", "GET p-2", "GET p-3", "GET p-4", "GET p-5", "GET p-6", "GET p-7", "GET p-8"]);
+    // The first reconnection waited the 700 ms the server asked for.
+    let waited = times[1].1 - times[0].1;
+    assert!(waited >= Duration::from_millis(650), "reconnected after {waited:?}");
+}
+
+#[tokio::test]
+async fn sse_polling_stops_at_max_request_time() {
+    // A server that primes forever and never answers.
+    let up = Scripted::start_with_get(|req| {
+        if req["http"] == "GET" {
+            return primed(req).map(|n| vec![priming(n + 1, 30)]).unwrap_or_default();
+        }
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}})),
+            "tools/call" => vec![priming(1, 30)],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!("{}max_request_time = \"1s\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    let gets = || up.received_http().iter().filter(|h| *h == "GET").count();
+    assert!(gets() > 5, "it polled");
+    // Polling stops: the count of GETs settles (bounded wait; it would grow every ~30 ms).
+    let mut last = gets();
+    let mut stable = 0;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = gets();
+        stable = if now == last { stable + 1 } else { 0 };
+        last = now;
+        if stable == 3 {
+            break;
+        }
+    }
+    assert_eq!(stable, 3, "the gateway kept polling after max_request_time ({last} GETs)");
 }

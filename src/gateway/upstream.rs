@@ -33,7 +33,8 @@ impl Upstream {
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
                     headers.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-                HttpConn::new(&gateway.http, &cfg.name, url, &headers, cfg.connect_timeout, sink).map(Upstream::Http)
+                HttpConn::new(&gateway.http, &cfg.name, url, &headers, cfg.connect_timeout, cfg.max_request_time, sink)
+                    .map(Upstream::Http)
             }
             Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
         }

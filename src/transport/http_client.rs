@@ -19,8 +19,22 @@ use std::time::Duration;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
-/// How often a broken SSE stream is resumed before the request is failed.
+/// How often in a row a broken SSE stream is resumed without receiving an event before the
+/// request is failed. Every event received resets the count: a server may close the stream
+/// after each event (SSE polling, SEP-1699), bounded in all by `max_request_time`.
 const MAX_RESUMES: u32 = 5;
+
+/// The shortest reconnection time taken from a server's `retry` field.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
+/// What a broken event stream needs to be resumed: the last event id, the reconnection time
+/// the server asked for (`retry`), and whether an event came since the last resumption.
+#[derive(Default)]
+struct Resume {
+    last_id: Option<String>,
+    retry: Option<Duration>,
+    got_event: bool,
+}
 
 /// The gateway's shared HTTP client.
 #[derive(Clone)]
@@ -60,6 +74,8 @@ struct Inner {
     uri: Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     connect_timeout: Duration,
+    /// The longest a request may take; bounds resuming (polling) its response stream.
+    max_request_time: Duration,
     session_id: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
     sink: Arc<dyn InboundSink>,
@@ -74,6 +90,7 @@ impl HttpConn {
         url: &str,
         headers: &[(String, String)],
         connect_timeout: Duration,
+        max_request_time: Duration,
         sink: Arc<dyn InboundSink>,
     ) -> Result<HttpConn, String> {
         let uri: Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
@@ -93,6 +110,7 @@ impl HttpConn {
                 uri,
                 headers,
                 connect_timeout,
+                max_request_time,
                 session_id: Mutex::new(None),
                 version: Mutex::new(None),
                 sink,
@@ -196,6 +214,7 @@ impl Inner {
 
     /// POSTs a request and delivers everything that answers it.
     async fn request(self: Arc<Self>, body: Bytes, id: Id) {
+        let deadline = tokio::time::Instant::now() + self.max_request_time;
         let resp = match self.post(body, None).await {
             Ok(r) => r,
             Err(e) => return self.fail(&id, e),
@@ -223,18 +242,31 @@ impl Inner {
             return self.fail(&id, "the upstream accepted the request without answering it".into());
         }
         if content_type.starts_with("text/event-stream") {
-            let mut last_id = None;
-            let mut answered = self.read_sse(resp.into_body(), Some(&id), &mut last_id).await;
+            let mut resume = Resume::default();
+            let mut answered = self.read_sse(resp.into_body(), Some(&id), &mut resume).await;
             let mut tries = 0;
             while !answered && !self.closed.load(Ordering::Relaxed) {
-                let Some(from) = last_id.clone() else { break };
+                let Some(from) = resume.last_id.clone() else { break };
+                if std::mem::take(&mut resume.got_event) {
+                    tries = 0;
+                }
                 tries += 1;
                 if tries > MAX_RESUMES {
                     break;
                 }
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(tries))).await;
+                let wait = resume.retry.unwrap_or(Duration::from_millis(100 * u64::from(tries)));
+                if tokio::time::Instant::now() + wait >= deadline {
+                    return self.fail(
+                        &id,
+                        format!(
+                            "no answer on the response stream within max_request_time ({})",
+                            crate::config::fmt_duration(self.max_request_time)
+                        ),
+                    );
+                }
+                tokio::time::sleep(wait).await;
                 match self.open_get(Some(&from)).await {
-                    Ok(Some(body)) => answered = self.read_sse(body, Some(&id), &mut last_id).await,
+                    Ok(Some(body)) => answered = self.read_sse(body, Some(&id), &mut resume).await,
                     Ok(None) | Err(_) => continue,
                 }
             }
@@ -282,12 +314,7 @@ impl Inner {
     }
 
     /// Reads an event stream; returns true once the response to `answer_to` has been seen.
-    async fn read_sse(
-        &self,
-        mut body: hyper::body::Incoming,
-        answer_to: Option<&Id>,
-        last_id: &mut Option<String>,
-    ) -> bool {
+    async fn read_sse(&self, mut body: hyper::body::Incoming, answer_to: Option<&Id>, resume: &mut Resume) -> bool {
         let mut decoder = sse::Decoder::new(self.http.max_body);
         let mut answered = false;
         loop {
@@ -300,8 +327,9 @@ impl Inner {
                 let ev = match decoded {
                     sse::Decoded::Event(ev) => ev,
                     sse::Decoded::TooLarge { id } => {
+                        resume.got_event = true;
                         if id.is_some() {
-                            *last_id = id;
+                            resume.last_id = id;
                         }
                         let why = self.too_large();
                         tracing::warn!(upstream = %self.name, "dropping an SSE event that {why}");
@@ -314,8 +342,12 @@ impl Inner {
                         continue;
                     }
                 };
+                resume.got_event = true;
                 if ev.id.is_some() {
-                    last_id.clone_from(&ev.id);
+                    resume.last_id.clone_from(&ev.id);
+                }
+                if let Some(ms) = ev.retry {
+                    resume.retry = Some(Duration::from_millis(ms).max(MIN_RETRY));
                 }
                 if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
                     continue;
@@ -371,13 +403,13 @@ impl Inner {
 
     /// The upstream's standalone GET stream, reopened (resuming) when it breaks.
     async fn get_stream(self: Arc<Self>) {
-        let mut last_id: Option<String> = None;
+        let mut resume = Resume::default();
         let mut failures = 0u32;
         while !self.closed.load(Ordering::Relaxed) && failures < MAX_RESUMES {
-            match self.open_get(last_id.as_deref()).await {
+            match self.open_get(resume.last_id.as_deref()).await {
                 Ok(Some(body)) => {
                     failures = 0;
-                    self.read_sse(body, None, &mut last_id).await;
+                    self.read_sse(body, None, &mut resume).await;
                 }
                 Ok(None) => return,
                 Err(e) => {
@@ -385,7 +417,7 @@ impl Inner {
                     tracing::debug!(upstream = %self.name, "GET stream failed: {e}");
                 }
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(resume.retry.unwrap_or(Duration::from_millis(500))).await;
         }
     }
 }
