@@ -256,13 +256,16 @@ impl Inner {
                 }
                 let wait = resume.retry.unwrap_or(Duration::from_millis(100 * u64::from(tries)));
                 if tokio::time::Instant::now() + wait >= deadline {
-                    return self.fail(
-                        &id,
-                        format!(
-                            "no answer on the response stream within max_request_time ({})",
-                            crate::config::fmt_duration(self.max_request_time)
-                        ),
+                    // Out of time: answered as the link's own timeout would be.
+                    tokio::time::sleep_until(deadline).await;
+                    let why = format!(
+                        "request timed out: upstream '{}' sent no result within max_request_time ({})",
+                        self.name,
+                        crate::config::fmt_duration(self.max_request_time)
                     );
+                    tracing::warn!(upstream = %self.name, "stopped resuming a response stream: {why}");
+                    let err = RpcError::new(jsonrpc::REQUEST_TIMEOUT, why);
+                    return self.sink.message(err.response(Some(&id)), None);
                 }
                 tokio::time::sleep(wait).await;
                 match self.open_get(Some(&from)).await {
