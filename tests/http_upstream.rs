@@ -226,3 +226,83 @@ async fn sse_polling_stops_at_max_request_time() {
     }
     assert_eq!(stable, 3, "the gateway kept polling after max_request_time ({last} GETs)");
 }
+
+/// An OAuth-style refusal: HTTP 401 with a challenge and a body that is not JSON-RPC.
+fn unauthorized() -> Step {
+    Step::Plain(
+        401,
+        vec![
+            ("content-type", "application/json".into()),
+            (
+                "www-authenticate",
+                r#"Bearer error="invalid_token", resource_metadata="http://127.0.0.1/.well-known/oauth""#.into(),
+            ),
+        ],
+        r#"{"error":"invalid_token"}"#.into(),
+    )
+}
+
+fn assert_unauthorized(msg: &Value) {
+    assert_eq!(msg["error"]["code"], -32000, "{msg}");
+    let text = msg["error"]["message"].as_str().unwrap();
+    assert!(text.contains("401"), "{text}");
+    assert!(text.contains(r#"Bearer error="invalid_token""#), "the challenge is shown: {text}");
+}
+
+#[tokio::test]
+async fn an_oauth_401_fails_the_call_at_once() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/call" => vec![unauthorized()],
+        // A JSON-RPC error in an HTTP error is passed on as it is.
+        "prompts/list" => vec![Step::Plain(
+            400,
+            vec![("content-type", "application/json".into())],
+            json!({"jsonrpc": "2.0", "id": req["id"].clone(), "error": {"code": -32602, "message": "bad cursor"}})
+                .to_string(),
+        )],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let start = Instant::now();
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
+    assert_unauthorized(&out.response);
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+    let out = c.request("prompts/list", json!({})).await;
+    assert_eq!(out.response["error"], json!({"code": -32602, "message": "bad cursor"}), "{}", out.response);
+}
+
+#[tokio::test]
+async fn an_oauth_401_on_initialize_is_a_clear_error_and_starts_no_session() {
+    let up = Scripted::start(|_| vec![unauthorized()]).await;
+    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", http_upstream("up", &up.url()))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
+    let start = Instant::now();
+    let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+    assert_unauthorized(&first_message(&r));
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+    assert!(r.headers.get("mcp-session-id").is_none(), "a refused initialize starts no session");
+}
+
+#[tokio::test]
+async fn an_oauth_401_on_a_notification_is_logged_and_the_session_goes_on() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        m if m.starts_with("notifications/") => vec![unauthorized()],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    let start = Instant::now();
+    // notifications/initialized gets 401 upstream; the client's POST is still accepted.
+    c.initialize("2025-06-18").await;
+    assert_eq!(c.notify("notifications/roots/list_changed", json!({})).await, 202);
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+    assert!(up.received_methods().contains(&"notifications/roots/list_changed".to_string()));
+}

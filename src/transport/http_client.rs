@@ -137,9 +137,14 @@ impl HttpConn {
             let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
             let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
-            let _ = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048)).await;
+            let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
+            let body = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048))
+                .await
+                .unwrap_or_default();
             if !status.is_success() {
-                return Err(format!("HTTP {status}"));
+                let why = self.inner.http_error(status, challenge.as_ref(), &body);
+                tracing::warn!(upstream = %self.inner.name, "a message was refused: {why}");
+                return Err(why);
             }
             if initialized {
                 let inner = self.inner.clone();
@@ -227,16 +232,18 @@ impl Inner {
             return;
         }
         if !status.is_success() {
+            let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
             let body = read_prefix(resp.into_body(), 2048).await;
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
+            // Anything else (an OAuth error object, HTML, nothing) fails the request now.
             if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
-                && v.get("error").is_some()
+                && v.get("jsonrpc").is_some()
+                && v.get("error").is_some_and(Value::is_object)
             {
                 jsonrpc::set_id(&mut v, &id);
                 return self.deliver(v, &id);
             }
-            let text = String::from_utf8_lossy(&body);
-            return self.fail(&id, format!("HTTP {status} from {}: {}", self.uri, text.trim()));
+            return self.fail(&id, self.http_error(status, challenge.as_ref(), &body));
         }
         if status == StatusCode::ACCEPTED {
             return self.fail(&id, "the upstream accepted the request without answering it".into());
@@ -303,6 +310,23 @@ impl Inner {
         {
             *v = HeaderValue::from_str(pv).ok();
         }
+    }
+
+    /// An HTTP error answer as text: the status, the `WWW-Authenticate` challenge if any (what
+    /// an operator needs to fix credentials), and the start of the body.
+    fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> String {
+        let mut why = format!("HTTP {status} from {}", self.uri);
+        if let Some(c) = challenge {
+            why.push_str(&format!(" (WWW-Authenticate: {})", String::from_utf8_lossy(c.as_bytes())));
+        }
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        if !text.is_empty() {
+            let cut: String = text.chars().take(300).collect();
+            why.push_str(": ");
+            why.push_str(&cut);
+        }
+        why
     }
 
     /// Completes "the response …" for a message over the limit.

@@ -572,10 +572,14 @@ async fn scripted_answer(
     if msg["http"] == "GET" && !serve_get {
         return empty(405);
     }
-    if msg.get("http").is_none() && (msg.get("method").is_none() || msg.get("id").is_none()) {
+    // Notifications and responses get 202, unless the script answers them with Step::Plain.
+    let steps = script(&msg);
+    if msg.get("http").is_none()
+        && (msg.get("method").is_none() || msg.get("id").is_none())
+        && !matches!(steps.as_slice(), [Step::Plain(..)])
+    {
         return empty(202);
     }
-    let steps = script(&msg);
     if msg.get("http").is_some() && steps.is_empty() {
         return empty(405);
     }
