@@ -57,7 +57,7 @@ async fn stdio_upstream_dies_mid_call_over_stdio() {
 async fn unreachable_http_upstream_is_a_clear_error() {
     // A port nothing listens on: bind one, then close it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let gw = start_gateway(&http_upstream("up", &format!("http://127.0.0.1:{port}/mcp"))).await;
+    let gw = start_gateway(&http_upstream("up", &format!("http://user:pw@127.0.0.1:{port}/mcp?api_key=sekrit"))).await;
     let c = HttpMcp::new(&gw.url("up"));
     let start = Instant::now();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
@@ -65,7 +65,11 @@ async fn unreachable_http_upstream_is_a_clear_error() {
     assert!(start.elapsed() < Duration::from_secs(5));
     let msg = first_message(&r);
     assert_eq!(msg["error"]["code"], -32000, "{msg}");
-    assert!(msg["error"]["message"].as_str().unwrap().contains("cannot reach"), "{msg}");
+    let text = msg["error"]["message"].as_str().unwrap();
+    assert!(text.contains("cannot reach"), "{msg}");
+    // The URL is shown without its secrets.
+    assert!(text.contains(&format!("http://***@127.0.0.1:{port}/mcp?…")), "{msg}");
+    assert!(!text.contains("pw") && !text.contains("sekrit"), "{msg}");
     assert!(r.headers.get("mcp-session-id").is_none(), "a failed initialize starts no session");
     assert_eq!(gw.server.session_count(), 0);
 }

@@ -278,12 +278,18 @@ async fn an_oauth_401_fails_the_call_at_once() {
 #[tokio::test]
 async fn an_oauth_401_on_initialize_is_a_clear_error_and_starts_no_session() {
     let up = Scripted::start(|_| vec![unauthorized()]).await;
-    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", http_upstream("up", &up.url()))).await;
+    // Secrets in the URL are not shown.
+    let url = up.url().replace("http://", "http://user:pw@") + "?api_key=sekrit";
+    let gw = start_gateway(&format!("{}request_timeout = \"3s\"\n", http_upstream("up", &url))).await;
     let c = HttpMcp::new(&gw.url("up"));
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
     let start = Instant::now();
     let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
-    assert_unauthorized(&first_message(&r));
+    let msg = first_message(&r);
+    assert_unauthorized(&msg);
+    let text = msg["error"]["message"].as_str().unwrap();
+    assert!(text.contains(&format!("http://***@{}/mcp?…", up.addr)), "{text}");
+    assert!(!text.contains("pw") && !text.contains("sekrit"), "{text}");
     assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
     assert!(r.headers.get("mcp-session-id").is_none(), "a refused initialize starts no session");
 }

@@ -72,6 +72,8 @@ struct Inner {
     name: Arc<str>,
     http: HttpClient,
     uri: Uri,
+    /// The URL as errors and logs show it: without user-info or query, which may hold secrets.
+    shown: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     connect_timeout: Duration,
     /// The longest a request may take; bounds resuming (polling) its response stream.
@@ -93,7 +95,8 @@ impl HttpConn {
         max_request_time: Duration,
         sink: Arc<dyn InboundSink>,
     ) -> Result<HttpConn, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+        let shown = crate::config::redact_url(url);
+        let uri: Uri = url.parse().map_err(|e| format!("bad url {shown}: {e}"))?;
         let headers = headers
             .iter()
             .map(|(k, v)| {
@@ -108,6 +111,7 @@ impl HttpConn {
                 name: name.into(),
                 http: http.clone(),
                 uri,
+                shown,
                 headers,
                 connect_timeout,
                 max_request_time,
@@ -212,8 +216,8 @@ impl Inner {
                 }
                 Ok(resp)
             }
-            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.uri, error_chain(&e))),
-            Err(_) => Err(format!("no response from {} within {wait:?}", self.uri)),
+            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.shown, error_chain(&e))),
+            Err(_) => Err(format!("no response from {} within {wait:?}", self.shown)),
         }
     }
 
@@ -228,7 +232,7 @@ impl Inner {
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
-            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.uri));
+            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.shown));
             return;
         }
         if !status.is_success() {
@@ -315,7 +319,7 @@ impl Inner {
     /// An HTTP error answer as text: the status, the `WWW-Authenticate` challenge if any (what
     /// an operator needs to fix credentials), and the start of the body.
     fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> String {
-        let mut why = format!("HTTP {status} from {}", self.uri);
+        let mut why = format!("HTTP {status} from {}", self.shown);
         if let Some(c) = challenge {
             why.push_str(&format!(" (WWW-Authenticate: {})", String::from_utf8_lossy(c.as_bytes())));
         }
