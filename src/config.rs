@@ -1,7 +1,8 @@
 //! The TOML configuration: parsed, defaulted and validated with messages that name the key.
 //!
-//! `${VAR}` in an upstream's `env` and `headers` values is read from the gateway's environment
-//! at load time; such values are redacted whenever the config is printed.
+//! `${VAR}` in an upstream's `url`, `args`, `env` and `headers` values is read from the
+//! gateway's environment at load time; such values are redacted whenever the config is
+//! printed, and so are a URL's user-info and query.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -175,8 +176,8 @@ pub struct UpstreamConfig {
 
 #[derive(Debug, Clone)]
 pub enum Transport {
-    Stdio { command: String, args: Vec<String>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
-    Http { url: String, headers: Vec<(String, Secret)> },
+    Stdio { command: String, args: Vec<Secret>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
+    Http { url: Secret, headers: Vec<(String, Secret)> },
     Builtin(Builtin),
 }
 
@@ -190,6 +191,8 @@ pub enum Builtin {
 pub struct Secret {
     pub value: String,
     pub from_env: bool,
+    /// As written in the config, `${VAR}` references unexpanded.
+    pub written: String,
 }
 
 impl std::fmt::Debug for Secret {
@@ -377,6 +380,7 @@ impl Config {
             match &u.transport {
                 Transport::Stdio { command, args, env, cwd } => {
                     let _ = writeln!(out, "command = {command:?}");
+                    let args: Vec<&str> = args.iter().map(|a| a.written.as_str()).collect();
                     let _ = writeln!(out, "args = {args:?}");
                     for (k, v) in env {
                         let _ = writeln!(out, "env.{k} = {v:?}");
@@ -386,7 +390,7 @@ impl Config {
                     }
                 }
                 Transport::Http { url, headers } => {
-                    let _ = writeln!(out, "url = {url:?}");
+                    let _ = writeln!(out, "url = {:?}", redact_url(&url.written));
                     for (k, v) in headers {
                         let _ = writeln!(out, "headers.{k} = {v:?}");
                     }
@@ -490,7 +494,13 @@ fn upstream_config(
         }
         Transport::Stdio {
             command,
-            args: u.args.unwrap_or_default(),
+            args: u
+                .args
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(n, a)| expand(&format!("{at}.args[{n}]"), a, env))
+                .collect::<Result<_, _>>()?,
             env: expand_map(&format!("{at}.env"), u.env.unwrap_or_default(), env)?,
             cwd: u.cwd,
         }
@@ -499,10 +509,16 @@ fn upstream_config(
             return err(format!("{at}.{k}: only applies to a stdio upstream (one with `command`)"));
         }
         if let Some(url) = u.url {
-            let parsed: Result<hyper::Uri, _> = url.parse();
+            let url = expand(&format!("{at}.url"), &url, env)?;
+            let parsed: Result<hyper::Uri, _> = url.value.parse();
             match parsed {
                 Ok(uri) if matches!(uri.scheme_str(), Some("http") | Some("https")) && uri.host().is_some() => {}
-                _ => return err(format!("{at}.url: \"{url}\" is not an http:// or https:// URL")),
+                _ => {
+                    return err(format!(
+                        "{at}.url: \"{}\" is not an http:// or https:// URL",
+                        redact_url(&url.written)
+                    ));
+                }
             }
             let headers = expand_map(&format!("{at}.headers"), u.headers.unwrap_or_default(), env)?;
             for (k, v) in &headers {
@@ -621,7 +637,37 @@ fn expand(key: &str, v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Se
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    Ok(Secret { value: out, from_env })
+    Ok(Secret { value: out, from_env, written: v.to_string() })
+}
+
+/// A URL as it may be shown (errors, logs, `taskgate check`): scheme, host, port and path;
+/// user-info becomes `***@` and a query `?…`, as either may hold a secret. Works on text
+/// that is not a valid URL too (a config template), never showing more than that.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(p) => (&url[..p + 3], &url[p + 3..]),
+        None => ("", url),
+    };
+    let rest = rest.split('#').next().unwrap_or("");
+    let (before_query, query) = match rest.find('?') {
+        Some(p) => (&rest[..p], true),
+        None => (rest, false),
+    };
+    let auth_end = before_query.find('/').unwrap_or(before_query.len());
+    let (authority, path) = before_query.split_at(auth_end);
+    let mut out = String::from(scheme);
+    match authority.rfind('@') {
+        Some(at) => {
+            out.push_str("***@");
+            out.push_str(&authority[at + 1..]);
+        }
+        None => out.push_str(authority),
+    }
+    out.push_str(path);
+    if query {
+        out.push_str("?…");
+    }
+    out
 }
 
 /// Like `duration`, but `"0ms"` (off) is allowed.
@@ -752,6 +798,45 @@ mod tests {
         let shown = c.describe();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("<from environment>"));
+    }
+
+    #[test]
+    fn env_references_in_url_and_args_expand_and_are_redacted() {
+        let c = parse(
+            "[[upstream]]\nname=\"a\"\nurl=\"https://u:${TOKEN}@h:8443/mcp?api_key=${TOKEN}\"\n\
+             [[upstream]]\nname=\"b\"\ncommand=\"srv\"\nargs=[\"--plain\", \"--token=${TOKEN}\"]\n",
+        )
+        .unwrap();
+        let Transport::Http { url, .. } = &c.upstreams[0].transport else { panic!() };
+        assert_eq!(url.value, "https://u:s3cret@h:8443/mcp?api_key=s3cret");
+        let Transport::Stdio { args, .. } = &c.upstreams[1].transport else { panic!() };
+        let args: Vec<&str> = args.iter().map(|a| a.value.as_str()).collect();
+        assert_eq!(args, ["--plain", "--token=s3cret"]);
+        let shown = c.describe();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("https://***@h:8443/mcp?…"), "{shown}");
+        assert!(shown.contains("--plain"), "{shown}");
+        for (text, key) in [
+            ("url=\"https://h/mcp?k=${NOPE}\"", "upstream \"a\".url: environment variable NOPE is not set"),
+            (
+                "command=\"x\"\nargs=[\"a\", \"${NOPE}\"]",
+                "upstream \"a\".args[1]: environment variable NOPE is not set",
+            ),
+        ] {
+            let e = parse(&format!("[[upstream]]\nname=\"a\"\n{text}")).err().unwrap();
+            assert!(e.0.contains(key), "{e}");
+        }
+    }
+
+    #[test]
+    fn literal_user_info_and_queries_are_not_shown() {
+        let c = parse("[[upstream]]\nname=\"a\"\nurl=\"http://user:pw@127.0.0.1:9/mcp/x?api_key=k1#f\"").unwrap();
+        let shown = c.describe();
+        assert!(!shown.contains("pw") && !shown.contains("k1"), "{shown}");
+        assert!(shown.contains("http://***@127.0.0.1:9/mcp/x?…"), "{shown}");
+        assert_eq!(redact_url("https://h/p"), "https://h/p");
+        assert_eq!(redact_url("https://h?q=1"), "https://h?…");
+        assert_eq!(redact_url("https://a@b@h/p"), "https://***@h/p");
     }
 
     #[test]

@@ -57,7 +57,7 @@ async fn stdio_upstream_dies_mid_call_over_stdio() {
 async fn unreachable_http_upstream_is_a_clear_error() {
     // A port nothing listens on: bind one, then close it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let gw = start_gateway(&http_upstream("up", &format!("http://127.0.0.1:{port}/mcp"))).await;
+    let gw = start_gateway(&http_upstream("up", &format!("http://user:pw@127.0.0.1:{port}/mcp?api_key=sekrit"))).await;
     let c = HttpMcp::new(&gw.url("up"));
     let start = Instant::now();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
@@ -65,7 +65,11 @@ async fn unreachable_http_upstream_is_a_clear_error() {
     assert!(start.elapsed() < Duration::from_secs(5));
     let msg = first_message(&r);
     assert_eq!(msg["error"]["code"], -32000, "{msg}");
-    assert!(msg["error"]["message"].as_str().unwrap().contains("cannot reach"), "{msg}");
+    let text = msg["error"]["message"].as_str().unwrap();
+    assert!(text.contains("cannot reach"), "{msg}");
+    // The URL is shown without its secrets.
+    assert!(text.contains(&format!("http://***@127.0.0.1:{port}/mcp?…")), "{msg}");
+    assert!(!text.contains("pw") && !text.contains("sekrit"), "{msg}");
     assert!(r.headers.get("mcp-session-id").is_none(), "a failed initialize starts no session");
     assert_eq!(gw.server.session_count(), 0);
 }
@@ -76,4 +80,25 @@ async fn a_command_that_cannot_start_is_a_clear_error() {
     let out = c.request("initialize", init_params("2025-06-18")).await;
     assert_eq!(out.error_code(), -32000);
     assert!(out.response["error"]["message"].as_str().unwrap().contains("cannot start"), "{}", out.response);
+}
+
+#[tokio::test]
+async fn taskgate_stdio_answers_a_line_that_is_not_utf8_and_goes_on() {
+    let mut c = StdioMcp::start(&format!("[server]\nmax_body_bytes = 4096\n{}", builtin_upstream("up")), "up").await;
+    c.initialize("2025-06-18").await;
+    c.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}").await;
+    let err = c.recv().await;
+    assert_eq!(err["error"]["code"], -32700, "{err}");
+    assert_eq!(err["id"], serde_json::Value::Null, "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("UTF-8"), "{err}");
+    // A request over max_body_bytes is answered under its own id.
+    let long =
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}", "y".repeat(5000));
+    c.send_line(&long).await;
+    let err = c.recv().await;
+    assert_eq!((err["id"].clone(), err["error"]["code"].clone()), (json!(51), json!(-32600)), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("exceeds max_body_bytes"), "{err}");
+    // Still serving.
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+    assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
 }

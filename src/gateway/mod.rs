@@ -64,10 +64,10 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), St
     let out = stdio::spawn_writer(tokio::io::stdout(), crate::transport::stdio::STDOUT_QUEUE);
     let sink = Arc::new(stdio::StdoutSink(out));
     let session = session::Session::new(gateway.clone(), cfg, sink.clone());
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Value, String>>(1024);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Value, stdio::BadLine>>(1024);
     let max = gateway.limits().max_body_bytes;
     tokio::spawn(async move {
-        stdio::read_lines(tokio::io::stdin(), max, |line| {
+        stdio::read_messages(tokio::io::stdin(), max, |line| {
             let _ = tx.try_send(line);
         })
         .await;
@@ -79,8 +79,16 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), St
     while let Some(line) = rx.recv().await {
         let v = match line {
             Ok(v) => v,
-            Err(e) => {
-                reply(RpcError::new(PARSE_ERROR, e), None);
+            // A bad line is answered and skipped; the session goes on.
+            Err(bad) => {
+                tracing::warn!("skipping a stdin {bad}");
+                match (&bad.kind, &bad.id) {
+                    (stdio::BadKind::TooLong(_), Some(id)) if bad.has_method => reply(
+                        RpcError::new(INVALID_REQUEST, format!("invalid request: the message {}", bad.kind)),
+                        Some(id),
+                    ),
+                    _ => reply(RpcError::new(PARSE_ERROR, format!("parse error: the line {}", bad.kind)), None),
+                }
                 continue;
             }
         };

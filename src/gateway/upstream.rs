@@ -26,14 +26,32 @@ impl Upstream {
         match &cfg.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-                StdioChild::spawn(&cfg.name, command, args, &env, cwd.as_deref(), gateway.limits().max_body_bytes, sink)
-                    .map(Upstream::Stdio)
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))
+                let args: Vec<String> = args.iter().map(|a| a.value.clone()).collect();
+                StdioChild::spawn(
+                    &cfg.name,
+                    command,
+                    &args,
+                    &env,
+                    cwd.as_deref(),
+                    gateway.limits().max_body_bytes,
+                    sink,
+                )
+                .map(Upstream::Stdio)
+                .map_err(|e| format!("cannot start `{command}`: {e}"))
             }
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
                     headers.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-                HttpConn::new(&gateway.http, &cfg.name, url, &headers, cfg.connect_timeout, sink).map(Upstream::Http)
+                HttpConn::new(
+                    &gateway.http,
+                    &cfg.name,
+                    &url.value,
+                    &headers,
+                    cfg.connect_timeout,
+                    cfg.max_request_time,
+                    sink,
+                )
+                .map(Upstream::Http)
             }
             Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
         }

@@ -4,8 +4,8 @@
 //! and reused across links.
 
 use crate::jsonrpc::{self, Id, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::InboundSink;
 use crate::transport::sse;
+use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{self, HeaderName, HeaderValue};
@@ -19,8 +19,22 @@ use std::time::Duration;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
-/// How often a broken SSE stream is resumed before the request is failed.
+/// How often in a row a broken SSE stream is resumed without receiving an event before the
+/// request is failed. Every event received resets the count: a server may close the stream
+/// after each event (SSE polling, SEP-1699), bounded in all by `max_request_time`.
 const MAX_RESUMES: u32 = 5;
+
+/// The shortest reconnection time taken from a server's `retry` field.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
+/// What a broken event stream needs to be resumed: the last event id, the reconnection time
+/// the server asked for (`retry`), and whether an event came since the last resumption.
+#[derive(Default)]
+struct Resume {
+    last_id: Option<String>,
+    retry: Option<Duration>,
+    got_event: bool,
+}
 
 /// The gateway's shared HTTP client.
 #[derive(Clone)]
@@ -58,8 +72,12 @@ struct Inner {
     name: Arc<str>,
     http: HttpClient,
     uri: Uri,
+    /// The URL as errors and logs show it: without user-info or query, which may hold secrets.
+    shown: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     connect_timeout: Duration,
+    /// The longest a request may take; bounds resuming (polling) its response stream.
+    max_request_time: Duration,
     session_id: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
     sink: Arc<dyn InboundSink>,
@@ -74,9 +92,11 @@ impl HttpConn {
         url: &str,
         headers: &[(String, String)],
         connect_timeout: Duration,
+        max_request_time: Duration,
         sink: Arc<dyn InboundSink>,
     ) -> Result<HttpConn, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+        let shown = crate::config::redact_url(url);
+        let uri: Uri = url.parse().map_err(|e| format!("bad url {shown}: {e}"))?;
         let headers = headers
             .iter()
             .map(|(k, v)| {
@@ -91,8 +111,10 @@ impl HttpConn {
                 name: name.into(),
                 http: http.clone(),
                 uri,
+                shown,
                 headers,
                 connect_timeout,
+                max_request_time,
                 session_id: Mutex::new(None),
                 version: Mutex::new(None),
                 sink,
@@ -119,9 +141,14 @@ impl HttpConn {
             let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
             let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
-            let _ = resp.into_body().collect().await;
+            let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
+            let body = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048))
+                .await
+                .unwrap_or_default();
             if !status.is_success() {
-                return Err(format!("HTTP {status}"));
+                let why = self.inner.http_error(status, challenge.as_ref(), &body);
+                tracing::warn!(upstream = %self.inner.name, "a message was refused: {why}");
+                return Err(why);
             }
             if initialized {
                 let inner = self.inner.clone();
@@ -189,13 +216,14 @@ impl Inner {
                 }
                 Ok(resp)
             }
-            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.uri, error_chain(&e))),
-            Err(_) => Err(format!("no response from {} within {wait:?}", self.uri)),
+            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.shown, error_chain(&e))),
+            Err(_) => Err(format!("no response from {} within {wait:?}", self.shown)),
         }
     }
 
     /// POSTs a request and delivers everything that answers it.
     async fn request(self: Arc<Self>, body: Bytes, id: Id) {
+        let deadline = tokio::time::Instant::now() + self.max_request_time;
         let resp = match self.post(body, None).await {
             Ok(r) => r,
             Err(e) => return self.fail(&id, e),
@@ -204,37 +232,55 @@ impl Inner {
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
-            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.uri));
+            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.shown));
             return;
         }
         if !status.is_success() {
-            let body = read_limited(resp.into_body(), 2048).await;
+            let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
+            let body = read_prefix(resp.into_body(), 2048).await;
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
+            // Anything else (an OAuth error object, HTML, nothing) fails the request now.
             if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
-                && v.get("error").is_some()
+                && v.get("jsonrpc").is_some()
+                && v.get("error").is_some_and(Value::is_object)
             {
                 jsonrpc::set_id(&mut v, &id);
                 return self.deliver(v, &id);
             }
-            let text = String::from_utf8_lossy(&body);
-            return self.fail(&id, format!("HTTP {status} from {}: {}", self.uri, text.trim()));
+            return self.fail(&id, self.http_error(status, challenge.as_ref(), &body));
         }
         if status == StatusCode::ACCEPTED {
             return self.fail(&id, "the upstream accepted the request without answering it".into());
         }
         if content_type.starts_with("text/event-stream") {
-            let mut last_id = None;
-            let mut answered = self.read_sse(resp.into_body(), Some(&id), &mut last_id).await;
+            let mut resume = Resume::default();
+            let mut answered = self.read_sse(resp.into_body(), Some(&id), &mut resume).await;
             let mut tries = 0;
             while !answered && !self.closed.load(Ordering::Relaxed) {
-                let Some(from) = last_id.clone() else { break };
+                let Some(from) = resume.last_id.clone() else { break };
+                if std::mem::take(&mut resume.got_event) {
+                    tries = 0;
+                }
                 tries += 1;
                 if tries > MAX_RESUMES {
                     break;
                 }
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(tries))).await;
+                let wait = resume.retry.unwrap_or(Duration::from_millis(100 * u64::from(tries)));
+                if tokio::time::Instant::now() + wait >= deadline {
+                    // Out of time: answered as the link's own timeout would be.
+                    tokio::time::sleep_until(deadline).await;
+                    let why = format!(
+                        "request timed out: upstream '{}' sent no result within max_request_time ({})",
+                        self.name,
+                        crate::config::fmt_duration(self.max_request_time)
+                    );
+                    tracing::warn!(upstream = %self.name, "stopped resuming a response stream: {why}");
+                    let err = RpcError::new(jsonrpc::REQUEST_TIMEOUT, why);
+                    return self.sink.message(err.response(Some(&id)), None);
+                }
+                tokio::time::sleep(wait).await;
                 match self.open_get(Some(&from)).await {
-                    Ok(Some(body)) => answered = self.read_sse(body, Some(&id), &mut last_id).await,
+                    Ok(Some(body)) => answered = self.read_sse(body, Some(&id), &mut resume).await,
                     Ok(None) | Err(_) => continue,
                 }
             }
@@ -242,11 +288,15 @@ impl Inner {
                 self.fail(&id, "the upstream closed the response stream before answering".into());
             }
         } else {
-            let body = read_limited(resp.into_body(), self.http.max_body).await;
+            let body = match read_limited(resp.into_body(), self.http.max_body).await {
+                Ok(b) => b,
+                Err(BodyError::TooLarge) => return self.fail(&id, format!("response {}", self.too_large())),
+                Err(BodyError::Broken(e)) => return self.fail(&id, format!("the response body broke off: {e}")),
+            };
             match jsonrpc::parse_body(&body) {
                 Ok(jsonrpc::Body::Single(v)) => self.deliver(v, &id),
                 Ok(jsonrpc::Body::Batch(vs)) => vs.into_iter().for_each(|v| self.deliver(v, &id)),
-                Err(e) => self.fail(&id, format!("unreadable response body: {e}")),
+                Err(e) => self.fail(&id, format!("unreadable response body: {}", e.message)),
             }
         }
     }
@@ -266,6 +316,28 @@ impl Inner {
         }
     }
 
+    /// An HTTP error answer as text: the status, the `WWW-Authenticate` challenge if any (what
+    /// an operator needs to fix credentials), and the start of the body.
+    fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> String {
+        let mut why = format!("HTTP {status} from {}", self.shown);
+        if let Some(c) = challenge {
+            why.push_str(&format!(" (WWW-Authenticate: {})", String::from_utf8_lossy(c.as_bytes())));
+        }
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        if !text.is_empty() {
+            let cut: String = text.chars().take(300).collect();
+            why.push_str(": ");
+            why.push_str(&cut);
+        }
+        why
+    }
+
+    /// Completes "the response …" for a message over the limit.
+    fn too_large(&self) -> String {
+        format!("exceeds max_body_bytes ({} bytes)", self.http.max_body)
+    }
+
     fn fail(&self, id: &Id, why: String) {
         tracing::warn!(upstream = %self.name, "request failed: {why}");
         let err = RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {why}", self.name));
@@ -273,12 +345,7 @@ impl Inner {
     }
 
     /// Reads an event stream; returns true once the response to `answer_to` has been seen.
-    async fn read_sse(
-        &self,
-        mut body: hyper::body::Incoming,
-        answer_to: Option<&Id>,
-        last_id: &mut Option<String>,
-    ) -> bool {
+    async fn read_sse(&self, mut body: hyper::body::Incoming, answer_to: Option<&Id>, resume: &mut Resume) -> bool {
         let mut decoder = sse::Decoder::new(self.http.max_body);
         let mut answered = false;
         loop {
@@ -287,33 +354,51 @@ impl Inner {
                 Some(Err(_)) | None => return answered,
             };
             let Ok(data) = frame.into_data() else { continue };
-            let events = match decoder.feed(&data) {
-                Ok(evs) => evs,
-                Err(sse::LineTooLong) => {
-                    tracing::warn!(upstream = %self.name, "SSE line over the body limit; dropping the stream");
-                    return answered;
-                }
-            };
-            for ev in events {
+            for decoded in decoder.decode(&data) {
+                let ev = match decoded {
+                    sse::Decoded::Event(ev) => ev,
+                    sse::Decoded::TooLarge { id } => {
+                        resume.got_event = true;
+                        if id.is_some() {
+                            resume.last_id = id;
+                        }
+                        let why = self.too_large();
+                        tracing::warn!(upstream = %self.name, "dropping an SSE event that {why}");
+                        // On a response stream it is most likely the response: fail the
+                        // request now rather than at its timeout.
+                        if let Some(want) = answer_to {
+                            self.fail(want, format!("response {why}"));
+                            return true;
+                        }
+                        continue;
+                    }
+                };
+                resume.got_event = true;
                 if ev.id.is_some() {
-                    last_id.clone_from(&ev.id);
+                    resume.last_id.clone_from(&ev.id);
+                }
+                if let Some(ms) = ev.retry {
+                    resume.retry = Some(Duration::from_millis(ms).max(MIN_RETRY));
                 }
                 if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
                     continue;
                 }
-                let Ok(msg) = serde_json::from_str::<Value>(&ev.data) else {
+                let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
                     tracing::warn!(upstream = %self.name, "skipping an SSE event that is not JSON");
                     continue;
                 };
-                if let Some(want) = answer_to
-                    && msg.get("method").is_none()
-                    && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
-                {
-                    answered = true;
-                }
-                match answer_to {
-                    Some(id) => self.deliver(msg, id),
-                    None => self.sink.message(msg, None),
+                // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                for msg in one_or_batch(data) {
+                    if let Some(want) = answer_to
+                        && msg.get("method").is_none()
+                        && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
+                    {
+                        answered = true;
+                    }
+                    match answer_to {
+                        Some(id) => self.deliver(msg, id),
+                        None => self.sink.message(msg, None),
+                    }
                 }
             }
             if answered {
@@ -349,13 +434,13 @@ impl Inner {
 
     /// The upstream's standalone GET stream, reopened (resuming) when it breaks.
     async fn get_stream(self: Arc<Self>) {
-        let mut last_id: Option<String> = None;
+        let mut resume = Resume::default();
         let mut failures = 0u32;
         while !self.closed.load(Ordering::Relaxed) && failures < MAX_RESUMES {
-            match self.open_get(last_id.as_deref()).await {
+            match self.open_get(resume.last_id.as_deref()).await {
                 Ok(Some(body)) => {
                     failures = 0;
-                    self.read_sse(body, None, &mut last_id).await;
+                    self.read_sse(body, None, &mut resume).await;
                 }
                 Ok(None) => return,
                 Err(e) => {
@@ -363,16 +448,41 @@ impl Inner {
                     tracing::debug!(upstream = %self.name, "GET stream failed: {e}");
                 }
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(resume.retry.unwrap_or(Duration::from_millis(500))).await;
         }
     }
 }
 
-async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Bytes {
+enum BodyError {
+    /// Over the limit.
+    TooLarge,
+    /// The connection broke while the body was read.
+    Broken(String),
+}
+
+/// The whole body, if it is at most `limit` bytes.
+async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Result<Bytes, BodyError> {
     match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => Bytes::new(),
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Err(e) => Err(BodyError::Broken(error_chain(e.as_ref()))),
     }
+}
+
+/// The first `limit` bytes of a body (the rest is not read).
+async fn read_prefix(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match body.frame().await {
+            Some(Ok(f)) => {
+                if let Ok(data) = f.into_data() {
+                    out.extend_from_slice(&data[..data.len().min(limit - out.len())]);
+                }
+            }
+            _ => break,
+        }
+    }
+    out
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

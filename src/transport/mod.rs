@@ -3,6 +3,7 @@
 
 pub mod http_client;
 pub mod http_server;
+pub mod lines;
 pub mod sse;
 pub mod stdio;
 pub mod streams;
@@ -17,4 +18,13 @@ pub trait InboundSink: Send + Sync + 'static {
     fn message(&self, msg: Value, related: Option<Id>);
     /// The connection is gone for good; `reason` says why (exit status, HTTP error, ...).
     fn closed(&self, reason: String);
+}
+
+/// The messages of one message or of a batch (array) of them: a 2025-03-26 peer may send
+/// batches, and each of their messages goes on alone.
+pub(crate) fn one_or_batch(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(items) => items,
+        v => vec![v],
+    }
 }

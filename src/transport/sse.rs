@@ -30,28 +30,65 @@ pub struct Event {
 }
 
 /// Incremental decoder: feed it chunks as they arrive, take complete events out.
-/// Lines longer than `max_line` bytes are an error (a bound on what a server can make us hold).
+/// Each event (its data and any one line) is bounded by `max` bytes, a bound on what a
+/// server can make us hold: the rest of a larger event is discarded as it arrives and the
+/// event is reported as [`Decoded::TooLarge`].
 #[derive(Debug)]
 pub struct Decoder {
     buf: Vec<u8>,
     current: Event,
     has_data: bool,
     has_fields: bool,
-    max_line: usize,
+    max: usize,
+    /// The current event went over `max`; its data is being discarded.
+    oversize: bool,
+    /// The current line went over `max`; discarding up to its end.
+    drop_line: bool,
 }
 
+/// What decoding yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    Event(Event),
+    /// An event over the limit was dropped; `id` is its id field, if it had one.
+    TooLarge {
+        id: Option<String>,
+    },
+}
+
+/// An event over the limit (from [`Decoder::feed`]).
 #[derive(Debug, PartialEq)]
-pub struct LineTooLong;
+pub struct TooLarge;
 
 impl Decoder {
-    pub fn new(max_line: usize) -> Self {
-        Decoder { buf: Vec::new(), current: Event::default(), has_data: false, has_fields: false, max_line }
+    pub fn new(max: usize) -> Self {
+        Decoder {
+            buf: Vec::new(),
+            current: Event::default(),
+            has_data: false,
+            has_fields: false,
+            max,
+            oversize: false,
+            drop_line: false,
+        }
     }
 
-    /// Adds bytes and returns every event they complete.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, LineTooLong> {
+    /// Adds bytes and returns every event they complete; an event over the limit is an error
+    /// (after which the decoder should not be fed more).
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
+        self.decode(chunk)
+            .into_iter()
+            .map(|d| match d {
+                Decoded::Event(e) => Ok(e),
+                Decoded::TooLarge { .. } => Err(TooLarge),
+            })
+            .collect()
+    }
+
+    /// Adds bytes and returns every event they complete, and every event dropped for its size.
+    pub fn decode(&mut self, chunk: &[u8]) -> Vec<Decoded> {
         self.buf.extend_from_slice(chunk);
-        let mut events = Vec::new();
+        let mut out = Vec::new();
         let mut start = 0;
         let mut i = 0;
         while i < self.buf.len() {
@@ -68,29 +105,46 @@ impl Decoder {
                         i += 1;
                     }
                 }
-                let line = String::from_utf8_lossy(&self.buf[start..line_end]).into_owned();
-                if let Some(ev) = self.line(&line) {
-                    events.push(ev);
+                if std::mem::take(&mut self.drop_line) {
+                    // The end of a line already dropped.
+                } else {
+                    let line = String::from_utf8_lossy(&self.buf[start..line_end]).into_owned();
+                    if let Some(d) = self.line(&line) {
+                        out.push(d);
+                    }
                 }
                 start = i + 1;
             }
             i += 1;
         }
         self.buf.drain(..start);
-        if self.buf.len() > self.max_line {
-            return Err(LineTooLong);
+        if self.drop_line {
+            self.buf.clear();
+        } else if self.buf.len() + self.current.data.len() > self.max {
+            self.too_large();
+            self.buf.clear();
+            self.drop_line = true;
         }
-        Ok(events)
+        out
     }
 
-    fn line(&mut self, line: &str) -> Option<Event> {
+    fn too_large(&mut self) {
+        self.oversize = true;
+        self.has_fields = true;
+        self.current.data = String::new();
+    }
+
+    fn line(&mut self, line: &str) -> Option<Decoded> {
         if line.is_empty() {
             let dispatch = self.has_fields;
             let ev = std::mem::take(&mut self.current);
             let had_data = self.has_data;
             self.has_data = false;
             self.has_fields = false;
-            return (dispatch && (had_data || ev.id.is_some() || ev.retry.is_some())).then_some(ev);
+            if std::mem::take(&mut self.oversize) {
+                return Some(Decoded::TooLarge { id: ev.id });
+            }
+            return (dispatch && (had_data || ev.id.is_some() || ev.retry.is_some())).then_some(Decoded::Event(ev));
         }
         if line.starts_with(':') {
             return None;
@@ -104,7 +158,12 @@ impl Decoder {
         };
         self.has_fields = true;
         match field {
+            "data" if self.oversize => {}
             "data" => {
+                if self.current.data.len() + value.len() + 1 > self.max {
+                    self.too_large();
+                    return None;
+                }
                 if self.has_data {
                     self.current.data.push('\n');
                 }
@@ -159,6 +218,38 @@ mod tests {
     #[test]
     fn overlong_line_is_an_error() {
         let mut d = Decoder::new(8);
-        assert_eq!(d.feed(b"data: 0123456789"), Err(LineTooLong));
+        assert_eq!(d.feed(b"data: 0123456789\n\n"), Err(TooLarge));
+    }
+
+    #[test]
+    fn many_short_data_lines_are_bounded_per_event() {
+        let mut d = Decoder::new(1000);
+        let mut got = d.decode(b"id: 1\n");
+        // 100 000 lines of "data: x": each is short, the event is not.
+        for _ in 0..10_000 {
+            got.extend(
+                d.decode(b"data: x\ndata: x\ndata: x\ndata: x\ndata: x\ndata: x\ndata: x\ndata: x\ndata: x\ndata: x\n"),
+            );
+            assert!(d.current.data.len() <= 1000 && d.buf.len() <= 1000);
+        }
+        got.extend(d.decode(b"\nid: 2\ndata: ok\n\n"));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], Decoded::TooLarge { id: Some("1".into()) });
+        let Decoded::Event(ev) = &got[1] else { panic!("{got:?}") };
+        assert_eq!((ev.id.as_deref(), ev.data.as_str()), (Some("2"), "ok"));
+    }
+
+    #[test]
+    fn one_huge_line_is_dropped_as_it_arrives() {
+        let mut d = Decoder::new(100);
+        let mut got = d.decode(b"retry: 50\nid: 7\ndata: ");
+        for _ in 0..1000 {
+            got.extend(d.decode(&[b'z'; 1000]));
+            assert!(d.buf.len() <= 1000, "held {}", d.buf.len());
+        }
+        got.extend(d.decode(b"\r\n\r\ndata: {}\n\n"));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], Decoded::TooLarge { id: Some("7".into()) });
+        assert_eq!(got[1], Decoded::Event(Event { data: "{}".into(), ..Default::default() }));
     }
 }

@@ -1,9 +1,11 @@
 //! stdio: line-delimited JSON-RPC over pipes, both to child processes (upstreams) and on the
 //! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
 
-use crate::transport::InboundSink;
+use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::transport::lines::read_log_lines;
+pub use crate::transport::lines::{BadKind, BadLine, read_messages};
+use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
-use futures_util::StreamExt;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
@@ -11,7 +13,6 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 /// Messages queued for a child's stdin before senders wait.
 const WRITE_QUEUE: usize = 1024;
@@ -23,27 +24,15 @@ pub const STDOUT_QUEUE: usize = 16 * 1024;
 const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads JSON-RPC lines from `reader` and hands each parsed line to `on_line` (a batch line
-/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes and lines
-/// that are not JSON are reported through `on_bad_line` and skipped.
+/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes, lines
+/// that are not UTF-8 and lines that are not JSON are reported as errors and skipped.
+/// [`read_messages`] says more about a bad line.
 pub async fn read_lines<R: AsyncRead + Unpin>(
     reader: R,
     max_line: usize,
     mut on_line: impl FnMut(Result<Value, String>),
 ) {
-    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
-    while let Some(line) = lines.next().await {
-        match line {
-            Ok(line) if line.trim().is_empty() => {}
-            Ok(line) => on_line(serde_json::from_str(&line).map_err(|e| format!("parse error: {e}"))),
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
-                on_line(Err(format!("line longer than {max_line} bytes")));
-            }
-            Err(LinesCodecError::Io(e)) => {
-                tracing::debug!("read error: {e}");
-                break;
-            }
-        }
-    }
+    read_messages(reader, max_line, |line| on_line(line.map_err(|bad| bad.to_string()))).await;
 }
 
 /// A writer task: each queued message becomes one line. Ends when all senders are gone or
@@ -134,10 +123,7 @@ impl StdioChild {
         // The child's stderr is its log: it goes to ours, labelled.
         let log_name = name.clone();
         tokio::spawn(async move {
-            let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(16 * 1024));
-            while let Some(Ok(line)) = lines.next().await {
-                tracing::info!(upstream = %log_name, "stderr: {line}");
-            }
+            read_log_lines(stderr, 16 * 1024, |line| tracing::info!(upstream = %log_name, "stderr: {line}")).await;
         });
 
         // One task owns the child: it waits for the exit, or stops it on request the way
@@ -176,9 +162,17 @@ impl StdioChild {
 
         let reader_name = name.clone();
         tokio::spawn(async move {
-            read_lines(stdout, max_line, |line| match line {
-                Ok(msg) => sink.message(msg, None),
-                Err(e) => tracing::warn!(upstream = %reader_name, "skipping bad line from upstream: {e}"),
+            read_messages(stdout, max_line, |line| match line {
+                // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                Ok(msg) => one_or_batch(msg).into_iter().for_each(|m| sink.message(m, None)),
+                Err(bad) => {
+                    tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
+                    // The request it answered fails now rather than at its timeout.
+                    if let Some(id) = bad.answers() {
+                        let why = format!("upstream '{reader_name}': response {}", bad.kind);
+                        sink.message(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id)), None);
+                    }
+                }
             })
             .await;
             // stdout closed: the child has exited or is about to. Report its status, waiting

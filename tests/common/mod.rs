@@ -4,6 +4,10 @@
 
 #![allow(dead_code)]
 
+mod stdio_script;
+#[allow(unused_imports)]
+pub use stdio_script::StdioScript;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -363,7 +367,12 @@ impl StdioMcp {
     }
 
     pub async fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    /// One line of raw bytes (need not be UTF-8).
+    pub async fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).await.unwrap();
         self.stdin.write_all(b"\n").await.unwrap();
         self.stdin.flush().await.unwrap();
     }
@@ -450,6 +459,10 @@ pub enum Step {
     Send(Value),
     /// A message as an SSE event with this id (so a broken stream can be resumed).
     SendWithId(String, Value),
+    /// Raw bytes on the event stream (e.g. an event with a `retry` field).
+    Raw(String),
+    /// As the only step: answer with this HTTP status, headers and body instead of a stream.
+    Plain(u16, Vec<(&'static str, String)>, String),
     Sleep(u64),
     /// Waits (at most 10 s) until the server has received a response with this id.
     AwaitResponse(Value),
@@ -559,18 +572,37 @@ async fn scripted_answer(
     if msg["http"] == "GET" && !serve_get {
         return empty(405);
     }
-    if msg.get("http").is_none() && (msg.get("method").is_none() || msg.get("id").is_none()) {
+    // Notifications and responses get 202, unless the script answers them with Step::Plain.
+    let steps = script(&msg);
+    if msg.get("http").is_none()
+        && (msg.get("method").is_none() || msg.get("id").is_none())
+        && !matches!(steps.as_slice(), [Step::Plain(..)])
+    {
         return empty(202);
     }
-    let steps = script(&msg);
     if msg.get("http").is_some() && steps.is_empty() {
         return empty(405);
+    }
+    if let [Step::Plain(status, headers, body)] = steps.as_slice() {
+        let body = futures_util::stream::iter([Ok(hyper::body::Frame::data(Bytes::from(body.clone())))]);
+        let mut r = Response::new(http_body_util::StreamBody::new(body.boxed()));
+        *r.status_mut() = hyper::StatusCode::from_u16(*status).unwrap();
+        for (k, v) in headers {
+            r.headers_mut().insert(*k, v.parse().unwrap());
+        }
+        return r;
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let mut queue: std::collections::VecDeque<Step> = steps.into();
         while let Some(step) = queue.pop_front() {
             match step {
+                Step::Raw(text) => {
+                    if tx.send(Bytes::from(text)).await.is_err() {
+                        return;
+                    }
+                }
+                Step::Plain(..) => panic!("Step::Plain must be the only step"),
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Step::Send(m) => {
                     let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
