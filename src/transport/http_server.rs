@@ -7,22 +7,21 @@ use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::ProtocolVersion;
+use crate::transport::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
+use crate::transport::http_guard;
 use crate::transport::sse;
-use crate::transport::streams::{Outgoing, Streams};
+use crate::transport::streams::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Frame as BodyFrame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -123,7 +122,7 @@ impl HttpServer {
         let Some(upstream) = self.routes.get(path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
         };
-        if let Err(resp) = self.check_host_and_origin(req.headers()) {
+        if let Err(resp) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return resp;
         }
         match *req.method() {
@@ -136,31 +135,6 @@ impl HttpServer {
                 r
             }
         }
-    }
-
-    fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Response<Body>> {
-        let limits = self.gateway.limits();
-        if !limits.allowed_hosts.iter().any(|h| h == "*") {
-            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-            if !limits.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(host))) {
-                return Err(rpc_error(
-                    StatusCode::FORBIDDEN,
-                    &RpcError::new(INVALID_REQUEST, format!("forbidden: Host {host:?} is not allowed")),
-                    None,
-                ));
-            }
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            if !limits.allowed_origins.iter().any(|pat| origin_matches(pat, origin)) {
-                return Err(rpc_error(
-                    StatusCode::FORBIDDEN,
-                    &RpcError::new(INVALID_REQUEST, format!("forbidden: Origin {origin:?} is not allowed")),
-                    None,
-                ));
-            }
-        }
-        Ok(())
     }
 
     fn lookup(&self, headers: &HeaderMap) -> Result<(String, Arc<HttpSession>), Response<Body>> {
@@ -438,26 +412,6 @@ fn new_session_id() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("");
-    }
-    host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
-}
-
-/// `pattern` is an origin, optionally ending in `:*` for any port.
-fn origin_matches(pattern: &str, origin: &str) -> bool {
-    match pattern.strip_suffix(":*") {
-        Some(base) => {
-            origin == base
-                || origin.strip_prefix(base).is_some_and(|rest| {
-                    rest.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
-                })
-        }
-        None => pattern == "*" || pattern == origin,
-    }
-}
-
 async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>> {
     use hyper::body::Body as _;
     let too_large = || {
@@ -479,128 +433,12 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>
     }
 }
 
-// ---- responses ----
-
-/// Every response body the server sends: a whole body, or an event stream.
-pub enum Body {
-    Full(Option<Bytes>),
-    Sse(SseBody),
-}
-
-impl hyper::body::Body for Body {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(BodyFrame::data(b)))),
-            Body::Sse(s) => s.poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, Body::Full(None))
-    }
-}
-
-/// An SSE body: ready-made frames, then replayed events, then the live channel, with
-/// keep-alive comments while idle. Ends when the channel's sender is dropped.
-pub struct SseBody {
-    frames: VecDeque<Bytes>,
-    events: VecDeque<Outgoing>,
-    rx: Option<mpsc::Receiver<Outgoing>>,
-    keepalive: tokio::time::Interval,
-}
-
-impl SseBody {
-    fn new(
-        frames: VecDeque<Bytes>,
-        events: VecDeque<Outgoing>,
-        rx: Option<mpsc::Receiver<Outgoing>>,
-        every: Duration,
-    ) -> SseBody {
-        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        SseBody { frames, events, rx, keepalive }
-    }
-
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(f) = self.frames.pop_front() {
-            return Poll::Ready(Some(f));
-        }
-        if let Some(ev) = self.events.pop_front() {
-            return Poll::Ready(Some(sse::encode_event(Some(&ev.event_id()), &ev.json)));
-        }
-        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
-        match rx.poll_recv(cx) {
-            Poll::Ready(Some(ev)) => Poll::Ready(Some(sse::encode_event(Some(&ev.event_id()), &ev.json))),
-            Poll::Ready(None) => {
-                self.rx = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => match self.keepalive.poll_tick(cx) {
-                Poll::Ready(_) => Poll::Ready(Some(Bytes::from_static(sse::KEEPALIVE))),
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-}
-
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut r = Response::new(Body::Full(Some(Bytes::from_static(text.as_bytes()))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    r
-}
-
-fn empty(status: StatusCode) -> Response<Body> {
-    let mut r = Response::new(Body::Full(None));
-    *r.status_mut() = status;
-    r
-}
-
-/// An HTTP error whose body is a JSON-RPC error response.
-fn rpc_error(status: StatusCode, e: &RpcError, id: Option<&Id>) -> Response<Body> {
-    let mut r = json_response(Bytes::from(serde_json::to_vec(&e.response(id)).unwrap()), None);
-    *r.status_mut() = status;
-    r
-}
-
-fn json_response(json: Bytes, session: Option<String>) -> Response<Body> {
-    let mut r = Response::new(Body::Full(Some(json)));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(s) = session {
-        r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&s).expect("hex is a valid header"));
-    }
-    r
-}
-
-fn sse_response(body: SseBody, session: Option<String>) -> Response<Body> {
-    let mut r = Response::new(Body::Sse(body));
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Some(s) = session {
-        h.insert(SESSION_HEADER, HeaderValue::from_str(&s).expect("hex is a valid header"));
-    }
-    r
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
-    fn origins_and_hosts() {
-        assert!(origin_matches("http://localhost:*", "http://localhost:3000"));
-        assert!(origin_matches("http://localhost:*", "http://localhost"));
-        assert!(!origin_matches("http://localhost:*", "http://localhost.evil.com"));
-        assert!(!origin_matches("http://localhost:*", "http://localhost:80x"));
-        assert!(origin_matches("https://app.example", "https://app.example"));
-        assert_eq!(host_name("127.0.0.1:8700"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:8700"), "::1");
-        assert_eq!(host_name("localhost"), "localhost");
-        assert_eq!(new_session_id().len(), 32);
+    fn session_ids_are_128_bits_of_hex() {
+        let id = super::new_session_id();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 }
