@@ -5,11 +5,11 @@
 use crate::config::UpstreamConfig;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::ProtocolVersion;
+use crate::transport::http_batch;
 use crate::transport::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
 use crate::transport::http_guard;
-use crate::transport::sse;
 use crate::transport::streams::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -235,8 +235,9 @@ impl HttpServer {
             }
         }
 
-        let (messages, batch) = match parsed {
-            jsonrpc::Body::Single(m) => (vec![m], false),
+        let keepalive = self.gateway.limits().sse_keepalive;
+        let message = match parsed {
+            jsonrpc::Body::Single(m) => m,
             jsonrpc::Body::Batch(items) => {
                 let version = hs.session.version();
                 if version != Some(ProtocolVersion::V2025_03_26) {
@@ -252,31 +253,19 @@ impl HttpServer {
                         None,
                     );
                 }
-                (items, true)
+                let max_batch = self.gateway.limits().max_batch;
+                return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive).await;
             }
         };
-        let mut frames: Vec<Frame> = Vec::with_capacity(messages.len());
-        let mut errors: Vec<serde_json::Value> = Vec::new();
-        for m in messages {
-            match jsonrpc::classify(m) {
-                Ok(f) if batch && f.method() == "initialize" => errors.push(
-                    RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched")
-                        .response(f.id.as_ref()),
-                ),
-                Ok(f) => frames.push(f),
-                Err((id, e)) if !batch => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
-                Err((id, e)) => errors.push(e.response(id.as_ref())),
-            }
-        }
-        let request_ids: Vec<Id> =
-            frames.iter().filter(|f| f.kind == Kind::Request).filter_map(|f| f.id.clone()).collect();
-        if request_ids.is_empty() && errors.is_empty() {
-            for f in frames {
-                hs.session.handle(f).await;
-            }
+        let frame = match jsonrpc::classify(message) {
+            Ok(f) => f,
+            Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
+        };
+        let Some(request_id) = frame.id.clone().filter(|_| frame.kind == Kind::Request) else {
+            hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
-        }
-        let (_stream, mut rx) = match hs.streams.open_post(&request_ids) {
+        };
+        let (_stream, mut rx) = match hs.streams.open_post(std::slice::from_ref(&request_id)) {
             Ok(x) => x,
             Err(dup) => {
                 return rpc_error(
@@ -289,17 +278,8 @@ impl HttpServer {
                 );
             }
         };
-        for f in frames {
-            hs.session.handle(f).await;
-        }
+        hs.session.handle(frame).await;
 
-        let keepalive = self.gateway.limits().sse_keepalive;
-        if batch {
-            // Batches always stream: one event per response, the errors first.
-            let prefix =
-                errors.into_iter().map(|e| sse::encode_event(None, &serde_json::to_vec(&e).unwrap())).collect();
-            return sse_response(SseBody::new(prefix, VecDeque::new(), Some(rx), keepalive), None);
-        }
         // One request: plain JSON when its response is ready within the window and nothing
         // else came first; otherwise an event stream, so that progress, server requests and
         // keep-alives flow while the call runs.

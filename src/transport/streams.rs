@@ -87,21 +87,47 @@ impl Streams {
     }
 
     /// Opens the stream of a POST carrying `requests`. Fails with the id already in use if a
-    /// request id is still awaiting its response.
+    /// request id is still awaiting its response (or appears twice).
     pub fn open_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
+        let (opened, accepted) = self.open_batch(requests);
+        if let Some(i) = accepted.iter().position(|ok| !ok) {
+            if let Some((sid, _)) = opened {
+                self.abandon(sid);
+            }
+            return Err(requests[i].clone());
+        }
+        Ok(opened.expect("at least one request was accepted"))
+    }
+
+    /// Opens the stream of a batch: each request id is accepted unless it is awaiting its
+    /// response already or appeared earlier in the batch (`accepted`, in order). No stream
+    /// is opened when none is accepted. The stream ends once every accepted request has its
+    /// response; its channel has room for all of them, so a response never finds it full.
+    pub fn open_batch(&self, requests: &[Id]) -> (Option<(u64, mpsc::Receiver<Outgoing>)>, Vec<bool>) {
         let mut st = self.state.lock().unwrap();
-        if let Some(dup) = requests.iter().find(|id| st.request_stream.contains_key(id)) {
-            return Err(dup.clone());
+        let mut seen = std::collections::HashSet::new();
+        let accepted: Vec<bool> =
+            requests.iter().map(|id| !st.request_stream.contains_key(id) && seen.insert(id)).collect();
+        let n = accepted.iter().filter(|ok| **ok).count();
+        if n == 0 {
+            return (None, accepted);
         }
         let sid = st.next_stream;
         st.next_stream += 1;
-        let (tx, rx) = mpsc::channel(self.channel_capacity);
-        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: requests.len() });
-        for id in requests {
+        let (tx, rx) = mpsc::channel(self.channel_capacity + n);
+        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: n });
+        for (id, _) in requests.iter().zip(&accepted).filter(|(_, ok)| **ok) {
             st.request_stream.insert(id.clone(), sid);
         }
         st.last_activity = Instant::now();
-        Ok((sid, rx))
+        (Some((sid, rx)), accepted)
+    }
+
+    /// Forgets a POST stream whose requests were never sent.
+    fn abandon(&self, sid: u64) {
+        let mut st = self.state.lock().unwrap();
+        st.streams.remove(&sid);
+        st.request_stream.retain(|_, s| *s != sid);
     }
 
     /// Opens the standalone GET stream, replacing an earlier one, and hands it what waited.
@@ -282,6 +308,23 @@ mod tests {
         assert_eq!(a.replay.len(), 1);
         s.deliver(json!({"log":2}), Route::Unrelated);
         assert_eq!(a.rx.unwrap().try_recv().unwrap().json, Bytes::from_static(br#"{"log":2}"#));
+    }
+
+    #[test]
+    fn a_batch_refuses_ids_in_use_and_duplicates_and_ends_after_the_rest() {
+        let s = Streams::new(16);
+        let (_a, _rx_a) = s.open_post(&ids(&[1])).unwrap();
+        let (opened, accepted) = s.open_batch(&ids(&[1, 2, 2, 3]));
+        assert_eq!(accepted, vec![false, true, false, true]);
+        let (sid, mut rx) = opened.unwrap();
+        s.deliver(json!({"id": 2}), Route::Response(Id::Num(2)));
+        s.deliver(json!({"id": 3}), Route::Response(Id::Num(3)));
+        assert_eq!(rx.try_recv().unwrap().stream, sid);
+        assert_eq!(rx.try_recv().unwrap().stream, sid);
+        assert!(rx.try_recv().is_err() && !s.state.lock().unwrap().streams.contains_key(&sid), "the stream ended");
+        assert!(s.open_batch(&ids(&[1])).0.is_none(), "nothing accepted, nothing opened");
+        assert!(s.open_post(&ids(&[5, 5])).is_err());
+        assert!(!s.state.lock().unwrap().request_stream.contains_key(&Id::Num(5)), "a refused POST leaves nothing");
     }
 
     #[test]
