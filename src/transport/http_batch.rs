@@ -5,7 +5,8 @@
 //! reuses an id (earlier in the batch, or in flight on another POST). Errors come first; the
 //! answer ends once every accepted request has its response. A batch that holds no
 //! accepted request is answered at once, as a JSON array of its errors (202 if it holds
-//! only notifications and responses).
+//! only notifications and responses). A POST that accepts only `application/json` gets the
+//! whole answer as one JSON array, once the last response is in.
 
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
@@ -25,6 +26,7 @@ pub(crate) async fn serve(
     items: Vec<Value>,
     max_batch: usize,
     keepalive: Duration,
+    json_only: bool,
 ) -> Response<Body> {
     if items.len() > max_batch {
         return rpc_error(
@@ -49,7 +51,7 @@ pub(crate) async fn serve(
         }
     }
     let request_ids: Vec<Id> = frames.iter().filter(|f| f.kind == Kind::Request).filter_map(|f| f.id.clone()).collect();
-    let (opened, accepted) = streams.open_batch(&request_ids);
+    let (opened, accepted) = streams.open_batch(&request_ids, json_only);
     let mut accepted = accepted.into_iter();
     for f in frames {
         if f.kind == Kind::Request && !accepted.next().unwrap_or(false) {
@@ -65,12 +67,35 @@ pub(crate) async fn serve(
         }
         session.handle(f).await;
     }
-    let Some((_stream, rx)) = opened else {
+    let Some((_stream, mut rx)) = opened else {
         if errors.is_empty() {
             return empty(StatusCode::ACCEPTED);
         }
-        return json_response(Bytes::from(serde_json::to_vec(&errors).expect("values serialize")), None);
+        return json_array(&errors, vec![]);
     };
+    if json_only {
+        // The stream ends after its last response.
+        let mut responses = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            streams.unbuffer(&ev);
+            responses.push(ev.json);
+        }
+        return json_array(&errors, responses);
+    }
     let prefix = errors.iter().map(|e| sse::encode_event(None, &serde_json::to_vec(e).unwrap())).collect();
     sse_response(SseBody::new(prefix, VecDeque::new(), Some(rx), keepalive), None)
+}
+
+/// A JSON array of the errors, then the responses (already serialized).
+fn json_array(errors: &[Value], responses: Vec<Bytes>) -> Response<Body> {
+    let mut out = Vec::from(&b"["[..]);
+    let items = errors.iter().map(|e| Bytes::from(serde_json::to_vec(e).expect("values serialize"))).chain(responses);
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&item);
+    }
+    out.push(b']');
+    json_response(Bytes::from(out), None)
 }

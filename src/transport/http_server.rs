@@ -30,6 +30,8 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 struct HttpSession {
     session: Arc<Session>,
     streams: Arc<Streams>,
+    /// The path it was created on: it is not found on any other.
+    path: String,
 }
 
 /// The HTTP front of the gateway: routes, sessions, and their limits.
@@ -118,17 +120,17 @@ impl HttpServer {
     }
 
     async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
-        let path = req.uri().path().trim_end_matches('/');
-        let Some(upstream) = self.routes.get(path).cloned() else {
+        let path = req.uri().path().trim_end_matches('/').to_string();
+        let Some(upstream) = self.routes.get(&path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
         };
         if let Err(resp) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return resp;
         }
         match *req.method() {
-            Method::POST => self.post(req, upstream).await,
-            Method::GET => self.get(req),
-            Method::DELETE => self.delete(req).await,
+            Method::POST => self.post(req, upstream, path).await,
+            Method::GET => self.get(req, &path),
+            Method::DELETE => self.delete(req, &path).await,
             _ => {
                 let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -137,7 +139,19 @@ impl HttpServer {
         }
     }
 
-    fn lookup(&self, headers: &HeaderMap) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+    /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
+    /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+        if let Some(v) = headers.get(VERSION_HEADER) {
+            let v = v.to_str().unwrap_or("");
+            if ProtocolVersion::parse(v).is_none() {
+                return Err(rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    &RpcError::new(INVALID_REQUEST, format!("bad request: unsupported MCP-Protocol-Version {v:?}")),
+                    None,
+                ));
+            }
+        }
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -145,7 +159,7 @@ impl HttpServer {
                 None,
             ));
         };
-        match self.sessions.lock().unwrap().get(id) {
+        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
             Some(s) => Ok((id.to_string(), s.clone())),
             None => Err(rpc_error(
                 StatusCode::NOT_FOUND,
@@ -155,7 +169,12 @@ impl HttpServer {
         }
     }
 
-    async fn post(self: &Arc<Self>, req: Request<Incoming>, upstream: Arc<UpstreamConfig>) -> Response<Body> {
+    async fn post(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        upstream: Arc<UpstreamConfig>,
+        path: String,
+    ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
         if let Some(ct) = headers.get(header::CONTENT_TYPE)
@@ -167,6 +186,7 @@ impl HttpServer {
                 None,
             );
         }
+        let json_only = !accepts_event_stream(headers);
         if let Some(accept) = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()) {
             let a = accept.to_ascii_lowercase();
             if !(a.contains("application/json") || a.contains("text/event-stream") || a.contains("*/*")) {
@@ -189,7 +209,7 @@ impl HttpServer {
         // An existing session, or a new one for an `initialize`.
         let existing = headers.contains_key(SESSION_HEADER);
         let (sid, hs, created) = if existing {
-            match self.lookup(headers) {
+            match self.lookup(headers, &path) {
                 Ok((id, s)) => (id, s, false),
                 Err(resp) => return resp,
             }
@@ -218,23 +238,12 @@ impl HttpServer {
                     None,
                 );
             }
-            match self.create_session(upstream) {
+            match self.create_session(upstream, path) {
                 Ok((id, s)) => (id, s, true),
                 Err(resp) => return resp,
             }
         };
         hs.streams.touch();
-        if !created && let Some(v) = headers.get(VERSION_HEADER) {
-            let v = v.to_str().unwrap_or("");
-            if ProtocolVersion::parse(v).is_none() {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    &RpcError::new(INVALID_REQUEST, format!("bad request: unsupported MCP-Protocol-Version {v:?}")),
-                    None,
-                );
-            }
-        }
-
         let keepalive = self.gateway.limits().sse_keepalive;
         let message = match parsed {
             jsonrpc::Body::Single(m) => m,
@@ -254,7 +263,7 @@ impl HttpServer {
                     );
                 }
                 let max_batch = self.gateway.limits().max_batch;
-                return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive).await;
+                return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
             }
         };
         let frame = match jsonrpc::classify(message) {
@@ -265,7 +274,9 @@ impl HttpServer {
             hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
         };
-        let (_stream, mut rx) = match hs.streams.open_post(std::slice::from_ref(&request_id)) {
+        let ids = std::slice::from_ref(&request_id);
+        let opened = if json_only { hs.streams.open_json_post(ids) } else { hs.streams.open_post(ids) };
+        let (_stream, mut rx) = match opened {
             Ok(x) => x,
             Err(dup) => {
                 return rpc_error(
@@ -282,9 +293,13 @@ impl HttpServer {
 
         // One request: plain JSON when its response is ready within the window and nothing
         // else came first; otherwise an event stream, so that progress, server requests and
-        // keep-alives flow while the call runs.
-        let window = self.gateway.limits().json_response_window;
-        let first = tokio::time::timeout(window, rx.recv()).await;
+        // keep-alives flow while the call runs. A client that accepts only JSON gets JSON
+        // however long it takes (its stream carries nothing else).
+        let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
+        let first = match tokio::time::Instant::now().checked_add(window) {
+            Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
+            None => Ok(rx.recv().await),
+        };
         let session_header = created.then(|| sid.clone());
         match first {
             Ok(Some(ev)) if ev.is_response => {
@@ -314,7 +329,11 @@ impl HttpServer {
         false
     }
 
-    fn create_session(&self, upstream: Arc<UpstreamConfig>) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+    fn create_session(
+        &self,
+        upstream: Arc<UpstreamConfig>,
+        path: String,
+    ) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         let mut map = self.sessions.lock().unwrap();
         if map.len() >= self.gateway.limits().max_sessions {
             return Err(rpc_error(
@@ -329,12 +348,12 @@ impl HttpServer {
         let streams = Arc::new(Streams::new(self.gateway.limits().event_buffer));
         let session = Session::new(self.gateway.clone(), upstream, streams.clone());
         let id = new_session_id();
-        let hs = Arc::new(HttpSession { session, streams });
+        let hs = Arc::new(HttpSession { session, streams, path });
         map.insert(id.clone(), hs.clone());
         Ok((id, hs))
     }
 
-    fn get(&self, req: Request<Incoming>) -> Response<Body> {
+    fn get(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
         let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
         if !accept.to_ascii_lowercase().contains("text/event-stream") {
             return rpc_error(
@@ -343,7 +362,7 @@ impl HttpServer {
                 None,
             );
         }
-        let (_, hs) = match self.lookup(req.headers()) {
+        let (_, hs) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
             Err(resp) => return resp,
         };
@@ -356,8 +375,8 @@ impl HttpServer {
         sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive), None)
     }
 
-    async fn delete(&self, req: Request<Incoming>) -> Response<Body> {
-        let (id, _) = match self.lookup(req.headers()) {
+    async fn delete(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
+        let (id, _) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
             Err(resp) => return resp,
         };
@@ -379,6 +398,16 @@ pub async fn bind(
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     Ok((addr, tokio::spawn(server.serve(listener))))
+}
+
+/// Whether a POST's `Accept` allows an event stream (no `Accept` at all does).
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT) else { return true };
+    let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();
+    accept
+        .split(',')
+        .map(|r| r.split(';').next().unwrap_or("").trim())
+        .any(|range| matches!(range, "text/event-stream" | "text/*" | "*/*"))
 }
 
 fn short(id: &str) -> &str {

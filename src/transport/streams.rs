@@ -33,6 +33,9 @@ struct Stream {
     tx: Option<mpsc::Sender<Outgoing>>,
     /// Responses this stream still owes; 0 for the GET stream.
     awaiting: usize,
+    /// The POST accepts only `application/json`: the stream carries its responses and
+    /// nothing else (what would have gone with them goes where unrelated messages go).
+    json_only: bool,
 }
 
 struct Buffered {
@@ -89,7 +92,18 @@ impl Streams {
     /// Opens the stream of a POST carrying `requests`. Fails with the id already in use if a
     /// request id is still awaiting its response (or appears twice).
     pub fn open_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
-        let (opened, accepted) = self.open_batch(requests);
+        self.open_post_as(requests, false)
+    }
+
+    /// Like `open_post`, for a POST that accepts only `application/json`: the stream carries
+    /// nothing but responses; progress and server requests sent while serving them go where
+    /// unrelated messages go (the GET stream, or wait for it).
+    pub fn open_json_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
+        self.open_post_as(requests, true)
+    }
+
+    fn open_post_as(&self, requests: &[Id], json_only: bool) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
+        let (opened, accepted) = self.open_batch(requests, json_only);
         if let Some(i) = accepted.iter().position(|ok| !ok) {
             if let Some((sid, _)) = opened {
                 self.abandon(sid);
@@ -103,7 +117,8 @@ impl Streams {
     /// response already or appeared earlier in the batch (`accepted`, in order). No stream
     /// is opened when none is accepted. The stream ends once every accepted request has its
     /// response; its channel has room for all of them, so a response never finds it full.
-    pub fn open_batch(&self, requests: &[Id]) -> (Option<(u64, mpsc::Receiver<Outgoing>)>, Vec<bool>) {
+    /// `json_only` as in [`Streams::open_json_post`].
+    pub fn open_batch(&self, requests: &[Id], json_only: bool) -> (Option<(u64, mpsc::Receiver<Outgoing>)>, Vec<bool>) {
         let mut st = self.state.lock().unwrap();
         let mut seen = std::collections::HashSet::new();
         let accepted: Vec<bool> =
@@ -115,7 +130,7 @@ impl Streams {
         let sid = st.next_stream;
         st.next_stream += 1;
         let (tx, rx) = mpsc::channel(self.channel_capacity + n);
-        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: n });
+        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: n, json_only });
         for (id, _) in requests.iter().zip(&accepted).filter(|(_, ok)| **ok) {
             st.request_stream.insert(id.clone(), sid);
         }
@@ -139,7 +154,7 @@ impl Streams {
             st.streams.remove(&old);
         }
         let (tx, rx) = mpsc::channel(self.channel_capacity);
-        st.streams.insert(sid, Stream { tx: None, awaiting: 0 });
+        st.streams.insert(sid, Stream { tx: None, awaiting: 0, json_only: false });
         let waiting: Vec<Bytes> = st.undelivered.drain(..).collect();
         let replay = waiting.into_iter().map(|json| self.buffer_event(&mut st, sid, json, false)).collect();
         st.streams.get_mut(&sid).expect("just inserted").tx = Some(tx);
@@ -238,24 +253,36 @@ impl ClientSink for Streams {
     }
 
     fn deliver(&self, msg: Value, route: Route) {
+        let msg_is_notification = msg.get("id").is_none();
         let json = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
         let mut st = self.state.lock().unwrap();
         if st.closed {
             return;
         }
+        let live = |s: &Stream| !s.json_only && s.tx.as_ref().is_some_and(|t| !t.is_closed());
         match route {
             Route::Response(id) => match st.request_stream.remove(&id) {
                 Some(sid) => self.push(&mut st, sid, json, true),
                 None => tracing::debug!("dropping response to {id}: no stream is waiting for it"),
             },
-            Route::Related(id) if st.request_stream.contains_key(&id) => {
+            Route::Related(id)
+                if st.request_stream.get(&id).is_some_and(|sid| st.streams.get(sid).is_some_and(|s| !s.json_only)) =>
+            {
                 let sid = st.request_stream[&id];
                 self.push(&mut st, sid, json, false);
+            }
+            Route::Related(id)
+                if msg_is_notification
+                    && st.request_stream.contains_key(&id)
+                    && !st.get_stream.and_then(|g| st.streams.get(&g)).is_some_and(&live) =>
+            {
+                // Progress (or a log) of a request whose POST takes only JSON, with no GET
+                // stream open: stale by the time one opens, so it is dropped.
+                tracing::debug!("dropping a notification for {id}: its POST takes only JSON and no GET stream is open");
             }
             Route::Related(_) | Route::Unrelated => {
                 // The GET stream is the place for it; failing that any live POST stream of
                 // this session; failing that it waits for the next GET stream.
-                let live = |s: &Stream| s.tx.as_ref().is_some_and(|t| !t.is_closed());
                 let target = st
                     .get_stream
                     .filter(|g| st.streams.get(g).is_some_and(live))
@@ -314,7 +341,7 @@ mod tests {
     fn a_batch_refuses_ids_in_use_and_duplicates_and_ends_after_the_rest() {
         let s = Streams::new(16);
         let (_a, _rx_a) = s.open_post(&ids(&[1])).unwrap();
-        let (opened, accepted) = s.open_batch(&ids(&[1, 2, 2, 3]));
+        let (opened, accepted) = s.open_batch(&ids(&[1, 2, 2, 3]), false);
         assert_eq!(accepted, vec![false, true, false, true]);
         let (sid, mut rx) = opened.unwrap();
         s.deliver(json!({"id": 2}), Route::Response(Id::Num(2)));
@@ -322,9 +349,34 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap().stream, sid);
         assert_eq!(rx.try_recv().unwrap().stream, sid);
         assert!(rx.try_recv().is_err() && !s.state.lock().unwrap().streams.contains_key(&sid), "the stream ended");
-        assert!(s.open_batch(&ids(&[1])).0.is_none(), "nothing accepted, nothing opened");
+        assert!(s.open_batch(&ids(&[1]), false).0.is_none(), "nothing accepted, nothing opened");
         assert!(s.open_post(&ids(&[5, 5])).is_err());
         assert!(!s.state.lock().unwrap().request_stream.contains_key(&Id::Num(5)), "a refused POST leaves nothing");
+    }
+
+    #[test]
+    fn a_json_only_post_carries_nothing_but_its_response() {
+        let s = Streams::new(16);
+        let (_sid, mut rx) = s.open_json_post(&ids(&[1])).unwrap();
+        s.deliver(json!({"progress": 1}), Route::Related(Id::Num(1)));
+        s.deliver(json!({"id": "s1", "method": "elicitation/create"}), Route::Related(Id::Num(1)));
+        s.deliver(json!({"log": 1}), Route::Unrelated);
+        let get = s.open_get();
+        s.deliver(json!({"progress": 2}), Route::Related(Id::Num(1)));
+        s.deliver(json!({"id": 1}), Route::Response(Id::Num(1)));
+        assert_eq!(rx.try_recv().unwrap().json, Bytes::from_static(br#"{"id":1}"#));
+        assert!(rx.try_recv().is_err(), "nothing else on the POST");
+        let waited: Vec<&[u8]> = get.replay.iter().map(|o| &o.json[..]).collect();
+        assert_eq!(
+            waited,
+            vec![&br#"{"id":"s1","method":"elicitation/create"}"#[..], &br#"{"log":1}"#[..]],
+            "the server request waited; the progress was dropped"
+        );
+        assert_eq!(
+            get.rx.unwrap().try_recv().unwrap().json,
+            Bytes::from_static(br#"{"progress":2}"#),
+            "with a GET stream open, progress goes there"
+        );
     }
 
     #[test]
