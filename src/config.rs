@@ -143,6 +143,9 @@ pub struct ServerConfig {
     /// Progress notifications for one token are forwarded at most this often; bursts are
     /// coalesced to the latest value, which always gets through before the result.
     pub progress_min_interval: Duration,
+    /// Bytes of SSE events kept per session for replay (the oldest are evicted first); also
+    /// the bound on the bytes waiting for a GET stream.
+    pub event_buffer_bytes: usize,
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
 }
@@ -201,6 +204,7 @@ impl Default for ServerConfig {
             sse_keepalive: Duration::from_secs(15),
             json_response_window: Duration::from_millis(100),
             progress_min_interval: Duration::from_millis(10),
+            event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
         }
     }
@@ -231,6 +235,7 @@ struct RawServer {
     sse_keepalive: Option<String>,
     json_response_window: Option<String>,
     progress_min_interval: Option<String>,
+    event_buffer_bytes: Option<u64>,
     max_batch: Option<u64>,
 }
 
@@ -347,6 +352,7 @@ impl Config {
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "event_buffer_bytes = {}", s.event_buffer_bytes);
         let _ = writeln!(out, "max_batch = {}", s.max_batch);
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
@@ -429,6 +435,7 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
             r.progress_min_interval,
             d.progress_min_interval,
         )?,
+        event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
     })
 }
@@ -705,6 +712,7 @@ mod tests {
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
             ("[server]\nmax_batch = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_batch"),
+            ("[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.event_buffer_bytes"),
         ];
         for (text, want) in cases {
             let e = parse(text).err().unwrap_or_else(|| panic!("accepted: {text}"));

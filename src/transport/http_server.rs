@@ -345,7 +345,8 @@ impl HttpServer {
                 None,
             ));
         }
-        let streams = Arc::new(Streams::new(self.gateway.limits().event_buffer));
+        let limits = self.gateway.limits();
+        let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
         let session = Session::new(self.gateway.clone(), upstream, streams.clone());
         let id = new_session_id();
         let hs = Arc::new(HttpSession { session, streams, path });

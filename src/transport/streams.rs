@@ -51,16 +51,29 @@ struct State {
     streams: HashMap<u64, Stream>,
     request_stream: HashMap<Id, u64>,
     buffer: VecDeque<Buffered>,
+    /// The bytes of the events in `buffer`.
+    buffer_bytes: usize,
+    /// Per stream, the newest of its events evicted from `buffer`: a client that saw less
+    /// than that cannot resume without a gap.
+    evicted: HashMap<u64, u64>,
+    /// When `evicted` grew too large it was cleared, remembering the newest evicted event of
+    /// any stream: resuming from before it is treated as a gap.
+    evicted_floor: u64,
     get_stream: Option<u64>,
     /// Unrelated messages that found no open stream; flushed to the next GET stream.
     undelivered: VecDeque<Bytes>,
+    undelivered_bytes: usize,
     last_activity: Instant,
     closed: bool,
 }
 
+/// Streams whose evictions are remembered one by one (see `State::evicted`).
+const MAX_EVICTED_STREAMS: usize = 1024;
+
 pub struct Streams {
     state: Mutex<State>,
     buffer_limit: usize,
+    buffer_bytes_limit: usize,
     channel_capacity: usize,
 }
 
@@ -71,7 +84,15 @@ pub struct Attached {
 }
 
 impl Streams {
+    /// At most `buffer_limit` events kept for replay, and as many waiting for a GET stream,
+    /// each bounded by the default of `[server] event_buffer_bytes` too.
     pub fn new(buffer_limit: usize) -> Streams {
+        Self::with_limits(buffer_limit, crate::config::ServerConfig::default().event_buffer_bytes)
+    }
+
+    /// At most `buffer_limit` events and `bytes_limit` bytes kept for replay; the same bounds
+    /// apply to the messages waiting for a GET stream. The oldest go first.
+    pub fn with_limits(buffer_limit: usize, bytes_limit: usize) -> Streams {
         Streams {
             state: Mutex::new(State {
                 next_stream: 1,
@@ -79,12 +100,17 @@ impl Streams {
                 streams: HashMap::new(),
                 request_stream: HashMap::new(),
                 buffer: VecDeque::new(),
+                buffer_bytes: 0,
+                evicted: HashMap::new(),
+                evicted_floor: 0,
                 get_stream: None,
                 undelivered: VecDeque::new(),
+                undelivered_bytes: 0,
                 last_activity: Instant::now(),
                 closed: false,
             }),
             buffer_limit,
+            buffer_bytes_limit: bytes_limit,
             channel_capacity: buffer_limit.clamp(16, 1024),
         }
     }
@@ -156,6 +182,7 @@ impl Streams {
         let (tx, rx) = mpsc::channel(self.channel_capacity);
         st.streams.insert(sid, Stream { tx: None, awaiting: 0, json_only: false });
         let waiting: Vec<Bytes> = st.undelivered.drain(..).collect();
+        st.undelivered_bytes = 0;
         let replay = waiting.into_iter().map(|json| self.buffer_event(&mut st, sid, json, false)).collect();
         st.streams.get_mut(&sid).expect("just inserted").tx = Some(tx);
         st.last_activity = Instant::now();
@@ -169,6 +196,11 @@ impl Streams {
         let (stream, seq): (u64, u64) = (stream.parse().ok()?, seq.parse().ok()?);
         let mut st = self.state.lock().unwrap();
         if stream >= st.next_stream {
+            return None;
+        }
+        let newest_lost = st.evicted.get(&stream).copied().unwrap_or(0).max(st.evicted_floor);
+        if newest_lost > seq {
+            tracing::debug!("Last-Event-ID {last_event_id} is older than the replay buffer keeps");
             return None;
         }
         st.last_activity = Instant::now();
@@ -189,9 +221,16 @@ impl Streams {
     fn buffer_event(&self, st: &mut State, stream: u64, json: Bytes, is_response: bool) -> Outgoing {
         let seq = st.next_seq;
         st.next_seq += 1;
+        st.buffer_bytes += json.len();
         st.buffer.push_back(Buffered { stream, seq, json: json.clone(), is_response });
-        while st.buffer.len() > self.buffer_limit {
-            st.buffer.pop_front();
+        while st.buffer.len() > self.buffer_limit || st.buffer_bytes > self.buffer_bytes_limit {
+            let Some(old) = st.buffer.pop_front() else { break };
+            st.buffer_bytes -= old.json.len();
+            if st.evicted.len() >= MAX_EVICTED_STREAMS && !st.evicted.contains_key(&old.stream) {
+                st.evicted_floor = st.evicted.values().copied().max().unwrap_or(0).max(st.evicted_floor);
+                st.evicted.clear();
+            }
+            st.evicted.insert(old.stream, old.seq);
         }
         Outgoing { stream, seq, json, is_response }
     }
@@ -219,8 +258,10 @@ impl Streams {
     /// client can resume.
     pub fn unbuffer(&self, ev: &Outgoing) {
         let mut st = self.state.lock().unwrap();
-        if let Some(pos) = st.buffer.iter().rposition(|b| b.seq == ev.seq) {
-            st.buffer.remove(pos);
+        if let Some(pos) = st.buffer.iter().rposition(|b| b.seq == ev.seq)
+            && let Some(b) = st.buffer.remove(pos)
+        {
+            st.buffer_bytes -= b.json.len();
         }
     }
 
@@ -242,7 +283,9 @@ impl Streams {
         st.streams.clear();
         st.request_stream.clear();
         st.buffer.clear();
+        st.buffer_bytes = 0;
         st.undelivered.clear();
+        st.undelivered_bytes = 0;
     }
 }
 
@@ -290,9 +333,12 @@ impl ClientSink for Streams {
                 match target {
                     Some(sid) => self.push(&mut st, sid, json, false),
                     None => {
+                        st.undelivered_bytes += json.len();
                         st.undelivered.push_back(json);
-                        while st.undelivered.len() > self.buffer_limit {
-                            st.undelivered.pop_front();
+                        while st.undelivered.len() > self.buffer_limit || st.undelivered_bytes > self.buffer_bytes_limit
+                        {
+                            let Some(old) = st.undelivered.pop_front() else { break };
+                            st.undelivered_bytes -= old.len();
                             tracing::warn!("session event buffer full: dropped the oldest undelivered message");
                         }
                     }
@@ -377,6 +423,32 @@ mod tests {
             Bytes::from_static(br#"{"progress":2}"#),
             "with a GET stream open, progress goes there"
         );
+    }
+
+    #[test]
+    fn buffers_are_bounded_in_bytes_and_a_lost_gap_gets_a_fresh_stream() {
+        let s = Streams::with_limits(1000, 4096);
+        let (sid, rx) = s.open_post(&ids(&[7])).unwrap();
+        drop(rx);
+        let kib = "x".repeat(1000);
+        for i in 0..20 {
+            s.deliver(json!({"i": i, "pad": kib}), Route::Related(Id::Num(7)));
+        }
+        let (len, bytes) = {
+            let st = s.state.lock().unwrap();
+            (st.buffer.len(), st.buffer.iter().map(|b| b.json.len()).sum::<usize>())
+        };
+        assert!(bytes <= 4096 && len >= 3, "{len} events, {bytes} bytes");
+        // The client saw event 1 only: events 2.. are partly gone, so no replay with a gap.
+        assert!(s.resume(&format!("{sid}-1")).is_none(), "a fresh stream instead");
+        let last_kept = s.state.lock().unwrap().buffer.front().unwrap().seq;
+        let resumed = s.resume(&format!("{sid}-{}", last_kept)).expect("what is kept still replays");
+        assert_eq!(resumed.replay.len(), len - 1);
+        for _ in 0..20 {
+            s.deliver(json!({"pad": kib}), Route::Unrelated);
+        }
+        let waiting: usize = s.state.lock().unwrap().undelivered.iter().map(|b| b.len()).sum();
+        assert!(waiting <= 4096, "{waiting} bytes wait for a GET stream");
     }
 
     #[test]
