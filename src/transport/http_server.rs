@@ -39,6 +39,8 @@ pub struct HttpServer {
     gateway: Arc<Gateway>,
     routes: HashMap<String, Arc<UpstreamConfig>>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// One permit per open connection (`max_connections`).
+    connections: Arc<tokio::sync::Semaphore>,
 }
 
 impl HttpServer {
@@ -51,12 +53,17 @@ impl HttpServer {
 
     /// Serves the given paths (the demo server uses `/mcp`).
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
-        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()) })
+        let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
+        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), connections })
     }
 
-    /// Accepts connections until the listener fails; sweeps idle sessions meanwhile.
+    /// Accepts connections until the listener fails; sweeps idle sessions meanwhile. Past
+    /// `max_connections` a new connection is closed at once: waiting would hold it in the
+    /// backlog where a client cannot tell it from a slow server, and the connections already
+    /// served keep their share.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let _sweeper = tokio::spawn(self.clone().sweep_idle());
+        let mut last_refusal_logged: Option<tokio::time::Instant> = None;
         loop {
             let (tcp, peer) = match listener.accept().await {
                 Ok(c) => c,
@@ -66,23 +73,42 @@ impl HttpServer {
                     continue;
                 }
             };
+            let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+                if last_refusal_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    last_refusal_logged = Some(tokio::time::Instant::now());
+                    let limit = self.gateway.limits().max_connections;
+                    tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
+                }
+                drop(tcp);
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
-            tokio::spawn(self.clone().serve_connection(tcp, peer));
+            let server = self.clone();
+            tokio::spawn(async move {
+                server.serve_connection(tcp, peer).await;
+                drop(permit);
+            });
         }
     }
 
     /// Serves one accepted connection until it closes.
+    ///
+    /// The request headers must arrive within `header_read_timeout` of the connection being
+    /// ready for them (which also ends idle keep-alive connections), and a POST body within
+    /// `body_read_timeout` of its headers.
     pub async fn serve_connection<I>(self: Arc<Self>, io: I, peer: SocketAddr)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
         let server = self;
         let service = hyper::service::service_fn(move |req| {
             let server = server.clone();
             async move { Ok::<_, Infallible>(server.handle(req).await) }
         });
         let io = hyper_util::rt::TokioIo::new(io);
-        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+        if let Err(e) = builder.serve_connection(io, service).await {
             tracing::debug!(%peer, "connection ended: {e}");
         }
     }
@@ -197,9 +223,22 @@ impl HttpServer {
                 );
             }
         }
-        let body = match read_body(body, self.gateway.limits().max_body_bytes).await {
-            Ok(b) => b,
-            Err(resp) => return resp,
+        let limits = self.gateway.limits();
+        let body = match tokio::time::timeout(limits.body_read_timeout, read_body(body, limits.max_body_bytes)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(resp)) => return resp,
+            Err(_) => {
+                let mut r = rpc_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &RpcError::new(
+                        INVALID_REQUEST,
+                        format!("request timeout: the body did not arrive within {:?}", limits.body_read_timeout),
+                    ),
+                    None,
+                );
+                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
         };
         let parsed = match jsonrpc::parse_body(&body) {
             Ok(p) => p,
