@@ -143,6 +143,9 @@ pub struct ServerConfig {
     /// Progress notifications for one token are forwarded at most this often; bursts are
     /// coalesced to the latest value, which always gets through before the result.
     pub progress_min_interval: Duration,
+    /// On SIGTERM or Ctrl-C: how long requests in flight may take to finish before they are
+    /// answered with an error and the gateway exits.
+    pub drain_timeout: Duration,
     /// Time allowed to receive a request's headers, counted from when the connection is
     /// ready for one: also how long an idle keep-alive connection stays open.
     pub header_read_timeout: Duration,
@@ -211,6 +214,7 @@ impl Default for ServerConfig {
             sse_keepalive: Duration::from_secs(15),
             json_response_window: Duration::from_millis(100),
             progress_min_interval: Duration::from_millis(10),
+            drain_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_connections: 1024,
@@ -245,6 +249,7 @@ struct RawServer {
     sse_keepalive: Option<String>,
     json_response_window: Option<String>,
     progress_min_interval: Option<String>,
+    drain_timeout: Option<String>,
     header_read_timeout: Option<String>,
     body_read_timeout: Option<String>,
     max_connections: Option<u64>,
@@ -365,6 +370,7 @@ impl Config {
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
         let _ = writeln!(out, "header_read_timeout = \"{}\"", fmt_duration(s.header_read_timeout));
         let _ = writeln!(out, "body_read_timeout = \"{}\"", fmt_duration(s.body_read_timeout));
         let _ = writeln!(out, "max_connections = {}", s.max_connections);
@@ -451,6 +457,7 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
             r.progress_min_interval,
             d.progress_min_interval,
         )?,
+        drain_timeout: duration("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
         header_read_timeout: duration("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
         body_read_timeout: duration("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
         max_connections: positive("server.max_connections", r.max_connections, d.max_connections)?,

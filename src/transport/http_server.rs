@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -41,6 +42,9 @@ pub struct HttpServer {
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     /// One permit per open connection (`max_connections`).
     connections: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when shutdown begins: no new connections, and open ones close once their
+    /// current request is answered.
+    stopping: CancellationToken,
 }
 
 impl HttpServer {
@@ -54,7 +58,8 @@ impl HttpServer {
     /// Serves the given paths (the demo server uses `/mcp`).
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
         let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
-        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), connections })
+        let stopping = CancellationToken::new();
+        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), connections, stopping })
     }
 
     /// Accepts connections until the listener fails; sweeps idle sessions meanwhile. Past
@@ -65,7 +70,11 @@ impl HttpServer {
         let _sweeper = tokio::spawn(self.clone().sweep_idle());
         let mut last_refusal_logged: Option<tokio::time::Instant> = None;
         loop {
-            let (tcp, peer) = match listener.accept().await {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = self.stopping.cancelled() => return,
+            };
+            let (tcp, peer) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -102,24 +111,64 @@ impl HttpServer {
     {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
+        let stopping = self.stopping.clone();
         let server = self;
         let service = hyper::service::service_fn(move |req| {
             let server = server.clone();
             async move { Ok::<_, Infallible>(server.handle(req).await) }
         });
         let io = hyper_util::rt::TokioIo::new(io);
-        if let Err(e) = builder.serve_connection(io, service).await {
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        let ended = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = stopping.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
             tracing::debug!(%peer, "connection ended: {e}");
         }
     }
 
-    /// Ends every session (children stopped, upstream sessions deleted).
+    /// Shuts down gracefully: stops accepting connections, gives the requests in flight
+    /// `drain_timeout` to finish, answers the rest with JSON-RPC -32000, ends every session
+    /// (stdio children stopped, upstream HTTP sessions deleted), and waits briefly for the
+    /// connections to send what they have.
     pub async fn shutdown(&self) {
+        self.stopping.cancel();
+        let limits = self.gateway.limits();
+        let deadline = tokio::time::Instant::now() + limits.drain_timeout;
+        loop {
+            let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
+            if in_flight == 0 {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(
+                    "{in_flight} requests still in flight after {:?}: answering them with an error",
+                    limits.drain_timeout
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let all: Vec<_> = self.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
-        for s in all {
+        let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
+        for s in &all {
+            s.streams.answer_pending(|id| shutting_down.response(Some(id)));
             s.streams.close();
+        }
+        for s in all {
             s.session.close().await;
         }
+        let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.connections.acquire_many(max)).await;
+    }
+
+    fn all_sessions(&self) -> Vec<Arc<HttpSession>> {
+        self.sessions.lock().unwrap().values().cloned().collect()
     }
 
     pub fn session_count(&self) -> usize {

@@ -276,6 +276,20 @@ impl Streams {
         self.state.lock().unwrap().last_activity = Instant::now();
     }
 
+    /// Requests whose responses are still owed to the client.
+    pub fn awaiting_responses(&self) -> usize {
+        self.state.lock().unwrap().request_stream.len()
+    }
+
+    /// Answers every request still owed a response with `answer(id)` (a shutdown's error);
+    /// each stream ends after its last answer.
+    pub fn answer_pending(&self, answer: impl Fn(&Id) -> Value) {
+        let ids: Vec<Id> = self.state.lock().unwrap().request_stream.keys().cloned().collect();
+        for id in ids {
+            self.deliver(answer(&id), Route::Response(id));
+        }
+    }
+
     /// Ends every open stream.
     pub fn close(&self) {
         let mut st = self.state.lock().unwrap();
@@ -449,6 +463,19 @@ mod tests {
         }
         let waiting: usize = s.state.lock().unwrap().undelivered.iter().map(|b| b.len()).sum();
         assert!(waiting <= 4096, "{waiting} bytes wait for a GET stream");
+    }
+
+    #[test]
+    fn pending_requests_can_all_be_answered_at_once() {
+        let s = Streams::new(16);
+        let (_a, mut rx_a) = s.open_post(&ids(&[1])).unwrap();
+        let (_b, mut rx_b) = s.open_batch(&ids(&[2, 3]), false).0.unwrap();
+        assert_eq!(s.awaiting_responses(), 3);
+        s.answer_pending(|id| json!({"id": id.to_string(), "error": {}}));
+        assert_eq!(s.awaiting_responses(), 0);
+        assert!(rx_a.try_recv().unwrap().is_response);
+        assert!(rx_b.try_recv().unwrap().is_response && rx_b.try_recv().unwrap().is_response);
+        assert!(matches!(rx_a.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)), "the stream ended");
     }
 
     #[test]
