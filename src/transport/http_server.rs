@@ -141,18 +141,20 @@ impl HttpServer {
         let limits = self.gateway.limits();
         let deadline = tokio::time::Instant::now() + limits.drain_timeout;
         loop {
-            let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
-            if in_flight == 0 {
+            // Requests still being read when shutdown began may start sessions or requests.
+            let sessions = self.all_sessions();
+            if sessions.iter().all(|s| s.streams.awaiting_responses() == 0) {
                 break;
             }
-            if tokio::time::Instant::now() >= deadline {
+            let drained = futures_util::future::join_all(sessions.iter().map(|s| s.streams.all_answered()));
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
                 tracing::info!(
                     "{in_flight} requests still in flight after {:?}: answering them with an error",
                     limits.drain_timeout
                 );
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let all: Vec<_> = self.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
         let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");

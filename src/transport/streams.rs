@@ -72,6 +72,8 @@ const MAX_EVICTED_STREAMS: usize = 1024;
 
 pub struct Streams {
     state: Mutex<State>,
+    /// Woken when the last request owed a response gets it (see [`Streams::all_answered`]).
+    answered: tokio::sync::Notify,
     buffer_limit: usize,
     buffer_bytes_limit: usize,
     channel_capacity: usize,
@@ -94,6 +96,7 @@ impl Streams {
     /// apply to the messages waiting for a GET stream. The oldest go first.
     pub fn with_limits(buffer_limit: usize, bytes_limit: usize) -> Streams {
         Streams {
+            answered: tokio::sync::Notify::new(),
             state: Mutex::new(State {
                 next_stream: 1,
                 next_seq: 1,
@@ -281,6 +284,19 @@ impl Streams {
         self.state.lock().unwrap().request_stream.len()
     }
 
+    /// Completes when no request is owed a response.
+    pub async fn all_answered(&self) {
+        loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.state.lock().unwrap().request_stream.is_empty() {
+                return;
+            }
+            answered.await;
+        }
+    }
+
     /// Answers every request still owed a response with `answer(id)` (a shutdown's error);
     /// each stream ends after its last answer.
     pub fn answer_pending(&self, answer: impl Fn(&Id) -> Value) {
@@ -296,6 +312,7 @@ impl Streams {
         st.closed = true;
         st.streams.clear();
         st.request_stream.clear();
+        self.answered.notify_waiters();
         st.buffer.clear();
         st.buffer_bytes = 0;
         st.undelivered.clear();
@@ -319,7 +336,12 @@ impl ClientSink for Streams {
         let live = |s: &Stream| !s.json_only && s.tx.as_ref().is_some_and(|t| !t.is_closed());
         match route {
             Route::Response(id) => match st.request_stream.remove(&id) {
-                Some(sid) => self.push(&mut st, sid, json, true),
+                Some(sid) => {
+                    self.push(&mut st, sid, json, true);
+                    if st.request_stream.is_empty() {
+                        self.answered.notify_waiters();
+                    }
+                }
                 None => tracing::debug!("dropping response to {id}: no stream is waiting for it"),
             },
             Route::Related(id)
@@ -476,6 +498,21 @@ mod tests {
         assert!(rx_a.try_recv().unwrap().is_response);
         assert!(rx_b.try_recv().unwrap().is_response && rx_b.try_recv().unwrap().is_response);
         assert!(matches!(rx_a.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)), "the stream ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn all_answered_wakes_when_the_last_response_goes_out() {
+        let s = std::sync::Arc::new(Streams::new(16));
+        let (_a, _rx) = s.open_batch(&ids(&[1, 2]), false).0.unwrap();
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.all_answered().await }
+        });
+        s.deliver(json!({"id": 1}), Route::Response(Id::Num(1)));
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one request is still owed its response");
+        s.deliver(json!({"id": 2}), Route::Response(Id::Num(2)));
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiter).await.unwrap().unwrap();
     }
 
     #[test]
