@@ -500,7 +500,7 @@ mod tests {
         assert!(matches!(rx_a.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)), "the stream ended");
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn all_answered_wakes_when_the_last_response_goes_out() {
         let s = std::sync::Arc::new(Streams::new(16));
         let (_a, _rx) = s.open_batch(&ids(&[1, 2]), false).0.unwrap();
