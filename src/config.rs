@@ -159,6 +159,21 @@ pub struct ServerConfig {
     /// Progress notifications for one token are forwarded at most this often; bursts are
     /// coalesced to the latest value, which always gets through before the result.
     pub progress_min_interval: Duration,
+    /// On SIGTERM or Ctrl-C: how long requests in flight may take to finish before they are
+    /// answered with an error and the gateway exits.
+    pub drain_timeout: Duration,
+    /// Time allowed to receive a request's headers, counted from when the connection is
+    /// ready for one: also how long an idle keep-alive connection stays open.
+    pub header_read_timeout: Duration,
+    /// Time allowed to receive a request's whole body once its headers are in (then 408).
+    pub body_read_timeout: Duration,
+    /// Downstream connections open at once; past it a new connection is closed at once.
+    pub max_connections: usize,
+    /// Bytes of SSE events kept per session for replay (the oldest are evicted first); also
+    /// the bound on the bytes waiting for a GET stream.
+    pub event_buffer_bytes: usize,
+    /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
+    pub max_batch: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +233,12 @@ impl Default for ServerConfig {
             sse_keepalive: Duration::from_secs(15),
             json_response_window: Duration::from_millis(100),
             progress_min_interval: Duration::from_millis(10),
+            drain_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            event_buffer_bytes: 8 * 1024 * 1024,
+            max_batch: 64,
         }
     }
 }
@@ -248,6 +269,12 @@ struct RawServer {
     sse_keepalive: Option<String>,
     json_response_window: Option<String>,
     progress_min_interval: Option<String>,
+    drain_timeout: Option<String>,
+    header_read_timeout: Option<String>,
+    body_read_timeout: Option<String>,
+    max_connections: Option<u64>,
+    event_buffer_bytes: Option<u64>,
+    max_batch: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -363,12 +390,18 @@ impl Config {
         let _ = writeln!(out, "max_body_bytes = {}", s.max_body_bytes);
         let _ = writeln!(out, "max_sessions = {}", s.max_sessions);
         let _ = writeln!(out, "max_links = {}", s.max_links);
+        let _ = writeln!(out, "max_connections = {}", s.max_connections);
+        let _ = writeln!(out, "header_read_timeout = \"{}\"", fmt_duration(s.header_read_timeout));
+        let _ = writeln!(out, "body_read_timeout = \"{}\"", fmt_duration(s.body_read_timeout));
         let _ = writeln!(out, "session_idle_timeout = \"{}\"", fmt_duration(s.session_idle_timeout));
         let _ = writeln!(out, "event_buffer = {}", s.event_buffer);
+        let _ = writeln!(out, "event_buffer_bytes = {}", s.event_buffer_bytes);
         let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
+        let _ = writeln!(out, "max_batch = {}", s.max_batch);
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
@@ -456,6 +489,12 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
             r.progress_min_interval,
             d.progress_min_interval,
         )?,
+        drain_timeout: duration("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
+        header_read_timeout: duration("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
+        body_read_timeout: duration("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
+        max_connections: positive("server.max_connections", r.max_connections, d.max_connections)?,
+        event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
+        max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
     })
 }
 
@@ -782,6 +821,11 @@ mod tests {
             ),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
+            ("[server]\nmax_batch = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_batch"),
+            (
+                "[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.event_buffer_bytes",
+            ),
         ];
         for (text, want) in cases {
             let e = parse(text).err().unwrap_or_else(|| panic!("accepted: {text}"));

@@ -56,7 +56,11 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // A blocking read of our stdin (taskgate stdio) never returns on its own: do not wait
+    // for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("taskgate: {e}");
@@ -88,7 +92,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Stdio { upstream } => {
             let config = load(cli.config)?;
-            gateway::serve_stdio(Gateway::new(config), &upstream).await
+            let stop = shutdown_signal();
+            gateway::serve_stdio(Gateway::new(config), &upstream, stop).await?;
+            children_exited().await;
+            Ok(())
         }
         Command::DemoServer => match cli.listen {
             None => {
@@ -113,16 +120,32 @@ async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) ->
     tracing::info!("listening on http://{addr} (serving {paths})");
     tokio::select! {
         _ = task => {}
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+        _ = shutdown_signal() => tracing::info!("shutting down: no new connections; draining the requests in flight"),
     }
     server.shutdown().await;
+    children_exited().await;
+    tracing::info!("shut down");
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or Ctrl-C. The handlers are installed now, before the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let ctrl_c = tokio::signal::ctrl_c();
+    async move {
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+}
+
+/// Waits for the stdio children, already told to stop (stdin closed, then SIGTERM, then
+/// SIGKILL, a second apart), to be gone.
+async fn children_exited() {
+    let wait =
+        tokio::time::timeout(std::time::Duration::from_secs(4), taskgate::transport::stdio::all_children_exited());
+    if wait.await.is_err() {
+        tracing::warn!("some upstream processes had not exited 4s after being told to stop");
     }
 }

@@ -52,8 +52,12 @@ impl Gateway {
 }
 
 /// Serves one client on this process's stdin/stdout, in front of `upstream`, until stdin
-/// closes; then the link is closed.
-pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), String> {
+/// closes or `stop` completes (SIGTERM); then the link is closed.
+pub async fn serve_stdio(
+    gateway: Arc<Gateway>,
+    upstream: &str,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
     use crate::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR, RpcError};
     use crate::transport::stdio;
     use serde_json::Value;
@@ -76,7 +80,18 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, upstream: &str) -> Result<(), St
         use session::ClientSink;
         sink.deliver(e.response(id), session::Route::Unrelated);
     };
-    while let Some(line) = rx.recv().await {
+    tokio::pin!(stop);
+    loop {
+        let line = tokio::select! {
+            line = rx.recv() => match line {
+                Some(line) => line,
+                None => break,
+            },
+            _ = &mut stop => {
+                tracing::info!("shutting down");
+                break;
+            }
+        };
         let v = match line {
             Ok(v) => v,
             // A bad line is answered and skipped; the session goes on.

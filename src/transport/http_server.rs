@@ -5,24 +5,24 @@
 use crate::config::UpstreamConfig;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::ProtocolVersion;
-use crate::transport::sse;
-use crate::transport::streams::{Outgoing, Streams};
+use crate::transport::http_batch;
+use crate::transport::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
+use crate::transport::http_guard;
+use crate::transport::streams::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Frame as BodyFrame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -31,6 +31,8 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 struct HttpSession {
     session: Arc<Session>,
     streams: Arc<Streams>,
+    /// The path it was created on: it is not found on any other.
+    path: String,
 }
 
 /// The HTTP front of the gateway: routes, sessions, and their limits.
@@ -38,6 +40,11 @@ pub struct HttpServer {
     gateway: Arc<Gateway>,
     routes: HashMap<String, Arc<UpstreamConfig>>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// One permit per open connection (`max_connections`).
+    connections: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when shutdown begins: no new connections, and open ones close once their
+    /// current request is answered.
+    stopping: CancellationToken,
 }
 
 impl HttpServer {
@@ -50,14 +57,24 @@ impl HttpServer {
 
     /// Serves the given paths (the demo server uses `/mcp`).
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
-        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()) })
+        let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
+        let stopping = CancellationToken::new();
+        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), connections, stopping })
     }
 
-    /// Accepts connections until the listener fails; sweeps idle sessions meanwhile.
+    /// Accepts connections until the listener fails; sweeps idle sessions meanwhile. Past
+    /// `max_connections` a new connection is closed at once: waiting would hold it in the
+    /// backlog where a client cannot tell it from a slow server, and the connections already
+    /// served keep their share.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let _sweeper = tokio::spawn(self.clone().sweep_idle());
+        let mut last_refusal_logged: Option<tokio::time::Instant> = None;
         loop {
-            let (tcp, peer) = match listener.accept().await {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = self.stopping.cancelled() => return,
+            };
+            let (tcp, peer) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -65,28 +82,95 @@ impl HttpServer {
                     continue;
                 }
             };
+            let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+                if last_refusal_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    last_refusal_logged = Some(tokio::time::Instant::now());
+                    let limit = self.gateway.limits().max_connections;
+                    tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
+                }
+                drop(tcp);
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
             let server = self.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let server = server.clone();
-                    async move { Ok::<_, Infallible>(server.handle(req).await) }
-                });
-                let io = hyper_util::rt::TokioIo::new(tcp);
-                if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
-                    tracing::debug!(%peer, "connection ended: {e}");
-                }
+                server.serve_connection(tcp, peer).await;
+                drop(permit);
             });
         }
     }
 
-    /// Ends every session (children stopped, upstream sessions deleted).
+    /// Serves one accepted connection until it closes.
+    ///
+    /// The request headers must arrive within `header_read_timeout` of the connection being
+    /// ready for them (which also ends idle keep-alive connections), and a POST body within
+    /// `body_read_timeout` of its headers.
+    pub async fn serve_connection<I>(self: Arc<Self>, io: I, peer: SocketAddr)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
+        let stopping = self.stopping.clone();
+        let server = self;
+        let service = hyper::service::service_fn(move |req| {
+            let server = server.clone();
+            async move { Ok::<_, Infallible>(server.handle(req).await) }
+        });
+        let io = hyper_util::rt::TokioIo::new(io);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        let ended = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = stopping.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!(%peer, "connection ended: {e}");
+        }
+    }
+
+    /// Shuts down gracefully: stops accepting connections, gives the requests in flight
+    /// `drain_timeout` to finish, answers the rest with JSON-RPC -32000, ends every session
+    /// (stdio children stopped, upstream HTTP sessions deleted), and waits briefly for the
+    /// connections to send what they have.
     pub async fn shutdown(&self) {
+        self.stopping.cancel();
+        let limits = self.gateway.limits();
+        let deadline = tokio::time::Instant::now() + limits.drain_timeout;
+        loop {
+            // Requests still being read when shutdown began may start sessions or requests.
+            let sessions = self.all_sessions();
+            if sessions.iter().all(|s| s.streams.awaiting_responses() == 0) {
+                break;
+            }
+            let drained = futures_util::future::join_all(sessions.iter().map(|s| s.streams.all_answered()));
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
+                tracing::info!(
+                    "{in_flight} requests still in flight after {:?}: answering them with an error",
+                    limits.drain_timeout
+                );
+                break;
+            }
+        }
         let all: Vec<_> = self.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
-        for s in all {
+        let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
+        for s in &all {
+            s.streams.answer_pending(|id| shutting_down.response(Some(id)));
             s.streams.close();
+        }
+        for s in all {
             s.session.close().await;
         }
+        let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.connections.acquire_many(max)).await;
+    }
+
+    fn all_sessions(&self) -> Vec<Arc<HttpSession>> {
+        self.sessions.lock().unwrap().values().cloned().collect()
     }
 
     pub fn session_count(&self) -> usize {
@@ -113,17 +197,17 @@ impl HttpServer {
     }
 
     async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
-        let path = req.uri().path().trim_end_matches('/');
-        let Some(upstream) = self.routes.get(path).cloned() else {
+        let path = req.uri().path().trim_end_matches('/').to_string();
+        let Some(upstream) = self.routes.get(&path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
         };
-        if let Err(resp) = self.check_host_and_origin(req.headers()) {
+        if let Err(resp) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return resp;
         }
         match *req.method() {
-            Method::POST => self.post(req, upstream).await,
-            Method::GET => self.get(req),
-            Method::DELETE => self.delete(req).await,
+            Method::POST => self.post(req, upstream, path).await,
+            Method::GET => self.get(req, &path),
+            Method::DELETE => self.delete(req, &path).await,
             _ => {
                 let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -132,32 +216,19 @@ impl HttpServer {
         }
     }
 
-    fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Response<Body>> {
-        let limits = self.gateway.limits();
-        if !limits.allowed_hosts.iter().any(|h| h == "*") {
-            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-            if !limits.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(host))) {
+    /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
+    /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+        if let Some(v) = headers.get(VERSION_HEADER) {
+            let v = v.to_str().unwrap_or("");
+            if ProtocolVersion::parse(v).is_none() {
                 return Err(rpc_error(
-                    StatusCode::FORBIDDEN,
-                    &RpcError::new(INVALID_REQUEST, format!("forbidden: Host {host:?} is not allowed")),
+                    StatusCode::BAD_REQUEST,
+                    &RpcError::new(INVALID_REQUEST, format!("bad request: unsupported MCP-Protocol-Version {v:?}")),
                     None,
                 ));
             }
         }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            if !limits.allowed_origins.iter().any(|pat| origin_matches(pat, origin)) {
-                return Err(rpc_error(
-                    StatusCode::FORBIDDEN,
-                    &RpcError::new(INVALID_REQUEST, format!("forbidden: Origin {origin:?} is not allowed")),
-                    None,
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn lookup(&self, headers: &HeaderMap) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -165,7 +236,7 @@ impl HttpServer {
                 None,
             ));
         };
-        match self.sessions.lock().unwrap().get(id) {
+        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
             Some(s) => Ok((id.to_string(), s.clone())),
             None => Err(rpc_error(
                 StatusCode::NOT_FOUND,
@@ -175,7 +246,12 @@ impl HttpServer {
         }
     }
 
-    async fn post(self: &Arc<Self>, req: Request<Incoming>, upstream: Arc<UpstreamConfig>) -> Response<Body> {
+    async fn post(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        upstream: Arc<UpstreamConfig>,
+        path: String,
+    ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
         if let Some(ct) = headers.get(header::CONTENT_TYPE)
@@ -187,6 +263,7 @@ impl HttpServer {
                 None,
             );
         }
+        let json_only = !accepts_event_stream(headers);
         if let Some(accept) = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()) {
             let a = accept.to_ascii_lowercase();
             if !(a.contains("application/json") || a.contains("text/event-stream") || a.contains("*/*")) {
@@ -197,9 +274,22 @@ impl HttpServer {
                 );
             }
         }
-        let body = match read_body(body, self.gateway.limits().max_body_bytes).await {
-            Ok(b) => b,
-            Err(resp) => return resp,
+        let limits = self.gateway.limits();
+        let body = match tokio::time::timeout(limits.body_read_timeout, read_body(body, limits.max_body_bytes)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(resp)) => return resp,
+            Err(_) => {
+                let mut r = rpc_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &RpcError::new(
+                        INVALID_REQUEST,
+                        format!("request timeout: the body did not arrive within {:?}", limits.body_read_timeout),
+                    ),
+                    None,
+                );
+                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
         };
         let parsed = match jsonrpc::parse_body(&body) {
             Ok(p) => p,
@@ -209,7 +299,7 @@ impl HttpServer {
         // An existing session, or a new one for an `initialize`.
         let existing = headers.contains_key(SESSION_HEADER);
         let (sid, hs, created) = if existing {
-            match self.lookup(headers) {
+            match self.lookup(headers, &path) {
                 Ok((id, s)) => (id, s, false),
                 Err(resp) => return resp,
             }
@@ -238,25 +328,15 @@ impl HttpServer {
                     None,
                 );
             }
-            match self.create_session(upstream) {
+            match self.create_session(upstream, path) {
                 Ok((id, s)) => (id, s, true),
                 Err(resp) => return resp,
             }
         };
         hs.streams.touch();
-        if !created && let Some(v) = headers.get(VERSION_HEADER) {
-            let v = v.to_str().unwrap_or("");
-            if ProtocolVersion::parse(v).is_none() {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    &RpcError::new(INVALID_REQUEST, format!("bad request: unsupported MCP-Protocol-Version {v:?}")),
-                    None,
-                );
-            }
-        }
-
-        let (messages, batch) = match parsed {
-            jsonrpc::Body::Single(m) => (vec![m], false),
+        let keepalive = self.gateway.limits().sse_keepalive;
+        let message = match parsed {
+            jsonrpc::Body::Single(m) => m,
             jsonrpc::Body::Batch(items) => {
                 let version = hs.session.version();
                 if version != Some(ProtocolVersion::V2025_03_26) {
@@ -272,31 +352,21 @@ impl HttpServer {
                         None,
                     );
                 }
-                (items, true)
+                let max_batch = self.gateway.limits().max_batch;
+                return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
             }
         };
-        let mut frames: Vec<Frame> = Vec::with_capacity(messages.len());
-        let mut errors: Vec<serde_json::Value> = Vec::new();
-        for m in messages {
-            match jsonrpc::classify(m) {
-                Ok(f) if batch && f.method() == "initialize" => errors.push(
-                    RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched")
-                        .response(f.id.as_ref()),
-                ),
-                Ok(f) => frames.push(f),
-                Err((id, e)) if !batch => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
-                Err((id, e)) => errors.push(e.response(id.as_ref())),
-            }
-        }
-        let request_ids: Vec<Id> =
-            frames.iter().filter(|f| f.kind == Kind::Request).filter_map(|f| f.id.clone()).collect();
-        if request_ids.is_empty() && errors.is_empty() {
-            for f in frames {
-                hs.session.handle(f).await;
-            }
+        let frame = match jsonrpc::classify(message) {
+            Ok(f) => f,
+            Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
+        };
+        let Some(request_id) = frame.id.clone().filter(|_| frame.kind == Kind::Request) else {
+            hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
-        }
-        let (_stream, mut rx) = match hs.streams.open_post(&request_ids) {
+        };
+        let ids = std::slice::from_ref(&request_id);
+        let opened = if json_only { hs.streams.open_json_post(ids) } else { hs.streams.open_post(ids) };
+        let (_stream, mut rx) = match opened {
             Ok(x) => x,
             Err(dup) => {
                 return rpc_error(
@@ -309,22 +379,17 @@ impl HttpServer {
                 );
             }
         };
-        for f in frames {
-            hs.session.handle(f).await;
-        }
+        hs.session.handle(frame).await;
 
-        let keepalive = self.gateway.limits().sse_keepalive;
-        if batch {
-            // Batches always stream: one event per response, the errors first.
-            let prefix =
-                errors.into_iter().map(|e| sse::encode_event(None, &serde_json::to_vec(&e).unwrap())).collect();
-            return sse_response(SseBody::new(prefix, VecDeque::new(), Some(rx), keepalive), None);
-        }
         // One request: plain JSON when its response is ready within the window and nothing
         // else came first; otherwise an event stream, so that progress, server requests and
-        // keep-alives flow while the call runs.
-        let window = self.gateway.limits().json_response_window;
-        let first = tokio::time::timeout(window, rx.recv()).await;
+        // keep-alives flow while the call runs. A client that accepts only JSON gets JSON
+        // however long it takes (its stream carries nothing else).
+        let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
+        let first = match tokio::time::Instant::now().checked_add(window) {
+            Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
+            None => Ok(rx.recv().await),
+        };
         let session_header = created.then(|| sid.clone());
         match first {
             Ok(Some(ev)) if ev.is_response => {
@@ -354,7 +419,11 @@ impl HttpServer {
         false
     }
 
-    fn create_session(&self, upstream: Arc<UpstreamConfig>) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+    fn create_session(
+        &self,
+        upstream: Arc<UpstreamConfig>,
+        path: String,
+    ) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         let mut map = self.sessions.lock().unwrap();
         if map.len() >= self.gateway.limits().max_sessions {
             return Err(rpc_error(
@@ -366,15 +435,16 @@ impl HttpServer {
                 None,
             ));
         }
-        let streams = Arc::new(Streams::new(self.gateway.limits().event_buffer));
+        let limits = self.gateway.limits();
+        let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
         let session = Session::new(self.gateway.clone(), upstream, streams.clone());
         let id = new_session_id();
-        let hs = Arc::new(HttpSession { session, streams });
+        let hs = Arc::new(HttpSession { session, streams, path });
         map.insert(id.clone(), hs.clone());
         Ok((id, hs))
     }
 
-    fn get(&self, req: Request<Incoming>) -> Response<Body> {
+    fn get(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
         let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
         if !accept.to_ascii_lowercase().contains("text/event-stream") {
             return rpc_error(
@@ -383,7 +453,7 @@ impl HttpServer {
                 None,
             );
         }
-        let (_, hs) = match self.lookup(req.headers()) {
+        let (_, hs) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
             Err(resp) => return resp,
         };
@@ -396,8 +466,8 @@ impl HttpServer {
         sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive), None)
     }
 
-    async fn delete(&self, req: Request<Incoming>) -> Response<Body> {
-        let (id, _) = match self.lookup(req.headers()) {
+    async fn delete(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
+        let (id, _) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
             Err(resp) => return resp,
         };
@@ -421,6 +491,16 @@ pub async fn bind(
     Ok((addr, tokio::spawn(server.serve(listener))))
 }
 
+/// Whether a POST's `Accept` allows an event stream (no `Accept` at all does).
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT) else { return true };
+    let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();
+    accept
+        .split(',')
+        .map(|r| r.split(';').next().unwrap_or("").trim())
+        .any(|range| matches!(range, "text/event-stream" | "text/*" | "*/*"))
+}
+
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
@@ -430,26 +510,6 @@ fn new_session_id() -> String {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).expect("the OS random source works");
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("");
-    }
-    host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
-}
-
-/// `pattern` is an origin, optionally ending in `:*` for any port.
-fn origin_matches(pattern: &str, origin: &str) -> bool {
-    match pattern.strip_suffix(":*") {
-        Some(base) => {
-            origin == base
-                || origin.strip_prefix(base).is_some_and(|rest| {
-                    rest.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
-                })
-        }
-        None => pattern == "*" || pattern == origin,
-    }
 }
 
 async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>> {
@@ -473,128 +533,12 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>
     }
 }
 
-// ---- responses ----
-
-/// Every response body the server sends: a whole body, or an event stream.
-pub enum Body {
-    Full(Option<Bytes>),
-    Sse(SseBody),
-}
-
-impl hyper::body::Body for Body {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(BodyFrame::data(b)))),
-            Body::Sse(s) => s.poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, Body::Full(None))
-    }
-}
-
-/// An SSE body: ready-made frames, then replayed events, then the live channel, with
-/// keep-alive comments while idle. Ends when the channel's sender is dropped.
-pub struct SseBody {
-    frames: VecDeque<Bytes>,
-    events: VecDeque<Outgoing>,
-    rx: Option<mpsc::Receiver<Outgoing>>,
-    keepalive: tokio::time::Interval,
-}
-
-impl SseBody {
-    fn new(
-        frames: VecDeque<Bytes>,
-        events: VecDeque<Outgoing>,
-        rx: Option<mpsc::Receiver<Outgoing>>,
-        every: Duration,
-    ) -> SseBody {
-        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        SseBody { frames, events, rx, keepalive }
-    }
-
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(f) = self.frames.pop_front() {
-            return Poll::Ready(Some(f));
-        }
-        if let Some(ev) = self.events.pop_front() {
-            return Poll::Ready(Some(sse::encode_event(Some(&ev.event_id()), &ev.json)));
-        }
-        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
-        match rx.poll_recv(cx) {
-            Poll::Ready(Some(ev)) => Poll::Ready(Some(sse::encode_event(Some(&ev.event_id()), &ev.json))),
-            Poll::Ready(None) => {
-                self.rx = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => match self.keepalive.poll_tick(cx) {
-                Poll::Ready(_) => Poll::Ready(Some(Bytes::from_static(sse::KEEPALIVE))),
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-}
-
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut r = Response::new(Body::Full(Some(Bytes::from_static(text.as_bytes()))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    r
-}
-
-fn empty(status: StatusCode) -> Response<Body> {
-    let mut r = Response::new(Body::Full(None));
-    *r.status_mut() = status;
-    r
-}
-
-/// An HTTP error whose body is a JSON-RPC error response.
-fn rpc_error(status: StatusCode, e: &RpcError, id: Option<&Id>) -> Response<Body> {
-    let mut r = json_response(Bytes::from(serde_json::to_vec(&e.response(id)).unwrap()), None);
-    *r.status_mut() = status;
-    r
-}
-
-fn json_response(json: Bytes, session: Option<String>) -> Response<Body> {
-    let mut r = Response::new(Body::Full(Some(json)));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(s) = session {
-        r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&s).expect("hex is a valid header"));
-    }
-    r
-}
-
-fn sse_response(body: SseBody, session: Option<String>) -> Response<Body> {
-    let mut r = Response::new(Body::Sse(body));
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Some(s) = session {
-        h.insert(SESSION_HEADER, HeaderValue::from_str(&s).expect("hex is a valid header"));
-    }
-    r
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
-    fn origins_and_hosts() {
-        assert!(origin_matches("http://localhost:*", "http://localhost:3000"));
-        assert!(origin_matches("http://localhost:*", "http://localhost"));
-        assert!(!origin_matches("http://localhost:*", "http://localhost.evil.com"));
-        assert!(!origin_matches("http://localhost:*", "http://localhost:80x"));
-        assert!(origin_matches("https://app.example", "https://app.example"));
-        assert_eq!(host_name("127.0.0.1:8700"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:8700"), "::1");
-        assert_eq!(host_name("localhost"), "localhost");
-        assert_eq!(new_session_id().len(), 32);
+    fn session_ids_are_128_bits_of_hex() {
+        let id = super::new_session_id();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 }

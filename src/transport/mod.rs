@@ -1,7 +1,10 @@
 //! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
 //! message means beyond what its transport's own rules require.
 
+mod http_batch;
+mod http_body;
 pub mod http_client;
+mod http_guard;
 pub mod http_server;
 pub mod lines;
 pub mod sse;

@@ -85,6 +85,25 @@ fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
     tx
 }
 
+/// Child processes started and not yet reaped (for a clean shutdown).
+static LIVE_CHILDREN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static CHILD_REAPED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Waits until every child process started by [`StdioChild::spawn`] has exited and been
+/// reaped (after [`StdioChild::close`], within about two seconds).
+pub async fn all_children_exited() {
+    use std::sync::atomic::Ordering;
+    loop {
+        let reaped = CHILD_REAPED.notified();
+        tokio::pin!(reaped);
+        reaped.as_mut().enable();
+        if LIVE_CHILDREN.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        reaped.await;
+    }
+}
+
 /// An upstream server running as a child process.
 pub struct StdioChild {
     tx: mpsc::Sender<Bytes>,
@@ -113,6 +132,7 @@ impl StdioChild {
             cmd.current_dir(dir);
         }
         let mut child = cmd.spawn()?;
+        LIVE_CHILDREN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -154,6 +174,8 @@ impl StdioChild {
                     }
                 }
             };
+            LIVE_CHILDREN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            CHILD_REAPED.notify_waiters();
             let _ = exit_tx.send(match status {
                 Ok(s) => s.to_string(),
                 Err(e) => format!("wait failed: {e}"),

@@ -1,0 +1,69 @@
+//! Who may talk to the downstream HTTP server: the `Host` header (against DNS rebinding) and
+//! the `Origin` of browser requests.
+
+use crate::config::ServerConfig;
+use crate::jsonrpc::{INVALID_REQUEST, RpcError};
+use crate::transport::http_body::{Body, rpc_error};
+use hyper::header::{self, HeaderMap};
+use hyper::{Response, StatusCode};
+
+pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Response<Body>> {
+    if !limits.allowed_hosts.iter().any(|h| h == "*") {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        if !limits.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(host))) {
+            return Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                &RpcError::new(INVALID_REQUEST, format!("forbidden: Host {host:?} is not allowed")),
+                None,
+            ));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !limits.allowed_origins.iter().any(|pat| origin_matches(pat, origin)) {
+            return Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                &RpcError::new(INVALID_REQUEST, format!("forbidden: Origin {origin:?} is not allowed")),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+}
+
+/// `pattern` is an origin, optionally ending in `:*` for any port.
+fn origin_matches(pattern: &str, origin: &str) -> bool {
+    match pattern.strip_suffix(":*") {
+        Some(base) => {
+            origin == base
+                || origin.strip_prefix(base).is_some_and(|rest| {
+                    rest.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+                })
+        }
+        None => pattern == "*" || pattern == origin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_and_hosts() {
+        assert!(origin_matches("http://localhost:*", "http://localhost:3000"));
+        assert!(origin_matches("http://localhost:*", "http://localhost"));
+        assert!(!origin_matches("http://localhost:*", "http://localhost.evil.com"));
+        assert!(!origin_matches("http://localhost:*", "http://localhost:80x"));
+        assert!(origin_matches("https://app.example", "https://app.example"));
+        assert_eq!(host_name("127.0.0.1:8700"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:8700"), "::1");
+        assert_eq!(host_name("localhost"), "localhost");
+    }
+}

@@ -1,0 +1,96 @@
+//! Connection-level limits of the downstream HTTP server: header and body read timeouts,
+//! idle keep-alive connections, and the connection cap (slowloris).
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Reads until the server closes the connection (or `within` passes: then `None`).
+/// Returns what the server sent.
+async fn until_closed(tcp: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut got = Vec::new();
+    let read_all = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(within, read_all).await.ok()?;
+    Some(String::from_utf8_lossy(&got).into_owned())
+}
+
+fn limits(extra: &str) -> String {
+    format!("[server]\n{extra}\n{}", builtin_upstream("demo"))
+}
+
+#[tokio::test]
+async fn headers_that_trickle_are_cut_off() {
+    let gw = start_gateway(&limits("header_read_timeout = \"300ms\"")).await;
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    tcp.write_all(b"POST /mcp/demo HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    assert!(until_closed(&mut tcp, Duration::from_secs(3)).await.is_some(), "the connection is closed");
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_gets_408() {
+    let gw = start_gateway(&limits("body_read_timeout = \"300ms\"")).await;
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    tcp.write_all(
+        b"POST /mcp/demo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .unwrap();
+    let got = until_closed(&mut tcp, Duration::from_secs(3)).await.expect("the connection is closed");
+    assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed() {
+    let gw = start_gateway(&limits("header_read_timeout = \"300ms\"")).await;
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    tcp.write_all(b"GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+    let got = until_closed(&mut tcp, Duration::from_secs(3)).await.expect("the idle connection is closed");
+    assert!(got.starts_with("HTTP/1.1 404"), "{got:?}");
+}
+
+#[tokio::test]
+async fn an_open_event_stream_is_not_cut_by_the_header_timeout() {
+    let gw = start_gateway(&limits("header_read_timeout = \"200ms\"\nsse_keepalive = \"100ms\"")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let get = c.get_raw(&[]).await;
+    assert_eq!(get.status(), 200);
+    let mut body = get.into_body();
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(800) {
+        let frame = tokio::time::timeout(Duration::from_secs(2), http_body_util::BodyExt::frame(&mut body))
+            .await
+            .expect("keep-alives keep coming");
+        assert!(matches!(frame, Some(Ok(_))), "the stream is still open");
+    }
+}
+
+#[tokio::test]
+async fn connections_past_max_connections_are_closed_at_once() {
+    let gw = start_gateway(&limits("max_connections = 2\nheader_read_timeout = \"10s\"")).await;
+    let mut a = TcpStream::connect(gw.addr).await.unwrap();
+    let _b = TcpStream::connect(gw.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut c = TcpStream::connect(gw.addr).await.unwrap();
+    assert!(until_closed(&mut c, Duration::from_secs(2)).await.is_some(), "the third connection is closed");
+    // The first two are still served, and a freed slot is usable again.
+    a.write_all(b"GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.unwrap();
+    let got = until_closed(&mut a, Duration::from_secs(2)).await.unwrap();
+    assert!(got.starts_with("HTTP/1.1 404"), "{got:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut d = TcpStream::connect(gw.addr).await.unwrap();
+    d.write_all(b"GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.unwrap();
+    let got = until_closed(&mut d, Duration::from_secs(2)).await.unwrap();
+    assert!(got.starts_with("HTTP/1.1 404"), "{got:?}");
+}
