@@ -115,7 +115,7 @@ impl HttpServer {
         let server = self;
         let service = hyper::service::service_fn(move |req| {
             let server = server.clone();
-            async move { Ok::<_, Infallible>(server.handle(req).await) }
+            async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
         });
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
@@ -196,7 +196,7 @@ impl HttpServer {
         }
     }
 
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
         let Some(upstream) = self.routes.get(&path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
@@ -205,7 +205,7 @@ impl HttpServer {
             return resp;
         }
         match *req.method() {
-            Method::POST => self.post(req, upstream, path).await,
+            Method::POST => self.post(req, upstream, path, peer).await,
             Method::GET => self.get(req, &path),
             Method::DELETE => self.delete(req, &path).await,
             _ => {
@@ -251,6 +251,7 @@ impl HttpServer {
         req: Request<Incoming>,
         upstream: Arc<UpstreamConfig>,
         path: String,
+        peer: SocketAddr,
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
@@ -328,7 +329,7 @@ impl HttpServer {
                     None,
                 );
             }
-            match self.create_session(upstream, path) {
+            match self.create_session(upstream, path, peer) {
                 Ok((id, s)) => (id, s, true),
                 Err(resp) => return resp,
             }
@@ -423,6 +424,7 @@ impl HttpServer {
         &self,
         upstream: Arc<UpstreamConfig>,
         path: String,
+        peer: SocketAddr,
     ) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         let mut map = self.sessions.lock().unwrap();
         if map.len() >= self.gateway.limits().max_sessions {
@@ -437,7 +439,10 @@ impl HttpServer {
         }
         let limits = self.gateway.limits();
         let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
-        let session = Session::new(self.gateway.clone(), upstream, streams.clone());
+        // Until authentication exists, a client is its remote address: per-client limits
+        // hold across all its sessions.
+        let client = Some(peer.ip().to_string());
+        let session = Session::for_client(self.gateway.clone(), upstream, streams.clone(), client);
         let id = new_session_id();
         let hs = Arc::new(HttpSession { session, streams, path });
         map.insert(id.clone(), hs.clone());
