@@ -489,10 +489,15 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
             r.progress_min_interval,
             d.progress_min_interval,
         )?,
-        drain_timeout: duration("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
-        header_read_timeout: duration("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
-        body_read_timeout: duration("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
-        max_connections: positive("server.max_connections", r.max_connections, d.max_connections)?,
+        drain_timeout: at_most_a_day("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
+        header_read_timeout: at_most_a_day("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
+        body_read_timeout: at_most_a_day("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
+        max_connections: match positive("server.max_connections", r.max_connections, d.max_connections)? {
+            n if n > MAX_CONNECTIONS => {
+                return err(format!("server.max_connections: {n} is more than the limit of {MAX_CONNECTIONS}"));
+            }
+            n => n,
+        },
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
     })
@@ -719,6 +724,19 @@ fn duration_or_zero(key: &str, v: Option<String>, default: Duration) -> Result<D
     }
 }
 
+/// The most connections `server.max_connections` may allow (far above any file limit).
+const MAX_CONNECTIONS: usize = 1 << 24;
+
+/// A positive duration of at most 24h: these are added to the current time, which a larger
+/// value could overflow.
+fn at_most_a_day(key: &str, v: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+    let d = duration(key, v, default)?;
+    if d > Duration::from_secs(24 * 3600) {
+        return err(format!("{key}: {} is longer than the limit of 24h", fmt_duration(d)));
+    }
+    Ok(d)
+}
+
 fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
     match v {
         None => Ok(default),
@@ -822,6 +840,25 @@ mod tests {
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
             ("[server]\nmax_batch = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_batch"),
+            (
+                "[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.event_buffer_bytes",
+            ),
+            ("[server]\nmax_connections = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_connections"),
+            (
+                "[server]\nmax_connections = 99999999999\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.max_connections",
+            ),
+            (
+                "[server]\nheader_read_timeout = \"0s\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.header_read_timeout",
+            ),
+            (
+                "[server]\nbody_read_timeout = \"x\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
+                "server.body_read_timeout",
+            ),
+            ("[server]\ndrain_timeout = \"0ms\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.drain_timeout"),
+            ("[server]\ndrain_timeout = \"25h\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.drain_timeout"),
             (
                 "[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",
                 "server.event_buffer_bytes",

@@ -116,3 +116,21 @@ async fn a_full_batch_gets_every_response_even_with_a_small_event_buffer() {
         assert_eq!(m["result"]["content"][0]["text"], format!("n{i}"));
     }
 }
+
+#[tokio::test]
+async fn a_json_only_batch_is_answered_with_one_json_array() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let c = session(&gw).await;
+    let slow = json!({"jsonrpc": "2.0", "id": 51, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"duration_ms": 300, "steps": 3}, "_meta": {"progressToken": 5}}});
+    let batch = json!([slow, echo(52, "quick"), {"jsonrpc": "2.0", "bogus": true}]);
+    let r = c.post_raw(body(&batch), &[("accept", "application/json")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["content-type"], "application/json");
+    let msgs = r.json();
+    let msgs = msgs.as_array().unwrap();
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert!(msgs.iter().any(|m| m["id"] == 51 && m["result"]["content"][0]["text"] == "done after 3 steps"));
+    assert!(msgs.iter().any(|m| m["id"] == 52 && m["result"]["content"][0]["text"] == "quick"));
+    assert!(msgs.iter().any(|m| m["error"]["code"] == -32600));
+}

@@ -149,3 +149,21 @@ async fn sigterm_ends_taskgate_stdio_cleanly() {
     assert!(status.success(), "{status}");
     wait_gone(&kids).await;
 }
+
+#[tokio::test]
+async fn shutdown_deletes_upstream_http_sessions() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        _ => vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {}}))],
+    })
+    .await;
+    let gw =
+        start_gateway(&format!("[server]\ndrain_timeout = \"500ms\"\n{}", http_upstream("remote", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("remote"));
+    c.initialize("2025-06-18").await;
+    assert!(!up.received_http().contains(&"DELETE".to_string()));
+    tokio::time::timeout(Duration::from_secs(10), gw.server.shutdown()).await.expect("shutdown is bounded");
+    assert!(up.received_http().contains(&"DELETE".to_string()), "the upstream session was deleted");
+    assert_eq!(gw.server.session_count(), 0);
+    assert!(tokio::net::TcpStream::connect(gw.addr).await.is_err(), "no longer accepting");
+}
