@@ -405,7 +405,13 @@ impl Link {
 
     /// Closes the connection now; requests still in flight are answered with an error.
     pub async fn close(&self) {
-        self.core.fail_all("the session ended".into(), false);
+        self.close_because("the session ended").await;
+    }
+
+    /// Closes the connection now, whatever still runs on it; what is in flight (hosted
+    /// tasks included) fails with `reason`.
+    pub async fn close_because(&self, reason: &str) {
+        self.core.fail_all(reason.into(), false);
         self.conn.close().await;
     }
 

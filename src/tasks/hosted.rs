@@ -124,6 +124,20 @@ impl Hosted {
         );
     }
 
+    /// The gateway is shutting down: the links that hosted tasks still run on are closed
+    /// (their children stopped gently), and those tasks fail saying so.
+    pub async fn shut_down(&self) {
+        let mut links: Vec<Arc<Link>> = Vec::new();
+        for r in self.running.lock().unwrap().values() {
+            if !links.iter().any(|l| Arc::ptr_eq(l, &r.link)) {
+                links.push(r.link.clone());
+            }
+        }
+        for link in links {
+            link.close_because("the gateway is shutting down").await;
+        }
+    }
+
     /// The background call is on its way as upstream request `upstream_id`.
     pub fn started(&self, task_id: &str, upstream_id: i64) {
         if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
