@@ -312,3 +312,21 @@ async fn an_oauth_401_on_a_notification_is_logged_and_the_session_goes_on() {
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
     assert!(up.received_methods().contains(&"notifications/roots/list_changed".to_string()));
 }
+
+#[tokio::test]
+async fn a_retry_past_max_request_time_fails_the_call_at_once() {
+    let up = Scripted::start_with_get(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/call" => vec![priming(1, u64::MAX)],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!("{}max_request_time = \"1m\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let start = Instant::now();
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("max_request_time (1m)"), "{}", out.response);
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}

@@ -223,7 +223,7 @@ impl Inner {
 
     /// POSTs a request and delivers everything that answers it.
     async fn request(self: Arc<Self>, body: Bytes, id: Id) {
-        let deadline = tokio::time::Instant::now() + self.max_request_time;
+        let deadline = tokio::time::Instant::now().checked_add(self.max_request_time);
         let resp = match self.post(body, None).await {
             Ok(r) => r,
             Err(e) => return self.fail(&id, e),
@@ -237,7 +237,9 @@ impl Inner {
         }
         if !status.is_success() {
             let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
-            let body = read_prefix(resp.into_body(), 2048).await;
+            let body = tokio::time::timeout(self.connect_timeout, read_prefix(resp.into_body(), 2048))
+                .await
+                .unwrap_or_default();
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
             // Anything else (an OAuth error object, HTML, nothing) fails the request now.
             if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
@@ -266,11 +268,12 @@ impl Inner {
                     break;
                 }
                 let wait = resume.retry.unwrap_or(Duration::from_millis(100 * u64::from(tries)));
-                if tokio::time::Instant::now() + wait >= deadline {
+                let resume_at = tokio::time::Instant::now().checked_add(wait);
+                if deadline.is_some_and(|d| resume_at.is_none_or(|r| r >= d)) {
                     // Out of time: answered as the link's own timeout would be.
-                    tokio::time::sleep_until(deadline).await;
                     let why = format!(
-                        "request timed out: upstream '{}' sent no result within max_request_time ({})",
+                        "request timed out: upstream '{}' sent no result, and its response stream cannot be \
+                         resumed within max_request_time ({})",
                         self.name,
                         crate::config::fmt_duration(self.max_request_time)
                     );
