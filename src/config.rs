@@ -639,9 +639,11 @@ fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks
 fn duration_or_zero(key: &str, v: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
     match v {
         None => Ok(default),
-        Some(s) => parse_duration(&s).ok_or_else(|| {
-            ConfigError(format!("{key}: \"{s}\" is not a duration such as \"0ms\", \"10ms\" or \"1s\""))
-        }),
+        Some(s) => match parse_duration(&s) {
+            Some(d) if d > MAX_DURATION => err(format!("{key}: \"{s}\" is longer than a year (\"8760h\")")),
+            Some(d) => Ok(d),
+            None => err(format!("{key}: \"{s}\" is not a duration such as \"0ms\", \"10ms\" or \"1s\"")),
+        },
     }
 }
 
@@ -666,10 +668,15 @@ fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigEr
     }
 }
 
+/// The longest duration any key takes: durations are added to the current time, and a
+/// year is beyond every sensible timeout or retention.
+const MAX_DURATION: Duration = Duration::from_secs(8760 * 3600);
+
 fn duration(key: &str, v: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
     match v {
         None => Ok(default),
         Some(s) => match parse_duration(&s) {
+            Some(d) if d > MAX_DURATION => err(format!("{key}: \"{s}\" is longer than a year (\"8760h\")")),
             Some(d) if !d.is_zero() => Ok(d),
             _ => err(format!("{key}: \"{s}\" is not a positive duration such as \"500ms\", \"30s\", \"5m\" or \"1h\"")),
         },
@@ -760,6 +767,7 @@ mod tests {
             ),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nmax_request_time=\"9000000h\"", "max_request_time"),
             ("[server]\nmax_batch = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_batch"),
             (
                 "[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",

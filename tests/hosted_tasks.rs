@@ -199,14 +199,22 @@ async fn store_limits_refuse_new_tasks_and_change_nothing_else() {
     let mut a = session(&gw, "demo").await;
     let mut b = session(&gw, "demo").await;
     let slow = json!({"duration_ms": 2000, "steps": 1});
-    let t1 = task_call(&mut a, "slow", slow.clone(), json!({})).await;
     task_call(&mut a, "slow", slow.clone(), json!({})).await;
-    let refused = a.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
-    assert_eq!(refused.error_code(), -32004);
-    assert!(refused.response["error"]["message"].as_str().unwrap().contains("limit 2"));
+    task_call(&mut b, "slow", slow.clone(), json!({})).await;
+    // Both sessions come from 127.0.0.1: one client, whose limit is 2 across its sessions.
+    for c in [&mut a, &mut b] {
+        let refused = c.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
+        assert_eq!(refused.error_code(), -32004);
+        assert!(refused.response["error"]["message"].as_str().unwrap().contains("limit 2"), "{}", refused.response);
+    }
+    // A full store refuses everyone.
+    let gw = start_gateway(&format!("[tasks]\nmax_tasks = 2\n{}", builtin_upstream("demo"))).await;
+    let mut a = session(&gw, "demo").await;
+    let mut b = session(&gw, "demo").await;
+    let t1 = task_call(&mut a, "slow", slow.clone(), json!({})).await;
     task_call(&mut b, "slow", slow.clone(), json!({})).await;
     let full = b.request("tools/call", json!({"name": "slow", "arguments": slow, "task": {}})).await;
-    assert_eq!(full.error_code(), -32603, "the store holds 3 running tasks");
+    assert_eq!(full.error_code(), -32603, "the store holds 2 running tasks");
     assert!(full.response["error"]["message"].as_str().unwrap().contains("task store is full"));
     // Nothing else changed: the existing tasks run, plain calls work.
     assert_eq!(a.request("tasks/get", json!({"taskId": t1["taskId"]})).await.result()["status"], "working");
