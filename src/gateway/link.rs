@@ -305,11 +305,6 @@ impl Link {
             .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)))
     }
 
-    /// The upstream id under which a client request was forwarded, if it is still in flight.
-    pub fn upstream_id(&self, client_id: &Id) -> Option<i64> {
-        self.core.state.lock().unwrap().by_client_id.get(client_id).copied()
-    }
-
     /// Stops waiting for request `up_id` and tells the upstream it is cancelled.
     pub async fn cancel(&self, up_id: i64, reason: &str) {
         if self.core.take_pending(up_id).is_some() {
