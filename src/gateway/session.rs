@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod tasks;
+use tasks::hosts;
+
 /// Where a message for the client belongs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Route {
@@ -288,216 +291,6 @@ impl Session {
             _ => Shape::AsIs,
         };
         self.link().await?.forward(id, frame.msg, shape).await
-    }
-
-    fn upstream_has_tasks(&self) -> bool {
-        self.state.lock().unwrap().upstream_caps.get("tasks").is_some()
-    }
-
-    /// Whether the upstream runs tool calls as tasks (so some tools may require it): it
-    /// declares tasks in any form, or its listing marks a tool optional or required.
-    fn upstream_runs_tasks(&self) -> bool {
-        let st = self.state.lock().unwrap();
-        mcp_tasks::server_has_tool_tasks(&st.upstream_caps) || st.listed_task_tools
-    }
-
-    /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
-    async fn start_bridge(&self, id: Id, msg: Value) -> Result<(), RpcError> {
-        let link = self.link().await?;
-        let cancel = CancellationToken::new();
-        {
-            let mut st = self.state.lock().unwrap();
-            if st.bridges.len() >= self.gateway.limits().max_in_flight {
-                return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
-            }
-            if st.bridges.contains_key(&id) {
-                return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
-            }
-            st.bridges.insert(id.clone(), cancel.clone());
-        }
-        let bridge = Bridge {
-            link: link.clone(),
-            client_id: id.clone(),
-            call: msg,
-            // The upstream must keep the task at least as long as the call may run.
-            ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
-            request_timeout: self.upstream.request_timeout,
-            max_request_time: self.upstream.max_request_time,
-            cancel,
-        };
-        // The link stays open until the bridged call has ended (and cancelled its task).
-        link.retain();
-        let me = self.me.clone();
-        tokio::spawn(async move {
-            let ending = bridge.run().await;
-            link.release();
-            let Some(s) = me.upgrade() else { return };
-            s.state.lock().unwrap().bridges.remove(&id);
-            if let Ending::Answer(resp) = ending {
-                s.to_client(resp, Route::Response(id));
-            }
-        });
-        Ok(())
-    }
-
-    /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
-    async fn hosts_tool(&self, tool: &str) -> Result<bool, RpcError> {
-        let policy = &self.upstream.tasks;
-        if policy.hosted == HostedMode::Never || !policy.offers_tool(tool) {
-            return Ok(false);
-        }
-        let upstream_tasks = self.upstream_runs_tasks();
-        let support = if upstream_tasks { self.tool_support(tool).await? } else { TaskSupport::Forbidden };
-        Ok(hosts(policy.hosted, upstream_tasks, support))
-    }
-
-    /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one (each
-    /// page within `request_timeout`). A listing that cannot be had fails the call.
-    async fn tool_support(&self, tool: &str) -> Result<TaskSupport, RpcError> {
-        if let Some(s) = self.state.lock().unwrap().tool_support.get(tool) {
-            return Ok(*s);
-        }
-        let link = self.link().await?;
-        let mut cursor: Option<Value> = None;
-        for _ in 0..MAX_LISTING_PAGES {
-            let params = match &cursor {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let resp = link.request("tools/list", params).await?;
-            match resp.get("result") {
-                Some(result) => self.remember_tools(result),
-                None => {
-                    return Err(RpcError::new(
-                        jsonrpc::INTERNAL_ERROR,
-                        format!(
-                            "cannot tell whether tool {tool:?} runs as a task: upstream '{}' answered tools/list with {}",
-                            self.upstream.name,
-                            resp.get("error").map(Value::to_string).unwrap_or_default()
-                        ),
-                    ));
-                }
-            }
-            cursor = resp.pointer("/result/nextCursor").cloned().filter(|c| !c.is_null());
-            if cursor.is_none() {
-                break;
-            }
-        }
-        Ok(self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
-    }
-
-    fn remember_tools(&self, result: &Value) {
-        let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
-        let mut st = self.state.lock().unwrap();
-        for t in tools {
-            let support = TaskSupport::of_tool(t);
-            // A server whose listing marks tools for tasks has tasks, whatever its
-            // capabilities say.
-            st.listed_task_tools |= support != TaskSupport::Forbidden;
-            if st.tool_support.len() >= MAX_CACHED_TOOLS {
-                continue;
-            }
-            if let Some(name) = t.get("name").and_then(Value::as_str) {
-                st.tool_support.insert(name.to_string(), support);
-            }
-        }
-    }
-
-    /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,
-    /// the plain call runs upstream in the background.
-    async fn start_hosted(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
-        let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
-        let link = self.link().await?;
-        let rec = self.hosted().create(
-            &self.owner,
-            &self.client,
-            &self.upstream.name,
-            &self.upstream.tasks,
-            requested_ttl,
-        )?;
-        if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
-            p.remove("task");
-        }
-        let task_id: Arc<str> = rec.id.as_str().into();
-        let token = jsonrpc::progress_token(&msg).cloned();
-        self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
-        self.to_client(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
-        tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
-        match link.start_task_call(task_id.clone(), msg).await {
-            Ok(up) => self.hosted().started(&task_id, up),
-            Err(e) => self.hosted().start_failed(&task_id, &e),
-        }
-        Ok(())
-    }
-
-    async fn serve_task_request(&self, id: Id, method: &str, task_id: &str) -> Result<(), RpcError> {
-        let hosted = self.hosted().clone();
-        match method {
-            "tasks/get" => {
-                let task = hosted.get(task_id)?;
-                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
-            }
-            "tasks/cancel" => {
-                let task = hosted.cancel(task_id).await?;
-                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
-            }
-            _ => {
-                // Blocks until the task ends: never inside the client's read loop.
-                let me = self.me.clone();
-                let task_id = task_id.to_string();
-                tokio::spawn(async move {
-                    let resp = hosted.result(&task_id, me.clone(), &id).await;
-                    if let Some(s) = me.upgrade() {
-                        s.to_client(resp, Route::Response(id));
-                    }
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// `tasks/list`: the tasks this session created, then (if the upstream lists tasks of
-    /// its own) the upstream's pages, behind one opaque cursor.
-    async fn list_tasks(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
-        let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
-        let cursor = match msg.pointer("/params/cursor") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err(bad_cursor()),
-        };
-        let upstream_lists = self.state.lock().unwrap().upstream_caps.pointer("/tasks/list").is_some();
-        match cursor.as_deref() {
-            None => {}
-            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {}
-            Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
-                let rest = &c[CURSOR_UPSTREAM.len()..];
-                let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
-                if let Some(p) = params {
-                    if rest.is_empty() {
-                        p.remove("cursor");
-                    } else {
-                        p.insert("cursor".into(), rest.into());
-                    }
-                }
-                return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
-            }
-            Some(_) => return Err(bad_cursor()),
-        };
-        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
-        if tasks.is_empty() && cursor.is_none() && upstream_lists {
-            if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
-                p.remove("cursor");
-            }
-            return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
-        }
-        let mut result = json!({"tasks": tasks});
-        match next {
-            Some(c) => result["nextCursor"] = c.into(),
-            None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
-            None => {}
-        }
-        self.to_client(jsonrpc::result_response(&id, result), Route::Response(id));
-        Ok(())
     }
 
     async fn initialize(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
@@ -769,16 +562,6 @@ impl Session {
     }
 }
 
-/// The hosting decision, given the upstream's capability and the tool's own support.
-fn hosts(mode: HostedMode, upstream_has_tool_tasks: bool, support: TaskSupport) -> bool {
-    match mode {
-        HostedMode::Never => false,
-        // A tool the upstream requires as a task is the upstream's to run.
-        HostedMode::Always => support != TaskSupport::Required,
-        HostedMode::Auto => !upstream_has_tool_tasks || support == TaskSupport::Forbidden,
-    }
-}
-
 impl LinkEvents for Session {
     fn response(&self, client_id: Id, mut msg: Value, shape: Shape) {
         if shape == Shape::Initialize {
@@ -903,24 +686,5 @@ impl LinkEvents for Session {
         };
         st.restart_backoff = Some((Instant::now(), delay));
         tracing::warn!(upstream = %self.upstream.name, generation, "link lost ({reason}); the next request starts a new one");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosting_decisions() {
-        use TaskSupport::*;
-        // An upstream without tasks: every tool is hosted (unless never).
-        assert!(hosts(HostedMode::Auto, false, Forbidden));
-        assert!(!hosts(HostedMode::Never, false, Forbidden));
-        // A task-capable upstream: auto hosts only what it would refuse as a task.
-        assert!(hosts(HostedMode::Auto, true, Forbidden));
-        assert!(!hosts(HostedMode::Auto, true, Optional));
-        assert!(!hosts(HostedMode::Auto, true, Required));
-        assert!(hosts(HostedMode::Always, true, Optional));
-        assert!(!hosts(HostedMode::Always, true, Required));
     }
 }
