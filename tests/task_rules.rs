@@ -641,3 +641,194 @@ async fn links_kept_open_by_running_tasks_count_against_max_links() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+// ---- found by review ----
+
+/// Upstream progress that starts later than 200 ms after creation, on a 0..1 scale.
+#[tokio::test]
+async fn upstream_progress_that_starts_late_still_passes_unchanged() {
+    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [{"name": "long", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+        )],
+        "tools/call" => vec![reply(req, json!({"task": task("tb", "working", Some("starting"))}))],
+        "tasks/result" => {
+            let p = |v: f64| {
+                Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": "bp", "progress": v, "total": 1, "message": format!("at {v}")}}))
+            };
+            vec![
+                Step::Sleep(400),
+                p(0.25),
+                Step::Sleep(30),
+                p(0.75),
+                Step::Sleep(30),
+                reply(req, json!({"content": [{"type": "text", "text": "long done"}]})),
+            ]
+        }
+        "tasks/get" => vec![reply(req, task("tb", "working", Some("starting")))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw =
+        start_gateway(&format!("[server]\nprogress_min_interval = \"0ms\"\n{}", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    c.request("tools/list", json!({})).await;
+    let out = c.request("tools/call", json!({"name": "long", "arguments": {}, "_meta": {"progressToken": "bp"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "long done");
+    let progress: Vec<Value> =
+        out.others.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"].clone()).collect();
+    let real: Vec<f64> =
+        progress.iter().filter(|p| p.get("total").is_some()).map(|p| p["progress"].as_f64().unwrap()).collect();
+    assert_eq!(real, vec![0.25, 0.75], "upstream's own progress, unchanged: {progress:?}");
+}
+
+/// A bridged call cancelled while the upstream has not yet answered the task-augmented call.
+#[tokio::test]
+async fn a_bridged_call_cancelled_while_its_task_is_created_frees_its_slot_and_is_cancelled_upstream() {
+    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [
+                {"name": "long", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
+                {"name": "plain", "inputSchema": {"type": "object"}}]}),
+        )],
+        "tools/call" if req["params"]["name"] == "long" => {
+            vec![Step::Sleep(8000), reply(req, json!({"task": task("tb", "working", None)}))]
+        }
+        "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "plain ok"}]}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!(
+        "[server]\nmax_in_flight = 2\n[[upstream]]\nname = \"up\"\nurl = \"{}\"\nrequest_timeout = \"1s\"\n",
+        up.url()
+    ))
+    .await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    c.request("tools/list", json!({})).await;
+    let mut streams = vec![];
+    for id in [10, 11] {
+        let call =
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "long", "arguments": {}}});
+        streams.push(c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for id in [10, 11] {
+        c.notify("notifications/cancelled", json!({"requestId": id, "reason": "nvm"})).await;
+    }
+    drop(streams);
+    // Well past request_timeout: nothing of the cancelled calls should still hold a slot.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let out = c.request("tools/call", json!({"name": "plain", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "plain ok", "slots were freed: {}", out.response);
+    let cancels = calls_to(&up, "notifications/cancelled");
+    assert_eq!(cancels.len(), 2, "each unanswered task call was cancelled upstream: {cancels:?}");
+}
+
+/// An upstream without the tasks capability whose listing marks a tool `optional`.
+#[tokio::test]
+async fn a_server_that_marks_tools_without_declaring_tasks_gets_hosted_tasks_in_any_order() {
+    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [{"name": "x", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}),
+        )],
+        // A server without the capability MUST ignore `task` and run the call normally.
+        "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "plain"}]}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw =
+        start_gateway(&format!("[server]\nprogress_min_interval = \"0ms\"\n{}", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let before = c.request("tools/call", json!({"name": "x", "arguments": {}, "task": {}})).await;
+    assert!(before.result().get("task").is_some(), "a task call gets a CreateTaskResult: {}", before.response);
+    c.request("tools/list", json!({})).await;
+    let after = c.request("tools/call", json!({"name": "x", "arguments": {}, "task": {}})).await;
+    assert!(after.result().get("task").is_some(), "and after the listing too: {}", after.response);
+    assert!(
+        calls_to(&up, "tools/call").iter().all(|m| m["params"].get("task").is_none()),
+        "hosted: plain calls upstream"
+    );
+}
+
+/// A progress token used first by a task call that failed, later by a plain call.
+#[tokio::test]
+async fn a_token_reused_after_a_passed_through_task_failed_carries_the_new_calls_progress() {
+    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [
+                {"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+                {"name": "slow", "inputSchema": {"type": "object"}}]}),
+        )],
+        "tools/call" if req["params"]["name"] == "job" => {
+            vec![reply(req, json!({"task": task("t1", "working", None)}))]
+        }
+        "tools/call" => {
+            let t = req["params"]["_meta"]["progressToken"].clone();
+            let mut steps = vec![];
+            for i in 1..=6 {
+                steps.push(Step::Sleep(300));
+                steps.push(Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": t, "progress": i, "total": 6}})));
+            }
+            steps.push(reply(req, json!({"content": [{"type": "text", "text": "slow done"}]})));
+            steps
+        }
+        // The task failed: tasks/result carries the call's JSON-RPC error.
+        "tasks/result" => vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"],
+            "error": {"code": -32603, "message": "job failed"}}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!(
+        "[server]\nprogress_min_interval = \"0ms\"\n[[upstream]]\nname = \"up\"\nurl = \"{}\"\nrequest_timeout = \"1s\"\n",
+        up.url()
+    ))
+    .await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    c.request("tools/list", json!({})).await;
+    let t = c
+        .request("tools/call", json!({"name": "job", "arguments": {}, "task": {}, "_meta": {"progressToken": "p"}}))
+        .await;
+    assert_eq!(t.result()["task"]["taskId"], "t1");
+    assert_eq!(c.request("tasks/result", json!({"taskId": "t1"})).await.error_code(), -32603);
+    let out = c.request("tools/call", json!({"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "slow done", "its progress kept it alive: {}", out.response);
+    assert_eq!(out.progress(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+/// stdio: a server request naming another task, while a hosted task's call is the only one in flight.
+#[tokio::test]
+async fn a_stdio_input_request_naming_another_task_is_not_given_to_the_running_hosted_task() {
+    let script = StdioScript::new(
+        r#"h) printf '%s\n' '{"jsonrpc":"2.0","id":900,"method":"elicitation/create","params":{"message":"for up-9","requestedSchema":{"type":"object","properties":{}},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-9"}}}}'; sleep 1; reply '{"content":[]}' ;;
+"#,
+    );
+    let gw = start_gateway(&script.upstream("s")).await;
+    let mut c = HttpMcp::new(&gw.url("s"));
+    c.initialize("2025-11-25").await;
+    let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
+    let out = c.request("tools/call", json!({"name": "h", "arguments": {}, "task": {}})).await;
+    let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
+    let mut got = vec![];
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(800);
+    while let Ok(Some((_, m))) = tokio::time::timeout_at(deadline, get_stream.next()).await {
+        got.push(m);
+    }
+    let st = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(st.result()["status"], "working", "not the hosted task's question");
+    let ask = got.iter().find(|m| m["method"] == "elicitation/create").expect("asked");
+    assert_eq!(ask["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], "up-9", "{ask}");
+}

@@ -54,6 +54,9 @@ enum Waiter {
 struct Pending {
     waiter: Waiter,
     token: Option<String>,
+    /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
+    /// `tasks/result`: its answer may show the task ended.
+    about_task: Option<(String, bool)>,
     started: Instant,
     last_activity: Instant,
 }
@@ -214,7 +217,17 @@ impl Link {
             }
             Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
         };
-        // A token a bridged call holds for its task keeps its route.
+        // A token a bridged call holds for its task keeps its route. One a passed-through
+        // task held is free again once the client reuses it: the client saw that task end.
+        if let Some(t) = &token
+            && st.tokens.get(t).is_some_and(|r| r.owner.is_none() && r.activity.is_none())
+        {
+            let task = st.task_tokens.iter().find(|(_, (tok, _))| tok == t).map(|(k, _)| k.clone());
+            if let Some(task) = task {
+                st.task_tokens.remove(&task);
+            }
+            st.tokens.remove(t);
+        }
         if let (Some(t), Some(dest)) = (&token, dest)
             && !st.tokens.contains_key(t)
         {
@@ -229,8 +242,14 @@ impl Link {
                 },
             );
         }
+        let about_task = match msg.get("method").and_then(Value::as_str) {
+            Some(m @ ("tasks/get" | "tasks/result" | "tasks/cancel")) if matches!(waiter, Waiter::Client { .. }) => {
+                msg.pointer("/params/taskId").and_then(Value::as_str).map(|t| (t.to_string(), m == "tasks/result"))
+            }
+            _ => None,
+        };
         let now = Instant::now();
-        st.pending.insert(up_id, Pending { waiter, token, started: now, last_activity: now });
+        st.pending.insert(up_id, Pending { waiter, token, about_task, started: now, last_activity: now });
         Ok(up_id)
     }
 
@@ -260,38 +279,37 @@ impl Link {
     /// Sends a request of the gateway's own and waits for the whole response message, at
     /// most `request_timeout`; past it the upstream is told to stop and the answer is -32001.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
-        let (tx, rx) = oneshot::channel();
         let msg = jsonrpc::request(&Id::Num(0), method, params);
-        let up_id = self.register(Waiter::Internal { tx, on_behalf_of: None }, &msg)?;
-        self.send_registered(up_id, msg).await?;
-        match tokio::time::timeout(self.request_timeout, rx).await {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(_)) => {
-                let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
-                Err(self.core.closed_error(&reason))
-            }
-            Err(_) => {
-                let why = format!(
-                    "upstream '{}' did not answer the gateway's {method} within request_timeout ({})",
+        match tokio::time::timeout(self.request_timeout, self.request_for(msg, None)).await {
+            Ok(answer) => answer,
+            // The abandoned request was freed and cancelled upstream as it was dropped.
+            Err(_) => Err(RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!(
+                    "request timed out: upstream '{}' did not answer the gateway's {method} within request_timeout ({})",
                     self.core.upstream,
                     crate::config::fmt_duration(self.request_timeout)
-                );
-                self.cancel(up_id, &why).await;
-                Err(RpcError::new(jsonrpc::REQUEST_TIMEOUT, format!("request timed out: {why}")))
-            }
+                ),
+            )),
         }
     }
 
     /// Sends a request of the gateway's own made for client request `on_behalf_of`: progress
     /// and server requests that belong to it go to that client request.
+    /// A caller that stops waiting (its future is dropped) frees the request's slot and the
+    /// upstream is told to stop (except for `initialize`, which must not be cancelled).
     pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
+        let cancellable = msg.get("method").and_then(Value::as_str) != Some("initialize");
         let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
+        let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered(up_id, msg).await?;
-        rx.await.map_err(|_| {
+        let answer = rx.await.map_err(|_| {
             let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
             self.core.closed_error(&reason)
-        })
+        });
+        guard.armed = false;
+        answer
     }
 
     /// Sends a notification or a response to a server request.
@@ -423,6 +441,31 @@ impl Link {
     }
 }
 
+/// Frees an internal request whose caller stopped waiting for it.
+struct AbandonGuard<'a> {
+    core: &'a Arc<LinkCore>,
+    up_id: i64,
+    cancel_upstream: bool,
+    armed: bool,
+}
+
+impl Drop for AbandonGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed || self.core.take_pending(self.up_id).is_none() || !self.cancel_upstream {
+            return;
+        }
+        if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
+            let note = jsonrpc::notification(
+                "notifications/cancelled",
+                json!({"requestId": self.up_id, "reason": "the gateway no longer needs the answer"}),
+            );
+            tokio::spawn(async move {
+                let _ = link.send(note).await;
+            });
+        }
+    }
+}
+
 impl LinkState {
     /// The route of progress token `token` now belongs to upstream task `task_id` until it
     /// ends; at most `limit` such routes are kept (the oldest and the expired go first).
@@ -442,6 +485,7 @@ impl LinkState {
                 None => break,
             }
         }
+        self.drop_task_route(task_id);
         if let Some(route) = self.tokens.get_mut(&token) {
             route.owner = None;
         }
@@ -611,26 +655,23 @@ impl LinkCore {
         }
     }
 
-    /// The pending request a server message belongs to: the transport's hint; else what the
-    /// message says (the progress token of the request it serves); else, for messages that
-    /// only ever come from serving a request (input requests, logs), the only request in
-    /// flight. Anything more ambiguous belongs to no request.
+    /// The pending request a server message belongs to: the transport's hint; else, for
+    /// messages that only ever come from serving a request (input requests, logs) and that
+    /// name no task, the only request in flight. Anything more ambiguous belongs to no
+    /// request (a progress token inside a server request is the server's own, for the
+    /// client's progress on it, and says nothing about the gateway's requests).
     fn related_up_id(&self, st: &LinkState, msg: &Value, related: Option<Id>) -> Option<i64> {
         match related {
             Some(Id::Num(n)) => return Some(n),
             Some(Id::Str(_)) => return None,
             None => {}
         }
-        if let Some(token) = msg.pointer("/params/_meta/progressToken")
-            && let Some(owner) = st.tokens.get(&token.to_string()).and_then(|r| r.owner)
-        {
-            return Some(owner);
-        }
         let request_scoped = matches!(
             msg.get("method").and_then(Value::as_str),
             Some("elicitation/create" | "sampling/createMessage" | "notifications/message")
         );
-        if self.infer_related && request_scoped && st.pending.len() == 1 {
+        let names_a_task = crate::mcp::tasks::related_task_id(msg, "params").is_some();
+        if self.infer_related && request_scoped && !names_a_task && st.pending.len() == 1 {
             return st.pending.keys().next().copied();
         }
         None
@@ -767,6 +808,12 @@ impl InboundSink for LinkCore {
                     Waiter::Client { client_id, shape } => {
                         if let Some(task_id) = crate::mcp::tasks::ended_task(&msg) {
                             self.end_task_route(task_id);
+                        } else if let Some((task_id, is_result)) = &p.about_task
+                            && (*is_result || msg.get("error").is_some())
+                        {
+                            // tasks/result's answer (a result or the task's error), or an
+                            // upstream that no longer knows the task: it is over.
+                            self.end_task_route(task_id);
                         }
                         jsonrpc::set_id(&mut msg, &client_id);
                         if let Some(ev) = self.events.upgrade() {
@@ -781,7 +828,13 @@ impl InboundSink for LinkCore {
             }
             Kind::Request => {
                 let id = frame.id.clone().expect("requests have ids");
-                let dest = self.route(&frame.msg, related);
+                let dest = self.route(&frame.msg, related.clone());
+                // A question from the server is a sign of life of the request it serves.
+                if let Some(Id::Num(up)) = &related
+                    && let Some(p) = self.state.lock().unwrap().pending.get_mut(up)
+                {
+                    p.last_activity = Instant::now();
+                }
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
                 match (dest, self.events.upgrade()) {
                     (Some(Dest::Task(task_id)), _) => self.hosted.input_request(&task_id, &link, id, frame.msg),

@@ -92,6 +92,8 @@ struct SessionState {
     tool_support: HashMap<String, TaskSupport>,
     /// The upstream's listing marked a tool optional or required.
     listed_task_tools: bool,
+    /// `tool_support` holds the upstream's whole listing.
+    listing_loaded: bool,
     next_client_side_id: i64,
     server_requests: HashMap<Id, ServerRequest>,
     /// Bridged calls in flight, by client id, and how to cancel them.
@@ -333,9 +335,14 @@ impl Session {
         let msg = frame.msg;
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             let Some(client_id) = msg.pointer("/params/requestId").and_then(Id::from_value) else { return };
+            if self.state.lock().unwrap().init_pending.as_ref() == Some(&client_id) {
+                // initialize is not cancelled (the spec forbids it): the handshake goes on.
+                return;
+            }
             let reason = msg.pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
-            let bridge = self.state.lock().unwrap().bridges.remove(&client_id);
+            // It stays in `bridges` (and counts against the limit) until it has wound down.
+            let bridge = self.state.lock().unwrap().bridges.get(&client_id).cloned();
             if let Some(cancel) = bridge {
                 cancel.cancel();
                 self.sink.abandon(&client_id);
@@ -543,7 +550,7 @@ impl Session {
                 self.remember_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
-                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps) || st.listed_task_tools)
+                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
                 };
                 let policy = &self.upstream.tasks;
                 let hosted =
@@ -650,7 +657,11 @@ impl LinkEvents for Session {
 
     fn notification(&self, mut msg: Value, related: Option<Id>) {
         match msg.get("method").and_then(Value::as_str) {
-            Some("notifications/tools/list_changed") => self.state.lock().unwrap().tool_support.clear(),
+            Some("notifications/tools/list_changed") => {
+                let mut st = self.state.lock().unwrap();
+                st.tool_support.clear();
+                st.listing_loaded = false;
+            }
             Some("notifications/tasks/status") => {
                 // Only about tasks the client made (a bridged call's task is the gateway's).
                 let task = msg.pointer("/params/taskId").and_then(Value::as_str).unwrap_or("");

@@ -49,10 +49,18 @@ impl Bridge {
         let started = Instant::now();
         let deadline = started + self.max_request_time;
 
+        let create = self.link.request_for(call, Some(self.client_id.clone()));
+        tokio::pin!(create);
         let created = tokio::select! {
-            r = self.link.request_for(call, Some(self.client_id.clone())) => r,
-            _ = self.cancel.cancelled() => return Ending::Cancelled,
-            _ = sleep_until(deadline) => return self.timed_out("creating the task"),
+            r = &mut create => r,
+            _ = self.cancel.cancelled() => {
+                self.cancel_while_creating(create).await;
+                return Ending::Cancelled;
+            }
+            _ = sleep_until(deadline) => {
+                self.cancel_while_creating(create).await;
+                return self.timed_out("creating the task");
+            }
         };
         let created = match created {
             Ok(resp) => resp,
@@ -87,10 +95,28 @@ impl Bridge {
         }
         self.link.end_bridge(&task_id, token.as_ref());
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
-            let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
-            let _ = tokio::time::timeout(Duration::from_secs(5), self.link.request_for(req, None)).await;
+            self.cancel_task(&task_id).await;
         }
         ending
+    }
+
+    /// Cancelled before the task was created: the upstream may create it all the same, so
+    /// its answer is awaited (within `request_timeout`) and the task cancelled. A call that
+    /// is not answered by then is cancelled as a request.
+    async fn cancel_while_creating(
+        &self,
+        create: std::pin::Pin<&mut impl std::future::Future<Output = Result<Value, RpcError>>>,
+    ) {
+        if let Ok(Ok(resp)) = tokio::time::timeout(self.request_timeout, create).await
+            && let Some(task_id) = resp.pointer("/result/task/taskId").and_then(Value::as_str)
+        {
+            self.cancel_task(task_id).await;
+        }
+    }
+
+    async fn cancel_task(&self, task_id: &str) {
+        let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.link.request_for(req, None)).await;
     }
 
     async fn follow(
@@ -108,6 +134,8 @@ impl Bridge {
         let mut result_done = false;
         let mut idle_deadline = Instant::now() + self.request_timeout;
         let mut next_poll = Instant::now() + poll;
+        // Closed when the link dies; then only the poll (which fails) and the timers remain.
+        let mut events_open = true;
         loop {
             let synth_at = statuses.next_due();
             tokio::select! {
@@ -132,7 +160,7 @@ impl Bridge {
                         Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
                     }
                 }
-                ev = events.recv() => {
+                ev = events.recv(), if events_open => {
                     idle_deadline = Instant::now() + self.request_timeout;
                     match ev {
                         Some(BridgeEvent::Status(note)) => {
@@ -140,7 +168,7 @@ impl Bridge {
                         }
                         // The upstream reports progress itself: its values are the truth.
                         Some(BridgeEvent::Progress) => statuses.upstream_reports_progress(),
-                        None => {}
+                        None => events_open = false,
                     }
                 }
                 _ = sleep_until(next_poll) => {

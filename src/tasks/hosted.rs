@@ -205,13 +205,6 @@ impl Hosted {
     /// Progress of the background call: forwarded under the client's token while the task
     /// runs; its message becomes the task's status message.
     pub fn progress(&self, task_id: &str, msg: Value) {
-        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
-        let target = self.running.lock().unwrap().get(task_id).map(|r| {
-            let waiting =
-                r.result_waiters.iter().find(|(s, _)| s.ptr_eq(&r.creator)).map(|(_, id)| Route::Related(id.clone()));
-            (r.creator.clone(), waiting.unwrap_or(Route::Unrelated))
-        });
-        let Some((creator, route)) = target else { return };
         if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
             let text = text.to_string();
             self.store.update(task_id, &mut |r| {
@@ -221,7 +214,18 @@ impl Hosted {
                 }
             });
         }
-        if let Some(s) = creator.upgrade() {
+        // Delivered while the task is known to run (the lock held), so that its end, which
+        // removes it under the same lock, cannot come in between.
+        let running = self.running.lock().unwrap();
+        let Some(r) = running.get(task_id) else { return };
+        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
+        let route = r
+            .result_waiters
+            .iter()
+            .find(|(s, _)| s.ptr_eq(&r.creator))
+            .map(|(_, id)| Route::Related(id.clone()))
+            .unwrap_or(Route::Unrelated);
+        if let Some(s) = r.creator.upgrade() {
             s.to_client(msg, route);
         }
     }

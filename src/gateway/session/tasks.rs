@@ -61,16 +61,25 @@ impl Session {
         if policy.hosted == HostedMode::Never || !policy.offers_tool(tool) {
             return Ok(false);
         }
-        let upstream_tasks = self.upstream_runs_tasks();
-        let support = if upstream_tasks { self.tool_support(tool).await? } else { TaskSupport::Forbidden };
-        Ok(hosts(policy.hosted, upstream_tasks, support))
+        // The listing decides, whatever order the client asks in: a server may mark tools
+        // without declaring tasks.
+        let support = self.tool_support(tool).await?;
+        let declares = mcp_tasks::server_has_tool_tasks(&self.state.lock().unwrap().upstream_caps);
+        Ok(hosts(policy.hosted, declares, support))
     }
 
     /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one (each
     /// page within `request_timeout`). A listing that cannot be had fails the call.
     pub(super) async fn tool_support(&self, tool: &str) -> Result<TaskSupport, RpcError> {
-        if let Some(s) = self.state.lock().unwrap().tool_support.get(tool) {
-            return Ok(*s);
+        {
+            let st = self.state.lock().unwrap();
+            if let Some(s) = st.tool_support.get(tool) {
+                return Ok(*s);
+            }
+            if st.listing_loaded {
+                // Not in the whole listing: an unknown tool, which has no task support.
+                return Ok(TaskSupport::Forbidden);
+            }
         }
         let link = self.link().await?;
         let mut cursor: Option<Value> = None;
@@ -95,6 +104,7 @@ impl Session {
             }
             cursor = resp.pointer("/result/nextCursor").cloned().filter(|c| !c.is_null());
             if cursor.is_none() {
+                self.state.lock().unwrap().listing_loaded = true;
                 break;
             }
         }
@@ -216,13 +226,17 @@ impl Session {
     }
 }
 
-/// The hosting decision, given the upstream's capability and the tool's own support.
-pub(super) fn hosts(mode: HostedMode, upstream_has_tool_tasks: bool, support: TaskSupport) -> bool {
+/// The hosting decision, given whether the upstream declares tasks and the tool's own
+/// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts
+/// what the upstream would not run as a task: a forbidden tool, or any tool of an upstream
+/// that declares no tasks (marking a tool in its listing does not make a server accept
+/// task-augmented calls of it).
+pub(super) fn hosts(mode: HostedMode, upstream_declares_tasks: bool, support: TaskSupport) -> bool {
     match mode {
         HostedMode::Never => false,
-        // A tool the upstream requires as a task is the upstream's to run.
         HostedMode::Always => support != TaskSupport::Required,
-        HostedMode::Auto => !upstream_has_tool_tasks || support == TaskSupport::Forbidden,
+        HostedMode::Auto if upstream_declares_tasks => support == TaskSupport::Forbidden,
+        HostedMode::Auto => support != TaskSupport::Required,
     }
 }
 
@@ -242,5 +256,8 @@ mod tests {
         assert!(!hosts(HostedMode::Auto, true, Required));
         assert!(hosts(HostedMode::Always, true, Optional));
         assert!(!hosts(HostedMode::Always, true, Required));
+        // A server that marks tools without declaring tasks: what it requires is its own.
+        assert!(hosts(HostedMode::Auto, false, Optional));
+        assert!(!hosts(HostedMode::Auto, false, Required));
     }
 }
