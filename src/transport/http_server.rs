@@ -66,17 +66,23 @@ impl HttpServer {
                 }
             };
             let _ = tcp.set_nodelay(true);
-            let server = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let server = server.clone();
-                    async move { Ok::<_, Infallible>(server.handle(req).await) }
-                });
-                let io = hyper_util::rt::TokioIo::new(tcp);
-                if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
-                    tracing::debug!(%peer, "connection ended: {e}");
-                }
-            });
+            tokio::spawn(self.clone().serve_connection(tcp, peer));
+        }
+    }
+
+    /// Serves one accepted connection until it closes.
+    pub async fn serve_connection<I>(self: Arc<Self>, io: I, peer: std::net::SocketAddr)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let server = self;
+        let service = hyper::service::service_fn(move |req| {
+            let server = server.clone();
+            async move { Ok::<_, Infallible>(server.handle(req).await) }
+        });
+        let io = hyper_util::rt::TokioIo::new(io);
+        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+            tracing::debug!(%peer, "connection ended: {e}");
         }
     }
 
