@@ -13,7 +13,7 @@ const SECRET: &str = "\u{1}fuzz-secret\u{2}";
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let env = |name: &str| -> Option<String> {
-        (!name.is_empty() && name.len() % 2 == 0).then(|| format!("{SECRET}{name}"))
+        (!name.is_empty() && name.len().is_multiple_of(2)).then(|| format!("{SECRET}{name}"))
     };
     match Config::parse(text, &env) {
         Ok(config) => {

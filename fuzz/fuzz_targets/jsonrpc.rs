@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use taskgate::jsonrpc::{self, Body, Id, Kind, INVALID_REQUEST, PARSE_ERROR};
+use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, PARSE_ERROR};
 
 fuzz_target!(|data: &[u8]| {
     let items = match jsonrpc::parse_body(data) {
