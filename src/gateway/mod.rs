@@ -4,6 +4,7 @@
 //! upstream transport, and back the same way for responses, notifications and requests the
 //! server sends to the client.
 
+pub mod deadline;
 pub mod link;
 pub mod progress;
 pub mod session;
