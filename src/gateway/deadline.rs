@@ -61,7 +61,15 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
     /// Starts watching `key` from now.
     pub fn insert(&self, key: K) {
         let now = Instant::now();
-        let entry = Entry { end: now + self.lifetime, idle_end: now + self.idle };
+        self.put(key, Entry { end: later(now, self.lifetime), idle_end: later(now, self.idle) });
+    }
+
+    /// Watches `key` until `end`, whatever the idle timeout (e.g. a retention).
+    pub fn insert_until(&self, key: K, end: Instant) {
+        self.put(key, Entry { end, idle_end: end });
+    }
+
+    fn put(&self, key: K, entry: Entry) {
         let mut st = self.inner.lock().unwrap();
         let due = entry.due().0;
         if let Some(old) = st.entries.insert(key.clone(), entry) {
@@ -81,7 +89,7 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
         let mut st = self.inner.lock().unwrap();
         let Some(e) = st.entries.get_mut(key) else { return };
         let before = e.due().0;
-        e.idle_end = now + self.idle;
+        e.idle_end = later(now, self.idle);
         let after = e.due().0;
         if after != before {
             st.order.remove(&(before, key.clone()));
@@ -154,6 +162,11 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
     }
 }
 
+/// `now + d`, or a time too far away to matter when that overflows the clock.
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +214,17 @@ mod tests {
         assert_eq!(start.elapsed(), ms(1000), "1 was removed: 2 is the first to expire");
         d.close();
         assert_eq!(d.expired().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fixed_ends_ignore_the_idle_timeout() {
+        let d: Deadlines<u32> = Deadlines::new(Duration::MAX, Duration::MAX);
+        let start = Instant::now();
+        d.insert_until(3, start + ms(300));
+        d.insert_until(4, start + ms(100));
+        d.touch(&3);
+        assert_eq!(d.expired().await, Some((4, Expiry::Lifetime)));
+        assert_eq!(d.expired().await, Some((3, Expiry::Lifetime)));
+        assert_eq!(start.elapsed(), ms(300));
     }
 }

@@ -32,7 +32,7 @@ impl Gateway {
             config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
         let hosted = Hosted::new(&config.tasks);
         if tokio::runtime::Handle::try_current().is_ok() {
-            hosted.start_sweeper(std::time::Duration::from_millis(250));
+            hosted.start_sweeper();
         }
         Arc::new(Gateway {
             http: HttpClient::new(config.server.max_body_bytes, connect_timeout),

@@ -9,6 +9,7 @@ use crate::gateway::link::Link;
 use crate::gateway::session::{Route, Session};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::gateway::deadline::Deadlines;
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -39,6 +40,8 @@ pub struct Hosted {
     max_store_bytes: usize,
     /// Keys the `tasks/list` cursors, so that only cursors the gateway issued are accepted.
     cursor_key: std::hash::RandomState,
+    /// When each finished task's retention ends.
+    expiry: Arc<Deadlines<Arc<str>>>,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
@@ -67,6 +70,7 @@ impl Hosted {
             max_result_bytes: cfg.max_result_bytes,
             max_store_bytes: cfg.max_store_bytes,
             cursor_key: std::hash::RandomState::new(),
+            expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
         })
     }
 
@@ -76,19 +80,35 @@ impl Hosted {
         self.store.get(task_id).is_some_and(|r| r.owner == owner)
     }
 
-    /// Removes finished tasks whose ttl has passed, every `every`. Running tasks are not
-    /// reaped: their call ends by its own limits (`request_timeout`, `max_request_time`).
-    pub fn start_sweeper(self: &Arc<Self>, every: Duration) {
+    /// Removes each finished task when its ttl has passed (one task, woken by the earliest
+    /// retention to end). Running tasks are not reaped: their call ends by its own limits
+    /// (`request_timeout`, `max_request_time`).
+    pub fn start_sweeper(self: &Arc<Self>) {
         let me = Arc::downgrade(self);
+        let expiry = self.expiry.clone();
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
+            while let Some((id, _)) = expiry.expired().await {
                 let Some(h) = me.upgrade() else { return };
-                for rec in h.store.remove_expired(SystemTime::now()) {
-                    tracing::debug!(task = %rec.id, "task expired");
+                match h.store.remove_if_expired(&id, SystemTime::now()) {
+                    Some(rec) => tracing::debug!(task = %rec.id, "task expired"),
+                    None => {
+                        if let Some(rec) = h.store.get(&id) {
+                            h.expire_when_due(&rec);
+                        }
+                    }
                 }
             }
         });
+    }
+
+    /// A finished task is removed when its retention ends.
+    fn expire_when_due(&self, rec: &TaskRecord) {
+        if !rec.status.is_terminal() {
+            return;
+        }
+        let left = rec.expires_at().duration_since(SystemTime::now()).unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        self.expiry.insert_until(rec.id.as_str().into(), now.checked_add(left).unwrap_or(now));
     }
 
     /// Creates a task for a call about to start. The ttl is the client's (or the default),
@@ -187,6 +207,9 @@ impl Hosted {
                 r.last_updated_at = SystemTime::now();
             }
         });
+        if let Some(rec) = &rec {
+            self.expire_when_due(rec);
+        }
         let running = self.running.lock().unwrap().remove(task_id);
         if let (Some(rec), Some(r)) = (rec, running) {
             Self::stop_progress(&r);
@@ -336,6 +359,7 @@ impl Hosted {
                 format!("task {task_id} is already {} and cannot be cancelled", s.as_str()),
             ));
         }
+        self.expire_when_due(&rec);
         let running = self.running.lock().unwrap().remove(task_id);
         if let Some(r) = running {
             Self::stop_progress(&r);
