@@ -556,7 +556,7 @@ impl Session {
                 let hosted =
                     |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
                 if let Some(v) = version {
-                    shaping::tools_list(result, v, policy.required, &hosted);
+                    shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
                 }
             }
             Shape::MayNeedTask => {}
