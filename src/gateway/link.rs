@@ -11,7 +11,6 @@ use crate::config::UpstreamConfig;
 use crate::gateway::Gateway;
 use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::progress::{ProgressGate, Verdict};
-use crate::gateway::session::Shape;
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Kind, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::tasks::hosted::Hosted;
@@ -21,6 +20,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
+
+/// How a forwarded request's response is shaped on its way back: the session's choice,
+/// which the link carries with the request and hands back with its response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    AsIs,
+    Initialize,
+    ToolsList,
+    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
+    UpstreamTaskPage,
+    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
+    /// as a bridged call, once).
+    MayNeedTask,
+}
 
 /// What a link reports to its session. All calls are synchronous and short.
 pub trait LinkEvents: Send + Sync + 'static {

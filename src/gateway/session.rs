@@ -9,7 +9,7 @@
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
-use crate::gateway::link::{Link, LinkEvents};
+use crate::gateway::link::{Link, LinkEvents, Shape};
 use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
@@ -33,19 +33,6 @@ pub enum Route {
     Related(Id),
     /// Not tied to a request (list changes, logs, requests the gateway cannot place).
     Unrelated,
-}
-
-/// How a forwarded request's response is shaped on its way back.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shape {
-    AsIs,
-    Initialize,
-    ToolsList,
-    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
-    UpstreamTaskPage,
-    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
-    /// as a bridged call, once).
-    MayNeedTask,
 }
 
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
