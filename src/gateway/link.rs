@@ -330,6 +330,15 @@ impl Link {
         answer
     }
 
+    /// Answers a request the server sent with an error (nobody on the client side can or
+    /// may answer it), without waiting for the send.
+    pub fn refuse(self: &Arc<Self>, upstream_id: Id, err: RpcError) {
+        let link = self.clone();
+        tokio::spawn(async move {
+            let _ = link.send(err.response(Some(&upstream_id))).await;
+        });
+    }
+
     /// Sends a notification or a response to a server request.
     pub async fn send(&self, msg: Value) -> Result<(), RpcError> {
         if let Some(reason) = &self.core.state.lock().unwrap().closed {
@@ -847,10 +856,7 @@ impl InboundSink for LinkCore {
                     }
                     (_, None) => {
                         // The session is gone and nobody else can answer.
-                        let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer");
-                        tokio::spawn(async move {
-                            let _ = link.send(err.response(Some(&id))).await;
-                        });
+                        link.refuse(id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer"));
                     }
                 }
             }

@@ -393,11 +393,7 @@ impl Session {
             }
         };
         let Some(id) = client_side_id else {
-            let err = RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client");
-            let link = link.clone();
-            tokio::spawn(async move {
-                let _ = link.send(err.response(Some(&upstream_id))).await;
-            });
+            link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             return;
         };
         jsonrpc::set_id(&mut msg, &id);
@@ -621,11 +617,10 @@ impl LinkEvents for Session {
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
         let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
         if bridged && !self.client_can_answer(&method) {
-            let err = RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}"));
-            let link = link.clone();
-            tokio::spawn(async move {
-                let _ = link.send(err.response(Some(&upstream_id))).await;
-            });
+            link.refuse(
+                upstream_id,
+                RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}")),
+            );
             return;
         }
         if bridged {

@@ -290,11 +290,7 @@ impl Hosted {
             }
             Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
             Target::Nobody => {
-                let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task");
-                let link = link.clone();
-                tokio::spawn(async move {
-                    let _ = link.send(err.response(Some(&upstream_id))).await;
-                });
+                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
         }
     }
