@@ -112,12 +112,6 @@ pub struct Session {
     relink: tokio::sync::Mutex<()>,
 }
 
-fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl Session {
     pub fn new(gateway: Arc<Gateway>, upstream: Arc<UpstreamConfig>, sink: Arc<dyn ClientSink>) -> Arc<Session> {
         Self::for_client(gateway, upstream, sink, None)
@@ -131,7 +125,7 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
     ) -> Arc<Session> {
-        let owner = random_hex();
+        let owner = crate::random::id128();
         Arc::new_cyclic(|me| Session {
             gateway,
             upstream,

@@ -54,13 +54,6 @@ pub fn not_found(task_id: &str) -> RpcError {
     RpcError::new(INVALID_PARAMS, format!("task not found or expired: {task_id}"))
 }
 
-/// 128 random bits as hex: until authentication exists, the task id is the capability.
-fn new_task_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl Hosted {
     pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
         Arc::new(Hosted {
@@ -123,8 +116,14 @@ impl Hosted {
         requested_ttl: Option<Duration>,
     ) -> Result<TaskRecord, RpcError> {
         let ttl = requested_ttl.unwrap_or(policy.ttl).clamp(policy.min_ttl, policy.max_ttl);
-        let rec =
-            TaskRecord::new(new_task_id(), owner.into(), client.into(), upstream.into(), ttl, policy.poll_interval);
+        let rec = TaskRecord::new(
+            crate::random::id128(),
+            owner.into(),
+            client.into(),
+            upstream.into(),
+            ttl,
+            policy.poll_interval,
+        );
         self.store.insert(rec.clone(), policy.max_tasks_per_owner).map_err(|e| {
             let code = match e {
                 StoreError::ClientFull { .. } => GATEWAY_BUSY,
