@@ -77,10 +77,30 @@ struct Args {
     taskgate: String,
     duration: Duration,
     workers: usize,
+    /// Run only these operations (to find which one a growth comes from).
+    only: Option<Vec<String>>,
+}
+
+const OPS: [&str; 8] =
+    ["plain", "progress", "hosted", "hosted_cancel", "bridged", "bridged_cancel", "churn", "bad_input"];
+
+/// The operation of step `n`: every one in turn, cancels and churn less often.
+fn op_of(n: u64) -> &'static str {
+    match n % 12 {
+        0 | 6 => "plain",
+        1 | 7 => "progress",
+        2 | 8 => "hosted",
+        3 => "hosted_cancel",
+        4 | 10 => "bridged",
+        5 if n % 24 == 5 => "bridged_cancel",
+        5 | 11 => "churn",
+        _ => "bad_input",
+    }
 }
 
 fn args() -> Args {
-    let mut a = Args { taskgate: "target/release/taskgate".into(), duration: Duration::from_secs(60), workers: 6 };
+    let mut a =
+        Args { taskgate: "target/release/taskgate".into(), duration: Duration::from_secs(60), workers: 6, only: None };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
@@ -90,7 +110,12 @@ fn args() -> Args {
                 a.duration = taskgate::config::parse_duration(&v).unwrap_or_else(|| panic!("bad duration {v:?}"))
             }
             "--workers" => a.workers = v.parse().expect("--workers N"),
-            _ => panic!("unknown argument {k} (--taskgate PATH --duration 10m --workers N)"),
+            "--only" => {
+                let only: Vec<String> = v.split(',').map(String::from).collect();
+                assert!(only.iter().all(|o| OPS.contains(&o.as_str())), "--only takes some of {OPS:?}");
+                a.only = Some(only);
+            }
+            _ => panic!("unknown argument {k} (--taskgate PATH --duration 10m --workers N --only OP,OP)"),
         }
     }
     a
@@ -158,16 +183,21 @@ async fn main() {
     let deadline = began + args.duration;
     let mut workers = Vec::new();
     for w in 0..args.workers {
-        workers.push(tokio::spawn(worker(env.clone(), stats.clone(), w as u64, deadline)));
+        workers.push(tokio::spawn(worker(env.clone(), stats.clone(), w as u64, deadline, args.only.clone())));
     }
     let warmup = (args.duration / 5).min(Duration::from_secs(60));
     tokio::time::sleep(warmup).await;
     let warm = sample(pid);
     print_sample("warm", warm);
     let mut peak = warm;
+    let mut last_print = Instant::now();
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now()))).await;
         let s = sample(pid);
+        if last_print.elapsed() >= Duration::from_secs(60) {
+            last_print = Instant::now();
+            print_sample(&format!("{}s", began.elapsed().as_secs()), s);
+        }
         peak.rss_kb = peak.rss_kb.max(s.rss_kb);
         peak.fds = peak.fds.max(s.fds);
         peak.children = peak.children.max(s.children);
@@ -239,7 +269,7 @@ async fn main() {
 
 /// One closed-loop client: a 2025-11-25 session on the demo and a 2025-06-18 session on the
 /// task upstream, cycling through every operation until the deadline; then both sessions end.
-async fn worker(env: Arc<ops::Env>, stats: Arc<Stats>, w: u64, deadline: Instant) {
+async fn worker(env: Arc<ops::Env>, stats: Arc<Stats>, w: u64, deadline: Instant, only: Option<Vec<String>>) {
     let mut demo = env.mcp("demo", "2025-11-25");
     let mut old = env.mcp("tasky", "2025-06-18");
     if let Err(e) = demo.initialize().await {
@@ -251,21 +281,27 @@ async fn worker(env: Arc<ops::Env>, stats: Arc<Stats>, w: u64, deadline: Instant
     let mut n = w * 1_000_000_000;
     while Instant::now() < deadline {
         n += 1;
-        let (op, outcome): (&'static str, ops::Check) = match n % 12 {
-            0 | 6 => ("plain", ops::plain(&demo, n).await),
-            1 | 7 => ("progress", ops::progress(&demo, n).await),
-            2 | 8 => ("hosted", ops::hosted(&demo, n).await),
-            3 => ("hosted_cancel", ops::hosted_cancel(&demo).await),
-            4 | 10 => ("bridged", ops::bridged(&old, n).await),
-            5 if n % 24 == 5 => ("bridged_cancel", ops::bridged_cancel(&env, &old, n).await),
-            5 | 11 => ("churn", ops::churn(&env, if n % 4 == 1 { "stdio" } else { "demo" }, n).await),
-            _ => ("bad_input", ops::bad_input(&demo, n, MAX_BODY).await),
+        let op = op_of(n);
+        if only.as_ref().is_some_and(|o| !o.iter().any(|x| x == op)) {
+            continue;
+        }
+        let outcome = match op {
+            "plain" => ops::plain(&demo, n).await,
+            "progress" => ops::progress(&demo, n).await,
+            "hosted" => ops::hosted(&demo, n).await,
+            "hosted_cancel" => ops::hosted_cancel(&demo).await,
+            "bridged" => ops::bridged(&old, n).await,
+            "bridged_cancel" => ops::bridged_cancel(&env, &old, n).await,
+            "churn" => ops::churn(&env, if n % 4 == 1 { "stdio" } else { "demo" }, n).await,
+            _ => ops::bad_input(&demo, n, MAX_BODY).await,
         };
         stats.record(op, outcome);
     }
     for s in [&demo, &old] {
         match s.delete().await {
             Ok(200 | 204) => stats.record("delete", Ok(())),
+            // With --only, a session no operation uses idles out (session_idle_timeout).
+            Ok(404) if only.is_some() => stats.record("delete", Ok(())),
             other => stats.record("delete", Err(format!("DELETE at the end: {other:?}"))),
         }
     }
