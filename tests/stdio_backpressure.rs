@@ -262,3 +262,26 @@ async fn stdin_and_stdout_may_be_a_socket() {
     let status = tokio::time::timeout(STEP, p.child.wait()).await.expect("exits at the end of stdin").unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn sigterm_ends_taskgate_stdio_while_its_client_does_not_read() {
+    let mut p = start(true, Stdio::piped(), Stdio::piped());
+    let mut w = p.child.stdin.take().unwrap();
+    let mut lines = BufReader::new(p.child.stdout.take().unwrap()).lines();
+    handshake(&mut w, &mut lines).await;
+    let text = "y".repeat(64 * 1024);
+    let writer = tokio::spawn(async move {
+        for id in 1..=1_000 {
+            if w.write_all(&echo(id, &text)).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!writer.is_finished(), "the writer is held up");
+    // SAFETY: kill(2) on the process this test started.
+    unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) };
+    let status = tokio::time::timeout(Duration::from_secs(10), p.child.wait()).await.expect("did not exit").unwrap();
+    assert!(status.success(), "{status}");
+    writer.abort();
+}

@@ -90,7 +90,7 @@ pub async fn serve_stdio(
     };
     tokio::pin!(stop);
     let mut stopped = false;
-    loop {
+    'lines: loop {
         let next = async {
             out.room().await;
             // Bounded: the line that frees a slot may be on stdin itself (the client's answer
@@ -155,7 +155,16 @@ pub async fn serve_stdio(
                         }
                         _ => {}
                     }
-                    session.handle(f).await
+                    // A client that does not read can hold up the upstream, and through it this
+                    // hand-over: SIGTERM still ends it.
+                    tokio::select! {
+                        biased;
+                        _ = &mut stop => {
+                            stopped = true;
+                            break 'lines;
+                        }
+                        _ = session.handle(f) => {}
+                    }
                 }
                 Err((id, e)) => reply(e, id.as_ref()),
             }
