@@ -325,11 +325,11 @@ pub async fn serve_stdio() {
     struct Stdout(Arc<OutQueue>);
     impl InboundSink for Stdout {
         fn message(&self, msg: Value, _related: Option<Id>) {
-            self.0.push(bytes::Bytes::from(serde_json::to_vec(&msg).expect("values serialize")));
+            self.0.push(serde_json::to_vec(&msg).expect("values serialize"));
         }
         fn closed(&self, _reason: String) {}
     }
-    let queue = OutQueue::spawn(own_stdio::stdout(), own_stdio::OUT_BOUND);
+    let queue = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
     let out = Arc::new(Stdout(queue.clone()));
     let demo = spawn_with(out.clone(), Some(queue.clone()));
     let mut lines = crate::transport::lines::LineReader::new(own_stdio::stdin(), 4 * 1024 * 1024);

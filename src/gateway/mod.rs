@@ -77,7 +77,7 @@ pub async fn serve_stdio(
     let cfg =
         gateway.config.upstream(upstream).ok_or_else(|| format!("no upstream named \"{upstream}\" in the config"))?;
     let cfg = Arc::new(cfg.clone());
-    let out = own_stdio::OutQueue::spawn(own_stdio::stdout(), own_stdio::OUT_BOUND);
+    let out = own_stdio::OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
     own_stdio::set_client_output(out.clone());
     let in_flight = Arc::new(stdio::InFlight::default());
     let sink = Arc::new(stdio::StdoutSink { out: out.clone(), in_flight: in_flight.clone() });

@@ -214,6 +214,45 @@ impl Socket {
     }
 }
 
+impl Output {
+    /// Writes what the fd takes now, without waiting.
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Output::Pipe(p) => p.try_write(buf),
+            Output::Socket(s) => s.0.try_io(Interest::WRITABLE, |fd| {
+                // SAFETY: send reads `buf.len()` bytes from the slice we hold.
+                let n = unsafe {
+                    libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                };
+                if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+            }),
+            Output::Blocking(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Waits until the fd may take more (a later `try_write` may still find it full).
+    async fn writable(&self) -> io::Result<()> {
+        match self {
+            Output::Pipe(p) => p.writable().await,
+            Output::Socket(s) => s.0.writable().await.map(drop),
+            Output::Blocking(_) => Ok(()),
+        }
+    }
+
+    async fn write_all_now(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.try_write(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The lines for the client, bounded in bytes, and the task that writes them.
 ///
 /// Why it loses nothing: [`OutQueue::push`] always queues (only once the client's end is
@@ -225,11 +264,17 @@ impl Socket {
 /// upstream's pipe fills and the upstream itself blocks; and the demo server's `slow` tool
 /// waits there before each progress step. A client that stops reading therefore stops what
 /// is produced for it, and every queued line reaches it once it reads again.
+///
+/// On a non-blocking stdout, a line pushed while nothing is queued or being written is
+/// written at once by the caller (what the pipe does not take is queued first in line): no
+/// task hop, no thread wake-up.
 pub struct OutQueue {
     st: Mutex<QueueState>,
     /// Bytes queued or being written (st.bytes, readable without the lock).
     bytes: AtomicUsize,
     bound: usize,
+    /// Where `push` may write at once (a non-blocking stdout).
+    direct: Option<Arc<Output>>,
     writer: Notify,
     /// Woken when written bytes leave the queue (or it closes).
     changed: Notify,
@@ -239,6 +284,8 @@ pub struct OutQueue {
 struct QueueState {
     lines: VecDeque<Bytes>,
     bytes: usize,
+    /// A write is under way (by the writer task or a `push`): nobody else writes.
+    writing: bool,
     /// The client's end is gone: nothing more can be written.
     closed: bool,
     /// Someone waits in `room` or `drained`.
@@ -246,31 +293,83 @@ struct QueueState {
 }
 
 impl OutQueue {
-    /// Starts the task that writes the queue to `out`, a line per message.
+    /// Starts the task that writes the queue to our stdout (see [`stdout`]).
+    pub fn spawn_stdout(bound: usize) -> Arc<OutQueue> {
+        match stdout() {
+            Output::Blocking(b) => OutQueue::spawn(b, bound),
+            out => {
+                let out = Arc::new(out);
+                let q = OutQueue::new(bound, Some(out.clone()));
+                tokio::spawn(write_queue(q.clone(), Writer::<Output>::Shared(out)));
+                q
+            }
+        }
+    }
+
+    /// Starts the task that writes the queue to `out`.
     pub fn spawn<W: AsyncWrite + Unpin + Send + 'static>(out: W, bound: usize) -> Arc<OutQueue> {
-        let q = Arc::new(OutQueue {
-            st: Mutex::new(QueueState::default()),
-            bytes: AtomicUsize::new(0),
-            bound,
-            writer: Notify::new(),
-            changed: Notify::new(),
-        });
-        tokio::spawn(write_queue(q.clone(), out));
+        let q = OutQueue::new(bound, None);
+        tokio::spawn(write_queue(q.clone(), Writer::Owned(out)));
         q
     }
 
-    /// Queues one line (without its newline). Never waits and never drops: see the type's
-    /// documentation for what bounds the queue. False once the client's end is gone.
-    pub fn push(&self, line: Bytes) -> bool {
-        {
-            let mut st = self.st.lock().unwrap();
-            if st.closed {
-                return false;
-            }
-            st.bytes += line.len() + 1;
-            self.bytes.store(st.bytes, Ordering::Relaxed);
-            st.lines.push_back(line);
+    fn new(bound: usize, direct: Option<Arc<Output>>) -> Arc<OutQueue> {
+        Arc::new(OutQueue {
+            st: Mutex::new(QueueState::default()),
+            bytes: AtomicUsize::new(0),
+            bound,
+            direct,
+            writer: Notify::new(),
+            changed: Notify::new(),
+        })
+    }
+
+    /// Queues one message as a line (the newline is added). Never waits and never drops: see
+    /// the type's documentation for what bounds the queue. False once the client's end is gone.
+    pub fn push(&self, mut line: Vec<u8>) -> bool {
+        line.push(b'\n');
+        let mut st = self.st.lock().unwrap();
+        if st.closed {
+            return false;
         }
+        if let Some(out) = &self.direct
+            && st.lines.is_empty()
+            && !st.writing
+        {
+            st.writing = true;
+            drop(st);
+            let sent = match out.try_write(&line) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) => {
+                    tracing::warn!("stdout is closed ({e}): nothing more reaches the client");
+                    self.written(None);
+                    return false;
+                }
+            };
+            let mut st = self.st.lock().unwrap();
+            st.writing = false;
+            if sent < line.len() {
+                st.bytes += line.len() - sent;
+                self.bytes.store(st.bytes, Ordering::Relaxed);
+                st.lines.push_front(Bytes::from(line).slice(sent..));
+            }
+            // Lines pushed meanwhile, or the rest of this one, are the writer's.
+            let wake = !st.lines.is_empty();
+            let waiting = std::mem::take(&mut st.waiting);
+            drop(st);
+            if wake {
+                self.writer.notify_one();
+            }
+            if waiting {
+                self.changed.notify_waiters();
+            }
+            return true;
+        }
+        st.bytes += line.len();
+        self.bytes.store(st.bytes, Ordering::Relaxed);
+        st.lines.push_back(Bytes::from(line));
+        drop(st);
         // A stored permit if the writer is busy: it looks at the queue again before waiting.
         self.writer.notify_one();
         true
@@ -291,7 +390,7 @@ impl OutQueue {
 
     /// Waits until everything queued has been written (or the client's end is gone).
     pub async fn drained(&self) {
-        self.wait_for(|st| st.bytes == 0).await
+        self.wait_for(|st| st.bytes == 0 && !st.writing).await
     }
 
     async fn wait_for(&self, done: impl Fn(&QueueState) -> bool) {
@@ -314,6 +413,7 @@ impl OutQueue {
     fn written(&self, written: Option<usize>) {
         let wake = {
             let mut st = self.st.lock().unwrap();
+            st.writing = false;
             match written {
                 Some(n) => st.bytes -= n,
                 None => {
@@ -328,32 +428,52 @@ impl OutQueue {
         if wake {
             self.changed.notify_waiters();
         }
+        if written.is_none() {
+            self.writer.notify_one();
+        }
     }
+}
+
+enum Writer<W> {
+    /// A non-blocking stdout, shared with `push`.
+    Shared(Arc<Output>),
+    Owned(W),
 }
 
 /// Writes everything queued at each turn in one write, until the client's end breaks. The
 /// bytes count as queued until the write returns, so the bound covers this buffer too.
-async fn write_queue<W: AsyncWrite + Unpin>(q: Arc<OutQueue>, mut out: W) {
+async fn write_queue<W: AsyncWrite + Unpin>(q: Arc<OutQueue>, mut out: Writer<W>) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         {
             let mut st = q.st.lock().unwrap();
+            if st.closed {
+                return;
+            }
             buf.clear();
-            for line in st.lines.drain(..) {
-                buf.extend_from_slice(&line);
-                buf.push(b'\n');
+            // While a `push` writes, what it leaves waits for its wake-up.
+            if !st.writing {
+                for line in st.lines.drain(..) {
+                    buf.extend_from_slice(&line);
+                }
+                st.writing = !buf.is_empty();
             }
         }
         if buf.is_empty() {
             q.writer.notified().await;
             continue;
         }
-        if let Err(e) = async {
-            out.write_all(&buf).await?;
-            out.flush().await
-        }
-        .await
-        {
+        let result = match &mut out {
+            Writer::Shared(o) => o.write_all_now(&buf).await,
+            Writer::Owned(w) => {
+                async {
+                    w.write_all(&buf).await?;
+                    w.flush().await
+                }
+                .await
+            }
+        };
+        if let Err(e) = result {
             tracing::warn!("stdout is closed ({e}): nothing more reaches the client");
             q.written(None);
             return;
@@ -398,7 +518,7 @@ mod tests {
         let (mut rx, tx) = tokio::io::duplex(1024);
         let q = OutQueue::spawn(tx, 10_000);
         for i in 0..2_000 {
-            assert!(q.push(Bytes::from(format!("{i:08}"))));
+            assert!(q.push(format!("{i:08}").into_bytes()));
         }
         assert!(q.over(), "nobody reads: the queue is past its bound");
         let waiter = tokio::spawn({

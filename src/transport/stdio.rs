@@ -225,8 +225,7 @@ pub struct StdoutSink {
 
 impl crate::gateway::session::ClientSink for StdoutSink {
     fn deliver(&self, msg: Value, route: crate::gateway::session::Route) {
-        let line = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
-        self.out.push(line);
+        self.out.push(serde_json::to_vec(&msg).expect("values serialize"));
         // After the push: once no request is in flight, every answer is in the queue.
         if let crate::gateway::session::Route::Response(id) = &route {
             self.in_flight.answered(id);
