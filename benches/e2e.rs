@@ -141,9 +141,8 @@ struct Plan {
     warmup: Duration,
     measure: Duration,
     /// Steps of one `slow` call in the progress case (`duration_ms` 0: as fast as it can).
-    /// At most ~1000: the demo on stdio queues at most 1024 messages for its stdout and drops
-    /// what does not fit (`src/demo.rs`, "stdout is not keeping up"), the final response
-    /// included, so one call must not emit more at once.
+    /// (The demo on stdio no longer drops what its stdout queue cannot hold: it waits for the
+    /// reader, so any number of steps arrives.)
     progress_steps: u64,
     /// How long each side may wait for the rest of the machine to go idle before it starts,
     /// and how long all sides together may (so that the run's duration stays bounded).

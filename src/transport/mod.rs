@@ -7,6 +7,7 @@ pub mod http_client;
 mod http_guard;
 pub mod http_server;
 pub mod lines;
+pub mod own_stdio;
 pub mod sse;
 pub mod stdio;
 pub mod streams;
