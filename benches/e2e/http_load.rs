@@ -124,7 +124,7 @@ pub(crate) fn is_event_stream(resp: &Response<hyper::body::Incoming>) -> bool {
 }
 
 /// Checks that a body (JSON or an event stream) holds a successful response to `id`.
-pub(crate) fn check_answer(sse: bool, body: &[u8], id: u64) -> Result<(), String> {
+fn check_answer(sse: bool, body: &[u8], id: u64) -> Result<(), String> {
     if !sse {
         let r = Reply::parse(body)?;
         if !r.answers(id) {
@@ -181,7 +181,7 @@ pub(crate) async fn http_echo(
 }
 
 /// One session's closed loop: the next call goes out when the last one is answered.
-pub(crate) async fn echo_loop(mut cl: HttpClient, window: Window) -> Result<Tally, String> {
+async fn echo_loop(mut cl: HttpClient, window: Window) -> Result<Tally, String> {
     let mut tally = Tally::new();
     loop {
         let t0 = Instant::now();
@@ -226,7 +226,7 @@ pub(crate) async fn progress(
 /// reported progress advanced (steps: what the upstream sent, whether every notification got
 /// through or coalescing merged some) and how many notifications arrived. A stream the server
 /// drops is resumed with `Last-Event-ID`.
-pub(crate) async fn progress_loop(mut cl: HttpClient, steps: u64, window: Window) -> Result<Tally, String> {
+async fn progress_loop(mut cl: HttpClient, steps: u64, window: Window) -> Result<Tally, String> {
     let mut tally = Tally::new();
     loop {
         let t0 = Instant::now();

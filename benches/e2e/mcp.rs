@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
-pub(crate) const ECHO_TEXT: &str = "hello from the taskgate load generator";
+const ECHO_TEXT: &str = "hello from the taskgate load generator";
 
 /// The envelope fields the load generator checks; everything else is skipped unparsed.
 #[derive(Deserialize)]
@@ -112,6 +112,6 @@ impl SseReader {
     }
 }
 
-pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }

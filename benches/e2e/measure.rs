@@ -85,7 +85,7 @@ pub(crate) async fn wait_for_quiet(plan: Plan) {
 }
 
 /// Busy CPU time of the whole machine (all cores), in µs, from `/proc/stat`.
-pub(crate) fn machine_busy_us() -> f64 {
+fn machine_busy_us() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/stat") else { return 0.0 };
     let Some(cpu) = stat.lines().find(|l| l.starts_with("cpu ")) else { return 0.0 };
     // user nice system idle iowait irq softirq steal ...: everything but idle and iowait.
@@ -107,7 +107,7 @@ pub(crate) fn clock_ticks() -> u64 {
 }
 
 /// utime + stime of a process (`"self"` or a pid), in µs.
-pub(crate) fn cpu_us(pid: &str) -> f64 {
+fn cpu_us(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
     // The command name may hold spaces; fields are counted after its closing parenthesis.
     let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return 0.0 };

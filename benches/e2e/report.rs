@@ -73,6 +73,28 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The run whose span `before`..`after` did `tally`'s work.
+    pub(crate) fn between(
+        tally: Tally,
+        watched: &[(String, u32)],
+        before: &Sample,
+        after: &Sample,
+        idle_rss_kb: u64,
+    ) -> Run {
+        let secs = (after.at - before.at).as_secs_f64();
+        let cpu_us: Vec<(String, f64)> = watched
+            .iter()
+            .zip(before.watched.iter().zip(&after.watched))
+            .map(|((n, _), (b, a))| (n.clone(), a - b))
+            .collect();
+        let loadgen_cpu_us = after.me - before.me;
+        let ours: f64 = cpu_us.iter().map(|(_, us)| us).sum::<f64>() + loadgen_cpu_us;
+        let hwm_kb = watched.iter().map(|(n, pid)| (n.clone(), proc_status_kb(*pid, "VmHWM:"))).collect();
+        let pids = watched.iter().map(|(n, pid)| format!("{n} {pid}")).collect::<Vec<_>>().join(", ");
+        let background_cores = ((after.machine - before.machine - ours) / 1e6 / secs).max(0.0);
+        Run { tally, secs, cpu_us, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores }
+    }
+
     pub(crate) fn rate(&self) -> f64 {
         self.tally.done as f64 / self.secs
     }
@@ -189,29 +211,5 @@ impl Line {
             self.cpu_us_per_req,
             self.rss_mb
         )
-    }
-}
-
-impl Run {
-    /// The run whose span `before`..`after` did `tally`'s work.
-    pub(crate) fn between(
-        tally: Tally,
-        watched: &[(String, u32)],
-        before: &Sample,
-        after: &Sample,
-        idle_rss_kb: u64,
-    ) -> Run {
-        let secs = (after.at - before.at).as_secs_f64();
-        let cpu_us: Vec<(String, f64)> = watched
-            .iter()
-            .zip(before.watched.iter().zip(&after.watched))
-            .map(|((n, _), (b, a))| (n.clone(), a - b))
-            .collect();
-        let loadgen_cpu_us = after.me - before.me;
-        let ours: f64 = cpu_us.iter().map(|(_, us)| us).sum::<f64>() + loadgen_cpu_us;
-        let hwm_kb = watched.iter().map(|(n, pid)| (n.clone(), proc_status_kb(*pid, "VmHWM:"))).collect();
-        let pids = watched.iter().map(|(n, pid)| format!("{n} {pid}")).collect::<Vec<_>>().join(", ");
-        let background_cores = ((after.machine - before.machine - ours) / 1e6 / secs).max(0.0);
-        Run { tally, secs, cpu_us, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores }
     }
 }
