@@ -107,6 +107,10 @@ impl Decoder {
                 }
                 if std::mem::take(&mut self.drop_line) {
                     // The end of a line already dropped.
+                } else if line_end - start + self.current.data.len() > self.max {
+                    // The same bound as on a line still arriving (below), so that where the
+                    // chunks happen to end never changes what is decoded.
+                    self.too_large();
                 } else {
                     let line = String::from_utf8_lossy(&self.buf[start..line_end]).into_owned();
                     if let Some(d) = self.line(&line) {
@@ -118,12 +122,20 @@ impl Decoder {
             i += 1;
         }
         self.buf.drain(..start);
+        // A '\r' last in the buffer has already ended its line (only a '\n' may still join
+        // it): it is not part of the line, and it must outlive a drop, or the line after it
+        // (a blank one, say, that dispatches the event) would be taken for the dropped line's end.
+        let pending_cr = self.buf.last() == Some(&b'\r');
+        let line_len = self.buf.len() - usize::from(pending_cr);
+        if !self.drop_line && line_len + self.current.data.len() > self.max {
+            self.too_large();
+            self.drop_line = true;
+        }
         if self.drop_line {
             self.buf.clear();
-        } else if self.buf.len() + self.current.data.len() > self.max {
-            self.too_large();
-            self.buf.clear();
-            self.drop_line = true;
+            if pending_cr {
+                self.buf.push(b'\r');
+            }
         }
         out
     }
@@ -237,6 +249,26 @@ mod tests {
         assert_eq!(got[0], Decoded::TooLarge { id: Some("1".into()) });
         let Decoded::Event(ev) = &got[1] else { panic!("{got:?}") };
         assert_eq!((ev.id.as_deref(), ev.data.as_str()), (Some("2"), "ok"));
+    }
+
+    /// Found by the `sse` fuzz target: with a line ending in a lone '\r' at the end of a chunk,
+    /// the limit counted the '\r', the drop lost it, and the blank line after it was taken for
+    /// the dropped line's end; a whole feed, checked differently, kept the event.
+    #[test]
+    fn where_chunks_end_does_not_change_the_events() {
+        let stream = b"=\0\x01\x01data: x\rdata: y\r\r$\0\0\n\x07";
+        for max in [7, 8, 11, 12, 1 << 20] {
+            let whole = Decoder::new(max).decode(stream);
+            for size in 1..=stream.len() {
+                let mut d = Decoder::new(max);
+                let chunked: Vec<Decoded> = stream.chunks(size).flat_map(|c| d.decode(c)).collect();
+                assert_eq!(chunked, whole, "max {max}, chunks of {size}");
+            }
+        }
+        // An event dropped for its size is still reported, once, at its blank line.
+        let mut d = Decoder::new(8);
+        let got: Vec<Decoded> = b"data: 0123456789\r\r\n".chunks(1).flat_map(|c| d.decode(c)).collect();
+        assert_eq!(got, vec![Decoded::TooLarge { id: None }]);
     }
 
     #[test]
