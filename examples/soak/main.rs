@@ -127,12 +127,14 @@ async fn main() {
     let (task_addr, tasks) = upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("soak.toml");
+    // Every worker connects from 127.0.0.1, which makes them one client (one task owner) to
+    // the gateway: the per-owner task limit must hold all the workers' tasks within their ttl.
     std::fs::write(
         &config,
         format!(
             "[server]\nmax_body_bytes = {MAX_BODY}\nsession_idle_timeout = \"2m\"\n\n\
              [tasks]\nmax_tasks = 5000\n\n\
-             [[upstream]]\nname = \"demo\"\nbuiltin = \"demo\"\n\n[upstream.tasks]\nttl = \"3s\"\nmax_ttl = \"5s\"\n\n\
+             [[upstream]]\nname = \"demo\"\nbuiltin = \"demo\"\n\n[upstream.tasks]\nttl = \"3s\"\nmax_ttl = \"5s\"\nmax_tasks_per_owner = 5000\n\n\
              [[upstream]]\nname = \"stdio\"\ncommand = {:?}\nargs = [\"demo-server\"]\n\n\
              [[upstream]]\nname = \"tasky\"\nurl = \"http://{task_addr}/mcp\"\n\n[upstream.tasks]\nttl = \"30s\"\n",
             args.taskgate
