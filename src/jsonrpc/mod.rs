@@ -2,7 +2,14 @@
 //!
 //! The gateway keeps every message as raw `serde_json::Value` so that fields it does not
 //! understand pass through untouched. This module only reads the envelope: `jsonrpc`, `id`,
-//! `method`, `result`/`error`.
+//! `method`, `result`/`error`, and types the keys messages are routed by ([`Method`],
+//! [`ProgressToken`], [`TaskId`]).
+
+mod keys;
+mod method;
+
+pub use keys::{ProgressToken, TaskId};
+pub use method::Method;
 
 use serde_json::{Map, Value, json};
 use std::fmt;
