@@ -14,6 +14,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod downstream;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use taskgate::config::{Config, ServerConfig, UpstreamConfig};
-use taskgate::gateway::{self, Gateway};
-use taskgate::transport::http_server::{self, HttpServer};
+use taskgate::downstream::http_server::{self, HttpServer};
+use taskgate::downstream::stdio::serve_stdio;
+use taskgate::gateway::Gateway;
 
 #[derive(Parser)]
 #[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
@@ -93,7 +94,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Stdio { upstream } => {
             let config = load(cli.config)?;
             let stop = shutdown_signal();
-            gateway::serve_stdio(Gateway::new(config), &upstream, stop).await?;
+            serve_stdio(Gateway::new(config), &upstream, stop).await?;
             children_exited().await;
             Ok(())
         }

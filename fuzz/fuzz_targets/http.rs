@@ -14,7 +14,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 use taskgate::config::Config;
 use taskgate::gateway::Gateway;
-use taskgate::transport::http_server::HttpServer;
+use taskgate::downstream::http_server::HttpServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 

@@ -9,6 +9,7 @@
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
+use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::link::{Link, LinkEvents, Shape};
 use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
@@ -23,31 +24,6 @@ use tokio_util::sync::CancellationToken;
 
 mod tasks;
 use tasks::hosts;
-
-/// Where a message for the client belongs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Route {
-    /// The response to this client request.
-    Response(Id),
-    /// Sent while serving this client request (progress, a server request it caused).
-    Related(Id),
-    /// Not tied to a request (list changes, logs, requests the gateway cannot place).
-    Unrelated,
-}
-
-/// The downstream side of a session: a stdio client or an HTTP session's streams.
-pub trait ClientSink: Send + Sync + 'static {
-    fn deliver(&self, msg: Value, route: Route);
-    /// Whether a message not tied to a request would reach the client now (stdio: always;
-    /// HTTP: while a GET stream is open).
-    fn reaches_client_now(&self) -> bool {
-        true
-    }
-    /// The client cancelled request `id`: nothing more is due for it (its stream may end).
-    fn abandon(&self, _id: &Id) {}
-    /// Progress under `token` that still waits for the client is stale: the operation ended.
-    fn discard_progress(&self, _token: &Value) {}
-}
 
 /// A request the server sent the client, waiting for the client's answer.
 struct ServerRequest {

@@ -5,9 +5,10 @@
 //! and the outcome into the store.
 
 use crate::config::{TasksConfig, UpstreamTasks};
+use crate::gateway::client::Route;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::Link;
-use crate::gateway::session::{Route, Session};
+use crate::gateway::session::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};

@@ -21,8 +21,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate::config::{Config, ServerConfig, UpstreamConfig};
+use taskgate::downstream::http_server::{self, HttpServer};
 use taskgate::gateway::Gateway;
-use taskgate::transport::http_server::{self, HttpServer};
 use taskgate::transport::sse;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

@@ -4,7 +4,7 @@
 //! Every event id is `<stream>-<seq>`: the stream it belongs to and a session-wide sequence
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
-use crate::gateway::session::{ClientSink, Route};
+use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::Id;
 use bytes::Bytes;
 use serde_json::Value;

@@ -2,8 +2,8 @@
 //! the `Origin` of browser requests.
 
 use crate::config::ServerConfig;
+use crate::downstream::http_body::{Body, rpc_error};
 use crate::jsonrpc::{INVALID_REQUEST, RpcError};
-use crate::transport::http_body::{Body, rpc_error};
 use hyper::header::{self, HeaderMap};
 use hyper::{Response, StatusCode};
 
