@@ -6,20 +6,23 @@
 //! collide with the client's. What comes back is mapped to its destination: a client request
 //! (via [`LinkEvents`], the session), a hosted task's background call (via [`Hosted`]), or a
 //! request of the gateway's own (a oneshot).
+//!
+//! Hosted tasks and bridged calls subscribe to it through [`TaskCalls`] and
+//! [`TaskFollower`]: the link routes by key (request id, progress token, task id) and knows
+//! nothing of what they do.
 
-use crate::config::UpstreamConfig;
-use crate::gateway::Gateway;
+use crate::config::{ServerConfig, UpstreamConfig};
 use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Kind, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::tasks::hosted::Hosted;
 use crate::transport::InboundSink;
+use crate::transport::http_client::HttpClient;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 
 /// How a forwarded request's response is shaped on its way back: the session's choice,
 /// which the link carries with the request and hands back with its response.
@@ -46,6 +49,36 @@ pub trait LinkEvents: Send + Sync + 'static {
     fn notification(&self, msg: Value, related: Option<Id>);
     /// The connection died; everything in flight has already been answered with an error.
     fn closed(&self, generation: u64, reason: &str);
+}
+
+/// The subscriber for the background calls of hosted tasks: what the link hears for a call
+/// started with [`Link::start_task_call`], by task id.
+pub trait TaskCalls: Send + Sync + 'static {
+    /// The call's response (or the error it failed with: timeout, lost connection).
+    fn outcome(&self, task_id: &str, msg: Value);
+    /// Progress under the call's token, already through the progress discipline.
+    fn progress(&self, task_id: &str, msg: Value);
+    /// A request the server sent while serving the call (elicitation, sampling).
+    fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, msg: Value);
+}
+
+/// A subscriber that follows one upstream task (a bridged call), from
+/// [`Link::start_bridge`] to [`Link::end_bridge`]. Calls are synchronous and must not block.
+pub trait TaskFollower: Send + Sync + 'static {
+    /// A `notifications/tasks/status` for the task.
+    fn status(&self, note: Value);
+    /// Progress arrived under the call's token (a sign of life).
+    fn progress(&self);
+}
+
+/// What a link needs of the gateway that opens it.
+pub struct LinkEnv<'a> {
+    pub http: &'a HttpClient,
+    /// One permit per open link (`max_links`).
+    pub permits: &'a Arc<Semaphore>,
+    pub limits: &'a ServerConfig,
+    /// Where hosted tasks' calls report.
+    pub tasks: Arc<dyn TaskCalls>,
 }
 
 /// Where progress for a token goes.
@@ -79,18 +112,10 @@ struct TokenRoute {
     dest: Dest,
     gate: ProgressGate,
     owner: Option<i64>,
-    activity: Option<mpsc::Sender<BridgeEvent>>,
+    /// The bridged call following the task this token's call created.
+    activity: Option<Arc<dyn TaskFollower>>,
     /// The upstream sent progress under this token: the gateway makes up none.
     upstream_progress: bool,
-}
-
-/// What a bridged call hears about its upstream task.
-#[derive(Debug)]
-pub enum BridgeEvent {
-    /// A `notifications/tasks/status` for the task.
-    Status(Value),
-    /// Progress arrived under the call's token.
-    Progress,
 }
 
 #[derive(Default)]
@@ -101,7 +126,7 @@ struct LinkState {
     /// Progress token (as JSON text) → where its notifications go.
     tokens: HashMap<String, TokenRoute>,
     /// Upstream task id → the bridged client call following it.
-    bridges: HashMap<String, (Id, mpsc::Sender<BridgeEvent>)>,
+    bridges: HashMap<String, (Id, Arc<dyn TaskFollower>)>,
     /// Upstream task id → the progress token (key of `tokens`) its task-augmented call
     /// carried, kept until the task ends (or its ttl passes): the token stays in use for
     /// the task's whole life.
@@ -119,7 +144,7 @@ pub struct LinkCore {
     upstream: Arc<str>,
     state: Mutex<LinkState>,
     events: Weak<dyn LinkEvents>,
-    hosted: Arc<Hosted>,
+    tasks: Arc<dyn TaskCalls>,
     link: OnceLock<Weak<Link>>,
     me: Weak<LinkCore>,
     progress_interval: Duration,
@@ -145,17 +170,17 @@ pub struct Link {
 impl Link {
     /// Opens a connection to the upstream. No MCP traffic is sent yet.
     pub async fn connect(
-        gateway: &Gateway,
+        env: LinkEnv<'_>,
         cfg: &UpstreamConfig,
         generation: u64,
         events: Weak<dyn LinkEvents>,
     ) -> Result<Arc<Link>, RpcError> {
-        let permit = gateway.links.clone().try_acquire_owned().map_err(|_| {
+        let permit = env.permits.clone().try_acquire_owned().map_err(|_| {
             RpcError::new(
                 GATEWAY_BUSY,
                 format!(
                     "too many upstream links open (max_links {}); try again when running tasks have ended",
-                    gateway.limits().max_links
+                    env.limits.max_links
                 ),
             )
         })?;
@@ -164,22 +189,22 @@ impl Link {
             upstream: cfg.name.as_str().into(),
             state: Mutex::new(LinkState { next_id: 1, ..Default::default() }),
             events,
-            hosted: gateway.hosted.clone(),
+            tasks: env.tasks,
             link: OnceLock::new(),
             me: me.clone(),
-            progress_interval: gateway.limits().progress_min_interval,
+            progress_interval: env.limits.progress_min_interval,
             infer_related: matches!(cfg.transport, crate::config::Transport::Stdio { .. }),
-            max_task_routes: gateway.limits().max_in_flight,
+            max_task_routes: env.limits.max_in_flight,
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
         });
-        let conn = Upstream::connect(gateway, cfg, core.clone())
+        let conn = Upstream::connect(env.http, env.limits.max_body_bytes, cfg, core.clone())
             .await
             .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
         let link = Arc::new(Link {
             core: core.clone(),
             conn,
-            max_in_flight: gateway.limits().max_in_flight,
+            max_in_flight: env.limits.max_in_flight,
             request_timeout: cfg.request_timeout,
         });
         let _ = core.link.set(Arc::downgrade(&link));
@@ -286,7 +311,7 @@ impl Link {
         self.send_registered(up_id, msg).await
     }
 
-    /// Starts the background call of a hosted task; its outcome goes to [`Hosted`].
+    /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
     /// Returns the upstream id, for cancellation.
     pub async fn start_task_call(&self, task_id: Arc<str>, msg: Value) -> Result<i64, RpcError> {
         let up_id = self.register(Waiter::Task { task_id }, &msg)?;
@@ -377,11 +402,10 @@ impl Link {
 
     /// A bridged call follows upstream task `task_id` for client request `client_id`: the
     /// task's status notifications, progress under `token` and the server's requests tagged
-    /// with the task come to it (and to that client request) until [`Link::end_bridge`].
-    pub fn start_bridge(&self, task_id: &str, client_id: &Id, token: Option<&Value>) -> mpsc::Receiver<BridgeEvent> {
-        let (tx, rx) = mpsc::channel(64);
+    /// with the task come to `follower` (and to that client request) until [`Link::end_bridge`].
+    pub fn start_bridge(&self, task_id: &str, client_id: &Id, token: Option<&Value>, follower: Arc<dyn TaskFollower>) {
         let mut st = self.core.state.lock().unwrap();
-        st.bridges.insert(task_id.to_string(), (client_id.clone(), tx.clone()));
+        st.bridges.insert(task_id.to_string(), (client_id.clone(), follower.clone()));
         if let Some(t) = token {
             let route = st.tokens.entry(t.to_string()).or_insert_with(|| TokenRoute {
                 dest: Dest::Client(client_id.clone()),
@@ -391,9 +415,8 @@ impl Link {
                 upstream_progress: false,
             });
             route.owner = None;
-            route.activity = Some(tx);
+            route.activity = Some(follower);
         }
-        rx
     }
 
     /// The bridged call is over: its routes go, and progress still held is delivered first.
@@ -619,7 +642,7 @@ impl LinkCore {
                         ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
                     }
                 }
-                Waiter::Task { task_id } => self.hosted.outcome(&task_id, err.response(None)),
+                Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
                 Waiter::Internal { .. } => {}
             }
         }
@@ -655,7 +678,7 @@ impl LinkCore {
                 }
                 Waiter::Task { task_id } => {
                     tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
-                    core.hosted.outcome(&task_id, err.response(None));
+                    core.tasks.outcome(&task_id, err.response(None));
                 }
                 Waiter::Internal { .. } => {}
             }
@@ -726,7 +749,7 @@ impl LinkCore {
                     ev.notification(msg, Some(client_id.clone()));
                 }
             }
-            Dest::Task(task_id) => self.hosted.progress(task_id, msg),
+            Dest::Task(task_id) => self.tasks.progress(task_id, msg),
         }
     }
 
@@ -743,7 +766,7 @@ impl LinkCore {
             let (v, out) = route.gate.offer(msg, self.progress_interval, now);
             let dest = route.dest.clone();
             if let Some(a) = &route.activity {
-                let _ = a.try_send(BridgeEvent::Progress);
+                a.progress();
             }
             if let Some(owner) = route.owner {
                 // Progress is a sign of life: it resets the request's timeout.
@@ -831,7 +854,7 @@ impl InboundSink for LinkCore {
                             ev.response(client_id, msg, shape);
                         }
                     }
-                    Waiter::Task { task_id } => self.hosted.outcome(&task_id, msg),
+                    Waiter::Task { task_id } => self.tasks.outcome(&task_id, msg),
                     Waiter::Internal { tx, .. } => {
                         let _ = tx.send(msg);
                     }
@@ -846,7 +869,7 @@ impl InboundSink for LinkCore {
                 }
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
                 match (dest, self.events.upgrade()) {
-                    (Some(Dest::Task(task_id)), _) => self.hosted.input_request(&task_id, &link, id, frame.msg),
+                    (Some(Dest::Task(task_id)), _) => self.tasks.input_request(&task_id, &link, id, frame.msg),
                     (dest, Some(ev)) => {
                         let client_id = match dest {
                             Some(Dest::Client(c)) => Some(c),
@@ -866,10 +889,10 @@ impl InboundSink for LinkCore {
                     "notifications/tasks/status" => {
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
-                        if let Some(tx) =
+                        if let Some(follower) =
                             task.and_then(|t| self.state.lock().unwrap().bridges.get(t).map(|b| b.1.clone()))
                         {
-                            let _ = tx.try_send(BridgeEvent::Status(frame.msg));
+                            follower.status(frame.msg);
                             return;
                         }
                         // Progress of a task stops at its terminal status.

@@ -12,6 +12,7 @@ pub mod session;
 pub mod upstream;
 
 use crate::config::{Config, ServerConfig};
+use crate::gateway::link::LinkEnv;
 use crate::tasks::hosted::Hosted;
 use crate::transport::http_client::HttpClient;
 use std::sync::Arc;
@@ -41,6 +42,11 @@ impl Gateway {
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             config,
         })
+    }
+
+    /// What a link it opens needs of it.
+    pub fn link_env(&self) -> LinkEnv<'_> {
+        LinkEnv { http: &self.http, permits: &self.links, limits: &self.config.server, tasks: self.hosted.clone() }
     }
 
     pub fn limits(&self) -> &ServerConfig {

@@ -9,7 +9,7 @@
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
-use crate::gateway::client::{ClientSink, Route};
+use crate::gateway::client::{ClientSession, ClientSink, Route};
 use crate::gateway::link::{Link, LinkEvents, Shape};
 use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
@@ -126,16 +126,6 @@ impl Session {
 
     fn hosted(&self) -> &Arc<Hosted> {
         &self.gateway.hosted
-    }
-
-    /// Progress under `token` still waiting for the client is stale (its task ended).
-    pub fn discard_progress(&self, token: &Value) {
-        self.sink.discard_progress(token);
-    }
-
-    /// Whether an unrelated message would reach the client now.
-    pub fn reaches_client_now(&self) -> bool {
-        self.sink.reaches_client_now()
     }
 
     /// Handles one message from the client.
@@ -466,7 +456,7 @@ impl Session {
             st.generation
         };
         let events: Weak<dyn LinkEvents> = self.me.clone();
-        Link::connect(&self.gateway, &self.upstream, generation, events).await
+        Link::connect(self.gateway.link_env(), &self.upstream, generation, events).await
     }
 
     /// Ends the session. Its link closes now, or when the last hosted task running on it
@@ -519,6 +509,31 @@ impl Session {
                 }
             }
         }
+    }
+}
+
+impl ClientSession for Session {
+    fn to_client(&self, msg: Value, route: Route) {
+        Session::to_client(self, msg, route)
+    }
+
+    fn relay_server_request(
+        &self,
+        link: &Arc<Link>,
+        upstream_id: Id,
+        msg: Value,
+        route: Route,
+        task: Option<Arc<str>>,
+    ) {
+        Session::relay_server_request(self, link, upstream_id, msg, route, task)
+    }
+
+    fn reaches_client_now(&self) -> bool {
+        self.sink.reaches_client_now()
+    }
+
+    fn discard_progress(&self, token: &Value) {
+        self.sink.discard_progress(token);
     }
 }
 
