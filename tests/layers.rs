@@ -383,7 +383,6 @@ fn top_of(file: &str) -> &str {
 }
 
 #[test]
-#[ignore = "the tree is being made one-way (issue 9); enabled when it is"]
 fn no_import_cycles() {
     let tree = Tree::load();
     let found = cycles(&tree.graph());
@@ -391,7 +390,6 @@ fn no_import_cycles() {
 }
 
 #[test]
-#[ignore = "the tree is being made one-way (issue 9); enabled when it is"]
 fn no_file_over_600_lines() {
     let tree = Tree::load();
     let mut long: Vec<String> = tree
@@ -407,7 +405,6 @@ fn no_file_over_600_lines() {
 }
 
 #[test]
-#[ignore = "the tree is being made one-way (issue 9); enabled when it is"]
 fn layers_only_import_downward() {
     let tree = Tree::load();
     let mut wrong = Vec::new();
