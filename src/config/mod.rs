@@ -17,5 +17,5 @@ mod settings;
 
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
-pub use expand::{Secret, redact_url};
+pub use expand::redact_url;
 pub use settings::*;

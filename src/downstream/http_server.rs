@@ -219,6 +219,7 @@ impl HttpServer {
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
     /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
     fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         if let Some(v) = headers.get(VERSION_HEADER) {
             let v = v.to_str().unwrap_or("");
@@ -421,6 +422,7 @@ impl HttpServer {
         false
     }
 
+    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
     fn create_session(
         &self,
         upstream: Arc<UpstreamConfig>,

@@ -88,6 +88,7 @@ pub struct Attached {
 impl Streams {
     /// At most `buffer_limit` events kept for replay, and as many waiting for a GET stream,
     /// each bounded by the default of `[server] event_buffer_bytes` too.
+    #[cfg(test)]
     pub fn new(buffer_limit: usize) -> Streams {
         Self::with_limits(buffer_limit, crate::config::ServerConfig::default().event_buffer_bytes)
     }

@@ -1,8 +1,10 @@
 //! The gateway proper: downstream sessions, upstream links, and what they share.
 //!
-//! Data flows one way through each layer: downstream transport → [`session`] → [`link`] →
-//! upstream transport, and back the same way for responses, notifications and requests the
-//! server sends to the client.
+//! Requests go down: a downstream front → [`session`] → [`link`] → [`upstream`] → transport.
+//! What the server sends comes back through interfaces the lower module defines and the upper
+//! one implements: the transport's `InboundSink` (the link), the link's [`link::LinkEvents`]
+//! (the session) and [`link::TaskCalls`] / [`link::TaskFollower`] (hosted tasks, bridges), and
+//! [`client::ClientSink`] (the fronts). No module here names one above it.
 
 pub mod client;
 pub mod deadline;

@@ -3,8 +3,8 @@
 //! is `downstream::stdio`.
 
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
-pub use crate::transport::lines::{BadKind, BadLine, LineReader, read_messages};
 use crate::transport::own_stdio::client_output;
 use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
@@ -89,7 +89,6 @@ pub async fn all_children_exited() {
 pub struct StdioChild {
     tx: mpsc::Sender<Bytes>,
     kill: std::sync::Mutex<Option<oneshot::Sender<()>>>,
-    pub pid: Option<u32>,
 }
 
 impl StdioChild {
@@ -199,7 +198,6 @@ impl StdioChild {
         Ok(StdioChild {
             tx: spawn_writer_until(stdin, WRITE_QUEUE, Some(stdin_rx)),
             kill: std::sync::Mutex::new(Some(kill_tx)),
-            pid,
         })
     }
 

@@ -16,4 +16,4 @@ mod outbound;
 mod routes;
 mod types;
 
-pub use types::{Link, LinkCore, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};
+pub use types::{Link, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};
