@@ -35,6 +35,7 @@ const LEAVES: &[&str] = &["config", "random"];
 const FORBIDDEN: &[(&str, &str, &str)] = &[
     ("src/gateway/link", "src/tasks/", "the link routes to subscribers; hosted tasks and bridges subscribe to it"),
     ("src/tasks/", "src/gateway/session", "tasks reach sessions through a trait defined below them"),
+    ("src/mcp/", "src/config", "version knowledge does not depend on how the gateway is configured"),
 ];
 
 struct Tree {
