@@ -91,7 +91,7 @@ fn ids(c: &mut Criterion) {
 /// `optional`), for a 2025-11-25 client (hosting marks, bridge) and a 2025-06-18 client
 /// (execution stripped): on a parsed result, as the session does it.
 fn shaping(c: &mut Criterion) {
-    use taskgate::mcp::{ProtocolVersion, shaping};
+    use taskgate::{ProtocolVersion, shaping};
     let tools: Vec<Value> = (0..100)
         .map(|i| {
             let mut t = serde_json::json!({
@@ -131,8 +131,8 @@ fn shaping(c: &mut Criterion) {
 
 /// The task store with 10 000 tasks retained (1 KiB results): insert, get and complete.
 fn task_store(c: &mut Criterion) {
-    use taskgate::mcp::tasks::TaskStatus;
-    use taskgate::tasks::store::{MemoryStore, TaskRecord, TaskStore};
+    use taskgate::TaskStatus;
+    use taskgate::{MemoryStore, TaskRecord, TaskStore};
     let outcome: std::sync::Arc<str> = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}",
         "x".repeat(960)
@@ -176,7 +176,7 @@ fn task_store(c: &mut Criterion) {
 /// Progress coalescing: a burst for one token through the gate (the first is sent, the rest
 /// held as the latest), then the flush.
 fn progress(c: &mut Criterion) {
-    use taskgate::gateway::progress::ProgressGate;
+    use taskgate::ProgressGate;
     let notes: Vec<Value> = (1..=100)
         .map(|i| serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": i, "total": 100}}))
         .collect();

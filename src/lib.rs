@@ -1,22 +1,39 @@
 //! taskgate: an MCP gateway that adds task semantics where one side lacks them.
 //!
-//! - [`config`]: the TOML configuration.
-//! - [`jsonrpc`]: JSON-RPC frames, kept as raw JSON.
-//! - [`mcp`]: protocol versions and what each defines.
-//! - [`transport`]: stdio and Streamable HTTP, both directions.
-//! - [`gateway`]: sessions (downstream) and links (upstream).
-//! - [`tasks`]: the task store, hosted tasks and bridged tasks.
-//! - [`demo`]: the built-in demo server.
+//! The modules are layered, each importing only those below it (`tests/layers.rs` checks):
+//!
+//! - `downstream`: the fronts clients reach, Streamable HTTP and stdio;
+//! - `gateway` (sessions, links) and `tasks` (the store, hosted tasks, bridged calls);
+//! - `demo`: the built-in demo server, started like any other upstream;
+//! - `mcp`: protocol versions and what each defines;
+//! - `transport`: bytes to and from upstreams (stdio children, the HTTP client, SSE);
+//! - [`jsonrpc`]: the envelope;
+//! - `config` and `random`, which any layer may use.
+//!
+//! What is exported is what the binary, the tests, the benchmarks, the examples and the
+//! fuzz targets use; everything else is private to the crate.
 
-// Error values (a JSON-RPC error, an HTTP error response) are built on cold paths only;
-// boxing them would cost the readers more than it saves.
-#![allow(clippy::result_large_err)]
-
-pub mod config;
-pub mod demo;
-pub mod gateway;
+mod config;
+mod demo;
+mod downstream;
+mod gateway;
 pub mod jsonrpc;
-pub mod mcp;
-pub mod random;
-pub mod tasks;
-pub mod transport;
+mod mcp;
+mod random;
+mod tasks;
+mod transport;
+
+// The gateway, as the binary runs it.
+pub use config::{Config, ConfigError, ServerConfig, UpstreamConfig, parse_duration};
+pub use demo::serve_stdio as serve_demo_stdio;
+pub use downstream::http_server::{HttpServer, bind as bind_http};
+pub use downstream::stdio::serve_stdio;
+pub use gateway::Gateway;
+pub use transport::stdio::all_children_exited;
+
+// Parts the benchmarks, fuzz targets and examples drive on their own.
+pub use gateway::progress::ProgressGate;
+pub use mcp::tasks::TaskStatus;
+pub use mcp::{ProtocolVersion, shaping};
+pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
+pub use transport::sse;

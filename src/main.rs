@@ -11,9 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use taskgate::config::{Config, ServerConfig, UpstreamConfig};
-use taskgate::gateway::{self, Gateway};
-use taskgate::transport::http_server::{self, HttpServer};
+use taskgate::{Config, Gateway, HttpServer, ServerConfig, UpstreamConfig, serve_stdio};
 
 #[derive(Parser)]
 #[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
@@ -93,13 +91,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Stdio { upstream } => {
             let config = load(cli.config)?;
             let stop = shutdown_signal();
-            gateway::serve_stdio(Gateway::new(config), &upstream, stop).await?;
+            serve_stdio(Gateway::new(config), &upstream, stop).await?;
             children_exited().await;
             Ok(())
         }
         Command::DemoServer => match cli.listen {
             None => {
-                taskgate::demo::serve_stdio().await;
+                taskgate::serve_demo_stdio().await;
                 Ok(())
             }
             Some(listen) => {
@@ -116,7 +114,7 @@ async fn run(cli: Cli) -> Result<(), String> {
 
 async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), String> {
     let (addr, task) =
-        http_server::bind(server.clone(), listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        taskgate::bind_http(server.clone(), listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{addr} (serving {paths})");
     tokio::select! {
         _ = task => {}
@@ -143,8 +141,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// Waits for the stdio children, already told to stop (stdin closed, then SIGTERM, then
 /// SIGKILL, a second apart), to be gone.
 async fn children_exited() {
-    let wait =
-        tokio::time::timeout(std::time::Duration::from_secs(4), taskgate::transport::stdio::all_children_exited());
+    let wait = tokio::time::timeout(std::time::Duration::from_secs(4), taskgate::all_children_exited());
     if wait.await.is_err() {
         tracing::warn!("some upstream processes had not exited 4s after being told to stop");
     }

@@ -23,7 +23,7 @@ async fn batch_answer(c: &HttpMcp, batch: &Value) -> (u16, Vec<Value>) {
         .unwrap()
         .to_bytes();
     let msgs = if ct.starts_with("text/event-stream") {
-        let mut d = taskgate::transport::sse::Decoder::new(1 << 24);
+        let mut d = taskgate::sse::Decoder::new(1 << 24);
         d.feed(&bytes)
             .unwrap()
             .into_iter()

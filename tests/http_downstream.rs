@@ -155,7 +155,7 @@ async fn batches_in_2025_03_26_sessions() {
     ]);
     let r = c.post_raw(body(&batch), &[]).await;
     assert_eq!(r.status, 200);
-    let mut d = taskgate::transport::sse::Decoder::new(1 << 20);
+    let mut d = taskgate::sse::Decoder::new(1 << 20);
     let msgs: Vec<Value> =
         d.feed(&r.body).unwrap().into_iter().map(|e| serde_json::from_str(&e.data).unwrap()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
-use taskgate::transport::sse::Decoder;
+use taskgate::sse::Decoder;
 
 /// The longest any one HTTP exchange may take.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);

@@ -106,9 +106,7 @@ fn args() -> Args {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
         match k.as_str() {
             "--taskgate" => a.taskgate = v,
-            "--duration" => {
-                a.duration = taskgate::config::parse_duration(&v).unwrap_or_else(|| panic!("bad duration {v:?}"))
-            }
+            "--duration" => a.duration = taskgate::parse_duration(&v).unwrap_or_else(|| panic!("bad duration {v:?}")),
             "--workers" => a.workers = v.parse().expect("--workers N"),
             "--only" => {
                 let only: Vec<String> = v.split(',').map(String::from).collect();

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use taskgate::config::Config;
+use taskgate::Config;
 
 /// What the lookup returns; a byte sequence the description must never contain.
 const SECRET: &str = "\u{1}fuzz-secret\u{2}";

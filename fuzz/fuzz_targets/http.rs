@@ -12,9 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
-use taskgate::config::Config;
-use taskgate::gateway::Gateway;
-use taskgate::transport::http_server::HttpServer;
+use taskgate::{Config, Gateway, HttpServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 

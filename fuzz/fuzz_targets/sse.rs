@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use taskgate::transport::sse::{self, Decoder};
+use taskgate::sse::{self, Decoder};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&limit, rest)) = data.split_first() else { return };

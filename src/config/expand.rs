@@ -2,7 +2,7 @@
 //! values that may hold secrets are shown: a value from the environment never, a URL
 //! without its user-info and query.
 
-use super::{ConfigError, err};
+use super::error::{ConfigError, err};
 use std::collections::BTreeMap;
 
 /// A config value that may have come from the environment; printed redacted if so.

@@ -153,10 +153,12 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
         self.lifetime
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap().entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

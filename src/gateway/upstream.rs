@@ -3,9 +3,8 @@
 
 use crate::config::{Builtin, Transport, UpstreamConfig};
 use crate::demo;
-use crate::gateway::Gateway;
 use crate::transport::InboundSink;
-use crate::transport::http_client::HttpConn;
+use crate::transport::http_client::{HttpClient, HttpConn};
 use crate::transport::stdio::StdioChild;
 use serde_json::Value;
 use std::sync::Arc;
@@ -19,7 +18,8 @@ pub enum Upstream {
 impl Upstream {
     /// Starts the connection; what the upstream sends goes to `sink`.
     pub async fn connect(
-        gateway: &Gateway,
+        http: &HttpClient,
+        max_line: usize,
         cfg: &UpstreamConfig,
         sink: Arc<dyn InboundSink>,
     ) -> Result<Upstream, String> {
@@ -27,31 +27,15 @@ impl Upstream {
             Transport::Stdio { command, args, env, cwd } => {
                 let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
                 let args: Vec<String> = args.iter().map(|a| a.value.clone()).collect();
-                StdioChild::spawn(
-                    &cfg.name,
-                    command,
-                    &args,
-                    &env,
-                    cwd.as_deref(),
-                    gateway.limits().max_body_bytes,
-                    sink,
-                )
-                .map(Upstream::Stdio)
-                .map_err(|e| format!("cannot start `{command}`: {e}"))
+                StdioChild::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink)
+                    .map(Upstream::Stdio)
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))
             }
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
                     headers.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-                HttpConn::new(
-                    &gateway.http,
-                    &cfg.name,
-                    &url.value,
-                    &headers,
-                    cfg.connect_timeout,
-                    cfg.max_request_time,
-                    sink,
-                )
-                .map(Upstream::Http)
+                HttpConn::new(http, &cfg.name, &url.value, &headers, cfg.connect_timeout, cfg.max_request_time, sink)
+                    .map(Upstream::Http)
             }
             Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
         }

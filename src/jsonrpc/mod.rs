@@ -149,6 +149,7 @@ pub fn parse_body(bytes: &[u8]) -> Result<Body, RpcError> {
 }
 
 /// Classifies one message. On failure returns the id (if any could be read) and the error.
+#[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
 pub fn classify(msg: Value) -> Result<Frame, (Option<Id>, RpcError)> {
     let Some(obj) = msg.as_object() else {
         return Err((None, RpcError::new(INVALID_REQUEST, "invalid request: message is not an object")));

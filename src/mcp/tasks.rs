@@ -59,11 +59,6 @@ pub fn hosting_capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
-/// `_meta` carrying the related-task key.
-pub fn related_meta(task_id: &str) -> Value {
-    json!({ RELATED_TASK: {"taskId": task_id} })
-}
-
 /// Adds the related-task key to a message's `params._meta` (or `result._meta`).
 pub fn tag_related(msg: &mut Value, field: &str, task_id: &str) {
     let Some(m) = msg.as_object_mut() else { return };

@@ -4,12 +4,13 @@
 //! server's poll interval as the fallback) and answers the client's original request with
 //! exactly the final result or error.
 
-use crate::gateway::link::{BridgeEvent, Link};
+use crate::gateway::link::{Link, TaskFollower};
 use crate::jsonrpc::{self, Id, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +26,29 @@ pub struct Bridge {
     pub max_request_time: Duration,
     /// Fired when the client cancels or its session ends.
     pub cancel: CancellationToken,
+}
+
+/// What a bridged call hears about its upstream task, from the link.
+#[derive(Debug)]
+enum BridgeEvent {
+    /// A `notifications/tasks/status` for the task.
+    Status(Value),
+    /// Progress arrived under the call's token.
+    Progress,
+}
+
+/// The bridged call's subscription to its link: events queue for the call's own task (a full
+/// queue drops them; the call polls anyway). The queue closes when the link lets go.
+struct Follower(mpsc::Sender<BridgeEvent>);
+
+impl TaskFollower for Follower {
+    fn status(&self, note: Value) {
+        let _ = self.0.try_send(BridgeEvent::Status(note));
+    }
+
+    fn progress(&self) {
+        let _ = self.0.try_send(BridgeEvent::Progress);
+    }
 }
 
 /// How a bridged call ended.
@@ -82,7 +106,8 @@ impl Bridge {
             .clamp(MIN_POLL, MAX_POLL);
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
 
-        let mut events = self.link.start_bridge(&task_id, &self.client_id, token.as_ref());
+        let (tx, mut events) = mpsc::channel(64);
+        self.link.start_bridge(&task_id, &self.client_id, token.as_ref(), Arc::new(Follower(tx)));
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
         statuses.observe(&task);
@@ -122,7 +147,7 @@ impl Bridge {
     async fn follow(
         &self,
         task_id: &str,
-        events: &mut tokio::sync::mpsc::Receiver<BridgeEvent>,
+        events: &mut mpsc::Receiver<BridgeEvent>,
         poll: Duration,
         token: Option<&Value>,
         deadline: Instant,

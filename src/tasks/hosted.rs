@@ -4,12 +4,12 @@
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
 //! and the outcome into the store.
 
-use crate::config::{TasksConfig, UpstreamTasks};
+use crate::config::{HostedMode, TasksConfig, UpstreamTasks};
+use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
-use crate::gateway::link::Link;
-use crate::gateway::session::{Route, Session};
+use crate::gateway::link::{Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -22,9 +22,9 @@ struct Running {
     link: Arc<Link>,
     /// Known once the call is on its way.
     upstream_id: Option<i64>,
-    creator: Weak<Session>,
+    creator: Weak<dyn ClientSession>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
-    result_waiters: Vec<(Weak<Session>, Id)>,
+    result_waiters: Vec<(Weak<dyn ClientSession>, Id)>,
     /// Input requests that found no client to ask yet; the next `tasks/result` gets them.
     held_inputs: Vec<(Arc<Link>, Id, Value)>,
     /// The client's progress token for the call: its progress stops at the terminal status.
@@ -136,7 +136,7 @@ impl Hosted {
 
     /// The background call is about to start on `link`, for the session `creator`, with the
     /// client's progress token.
-    pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<Session>, token: Option<Value>) {
+    pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<dyn ClientSession>, token: Option<Value>) {
         self.running.lock().unwrap().insert(
             task_id.into(),
             Running { link, upstream_id: None, creator, result_waiters: Vec::new(), held_inputs: Vec::new(), token },
@@ -169,128 +169,11 @@ impl Hosted {
         self.outcome(task_id, err.response(None));
     }
 
-    /// The upstream answered the background call (or the link died, or it timed out).
-    pub fn outcome(&self, task_id: &str, msg: Value) {
-        let mut text = serde_json::to_string(&msg).expect("values serialize");
-        let mut msg = msg;
-        let too_large = if text.len() > self.max_result_bytes {
-            Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
-        } else if self.store.outcome_bytes() + text.len() > self.max_store_bytes {
-            Some(format!(
-                "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
-                text.len(),
-                self.max_store_bytes
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = too_large {
-            tracing::warn!(task = %task_id, "{why}");
-            msg = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(None);
-            text = serde_json::to_string(&msg).expect("values serialize");
-        }
-        let (status, message) = match msg.get("error") {
-            Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
-            None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
-                (TaskStatus::Failed, Some("the tool reported an error".to_string()))
-            }
-            None => (TaskStatus::Completed, None),
-        };
-        let outcome: Arc<str> = text.into();
-        let rec = self.store.update(task_id, &mut |r| {
-            if !r.status.is_terminal() {
-                r.status = status;
-                // A progress message describes work in progress, not the outcome.
-                r.status_message.clone_from(&message);
-                r.outcome = Some(outcome.clone());
-                r.last_updated_at = SystemTime::now();
-            }
-        });
-        if let Some(rec) = &rec {
-            self.expire_when_due(rec);
-        }
-        let running = self.running.lock().unwrap().remove(task_id);
-        if let (Some(rec), Some(r)) = (rec, running) {
-            Self::stop_progress(&r);
-            self.announce(&rec, &r);
-        }
-    }
-
     /// The task ended: its progress that still waits for the client is dropped, as progress
     /// stops at the terminal status.
     fn stop_progress(r: &Running) {
         if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
             s.discard_progress(token);
-        }
-    }
-
-    /// Progress of the background call: forwarded under the client's token while the task
-    /// runs; its message becomes the task's status message.
-    pub fn progress(&self, task_id: &str, msg: Value) {
-        if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
-            let text = text.to_string();
-            self.store.update(task_id, &mut |r| {
-                if !r.status.is_terminal() {
-                    r.status_message = Some(text.clone());
-                    r.last_updated_at = SystemTime::now();
-                }
-            });
-        }
-        // Delivered while the task is known to run (the lock held), so that its end, which
-        // removes it under the same lock, cannot come in between.
-        let running = self.running.lock().unwrap();
-        let Some(r) = running.get(task_id) else { return };
-        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
-        let route = r
-            .result_waiters
-            .iter()
-            .find(|(s, _)| s.ptr_eq(&r.creator))
-            .map(|(_, id)| Route::Related(id.clone()))
-            .unwrap_or(Route::Unrelated);
-        if let Some(s) = r.creator.upgrade() {
-            s.to_client(msg, route);
-        }
-    }
-
-    /// The upstream asks the client something while serving the task's call. It goes on the
-    /// stream of a pending `tasks/result`, else to the creating session if that can be
-    /// reached now, else it waits for the next `tasks/result`.
-    pub fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
-        mcp_tasks::tag_related(&mut msg, "params", task_id);
-        enum Target {
-            To(Arc<Session>, Route),
-            Hold,
-            Nobody,
-        }
-        let target = {
-            let mut running = self.running.lock().unwrap();
-            match running.get_mut(task_id) {
-                None => Target::Nobody,
-                Some(r) => {
-                    let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
-                    match (waiter, r.creator.upgrade()) {
-                        (Some((s, id)), _) => Target::To(s, Route::Related(id)),
-                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
-                        // Held, also when the creator is gone: a client may come back with
-                        // the task id in a new session and call tasks/result.
-                        _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
-                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone()));
-                            Target::Hold
-                        }
-                        _ => Target::Nobody,
-                    }
-                }
-            }
-        };
-        match target {
-            Target::To(session, route) => {
-                self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
-                session.relay_server_request(link, upstream_id, msg, route, Some(task_id.into()));
-            }
-            Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
-            Target::Nobody => {
-                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
-            }
         }
     }
 
@@ -319,11 +202,12 @@ impl Hosted {
     /// `notifications/tasks/status` to the creating session and to sessions waiting on it.
     fn announce(&self, rec: &TaskRecord, r: &Running) {
         let note = jsonrpc::notification("notifications/tasks/status", Value::Object(rec.to_json()));
-        let mut told: Vec<*const Session> = Vec::new();
+        let mut told: Vec<*const ()> = Vec::new();
         let sessions = std::iter::once(&r.creator).chain(r.result_waiters.iter().map(|(s, _)| s));
         for s in sessions.filter_map(Weak::upgrade) {
-            if !told.contains(&Arc::as_ptr(&s)) {
-                told.push(Arc::as_ptr(&s));
+            let at = Arc::as_ptr(&s) as *const ();
+            if !told.contains(&at) {
+                told.push(at);
                 s.to_client(note.clone(), Route::Unrelated);
             }
         }
@@ -368,7 +252,7 @@ impl Hosted {
 
     /// Blocks until the task is terminal, then returns exactly what the upstream returned
     /// (as a result or error response for `client_id`), tagged with the related task.
-    pub async fn result(&self, task_id: &str, waiter: Weak<Session>, client_id: &Id) -> Value {
+    pub async fn result(&self, task_id: &str, waiter: Weak<dyn ClientSession>, client_id: &Id) -> Value {
         let Some(mut watch) = self.store.watch(task_id) else {
             return not_found(task_id).response(Some(client_id));
         };
@@ -448,5 +332,161 @@ impl Hosted {
     /// The `CreateTaskResult` for a new task.
     pub fn create_result(rec: &TaskRecord) -> Value {
         json!({"task": Value::Object(rec.to_json())})
+    }
+}
+
+/// What the link hears for a hosted task's background call.
+impl TaskCalls for Hosted {
+    /// The upstream answered the background call (or the link died, or it timed out).
+    fn outcome(&self, task_id: &str, msg: Value) {
+        let mut text = serde_json::to_string(&msg).expect("values serialize");
+        let mut msg = msg;
+        let too_large = if text.len() > self.max_result_bytes {
+            Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
+        } else if self.store.outcome_bytes() + text.len() > self.max_store_bytes {
+            Some(format!(
+                "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
+                text.len(),
+                self.max_store_bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = too_large {
+            tracing::warn!(task = %task_id, "{why}");
+            msg = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(None);
+            text = serde_json::to_string(&msg).expect("values serialize");
+        }
+        let (status, message) = match msg.get("error") {
+            Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
+            None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
+                (TaskStatus::Failed, Some("the tool reported an error".to_string()))
+            }
+            None => (TaskStatus::Completed, None),
+        };
+        let outcome: Arc<str> = text.into();
+        let rec = self.store.update(task_id, &mut |r| {
+            if !r.status.is_terminal() {
+                r.status = status;
+                // A progress message describes work in progress, not the outcome.
+                r.status_message.clone_from(&message);
+                r.outcome = Some(outcome.clone());
+                r.last_updated_at = SystemTime::now();
+            }
+        });
+        if let Some(rec) = &rec {
+            self.expire_when_due(rec);
+        }
+        let running = self.running.lock().unwrap().remove(task_id);
+        if let (Some(rec), Some(r)) = (rec, running) {
+            Self::stop_progress(&r);
+            self.announce(&rec, &r);
+        }
+    }
+
+    /// Progress of the background call: forwarded under the client's token while the task
+    /// runs; its message becomes the task's status message.
+    fn progress(&self, task_id: &str, msg: Value) {
+        if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
+            let text = text.to_string();
+            self.store.update(task_id, &mut |r| {
+                if !r.status.is_terminal() {
+                    r.status_message = Some(text.clone());
+                    r.last_updated_at = SystemTime::now();
+                }
+            });
+        }
+        // Delivered while the task is known to run (the lock held), so that its end, which
+        // removes it under the same lock, cannot come in between.
+        let running = self.running.lock().unwrap();
+        let Some(r) = running.get(task_id) else { return };
+        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
+        let route = r
+            .result_waiters
+            .iter()
+            .find(|(s, _)| s.ptr_eq(&r.creator))
+            .map(|(_, id)| Route::Related(id.clone()))
+            .unwrap_or(Route::Unrelated);
+        if let Some(s) = r.creator.upgrade() {
+            s.to_client(msg, route);
+        }
+    }
+
+    /// The upstream asks the client something while serving the task's call. It goes on the
+    /// stream of a pending `tasks/result`, else to the creating session if that can be
+    /// reached now, else it waits for the next `tasks/result`.
+    fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
+        mcp_tasks::tag_related(&mut msg, "params", task_id);
+        enum Target {
+            To(Arc<dyn ClientSession>, Route),
+            Hold,
+            Nobody,
+        }
+        let target = {
+            let mut running = self.running.lock().unwrap();
+            match running.get_mut(task_id) {
+                None => Target::Nobody,
+                Some(r) => {
+                    let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
+                    match (waiter, r.creator.upgrade()) {
+                        (Some((s, id)), _) => Target::To(s, Route::Related(id)),
+                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
+                        // Held, also when the creator is gone: a client may come back with
+                        // the task id in a new session and call tasks/result.
+                        _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
+                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone()));
+                            Target::Hold
+                        }
+                        _ => Target::Nobody,
+                    }
+                }
+            }
+        };
+        match target {
+            Target::To(session, route) => {
+                self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
+                session.relay_server_request(link, upstream_id, msg, route, Some(task_id.into()));
+            }
+            Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
+            Target::Nobody => {
+                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
+            }
+        }
+    }
+}
+
+/// The hosting decision, given whether the upstream declares tasks and the tool's own
+/// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts
+/// what the upstream would not run as a task: a forbidden tool, or any tool of an upstream
+/// that declares no tasks (marking a tool in its listing does not make a server accept
+/// task-augmented calls of it).
+pub fn hosts(mode: HostedMode, upstream_declares_tasks: bool, support: TaskSupport) -> bool {
+    match mode {
+        HostedMode::Never => false,
+        HostedMode::Always => support != TaskSupport::Required,
+        HostedMode::Auto if upstream_declares_tasks => support == TaskSupport::Forbidden,
+        HostedMode::Auto => support != TaskSupport::Required,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosting_decisions() {
+        use TaskSupport::*;
+        // An upstream without tasks: every tool is hosted (unless never).
+        assert!(hosts(HostedMode::Auto, false, Forbidden));
+        assert!(!hosts(HostedMode::Never, false, Forbidden));
+        // A task-capable upstream: auto hosts only what it would refuse as a task.
+        assert!(hosts(HostedMode::Auto, true, Forbidden));
+        assert!(!hosts(HostedMode::Auto, true, Optional));
+        assert!(!hosts(HostedMode::Auto, true, Required));
+        assert!(hosts(HostedMode::Always, true, Optional));
+        assert!(!hosts(HostedMode::Always, true, Required));
+        // A server that marks tools without declaring tasks: what it requires is its own.
+        assert!(hosts(HostedMode::Auto, false, Optional));
+        assert!(!hosts(HostedMode::Auto, false, Required));
     }
 }

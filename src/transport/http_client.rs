@@ -169,7 +169,7 @@ impl HttpConn {
         let sid = self.inner.session_id.lock().unwrap().clone();
         if let Some(sid) = sid {
             let mut req = self.inner.builder(Method::DELETE);
-            req = req.header(crate::transport::http_server::SESSION_HEADER, sid);
+            req = req.header(crate::transport::mcp_http::SESSION_HEADER, sid);
             if let Ok(req) = req.body(Full::new(Bytes::new())) {
                 let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.http.client.request(req)).await;
             }
@@ -184,10 +184,10 @@ impl Inner {
             b = b.header(k, v);
         }
         if let Some(v) = self.version.lock().unwrap().clone() {
-            b = b.header(crate::transport::http_server::VERSION_HEADER, v);
+            b = b.header(crate::transport::mcp_http::VERSION_HEADER, v);
         }
         if let Some(s) = self.session_id.lock().unwrap().clone() {
-            b = b.header(crate::transport::http_server::SESSION_HEADER, s);
+            b = b.header(crate::transport::mcp_http::SESSION_HEADER, s);
         }
         b
     }
@@ -208,7 +208,7 @@ impl Inner {
         let wait = wait.unwrap_or(Duration::MAX);
         match tokio::time::timeout(wait, self.http.client.request(req)).await {
             Ok(Ok(resp)) => {
-                if let Some(sid) = resp.headers().get(crate::transport::http_server::SESSION_HEADER) {
+                if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER) {
                     let mut cur = self.session_id.lock().unwrap();
                     if cur.is_none() {
                         *cur = Some(sid.clone());

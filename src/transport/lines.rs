@@ -59,6 +59,7 @@ impl fmt::Display for BadLine {
 /// Reads lines from `reader` until end of input or a read error, handing each non-blank line
 /// to `on_line` parsed (a batch line arrives as one array value), or as a [`BadLine`].
 /// At most `max_line` bytes of a line are held; the rest of a longer one is only scanned.
+#[cfg(test)]
 pub async fn read_messages<R: AsyncRead + Unpin>(
     reader: R,
     max_line: usize,
@@ -71,7 +72,7 @@ pub async fn read_messages<R: AsyncRead + Unpin>(
 }
 
 /// The messages of a byte stream, one line at a time, for a reader that awaits between
-/// lines (to apply backpressure): what [`read_messages`] hands its callback.
+/// lines (to apply backpressure).
 pub struct LineReader<R> {
     r: BufReader<R>,
     max_line: usize,

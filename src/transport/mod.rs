@@ -1,16 +1,12 @@
 //! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
 //! message means beyond what its transport's own rules require.
 
-mod http_batch;
-mod http_body;
 pub mod http_client;
-mod http_guard;
-pub mod http_server;
 pub mod lines;
+pub mod mcp_http;
 pub mod own_stdio;
 pub mod sse;
 pub mod stdio;
-pub mod streams;
 
 use crate::jsonrpc::Id;
 use serde_json::Value;

@@ -97,18 +97,6 @@ pub fn stdout() -> Output {
     })
 }
 
-impl Input {
-    pub fn is_blocking(&self) -> bool {
-        matches!(self, Input::Blocking(_))
-    }
-}
-
-impl Output {
-    pub fn is_blocking(&self) -> bool {
-        matches!(self, Output::Blocking(_))
-    }
-}
-
 impl AsyncRead for Input {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match &mut *self {

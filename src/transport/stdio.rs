@@ -1,14 +1,14 @@
-//! stdio: line-delimited JSON-RPC over pipes, both to child processes (upstreams) and on the
-//! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
+//! stdio upstreams: line-delimited JSON-RPC over the pipes of a child process. The gateway's
+//! own stdin/stdout are in [`own_stdio`](super::own_stdio); the client front that uses them
+//! is `downstream::stdio`.
 
-use crate::jsonrpc::{Id, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
-pub use crate::transport::lines::{BadKind, BadLine, LineReader, read_messages};
-use crate::transport::own_stdio::{OutQueue, client_output};
+use crate::transport::own_stdio::client_output;
 use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
 use serde_json::Value;
-use std::collections::HashSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -89,7 +89,6 @@ pub async fn all_children_exited() {
 pub struct StdioChild {
     tx: mpsc::Sender<Bytes>,
     kill: std::sync::Mutex<Option<oneshot::Sender<()>>>,
-    pub pid: Option<u32>,
 }
 
 impl StdioChild {
@@ -199,7 +198,6 @@ impl StdioChild {
         Ok(StdioChild {
             tx: spawn_writer_until(stdin, WRITE_QUEUE, Some(stdin_rx)),
             kill: std::sync::Mutex::new(Some(kill_tx)),
-            pid,
         })
     }
 
@@ -212,82 +210,6 @@ impl StdioChild {
     pub fn close(&self) {
         if let Some(k) = self.kill.lock().unwrap().take() {
             let _ = k.send(());
-        }
-    }
-}
-
-/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout,
-/// through a queue that never drops (see [`OutQueue`] for what bounds it).
-pub struct StdoutSink {
-    pub out: Arc<OutQueue>,
-    pub in_flight: Arc<InFlight>,
-}
-
-impl crate::gateway::session::ClientSink for StdoutSink {
-    fn deliver(&self, msg: Value, route: crate::gateway::session::Route) {
-        self.out.push(serde_json::to_vec(&msg).expect("values serialize"));
-        // After the push: once no request is in flight, every answer is in the queue.
-        if let crate::gateway::session::Route::Response(id) = &route {
-            self.in_flight.answered(id);
-        }
-    }
-}
-
-/// The client's requests not yet answered (nor cancelled by the client), so that the stdin
-/// front stops reading while `max_in_flight` of them wait: a fast client is slowed down
-/// rather than refused.
-#[derive(Default)]
-pub struct InFlight {
-    st: std::sync::Mutex<InFlightState>,
-    changed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct InFlightState {
-    ids: HashSet<Id>,
-    waiting: bool,
-}
-
-impl InFlight {
-    /// A request is handed to the session.
-    pub fn started(&self, id: &Id) {
-        self.st.lock().unwrap().ids.insert(id.clone());
-    }
-
-    /// Its response went to the client, or the client cancelled it (then none is due).
-    pub fn answered(&self, id: &Id) {
-        let wake = {
-            let mut st = self.st.lock().unwrap();
-            st.ids.remove(id) && std::mem::take(&mut st.waiting)
-        };
-        if wake {
-            self.changed.notify_waiters();
-        }
-    }
-
-    /// Waits until fewer than `max` requests are waiting for their answers.
-    pub async fn below(&self, max: usize) {
-        self.wait_for(|n| n < max).await
-    }
-
-    /// Waits until every request read has been answered.
-    pub async fn none(&self) {
-        self.wait_for(|n| n == 0).await
-    }
-
-    async fn wait_for(&self, done: impl Fn(usize) -> bool) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            {
-                let mut st = self.st.lock().unwrap();
-                if done(st.ids.len()) {
-                    return;
-                }
-                st.waiting = true;
-            }
-            changed.await;
         }
     }
 }

@@ -20,10 +20,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate::config::{Config, ServerConfig, UpstreamConfig};
-use taskgate::gateway::Gateway;
-use taskgate::transport::http_server::{self, HttpServer};
-use taskgate::transport::sse;
+use taskgate::{Config, Gateway, HttpServer, ServerConfig, UpstreamConfig, bind_http, sse};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub const STEP: Duration = Duration::from_secs(15);
@@ -72,7 +69,7 @@ pub async fn start_gateway(config: &str) -> Gw {
     let mut cfg = parse_config(config);
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
     let server = HttpServer::new(Gateway::new(cfg));
-    let (addr, task) = http_server::bind(server.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (addr, task) = bind_http(server.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Gw { addr, server, task }
 }
 
@@ -85,7 +82,7 @@ pub async fn start_demo_http() -> Gw {
         upstreams: vec![demo.clone()],
     };
     let server = HttpServer::with_routes(Gateway::new(cfg), HashMap::from([("/mcp".to_string(), Arc::new(demo))]));
-    let (addr, task) = http_server::bind(server.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (addr, task) = bind_http(server.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Gw { addr, server, task }
 }
 

@@ -3,14 +3,14 @@
 //! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`.
 
 use crate::config::UpstreamConfig;
+use crate::downstream::http_batch;
+use crate::downstream::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
+use crate::downstream::http_guard;
+use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::ProtocolVersion;
-use crate::transport::http_batch;
-use crate::transport::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
-use crate::transport::http_guard;
-use crate::transport::streams::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -24,8 +24,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub const SESSION_HEADER: &str = "mcp-session-id";
-pub const VERSION_HEADER: &str = "mcp-protocol-version";
+use crate::transport::mcp_http::{SESSION_HEADER, VERSION_HEADER};
 
 /// One downstream HTTP session.
 struct HttpSession {
@@ -220,6 +219,7 @@ impl HttpServer {
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
     /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
     fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Response<Body>> {
         if let Some(v) = headers.get(VERSION_HEADER) {
             let v = v.to_str().unwrap_or("");
@@ -422,6 +422,7 @@ impl HttpServer {
         false
     }
 
+    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
     fn create_session(
         &self,
         upstream: Arc<UpstreamConfig>,

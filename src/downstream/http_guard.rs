@@ -2,11 +2,12 @@
 //! the `Origin` of browser requests.
 
 use crate::config::ServerConfig;
+use crate::downstream::http_body::{Body, rpc_error};
 use crate::jsonrpc::{INVALID_REQUEST, RpcError};
-use crate::transport::http_body::{Body, rpc_error};
 use hyper::header::{self, HeaderMap};
 use hyper::{Response, StatusCode};
 
+#[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
 pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Response<Body>> {
     if !limits.allowed_hosts.iter().any(|h| h == "*") {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");

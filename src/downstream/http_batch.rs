@@ -8,11 +8,11 @@
 //! only notifications and responses). A POST that accepts only `application/json` gets the
 //! whole answer as one JSON array, once the last response is in.
 
+use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error, sse_response};
+use crate::downstream::streams::Streams;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
-use crate::transport::http_body::{Body, SseBody, empty, json_response, rpc_error, sse_response};
 use crate::transport::sse;
-use crate::transport::streams::Streams;
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use serde_json::Value;

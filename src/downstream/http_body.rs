@@ -1,10 +1,10 @@
 //! The response bodies of the downstream HTTP server: a whole body or an event stream, and
 //! the small constructors every handler uses.
 
+use crate::downstream::streams::Outgoing;
 use crate::jsonrpc::{Id, RpcError};
-use crate::transport::http_server::SESSION_HEADER;
+use crate::transport::mcp_http::SESSION_HEADER;
 use crate::transport::sse;
-use crate::transport::streams::Outgoing;
 use bytes::Bytes;
 use hyper::body::Frame as BodyFrame;
 use hyper::header::{self, HeaderValue};

@@ -4,7 +4,7 @@
 //! Every event id is `<stream>-<seq>`: the stream it belongs to and a session-wide sequence
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
-use crate::gateway::session::{ClientSink, Route};
+use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::Id;
 use bytes::Bytes;
 use serde_json::Value;
@@ -88,6 +88,7 @@ pub struct Attached {
 impl Streams {
     /// At most `buffer_limit` events kept for replay, and as many waiting for a GET stream,
     /// each bounded by the default of `[server] event_buffer_bytes` too.
+    #[cfg(test)]
     pub fn new(buffer_limit: usize) -> Streams {
         Self::with_limits(buffer_limit, crate::config::ServerConfig::default().event_buffer_bytes)
     }

@@ -1,0 +1,88 @@
+//! The effective configuration as `taskgate check` prints it: every setting, secrets
+//! redacted.
+
+use super::duration::fmt_duration;
+use super::expand::redact_url;
+use super::settings::*;
+use std::fmt::Write as _;
+
+impl Config {
+    /// The effective configuration, as `taskgate check` prints it (secrets redacted).
+    pub fn describe(&self) -> String {
+        let s = &self.server;
+        let mut out = String::new();
+        let _ = writeln!(out, "[server]");
+        let _ = writeln!(out, "listen = \"{}\"", s.listen);
+        let _ = writeln!(out, "allowed_origins = {:?}", s.allowed_origins);
+        let _ = writeln!(out, "allowed_hosts = {:?}", s.allowed_hosts);
+        let _ = writeln!(out, "max_body_bytes = {}", s.max_body_bytes);
+        let _ = writeln!(out, "max_sessions = {}", s.max_sessions);
+        let _ = writeln!(out, "max_links = {}", s.max_links);
+        let _ = writeln!(out, "max_connections = {}", s.max_connections);
+        let _ = writeln!(out, "header_read_timeout = \"{}\"", fmt_duration(s.header_read_timeout));
+        let _ = writeln!(out, "body_read_timeout = \"{}\"", fmt_duration(s.body_read_timeout));
+        let _ = writeln!(out, "session_idle_timeout = \"{}\"", fmt_duration(s.session_idle_timeout));
+        let _ = writeln!(out, "event_buffer = {}", s.event_buffer);
+        let _ = writeln!(out, "event_buffer_bytes = {}", s.event_buffer_bytes);
+        let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
+        let _ = writeln!(out, "max_batch = {}", s.max_batch);
+        let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
+        let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
+        let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
+        let _ = writeln!(out, "\n[tasks]");
+        let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
+        let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
+        let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
+        let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
+        for u in &self.upstreams {
+            let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
+            let _ = writeln!(out, "name = \"{}\"", u.name);
+            match &u.transport {
+                Transport::Stdio { command, args, env, cwd } => {
+                    let _ = writeln!(out, "command = {command:?}");
+                    let args: Vec<&str> = args.iter().map(|a| a.written.as_str()).collect();
+                    let _ = writeln!(out, "args = {args:?}");
+                    for (k, v) in env {
+                        let _ = writeln!(out, "env.{k} = {v:?}");
+                    }
+                    if let Some(c) = cwd {
+                        let _ = writeln!(out, "cwd = {:?}", c.display().to_string());
+                    }
+                }
+                Transport::Http { url, headers } => {
+                    let _ = writeln!(out, "url = {:?}", redact_url(&url.written));
+                    for (k, v) in headers {
+                        let _ = writeln!(out, "headers.{k} = {v:?}");
+                    }
+                }
+                Transport::Builtin(Builtin::Demo) => {
+                    let _ = writeln!(out, "builtin = \"demo\"");
+                }
+            }
+            let _ = writeln!(out, "connect_timeout = \"{}\"", fmt_duration(u.connect_timeout));
+            let _ = writeln!(out, "request_timeout = \"{}\"", fmt_duration(u.request_timeout));
+            let _ = writeln!(out, "max_request_time = \"{}\"", fmt_duration(u.max_request_time));
+            let t = &u.tasks;
+            let _ = writeln!(out, "[upstream.tasks]");
+            let mode = match t.hosted {
+                HostedMode::Auto => "auto",
+                HostedMode::Always => "always",
+                HostedMode::Never => "never",
+            };
+            let _ = writeln!(out, "hosted = \"{mode}\"");
+            let required = match t.required {
+                RequiredMode::Bridge => "bridge",
+                RequiredMode::Hide => "hide",
+            };
+            let _ = writeln!(out, "required = \"{required}\"");
+            let _ = writeln!(out, "hosted_tools = {:?}", t.hosted_tools);
+            let _ = writeln!(out, "ttl = \"{}\"", fmt_duration(t.ttl));
+            let _ = writeln!(out, "max_ttl = \"{}\"", fmt_duration(t.max_ttl));
+            let _ = writeln!(out, "min_ttl = \"{}\"", fmt_duration(t.min_ttl));
+            let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
+            let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
+        }
+        out
+    }
+}

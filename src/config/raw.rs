@@ -1,0 +1,77 @@
+//! The configuration as written in TOML, before defaults and validation: unknown keys are
+//! refused here.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) server: Option<RawServer>,
+    pub(super) tasks: Option<RawTasks>,
+    #[serde(default)]
+    pub(super) upstream: Vec<RawUpstream>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub(super) listen: Option<String>,
+    pub(super) allowed_origins: Option<Vec<String>>,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) max_body_bytes: Option<u64>,
+    pub(super) max_sessions: Option<u64>,
+    pub(super) max_links: Option<u64>,
+    pub(super) session_idle_timeout: Option<String>,
+    pub(super) event_buffer: Option<u64>,
+    pub(super) max_in_flight: Option<u64>,
+    pub(super) sse_keepalive: Option<String>,
+    pub(super) json_response_window: Option<String>,
+    pub(super) progress_min_interval: Option<String>,
+    pub(super) drain_timeout: Option<String>,
+    pub(super) header_read_timeout: Option<String>,
+    pub(super) body_read_timeout: Option<String>,
+    pub(super) max_connections: Option<u64>,
+    pub(super) event_buffer_bytes: Option<u64>,
+    pub(super) max_batch: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTasks {
+    pub(super) max_tasks: Option<u64>,
+    pub(super) list_page_size: Option<u64>,
+    pub(super) max_result_bytes: Option<u64>,
+    pub(super) max_store_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstreamTasks {
+    pub(super) hosted: Option<String>,
+    pub(super) required: Option<String>,
+    pub(super) hosted_tools: Option<Vec<String>>,
+    pub(super) ttl: Option<String>,
+    pub(super) max_ttl: Option<String>,
+    pub(super) min_ttl: Option<String>,
+    pub(super) poll_interval: Option<String>,
+    pub(super) max_tasks_per_owner: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub(super) name: Option<String>,
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<BTreeMap<String, String>>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) url: Option<String>,
+    pub(super) headers: Option<BTreeMap<String, String>>,
+    pub(super) builtin: Option<String>,
+    pub(super) connect_timeout: Option<String>,
+    pub(super) request_timeout: Option<String>,
+    pub(super) max_request_time: Option<String>,
+    pub(super) tasks: Option<RawUpstreamTasks>,
+}

@@ -1,0 +1,230 @@
+//! The effective settings, after defaults and validation: what the rest of the gateway
+//! reads. Their defaults are here too.
+
+use super::expand::Secret;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub tasks: TasksConfig,
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// The gateway-wide task store (`[tasks]`).
+#[derive(Debug, Clone)]
+pub struct TasksConfig {
+    /// Tasks kept at once, running and finished. Finished tasks are evicted least recently
+    /// used first to make room; running tasks never are.
+    pub max_tasks: usize,
+    /// Tasks per `tasks/list` page.
+    pub list_page_size: usize,
+    /// The largest outcome (result or error) one task may keep; a larger one fails the task.
+    pub max_result_bytes: usize,
+    /// All retained outcomes together; when full, new tasks are refused.
+    pub max_store_bytes: usize,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            max_tasks: 10_000,
+            list_page_size: 50,
+            max_result_bytes: 4 * 1024 * 1024,
+            max_store_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// How the gateway hosts tasks for one upstream (`[upstream.tasks]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostedMode {
+    /// Host for an upstream without task support, and for tools a task-capable upstream
+    /// marks forbidden or leaves unmarked.
+    Auto,
+    /// Host even where the upstream could run the task itself.
+    Always,
+    /// Never host: task requests pass through.
+    Never,
+}
+
+/// What old clients get for a tool the upstream requires to be called as a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequiredMode {
+    /// The gateway runs a plain call as an upstream task and answers with its result.
+    Bridge,
+    /// Clients without tasks do not see the tool.
+    Hide,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamTasks {
+    pub hosted: HostedMode,
+    pub required: RequiredMode,
+    /// Glob patterns (`*`, `?`) of the tools offered as hosted tasks.
+    pub hosted_tools: Vec<String>,
+    /// Retention when the client asks for none.
+    pub ttl: Duration,
+    /// The longest retention granted; the applied ttl is reported to the client.
+    pub max_ttl: Duration,
+    /// The shortest retention granted (a requested `ttl: 0` gets this).
+    pub min_ttl: Duration,
+    pub poll_interval: Duration,
+    pub max_tasks_per_owner: usize,
+}
+
+impl Default for UpstreamTasks {
+    fn default() -> Self {
+        UpstreamTasks {
+            hosted: HostedMode::Auto,
+            required: RequiredMode::Bridge,
+            hosted_tools: vec!["*".into()],
+            ttl: Duration::from_secs(600),
+            max_ttl: Duration::from_secs(3600),
+            min_ttl: Duration::from_secs(1),
+            poll_interval: Duration::from_secs(1),
+            max_tasks_per_owner: 100,
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// The demo server as `taskgate demo-server --listen` serves it: in-process, and with no
+    /// gateway features on top (it stands for a plain server without tasks).
+    pub fn plain_demo() -> UpstreamConfig {
+        UpstreamConfig {
+            name: "demo".into(),
+            transport: Transport::Builtin(Builtin::Demo),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(300),
+            max_request_time: Duration::from_secs(3600),
+            tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
+        }
+    }
+}
+
+impl UpstreamTasks {
+    pub fn offers_tool(&self, name: &str) -> bool {
+        self.hosted_tools.iter().any(|p| glob_match(p, name))
+    }
+}
+
+/// `*` matches any run of characters, `?` any one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Origins a browser may send; a request whose `Origin` is present and not listed gets 403.
+    /// An entry may end in `:*` to allow any port.
+    pub allowed_origins: Vec<String>,
+    /// Host names (without port) accepted in the `Host` header, against DNS rebinding.
+    /// `"*"` accepts any host.
+    pub allowed_hosts: Vec<String>,
+    pub max_body_bytes: usize,
+    pub max_sessions: usize,
+    /// Upstream links open at once, across all sessions (a link outlives its session while
+    /// hosted tasks run on it). Defaults to `max_sessions`.
+    pub max_links: usize,
+    pub session_idle_timeout: Duration,
+    /// SSE events kept per session for `Last-Event-ID` replay.
+    pub event_buffer: usize,
+    /// Requests a session may have in flight upstream at once.
+    pub max_in_flight: usize,
+    /// Interval of SSE comment keep-alives on open streams.
+    pub sse_keepalive: Duration,
+    /// How long a POST waits for its response before answering with an event stream
+    /// instead of a plain JSON body.
+    pub json_response_window: Duration,
+    /// Progress notifications for one token are forwarded at most this often; bursts are
+    /// coalesced to the latest value, which always gets through before the result.
+    pub progress_min_interval: Duration,
+    /// On SIGTERM or Ctrl-C: how long requests in flight may take to finish before they are
+    /// answered with an error and the gateway exits.
+    pub drain_timeout: Duration,
+    /// Time allowed to receive a request's headers, counted from when the connection is
+    /// ready for one: also how long an idle keep-alive connection stays open.
+    pub header_read_timeout: Duration,
+    /// Time allowed to receive a request's whole body once its headers are in (then 408).
+    pub body_read_timeout: Duration,
+    /// Downstream connections open at once; past it a new connection is closed at once.
+    pub max_connections: usize,
+    /// Bytes of SSE events kept per session for replay (the oldest are evicted first); also
+    /// the bound on the bytes waiting for a GET stream.
+    pub event_buffer_bytes: usize,
+    /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
+    pub max_batch: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub transport: Transport,
+    /// Time allowed to connect and initialize the upstream.
+    pub connect_timeout: Duration,
+    /// A forwarded request fails when neither its result nor progress came for this long.
+    pub request_timeout: Duration,
+    /// A forwarded request fails after this long in all, progress or not.
+    pub max_request_time: Duration,
+    pub tasks: UpstreamTasks,
+}
+
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Stdio { command: String, args: Vec<Secret>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
+    Http { url: Secret, headers: Vec<(String, Secret)> },
+    Builtin(Builtin),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Demo,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8700".parse().unwrap(),
+            allowed_origins: ["http://localhost:*", "http://127.0.0.1:*", "https://localhost:*", "https://127.0.0.1:*"]
+                .map(String::from)
+                .to_vec(),
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sessions: 1024,
+            max_links: 1024,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            event_buffer: 512,
+            max_in_flight: 256,
+            sse_keepalive: Duration::from_secs(15),
+            json_response_window: Duration::from_millis(100),
+            progress_min_interval: Duration::from_millis(10),
+            drain_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            event_buffer_bytes: 8 * 1024 * 1024,
+            max_batch: 64,
+        }
+    }
+}
+
+impl Config {
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}

@@ -1,0 +1,219 @@
+//! The stdio front (`taskgate stdio`): one client on this process's stdin/stdout, in front of
+//! one upstream. Lines are framed by `transport::lines` and written through
+//! `transport::own_stdio`; this module turns them into a session's traffic, with backpressure
+//! both ways.
+
+use crate::gateway::Gateway;
+use crate::gateway::client::{ClientSink, Route};
+use crate::gateway::session::Session;
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, PARSE_ERROR, RpcError};
+use crate::transport::lines::{BadKind, LineReader};
+use crate::transport::own_stdio::{self, OutQueue};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// How long the stdin front waits for one of `max_in_flight` requests to be answered before
+/// it reads the next line anyway.
+const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Serves one client on this process's stdin/stdout, in front of `upstream`, until stdin
+/// closes or `stop` completes (SIGTERM); then the link is closed. At the end of stdin, the
+/// requests already read are still answered (for at most `drain_timeout`), so that
+/// `taskgate stdio < requests` answers every request before it exits.
+///
+/// Backpressure: no line is read from stdin while more than [`own_stdio::OUT_BOUND`] bytes
+/// wait for the client to read them, nor while `max_in_flight` of its requests wait for
+/// their answers. A fast client is slowed to the gateway's pace and a client that stops
+/// reading stops being served; neither loses a message. (The wait for an in-flight slot is
+/// bounded by [`IN_FLIGHT_WAIT`]: the line that frees one may be the next on stdin.)
+pub async fn serve_stdio(
+    gateway: Arc<Gateway>,
+    upstream: &str,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let cfg =
+        gateway.config.upstream(upstream).ok_or_else(|| format!("no upstream named \"{upstream}\" in the config"))?;
+    let cfg = Arc::new(cfg.clone());
+    let out = own_stdio::OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
+    own_stdio::set_client_output(out.clone());
+    let in_flight = Arc::new(InFlight::default());
+    let sink = Arc::new(StdoutSink { out: out.clone(), in_flight: in_flight.clone() });
+    let session = Session::new(gateway.clone(), cfg, sink.clone());
+    let max_in_flight = gateway.limits().max_in_flight;
+    let mut lines = LineReader::new(own_stdio::stdin(), gateway.limits().max_body_bytes);
+    let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
+        sink.deliver(e.response(id), Route::Unrelated);
+    };
+    tokio::pin!(stop);
+    let mut stopped = false;
+    'lines: loop {
+        let next = async {
+            out.room().await;
+            // Bounded: the line that frees a slot may be on stdin itself (the client's answer
+            // to a server request its calls wait for); after a second, the session may refuse.
+            let _ = tokio::time::timeout(IN_FLIGHT_WAIT, in_flight.below(max_in_flight)).await;
+            lines.next().await
+        };
+        let line = tokio::select! {
+            biased;
+            _ = &mut stop => {
+                stopped = true;
+                break;
+            }
+            line = next => match line {
+                Some(line) => line,
+                None => break,
+            },
+        };
+        let v = match line {
+            Ok(v) => v,
+            // A bad line is answered and skipped; the session goes on.
+            Err(bad) => {
+                tracing::warn!("skipping a stdin {bad}");
+                match (&bad.kind, &bad.id) {
+                    (BadKind::TooLong(_), Some(id)) if bad.has_method => reply(
+                        RpcError::new(INVALID_REQUEST, format!("invalid request: the message {}", bad.kind)),
+                        Some(id),
+                    ),
+                    _ => reply(RpcError::new(PARSE_ERROR, format!("parse error: the line {}", bad.kind)), None),
+                }
+                continue;
+            }
+        };
+        let items = match v {
+            Value::Array(items) => {
+                if items.is_empty() || !session.version().is_some_and(|v| v.allows_batches()) {
+                    reply(
+                        RpcError::new(
+                            INVALID_REQUEST,
+                            "invalid request: JSON-RPC batches are only accepted in 2025-03-26 sessions",
+                        ),
+                        None,
+                    );
+                    continue;
+                }
+                items
+            }
+            v => vec![v],
+        };
+        for m in items {
+            match jsonrpc::classify(m) {
+                Ok(f) => {
+                    match (&f.kind, &f.id) {
+                        (Kind::Request, Some(id)) => in_flight.started(id),
+                        // No response is due for a request the client cancelled.
+                        (Kind::Notification, _) if f.method() == "notifications/cancelled" => {
+                            if let Some(id) =
+                                f.params().and_then(|p| p.get("requestId")).and_then(jsonrpc::Id::from_value)
+                            {
+                                in_flight.answered(&id);
+                            }
+                        }
+                        _ => {}
+                    }
+                    // A client that does not read can hold up the upstream, and through it this
+                    // hand-over: SIGTERM still ends it.
+                    tokio::select! {
+                        biased;
+                        _ = &mut stop => {
+                            stopped = true;
+                            break 'lines;
+                        }
+                        _ = session.handle(f) => {}
+                    }
+                }
+                Err((id, e)) => reply(e, id.as_ref()),
+            }
+        }
+    }
+    if stopped {
+        tracing::info!("shutting down");
+    } else {
+        let drain = gateway.limits().drain_timeout;
+        tokio::select! {
+            _ = tokio::time::timeout(drain, in_flight.none()) => {}
+            _ = &mut stop => tracing::info!("shutting down"),
+        }
+    }
+    session.close().await;
+    // What is queued reaches the client, if it still reads (briefly: it may have gone).
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), out.drained()).await;
+    Ok(())
+}
+
+/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout,
+/// through a queue that never drops (see [`OutQueue`] for what bounds it).
+pub struct StdoutSink {
+    pub out: Arc<OutQueue>,
+    pub in_flight: Arc<InFlight>,
+}
+
+impl ClientSink for StdoutSink {
+    fn deliver(&self, msg: Value, route: Route) {
+        self.out.push(serde_json::to_vec(&msg).expect("values serialize"));
+        // After the push: once no request is in flight, every answer is in the queue.
+        if let Route::Response(id) = &route {
+            self.in_flight.answered(id);
+        }
+    }
+}
+
+/// The client's requests not yet answered (nor cancelled by the client), so that the stdin
+/// front stops reading while `max_in_flight` of them wait: a fast client is slowed down
+/// rather than refused.
+#[derive(Default)]
+pub struct InFlight {
+    st: std::sync::Mutex<InFlightState>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct InFlightState {
+    ids: HashSet<Id>,
+    waiting: bool,
+}
+
+impl InFlight {
+    /// A request is handed to the session.
+    pub fn started(&self, id: &Id) {
+        self.st.lock().unwrap().ids.insert(id.clone());
+    }
+
+    /// Its response went to the client, or the client cancelled it (then none is due).
+    pub fn answered(&self, id: &Id) {
+        let wake = {
+            let mut st = self.st.lock().unwrap();
+            st.ids.remove(id) && std::mem::take(&mut st.waiting)
+        };
+        if wake {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Waits until fewer than `max` requests are waiting for their answers.
+    pub async fn below(&self, max: usize) {
+        self.wait_for(|n| n < max).await
+    }
+
+    /// Waits until every request read has been answered.
+    pub async fn none(&self) {
+        self.wait_for(|n| n == 0).await
+    }
+
+    async fn wait_for(&self, done: impl Fn(usize) -> bool) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut st = self.st.lock().unwrap();
+                if done(st.ids.len()) {
+                    return;
+                }
+                st.waiting = true;
+            }
+            changed.await;
+        }
+    }
+}

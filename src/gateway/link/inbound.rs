@@ -1,0 +1,256 @@
+//! What comes back from upstream: responses matched to their waiters, server requests and
+//! notifications passed on, timeouts enforced, and everything in flight failed when the
+//! connection dies.
+
+use super::types::*;
+use crate::gateway::deadline::{Deadlines, Expiry};
+use crate::jsonrpc::{self, Id, Kind, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::transport::InboundSink;
+use serde_json::{Value, json};
+use std::sync::{Arc, Weak};
+
+impl LinkCore {
+    pub(super) fn closed_error(&self, reason: &str) -> RpcError {
+        RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' closed: {reason}", self.upstream))
+    }
+
+    /// Removes a pending request and everything that points at it.
+    pub(super) fn take_pending(&self, up_id: i64) -> Option<Pending> {
+        let p = {
+            let mut st = self.state.lock().unwrap();
+            let p = st.pending.remove(&up_id);
+            if let Some(p) = &p {
+                self.deadlines.remove(&up_id);
+                if let Some(t) = &p.token
+                    && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
+                {
+                    st.tokens.remove(t);
+                }
+                if let Waiter::Client { client_id, .. } = &p.waiter {
+                    st.by_client_id.remove(client_id);
+                }
+            }
+            p
+        };
+        if matches!(p, Some(Pending { waiter: Waiter::Task { .. }, .. })) {
+            self.release_slot();
+        }
+        p
+    }
+
+    /// A hosted task or bridged call stopped using the link; the link of an ended session
+    /// closes with the last one.
+    pub(super) fn release_slot(&self) {
+        let close_now = {
+            let mut st = self.state.lock().unwrap();
+            st.tasks_running = st.tasks_running.saturating_sub(1);
+            st.tasks_running == 0 && st.close_when_idle && st.closed.is_none()
+        };
+        if close_now && let Some(link) = self.link.get().and_then(Weak::upgrade) {
+            tracing::info!(upstream = %self.upstream, "the last task on the link of an ended session ended; closing it");
+            tokio::spawn(async move { link.close().await });
+        }
+    }
+
+    pub(super) fn fail_all(&self, reason: String, report: bool) {
+        let pending = {
+            let mut st = self.state.lock().unwrap();
+            if st.closed.is_some() {
+                return;
+            }
+            st.closed = Some(reason.clone());
+            st.by_client_id.clear();
+            st.tokens.clear();
+            st.bridges.clear();
+            st.task_tokens.clear();
+            st.tasks_running = 0;
+            std::mem::take(&mut st.pending)
+        };
+        self.permit.lock().unwrap().take();
+        self.deadlines.close();
+        let err = self.closed_error(&reason);
+        let events = self.events.upgrade();
+        for (_, p) in pending {
+            // Internal waiters see their sender dropped.
+            match p.waiter {
+                Waiter::Client { client_id, shape } => {
+                    if let Some(ev) = &events {
+                        ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                    }
+                }
+                Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
+                Waiter::Internal { .. } => {}
+            }
+        }
+        if report && let Some(ev) = events {
+            ev.closed(self.generation, &reason);
+        }
+    }
+
+    /// Answers requests that ran past their time: `request_timeout` since the last sign of
+    /// life (progress), or `max_request_time` in all. A hosted task's call fails its task.
+    /// The upstream is told to stop.
+    pub(super) async fn enforce_timeouts(me: Weak<LinkCore>, deadlines: Arc<Deadlines<i64>>) {
+        let (idle, max) = (deadlines.idle(), deadlines.lifetime());
+        while let Some((up_id, expiry)) = deadlines.expired().await {
+            let Some(core) = me.upgrade() else { return };
+            let Some(p) = core.take_pending(up_id) else { continue };
+            let total = expiry == Expiry::Lifetime;
+            let why = if total {
+                format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
+            } else {
+                format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
+            };
+            let err = RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!("request timed out: upstream '{}' sent {why}", core.upstream),
+            );
+            match p.waiter {
+                Waiter::Client { client_id, shape } => {
+                    tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
+                    if let Some(ev) = core.events.upgrade() {
+                        ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                    }
+                }
+                Waiter::Task { task_id } => {
+                    tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
+                    core.tasks.outcome(&task_id, err.response(None));
+                }
+                Waiter::Internal { .. } => {}
+            }
+            if let Some(link) = core.link.get().and_then(Weak::upgrade) {
+                let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": why}));
+                tokio::spawn(async move {
+                    let _ = link.send(note).await;
+                });
+            }
+        }
+    }
+}
+
+impl InboundSink for LinkCore {
+    fn message(&self, msg: Value, related: Option<Id>) {
+        let frame = match jsonrpc::classify(msg) {
+            Ok(f) => f,
+            Err((_, e)) => {
+                tracing::warn!(upstream = %self.upstream, "dropping malformed message from upstream: {e}");
+                return;
+            }
+        };
+        match frame.kind {
+            Kind::Response => {
+                let Some(Id::Num(up_id)) = frame.id else {
+                    tracing::warn!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
+                    return;
+                };
+                // The latest progress always gets out before the result; a task-augmented
+                // call's token lives on with its task.
+                let held = {
+                    let mut st = self.state.lock().unwrap();
+                    let token = st.pending.get(&up_id).and_then(|p| p.token.clone());
+                    match crate::mcp::tasks::created_task(&frame.msg) {
+                        Some((task_id, ttl)) => {
+                            if let Some(t) = token.filter(|t| st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id)))
+                            {
+                                st.keep_token_for_task(task_id, t, ttl, self.max_task_routes);
+                            }
+                            None
+                        }
+                        None => token
+                            .and_then(|t| st.tokens.get_mut(&t))
+                            .filter(|r| r.owner == Some(up_id))
+                            .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
+                    }
+                };
+                let Some(p) = self.take_pending(up_id) else {
+                    tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
+                    return;
+                };
+                if let Some((dest, m)) = held {
+                    self.deliver_to(&dest, m);
+                }
+                let mut msg = frame.msg;
+                match p.waiter {
+                    Waiter::Client { client_id, shape } => {
+                        if let Some(task_id) = crate::mcp::tasks::ended_task(&msg) {
+                            self.end_task_route(task_id);
+                        } else if let Some((task_id, is_result)) = &p.about_task
+                            && (*is_result || msg.get("error").is_some())
+                        {
+                            // tasks/result's answer (a result or the task's error), or an
+                            // upstream that no longer knows the task: it is over.
+                            self.end_task_route(task_id);
+                        }
+                        jsonrpc::set_id(&mut msg, &client_id);
+                        if let Some(ev) = self.events.upgrade() {
+                            ev.response(client_id, msg, shape);
+                        }
+                    }
+                    Waiter::Task { task_id } => self.tasks.outcome(&task_id, msg),
+                    Waiter::Internal { tx, .. } => {
+                        let _ = tx.send(msg);
+                    }
+                }
+            }
+            Kind::Request => {
+                let id = frame.id.clone().expect("requests have ids");
+                let dest = self.route(&frame.msg, related.clone());
+                // A question from the server is a sign of life of the request it serves.
+                if let Some(Id::Num(up)) = &related {
+                    self.deadlines.touch(up);
+                }
+                let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
+                match (dest, self.events.upgrade()) {
+                    (Some(Dest::Task(task_id)), _) => self.tasks.input_request(&task_id, &link, id, frame.msg),
+                    (dest, Some(ev)) => {
+                        let client_id = match dest {
+                            Some(Dest::Client(c)) => Some(c),
+                            _ => None,
+                        };
+                        ev.server_request(&link, id, frame.msg, client_id);
+                    }
+                    (_, None) => {
+                        // The session is gone and nobody else can answer.
+                        link.refuse(id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer"));
+                    }
+                }
+            }
+            Kind::Notification => {
+                match frame.method() {
+                    "notifications/progress" => return self.on_progress(frame.msg),
+                    "notifications/tasks/status" => {
+                        // A bridged call's task: its status is for the bridge, not the client.
+                        let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
+                        if let Some(follower) =
+                            task.and_then(|t| self.state.lock().unwrap().bridges.get(t).map(|b| b.1.clone()))
+                        {
+                            follower.status(frame.msg);
+                            return;
+                        }
+                        // Progress of a task stops at its terminal status.
+                        if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame.msg) {
+                            self.end_task_route(task_id);
+                        }
+                    }
+                    _ => {}
+                }
+                let related = match self.route(&frame.msg, related) {
+                    Some(Dest::Client(c)) => Some(c),
+                    _ => None,
+                };
+                if let Some(ev) = self.events.upgrade() {
+                    ev.notification(frame.msg, related);
+                }
+            }
+        }
+    }
+
+    fn closed(&self, reason: String) {
+        if self.state.lock().unwrap().closed.is_some() {
+            tracing::debug!(upstream = %self.upstream, "upstream connection ended: {reason}");
+        } else {
+            tracing::warn!(upstream = %self.upstream, "upstream connection lost: {reason}");
+        }
+        self.fail_all(reason, true);
+    }
+}

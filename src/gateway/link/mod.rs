@@ -1,0 +1,19 @@
+//! One upstream connection as the gateway uses it: request-id mapping, pending requests,
+//! progress routes (with the progress discipline), and failing everything in flight when the
+//! connection dies.
+//!
+//! Ids sent upstream are the link's own integers, so requests the gateway makes itself never
+//! collide with the client's. What comes back is mapped to its destination: a client request
+//! (via [`LinkEvents`], the session), a hosted task's background call (via [`TaskCalls`]), or a
+//! request of the gateway's own (a oneshot).
+//!
+//! Hosted tasks and bridged calls subscribe to it through [`TaskCalls`] and
+//! [`TaskFollower`]: the link routes by key (request id, progress token, task id) and knows
+//! nothing of what they do.
+
+mod inbound;
+mod outbound;
+mod routes;
+mod types;
+
+pub use types::{Link, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};

@@ -1,0 +1,363 @@
+//! What goes upstream: opening the link, registering requests (client requests, hosted
+//! tasks' calls, the gateway's own) under the link's own ids, cancelling them, the bridged
+//! calls' routes, and closing.
+
+use super::types::*;
+use crate::config::UpstreamConfig;
+use crate::gateway::deadline::Deadlines;
+use crate::gateway::progress::{ProgressGate, Verdict};
+use crate::gateway::upstream::Upstream;
+use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError, UPSTREAM_UNAVAILABLE};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+impl Link {
+    /// Opens a connection to the upstream. No MCP traffic is sent yet.
+    pub async fn connect(
+        env: LinkEnv<'_>,
+        cfg: &UpstreamConfig,
+        generation: u64,
+        events: Weak<dyn LinkEvents>,
+    ) -> Result<Arc<Link>, RpcError> {
+        let permit = env.permits.clone().try_acquire_owned().map_err(|_| {
+            RpcError::new(
+                GATEWAY_BUSY,
+                format!(
+                    "too many upstream links open (max_links {}); try again when running tasks have ended",
+                    env.limits.max_links
+                ),
+            )
+        })?;
+        let core = Arc::new_cyclic(|me| LinkCore {
+            generation,
+            upstream: cfg.name.as_str().into(),
+            state: Mutex::new(LinkState { next_id: 1, ..Default::default() }),
+            events,
+            tasks: env.tasks,
+            link: OnceLock::new(),
+            me: me.clone(),
+            progress_interval: env.limits.progress_min_interval,
+            infer_related: matches!(cfg.transport, crate::config::Transport::Stdio { .. }),
+            max_task_routes: env.limits.max_in_flight,
+            permit: Mutex::new(Some(permit)),
+            deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
+        });
+        let conn = Upstream::connect(env.http, env.limits.max_body_bytes, cfg, core.clone())
+            .await
+            .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
+        let link = Arc::new(Link {
+            core: core.clone(),
+            conn,
+            max_in_flight: env.limits.max_in_flight,
+            request_timeout: cfg.request_timeout,
+        });
+        let _ = core.link.set(Arc::downgrade(&link));
+        tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), core.deadlines.clone()));
+        Ok(link)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.core.generation
+    }
+
+    pub fn upstream_name(&self) -> &str {
+        &self.core.upstream
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.core.state.lock().unwrap().closed.is_some()
+    }
+
+    pub(super) fn register(&self, waiter: Waiter, msg: &Value) -> Result<i64, RpcError> {
+        let token = jsonrpc::progress_token(msg).map(Value::to_string);
+        let mut st = self.core.state.lock().unwrap();
+        if let Some(reason) = &st.closed {
+            return Err(self.core.closed_error(reason));
+        }
+        if st.pending.len() >= self.max_in_flight {
+            return Err(RpcError::new(
+                GATEWAY_BUSY,
+                format!(
+                    "too many requests in flight to upstream '{}' (limit {})",
+                    self.core.upstream, self.max_in_flight
+                ),
+            ));
+        }
+        if let Waiter::Client { client_id, .. } = &waiter
+            && st.by_client_id.contains_key(client_id)
+        {
+            return Err(RpcError::new(jsonrpc::INVALID_REQUEST, format!("request id {client_id} is already in use")));
+        }
+        let up_id = st.next_id;
+        st.next_id += 1;
+        let dest = match &waiter {
+            Waiter::Client { client_id, .. } => {
+                st.by_client_id.insert(client_id.clone(), up_id);
+                Some(Dest::Client(client_id.clone()))
+            }
+            Waiter::Task { task_id } => {
+                st.tasks_running += 1;
+                Some(Dest::Task(task_id.clone()))
+            }
+            Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
+        };
+        // A token a bridged call holds for its task keeps its route. One a passed-through
+        // task held is free again once the client reuses it: the client saw that task end.
+        if let Some(t) = &token
+            && st.tokens.get(t).is_some_and(|r| r.owner.is_none() && r.activity.is_none())
+        {
+            let task = st.task_tokens.iter().find(|(_, (tok, _))| tok == t).map(|(k, _)| k.clone());
+            if let Some(task) = task {
+                st.task_tokens.remove(&task);
+            }
+            st.tokens.remove(t);
+        }
+        if let (Some(t), Some(dest)) = (&token, dest)
+            && !st.tokens.contains_key(t)
+        {
+            st.tokens.insert(
+                t.clone(),
+                TokenRoute {
+                    dest,
+                    gate: ProgressGate::default(),
+                    owner: Some(up_id),
+                    activity: None,
+                    upstream_progress: false,
+                },
+            );
+        }
+        let about_task = match msg.get("method").and_then(Value::as_str) {
+            Some(m @ ("tasks/get" | "tasks/result" | "tasks/cancel")) if matches!(waiter, Waiter::Client { .. }) => {
+                msg.pointer("/params/taskId").and_then(Value::as_str).map(|t| (t.to_string(), m == "tasks/result"))
+            }
+            _ => None,
+        };
+        // The gateway's own requests have deadlines of their own (their caller's).
+        if !matches!(waiter, Waiter::Internal { .. }) {
+            self.core.deadlines.insert(up_id);
+        }
+        st.pending.insert(up_id, Pending { waiter, token, about_task });
+        Ok(up_id)
+    }
+
+    pub(super) async fn send_registered(&self, up_id: i64, mut msg: Value) -> Result<(), RpcError> {
+        jsonrpc::set_id(&mut msg, &Id::Num(up_id));
+        if let Err(e) = self.conn.send(msg).await {
+            self.core.take_pending(up_id);
+            return Err(RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)));
+        }
+        Ok(())
+    }
+
+    /// Forwards a client request; its response comes back through [`LinkEvents::response`].
+    pub async fn forward(&self, client_id: Id, msg: Value, shape: Shape) -> Result<(), RpcError> {
+        let up_id = self.register(Waiter::Client { client_id, shape }, &msg)?;
+        self.send_registered(up_id, msg).await
+    }
+
+    /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
+    /// Returns the upstream id, for cancellation.
+    pub async fn start_task_call(&self, task_id: Arc<str>, msg: Value) -> Result<i64, RpcError> {
+        let up_id = self.register(Waiter::Task { task_id }, &msg)?;
+        self.send_registered(up_id, msg).await?;
+        Ok(up_id)
+    }
+
+    /// Sends a request of the gateway's own and waits for the whole response message, at
+    /// most `request_timeout`; past it the upstream is told to stop and the answer is -32001.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let msg = jsonrpc::request(&Id::Num(0), method, params);
+        match tokio::time::timeout(self.request_timeout, self.request_for(msg, None)).await {
+            Ok(answer) => answer,
+            // The abandoned request was freed and cancelled upstream as it was dropped.
+            Err(_) => Err(RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!(
+                    "request timed out: upstream '{}' did not answer the gateway's {method} within request_timeout ({})",
+                    self.core.upstream,
+                    crate::config::fmt_duration(self.request_timeout)
+                ),
+            )),
+        }
+    }
+
+    /// Sends a request of the gateway's own made for client request `on_behalf_of`: progress
+    /// and server requests that belong to it go to that client request.
+    /// A caller that stops waiting (its future is dropped) frees the request's slot and the
+    /// upstream is told to stop (except for `initialize`, which must not be cancelled).
+    pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
+        let (tx, rx) = oneshot::channel();
+        let cancellable = msg.get("method").and_then(Value::as_str) != Some("initialize");
+        let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
+        let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
+        self.send_registered(up_id, msg).await?;
+        let answer = rx.await.map_err(|_| {
+            let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
+            self.core.closed_error(&reason)
+        });
+        guard.armed = false;
+        answer
+    }
+
+    /// Answers a request the server sent with an error (nobody on the client side can or
+    /// may answer it), without waiting for the send.
+    pub fn refuse(self: &Arc<Self>, upstream_id: Id, err: RpcError) {
+        let link = self.clone();
+        tokio::spawn(async move {
+            let _ = link.send(err.response(Some(&upstream_id))).await;
+        });
+    }
+
+    /// Sends a notification or a response to a server request.
+    pub async fn send(&self, msg: Value) -> Result<(), RpcError> {
+        if let Some(reason) = &self.core.state.lock().unwrap().closed {
+            return Err(self.core.closed_error(reason));
+        }
+        self.conn
+            .send(msg)
+            .await
+            .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)))
+    }
+
+    /// Stops waiting for request `up_id` and tells the upstream it is cancelled.
+    pub async fn cancel(&self, up_id: i64, reason: &str) {
+        if self.core.take_pending(up_id).is_some() {
+            let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
+            let _ = self.send(note).await;
+        }
+    }
+
+    /// The client cancelled its request `client_id`: the slot is freed, the upstream is told
+    /// once (with the client's `reason`), and nothing more is delivered for it. Returns
+    /// whether the request was in flight.
+    pub async fn cancel_client_request(&self, client_id: &Id, reason: Option<Value>) -> bool {
+        let up_id = self.core.state.lock().unwrap().by_client_id.get(client_id).copied();
+        let Some(up_id) = up_id else { return false };
+        if self.core.take_pending(up_id).is_none() {
+            return false;
+        }
+        let mut params = json!({"requestId": up_id});
+        if let Some(r) = reason {
+            params["reason"] = r;
+        }
+        let _ = self.send(jsonrpc::notification("notifications/cancelled", params)).await;
+        true
+    }
+
+    /// A bridged call follows upstream task `task_id` for client request `client_id`: the
+    /// task's status notifications, progress under `token` and the server's requests tagged
+    /// with the task come to `follower` (and to that client request) until [`Link::end_bridge`].
+    pub fn start_bridge(&self, task_id: &str, client_id: &Id, token: Option<&Value>, follower: Arc<dyn TaskFollower>) {
+        let mut st = self.core.state.lock().unwrap();
+        st.bridges.insert(task_id.to_string(), (client_id.clone(), follower.clone()));
+        if let Some(t) = token {
+            let route = st.tokens.entry(t.to_string()).or_insert_with(|| TokenRoute {
+                dest: Dest::Client(client_id.clone()),
+                gate: ProgressGate::default(),
+                owner: None,
+                activity: None,
+                upstream_progress: false,
+            });
+            route.owner = None;
+            route.activity = Some(follower);
+        }
+    }
+
+    /// The bridged call is over: its routes go, and progress still held is delivered first.
+    pub fn end_bridge(&self, task_id: &str, token: Option<&Value>) {
+        let held = {
+            let mut st = self.core.state.lock().unwrap();
+            st.bridges.remove(task_id);
+            token.and_then(|t| st.tokens.remove(&t.to_string())).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
+        };
+        if let Some((dest, m)) = held {
+            self.core.deliver_to(&dest, m);
+        }
+    }
+
+    /// A progress notification made by the gateway (from a task's status message) under
+    /// `token`, with a value above every value sent so far and never past the total; none
+    /// once the upstream has sent progress of its own.
+    pub fn synthesize_progress(&self, token: &Value, message: &str) {
+        let now = Instant::now();
+        let out = {
+            let mut st = self.core.state.lock().unwrap();
+            let Some(route) = st.tokens.get_mut(&token.to_string()) else { return };
+            if route.upstream_progress {
+                return;
+            }
+            let Some(next) = route.gate.next_value() else { return };
+            let msg = jsonrpc::notification(
+                "notifications/progress",
+                json!({"progressToken": token, "progress": next, "message": message}),
+            );
+            match route.gate.offer(msg, Duration::ZERO, now) {
+                (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),
+                _ => None,
+            }
+        };
+        if let Some((dest, m)) = out {
+            self.core.deliver_to(&dest, m);
+        }
+    }
+
+    /// Keeps the link open (past the end of its session) until [`Link::release`].
+    pub fn retain(&self) {
+        self.core.state.lock().unwrap().tasks_running += 1;
+    }
+
+    pub fn release(&self) {
+        self.core.release_slot();
+    }
+
+    /// Closes the connection now; requests still in flight are answered with an error.
+    pub async fn close(&self) {
+        self.close_because("the session ended").await;
+    }
+
+    /// Closes the connection now, whatever still runs on it; what is in flight (hosted
+    /// tasks included) fails with `reason`.
+    pub async fn close_because(&self, reason: &str) {
+        self.core.fail_all(reason.into(), false);
+        self.conn.close().await;
+    }
+
+    /// Closes the connection once no hosted task runs on it (now, if none does).
+    pub async fn close_when_idle(&self) {
+        {
+            let mut st = self.core.state.lock().unwrap();
+            if st.tasks_running > 0 {
+                st.close_when_idle = true;
+                return;
+            }
+        }
+        self.close().await;
+    }
+}
+
+/// Frees an internal request whose caller stopped waiting for it.
+struct AbandonGuard<'a> {
+    core: &'a Arc<LinkCore>,
+    up_id: i64,
+    cancel_upstream: bool,
+    armed: bool,
+}
+
+impl Drop for AbandonGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed || self.core.take_pending(self.up_id).is_none() || !self.cancel_upstream {
+            return;
+        }
+        if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
+            let note = jsonrpc::notification(
+                "notifications/cancelled",
+                json!({"requestId": self.up_id, "reason": "the gateway no longer needs the answer"}),
+            );
+            tokio::spawn(async move {
+                let _ = link.send(note).await;
+            });
+        }
+    }
+}

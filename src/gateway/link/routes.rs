@@ -1,0 +1,164 @@
+//! Where what a server sends goes: the request a message relates to, the bridged call whose
+//! task it names, progress through each token's gate, and the token routes kept for tasks.
+
+use super::types::*;
+use crate::gateway::progress::Verdict;
+use crate::jsonrpc::Id;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+impl LinkState {
+    /// The route of progress token `token` now belongs to upstream task `task_id` until it
+    /// ends; at most `limit` such routes are kept (the oldest and the expired go first).
+    pub(super) fn keep_token_for_task(&mut self, task_id: &str, token: String, ttl: Option<Duration>, limit: usize) {
+        let now = Instant::now();
+        let expired: Vec<String> =
+            self.task_tokens.iter().filter(|(_, (_, until))| *until <= now).map(|(k, _)| k.clone()).collect();
+        for t in expired {
+            self.drop_task_route(&t);
+        }
+        while self.task_tokens.len() >= limit.max(1) {
+            let oldest = self.task_tokens.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone());
+            match oldest {
+                Some(t) => {
+                    self.drop_task_route(&t);
+                }
+                None => break,
+            }
+        }
+        self.drop_task_route(task_id);
+        if let Some(route) = self.tokens.get_mut(&token) {
+            route.owner = None;
+        }
+        let ttl = ttl.unwrap_or(MAX_TASK_ROUTE).min(MAX_TASK_ROUTE);
+        self.task_tokens.insert(task_id.to_string(), (token, now + ttl));
+    }
+
+    /// Forgets the token route of a task; returns it (for what it still holds).
+    pub(super) fn drop_task_route(&mut self, task_id: &str) -> Option<TokenRoute> {
+        let (token, _) = self.task_tokens.remove(task_id)?;
+        match self.tokens.get(&token) {
+            Some(r) if r.owner.is_none() && r.activity.is_none() => self.tokens.remove(&token),
+            _ => None,
+        }
+    }
+}
+
+/// The longest a passed-through task keeps its progress route when its ttl says nothing.
+const MAX_TASK_ROUTE: Duration = Duration::from_secs(24 * 3600);
+
+impl LinkCore {
+    /// A passed-through task ended: what its token still holds is delivered, then the token
+    /// is finished.
+    pub(super) fn end_task_route(&self, task_id: &str) {
+        let held =
+            self.state.lock().unwrap().drop_task_route(task_id).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)));
+        if let Some((dest, m)) = held {
+            self.deliver_to(&dest, m);
+        }
+    }
+
+    /// The pending request a server message belongs to: the transport's hint; else, for
+    /// messages that only ever come from serving a request (input requests, logs) and that
+    /// name no task, the only request in flight. Anything more ambiguous belongs to no
+    /// request (a progress token inside a server request is the server's own, for the
+    /// client's progress on it, and says nothing about the gateway's requests).
+    pub(super) fn related_up_id(&self, st: &LinkState, msg: &Value, related: Option<Id>) -> Option<i64> {
+        match related {
+            Some(Id::Num(n)) => return Some(n),
+            Some(Id::Str(_)) => return None,
+            None => {}
+        }
+        let request_scoped = matches!(
+            msg.get("method").and_then(Value::as_str),
+            Some("elicitation/create" | "sampling/createMessage" | "notifications/message")
+        );
+        let names_a_task = crate::mcp::tasks::related_task_id(msg, "params").is_some();
+        if self.infer_related && request_scoped && !names_a_task && st.pending.len() == 1 {
+            return st.pending.keys().next().copied();
+        }
+        None
+    }
+
+    /// Where a server message related to pending request `up_id` goes.
+    pub(super) fn dest_of(st: &LinkState, up_id: i64) -> Option<Dest> {
+        match &st.pending.get(&up_id)?.waiter {
+            Waiter::Client { client_id, .. } => Some(Dest::Client(client_id.clone())),
+            Waiter::Task { task_id } => Some(Dest::Task(task_id.clone())),
+            Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
+        }
+    }
+
+    /// The destination of a server message: the bridged call whose task it names, else the
+    /// request it relates to.
+    pub(super) fn route(&self, msg: &Value, related: Option<Id>) -> Option<Dest> {
+        let st = self.state.lock().unwrap();
+        if let Some(task) = crate::mcp::tasks::related_task_id(msg, "params")
+            && let Some((client_id, _)) = st.bridges.get(task)
+        {
+            return Some(Dest::Client(client_id.clone()));
+        }
+        let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
+        // Only input requests make a hosted task wait for input; anything else the server
+        // asks while a task runs (roots, ping) is the session's business.
+        let is_input =
+            matches!(msg.get("method").and_then(Value::as_str), Some("elicitation/create" | "sampling/createMessage"));
+        match dest {
+            Some(Dest::Task(_)) if !is_input && msg.get("id").is_some() => None,
+            d => d,
+        }
+    }
+
+    pub(super) fn deliver_to(&self, dest: &Dest, msg: Value) {
+        match dest {
+            Dest::Client(client_id) => {
+                if let Some(ev) = self.events.upgrade() {
+                    ev.notification(msg, Some(client_id.clone()));
+                }
+            }
+            Dest::Task(task_id) => self.tasks.progress(task_id, msg),
+        }
+    }
+
+    pub(super) fn on_progress(&self, msg: Value) {
+        let Some(key) = msg.pointer("/params/progressToken").map(Value::to_string) else { return };
+        let now = Instant::now();
+        let (dest, verdict, out) = {
+            let mut st = self.state.lock().unwrap();
+            let Some(route) = st.tokens.get_mut(&key) else {
+                tracing::debug!(upstream = %self.upstream, "dropping progress for an unknown or finished token");
+                return;
+            };
+            route.upstream_progress = true;
+            let (v, out) = route.gate.offer(msg, self.progress_interval, now);
+            let dest = route.dest.clone();
+            if let Some(a) = &route.activity {
+                a.progress();
+            }
+            if let Some(owner) = route.owner {
+                // Progress is a sign of life: it resets the request's timeout.
+                self.deadlines.touch(&owner);
+            }
+            (dest, v, out)
+        };
+        match verdict {
+            Verdict::Send => self.deliver_to(&dest, out.expect("a sent message")),
+            Verdict::Drop => tracing::debug!(upstream = %self.upstream, "dropping progress that does not rise"),
+            Verdict::Hold { armed: true, .. } => {}
+            Verdict::Hold { at, armed: false } => {
+                let me = self.me.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    let Some(core) = me.upgrade() else { return };
+                    let held = {
+                        let mut st = core.state.lock().unwrap();
+                        st.tokens.get_mut(&key).and_then(|r| r.gate.flush(Instant::now()).map(|m| (r.dest.clone(), m)))
+                    };
+                    if let Some((dest, m)) = held {
+                        core.deliver_to(&dest, m);
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The link's types: the handle sessions hold ([`Link`]), the part the transport calls into
+//! ([`LinkCore`]), who waits for what ([`LinkState`]), and the traits of those the link
+//! reports to ([`LinkEvents`], [`TaskCalls`], [`TaskFollower`]). Their behaviour is in the
+//! sibling modules: `outbound` (what goes upstream), `inbound` (what comes back) and
+//! `routes` (where server messages and progress go).
+
+use crate::config::ServerConfig;
+use crate::gateway::deadline::Deadlines;
+use crate::gateway::progress::ProgressGate;
+use crate::gateway::upstream::Upstream;
+use crate::jsonrpc::Id;
+use crate::transport::http_client::HttpClient;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, oneshot};
+
+/// How a forwarded request's response is shaped on its way back: the session's choice,
+/// which the link carries with the request and hands back with its response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    AsIs,
+    Initialize,
+    ToolsList,
+    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
+    UpstreamTaskPage,
+    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
+    /// as a bridged call, once).
+    MayNeedTask,
+}
+
+/// What a link reports to its session. All calls are synchronous and short.
+pub trait LinkEvents: Send + Sync + 'static {
+    /// The response to a client request, already carrying the client's id.
+    fn response(&self, client_id: Id, msg: Value, shape: Shape);
+    /// A request from the server (sampling, elicitation, roots, ping). `related` is the client
+    /// request it belongs to, when known.
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, related: Option<Id>);
+    /// A notification from the server; `related` as above.
+    fn notification(&self, msg: Value, related: Option<Id>);
+    /// The connection died; everything in flight has already been answered with an error.
+    fn closed(&self, generation: u64, reason: &str);
+}
+
+/// The subscriber for the background calls of hosted tasks: what the link hears for a call
+/// started with [`Link::start_task_call`], by task id.
+pub trait TaskCalls: Send + Sync + 'static {
+    /// The call's response (or the error it failed with: timeout, lost connection).
+    fn outcome(&self, task_id: &str, msg: Value);
+    /// Progress under the call's token, already through the progress discipline.
+    fn progress(&self, task_id: &str, msg: Value);
+    /// A request the server sent while serving the call (elicitation, sampling).
+    fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, msg: Value);
+}
+
+/// A subscriber that follows one upstream task (a bridged call), from
+/// [`Link::start_bridge`] to [`Link::end_bridge`]. Calls are synchronous and must not block.
+pub trait TaskFollower: Send + Sync + 'static {
+    /// A `notifications/tasks/status` for the task.
+    fn status(&self, note: Value);
+    /// Progress arrived under the call's token (a sign of life).
+    fn progress(&self);
+}
+
+/// What a link needs of the gateway that opens it.
+pub struct LinkEnv<'a> {
+    pub http: &'a HttpClient,
+    /// One permit per open link (`max_links`).
+    pub permits: &'a Arc<Semaphore>,
+    pub limits: &'a ServerConfig,
+    /// Where hosted tasks' calls report.
+    pub tasks: Arc<dyn TaskCalls>,
+}
+
+/// Where progress for a token goes.
+#[derive(Clone, Debug)]
+pub(super) enum Dest {
+    Client(Id),
+    Task(Arc<str>),
+}
+
+pub(super) enum Waiter {
+    /// A client request: the id to restore, and how to shape its response.
+    Client { client_id: Id, shape: Shape },
+    /// The background call of a hosted task.
+    Task { task_id: Arc<str> },
+    /// A request the gateway made itself; what arrives related to it belongs to the client
+    /// request `on_behalf_of`, if any (a bridged call's `tasks/result`).
+    Internal { tx: oneshot::Sender<Value>, on_behalf_of: Option<Id> },
+}
+
+pub(super) struct Pending {
+    pub(super) waiter: Waiter,
+    pub(super) token: Option<String>,
+    /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
+    /// `tasks/result`: its answer may show the task ended.
+    pub(super) about_task: Option<(String, bool)>,
+}
+
+/// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
+/// call for the whole life of its upstream task (`owner: None`).
+pub(super) struct TokenRoute {
+    pub(super) dest: Dest,
+    pub(super) gate: ProgressGate,
+    pub(super) owner: Option<i64>,
+    /// The bridged call following the task this token's call created.
+    pub(super) activity: Option<Arc<dyn TaskFollower>>,
+    /// The upstream sent progress under this token: the gateway makes up none.
+    pub(super) upstream_progress: bool,
+}
+
+#[derive(Default)]
+pub(super) struct LinkState {
+    pub(super) next_id: i64,
+    pub(super) pending: HashMap<i64, Pending>,
+    pub(super) by_client_id: HashMap<Id, i64>,
+    /// Progress token (as JSON text) → where its notifications go.
+    pub(super) tokens: HashMap<String, TokenRoute>,
+    /// Upstream task id → the bridged client call following it.
+    pub(super) bridges: HashMap<String, (Id, Arc<dyn TaskFollower>)>,
+    /// Upstream task id → the progress token (key of `tokens`) its task-augmented call
+    /// carried, kept until the task ends (or its ttl passes): the token stays in use for
+    /// the task's whole life.
+    pub(super) task_tokens: HashMap<String, (String, Instant)>,
+    /// Hosted tasks whose background call runs on this link.
+    pub(super) tasks_running: usize,
+    /// The session ended while tasks ran: close once the last one ends.
+    pub(super) close_when_idle: bool,
+    pub(super) closed: Option<String>,
+}
+
+/// The part of a link that the transport calls into.
+pub struct LinkCore {
+    pub generation: u64,
+    pub(super) upstream: Arc<str>,
+    pub(super) state: Mutex<LinkState>,
+    pub(super) events: Weak<dyn LinkEvents>,
+    pub(super) tasks: Arc<dyn TaskCalls>,
+    pub(super) link: OnceLock<Weak<Link>>,
+    pub(super) me: Weak<LinkCore>,
+    pub(super) progress_interval: Duration,
+    /// stdio says nothing about which request a server message belongs to; with exactly one
+    /// request in flight, it belongs to that one.
+    pub(super) infer_related: bool,
+    /// Passed-through tasks whose progress route is kept at once.
+    pub(super) max_task_routes: usize,
+    /// This link's place among `max_links`, given back when it closes.
+    pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// `request_timeout` and `max_request_time` of the requests in flight, by upstream id.
+    pub(super) deadlines: Arc<Deadlines<i64>>,
+}
+
+pub struct Link {
+    pub(super) core: Arc<LinkCore>,
+    pub(super) conn: Upstream,
+    pub(super) max_in_flight: usize,
+    /// Bounds the requests the gateway makes on its own account (listings, task polls).
+    pub(super) request_timeout: Duration,
+}
+
+impl Drop for LinkCore {
+    fn drop(&mut self) {
+        // Its timeout task ends with it.
+        self.deadlines.close();
+    }
+}

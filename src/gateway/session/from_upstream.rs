@@ -1,0 +1,196 @@
+//! What reaches the session from its link: responses (the `initialize` that fixes the
+//! version, plain calls the upstream wants as tasks, listings to shape), server requests and
+//! notifications on their way to the client, and the link's end. Also the session as hosted
+//! tasks reach it ([`ClientSession`]).
+
+use super::*;
+
+impl Session {
+    pub(super) fn shape(&self, msg: &mut Value, shape: Shape) {
+        let Some(result) = msg.get_mut("result") else { return };
+        match shape {
+            Shape::AsIs => {}
+            Shape::Initialize => {
+                let version = self.state.lock().unwrap().version;
+                if let Some(v) = version {
+                    let hosting = self.upstream.tasks.hosted != HostedMode::Never;
+                    shaping::initialize_result(result, v, hosting);
+                }
+            }
+            Shape::ToolsList => {
+                self.remember_tools(result);
+                let (version, upstream_tasks) = {
+                    let st = self.state.lock().unwrap();
+                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
+                };
+                let policy = &self.upstream.tasks;
+                let hosted =
+                    |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
+                if let Some(v) = version {
+                    shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
+                }
+            }
+            Shape::MayNeedTask => {}
+            Shape::UpstreamTaskPage => {
+                if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {
+                    result["nextCursor"] = format!("{CURSOR_UPSTREAM}{c}").into();
+                }
+            }
+        }
+    }
+}
+
+impl ClientSession for Session {
+    fn to_client(&self, msg: Value, route: Route) {
+        Session::to_client(self, msg, route)
+    }
+
+    fn relay_server_request(
+        &self,
+        link: &Arc<Link>,
+        upstream_id: Id,
+        msg: Value,
+        route: Route,
+        task: Option<Arc<str>>,
+    ) {
+        Session::relay_server_request(self, link, upstream_id, msg, route, task)
+    }
+
+    fn reaches_client_now(&self) -> bool {
+        self.sink.reaches_client_now()
+    }
+
+    fn discard_progress(&self, token: &Value) {
+        self.sink.discard_progress(token);
+    }
+}
+
+impl LinkEvents for Session {
+    fn response(&self, client_id: Id, mut msg: Value, shape: Shape) {
+        if shape == Shape::Initialize {
+            let mut st = self.state.lock().unwrap();
+            if st.init_pending.as_ref() == Some(&client_id) {
+                st.init_pending = None;
+                if msg.get("error").is_some() {
+                    // A refused initialize leaves the session uninitialized; the client may retry.
+                    st.init_params = None;
+                } else {
+                    let got = msg.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
+                    match ProtocolVersion::parse(got) {
+                        Some(v) => {
+                            st.version = Some(v);
+                            st.upstream_caps = msg.pointer("/result/capabilities").cloned().unwrap_or(json!({}));
+                        }
+                        None => {
+                            st.init_params = None;
+                            msg = RpcError::new(
+                                jsonrpc::INTERNAL_ERROR,
+                                format!("upstream '{}' negotiated protocol version {got:?}, which the gateway does not speak", self.upstream.name),
+                            )
+                            .response(Some(&client_id));
+                        }
+                    }
+                }
+            }
+        }
+        if shape == Shape::MayNeedTask {
+            let call = self.state.lock().unwrap().retry.remove(&client_id);
+            let name =
+                call.as_ref().and_then(|c| c.pointer("/params/name")).and_then(Value::as_str).unwrap_or("").to_string();
+            let support = self.state.lock().unwrap().tool_support.get(&name).copied().unwrap_or(TaskSupport::Forbidden);
+            if let Some(call) = call
+                && mcp_tasks::refused_as_plain_call(&msg, &name, support)
+            {
+                tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
+                self.state.lock().unwrap().tool_support.insert(name, TaskSupport::Required);
+                if let Some(me) = self.me.upgrade() {
+                    tokio::spawn(async move {
+                        if let Err(e) = me.start_bridge(client_id.clone(), call).await {
+                            me.to_client(e.response(Some(&client_id)), Route::Response(client_id));
+                        }
+                    });
+                }
+                return;
+            }
+        }
+        if let Some(task_id) = msg.pointer("/result/task/taskId").and_then(Value::as_str) {
+            let mut st = self.state.lock().unwrap();
+            if st.known_tasks.len() >= MAX_KNOWN_TASKS {
+                st.known_tasks.pop_front();
+            }
+            st.known_tasks.push_back(task_id.to_string());
+        }
+        self.shape(&mut msg, shape);
+        self.to_client(msg, Route::Response(client_id));
+    }
+
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Value, related: Option<Id>) {
+        // For a bridged call the gateway is the one that made the task: a request the client
+        // cannot answer is refused upstream, and the task fails there cleanly.
+        let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+        if bridged && !self.client_can_answer(&method) {
+            link.refuse(
+                upstream_id,
+                RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}")),
+            );
+            return;
+        }
+        if bridged {
+            // The task is the gateway's, not the client's: a client that keeps tasks would
+            // look its id up and refuse.
+            mcp_tasks::untag_related(&mut msg, "params");
+        }
+        self.relay_server_request(
+            link,
+            upstream_id,
+            msg,
+            related.map(Route::Related).unwrap_or(Route::Unrelated),
+            None,
+        );
+    }
+
+    fn notification(&self, mut msg: Value, related: Option<Id>) {
+        match msg.get("method").and_then(Value::as_str) {
+            Some("notifications/tools/list_changed") => {
+                let mut st = self.state.lock().unwrap();
+                st.tool_support.clear();
+                st.listing_loaded = false;
+            }
+            Some("notifications/tasks/status") => {
+                // Only about tasks the client made (a bridged call's task is the gateway's).
+                let task = msg.pointer("/params/taskId").and_then(Value::as_str).unwrap_or("");
+                if !self.state.lock().unwrap().known_tasks.iter().any(|t| t == task) {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            // The server cancels a request it sent the client: use the id the client knows.
+            let up = msg.pointer("/params/requestId").and_then(Id::from_value);
+            let mut st = self.state.lock().unwrap();
+            let ours = up.and_then(|up| {
+                st.server_requests.iter().find(|(_, r)| r.upstream_id == up).map(|(ours, _)| ours.clone())
+            });
+            let Some(ours) = ours else { return };
+            st.server_requests.remove(&ours);
+            msg["params"]["requestId"] = ours.to_value();
+        }
+        self.to_client(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
+    }
+
+    fn closed(&self, generation: u64, reason: &str) {
+        let mut st = self.state.lock().unwrap();
+        st.server_requests.retain(|_, r| r.link.strong_count() > 0);
+        if st.closed {
+            return;
+        }
+        let delay = match st.restart_backoff {
+            Some((since, d)) if since.elapsed() < MAX_BACKOFF => (d * 2).min(MAX_BACKOFF),
+            _ => Duration::from_millis(100),
+        };
+        st.restart_backoff = Some((Instant::now(), delay));
+        tracing::warn!(upstream = %self.upstream.name, generation, "link lost ({reason}); the next request starts a new one");
+    }
+}
