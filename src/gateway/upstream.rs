@@ -49,6 +49,7 @@ impl Upstream {
                     &headers,
                     cfg.connect_timeout,
                     cfg.max_request_time,
+                    gateway.limits().max_in_flight,
                     sink,
                 )
                 .map(Upstream::Http)

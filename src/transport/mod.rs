@@ -4,8 +4,10 @@
 mod http_batch;
 mod http_body;
 pub mod http_client;
+pub(crate) mod http_conn;
 mod http_guard;
 pub mod http_server;
+mod inline;
 pub mod lines;
 pub mod sse;
 pub mod stdio;

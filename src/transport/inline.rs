@@ -1,0 +1,164 @@
+//! Running a request on the task that sends it. An upstream that answers at once is read
+//! on the caller's task: no task is spawned and no other thread is woken. What takes longer
+//! than a short budget (a long call, an event stream, a resumption), or outlives its caller,
+//! goes on in a task of its own, so the caller is never held for long.
+
+use futures_util::task::AtomicWaker;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Runs `job` here for at most `budget`; the rest of it runs in a task of its own, for at
+/// most `limit` in all.
+pub(crate) async fn run(job: Job, budget: Duration, limit: Duration) {
+    let mut slot = Handoff(Some(job), tokio::time::Instant::now().checked_add(limit));
+    let quiet = Quiet::new();
+    let mut deadline = pin!(tokio::time::sleep(budget));
+    poll_fn(|cx| {
+        let Some(job) = slot.0.as_mut() else { return Poll::Ready(()) };
+        if quiet.poll(job.as_mut(), cx).is_ready() {
+            slot.0 = None;
+            return Poll::Ready(());
+        }
+        deadline.as_mut().poll(cx)
+    })
+    .await;
+}
+
+/// A job not finished where it started, and when it must end: dropping this hands it to a
+/// task of its own.
+struct Handoff(Option<Job>, Option<tokio::time::Instant>);
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        if let Some(job) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            match self.1 {
+                Some(end) => rt.spawn(async move {
+                    let _ = tokio::time::timeout_at(end, job).await;
+                }),
+                None => rt.spawn(job),
+            };
+        }
+    }
+}
+
+const POLLING: u8 = 1;
+const WOKEN: u8 = 2;
+
+/// Polls a future with a waker of its own. A wake-up that comes while the future is being
+/// polled (a connection handing a response to the request waiting on it, in the same task)
+/// is answered by polling again at once instead of rescheduling the task, which would wake
+/// another worker thread. Wake-ups from elsewhere (the reactor) wake the task as usual.
+struct Quiet {
+    flag: Arc<Flag>,
+    waker: Waker,
+}
+
+struct Flag {
+    state: AtomicU8,
+    task: AtomicWaker,
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.state.fetch_or(WOKEN, SeqCst) & POLLING == 0 {
+            self.task.wake();
+        }
+    }
+}
+
+/// How often in a row a future that wakes itself is polled before the task yields.
+const MAX_REPOLLS: usize = 16;
+
+impl Quiet {
+    fn new() -> Quiet {
+        let flag = Arc::new(Flag { state: AtomicU8::new(0), task: AtomicWaker::new() });
+        Quiet { waker: Waker::from(flag.clone()), flag }
+    }
+
+    fn poll<F: Future + ?Sized>(&self, mut fut: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.flag.task.register(cx.waker());
+        let mut inner = Context::from_waker(&self.waker);
+        for _ in 0..MAX_REPOLLS {
+            self.flag.state.store(POLLING, SeqCst);
+            let p = fut.as_mut().poll(&mut inner);
+            let state = self.flag.state.swap(0, SeqCst);
+            if p.is_ready() || state & WOKEN == 0 {
+                return p;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[tokio::test]
+    async fn a_quick_job_finishes_on_the_caller_and_a_slow_one_in_a_task() {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        run(Box::pin(async move { d.store(true, SeqCst) }), Duration::from_secs(5), Duration::MAX).await;
+        assert!(done.load(SeqCst));
+
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = tx.send(());
+        };
+        let start = std::time::Instant::now();
+        run(Box::pin(job), Duration::from_millis(5), Duration::MAX).await;
+        assert!(start.elapsed() < Duration::from_millis(40), "the caller was held {:?}", start.elapsed());
+        tokio::time::timeout(Duration::from_secs(5), rx).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_caller_goes_away_still_finishes() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let _ = tx.send(());
+        };
+        let _ =
+            tokio::time::timeout(Duration::from_millis(5), run(Box::pin(job), Duration::from_secs(5), Duration::MAX))
+                .await;
+        tokio::time::timeout(Duration::from_secs(5), rx).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_self_wake_during_the_poll_is_answered_by_polling_again() {
+        let mut n = 0;
+        let fut = poll_fn(|cx| {
+            n += 1;
+            if n < 3 {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            } else {
+                Poll::Ready(n)
+            }
+        });
+        let quiet = Quiet::new();
+        let mut fut = pin!(fut);
+        let mut outer = 0;
+        let got = poll_fn(|cx| {
+            outer += 1;
+            quiet.poll(fut.as_mut(), cx)
+        })
+        .await;
+        assert_eq!((got, outer), (3, 1), "polled again at once, without going through the scheduler");
+    }
+}
