@@ -49,6 +49,15 @@ impl Drop for Handoff {
     }
 }
 
+/// Runs `fut` with wake-ups it causes itself answered by polling again at once (see
+/// [`Quiet`]): for a connection's whole life, e.g. a downstream one whose handler waits on
+/// the body the connection reads.
+pub(crate) async fn quietly<F: Future>(fut: F) -> F::Output {
+    let quiet = Quiet::new();
+    let mut fut = pin!(fut);
+    poll_fn(|cx| quiet.poll(fut.as_mut(), cx)).await
+}
+
 const POLLING: u8 = 1;
 const WOKEN: u8 = 2;
 
