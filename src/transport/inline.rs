@@ -3,6 +3,7 @@
 //! than a short budget (a long call, an event stream, a resumption), or outlives its caller,
 //! goes on in a task of its own, so the caller is never held for long.
 
+use crate::transport::budget;
 use futures_util::task::AtomicWaker;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
@@ -18,16 +19,28 @@ pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(crate) async fn run(job: Job, budget: Duration, limit: Duration) {
     let mut slot = Handoff(Some(job), tokio::time::Instant::now().checked_add(limit));
     let quiet = Quiet::new();
-    let mut deadline = pin!(tokio::time::sleep(budget));
+    let mut watched = Watched(None);
     poll_fn(|cx| {
         let Some(job) = slot.0.as_mut() else { return Poll::Ready(()) };
         if quiet.poll(job.as_mut(), cx).is_ready() {
             slot.0 = None;
             return Poll::Ready(());
         }
-        deadline.as_mut().poll(cx)
+        let ticket = watched.0.get_or_insert_with(|| budget::watch(budget));
+        if ticket.expired(cx.waker()) { Poll::Ready(()) } else { Poll::Pending }
     })
     .await;
+}
+
+/// The budget's ticket, given back however `run` ends.
+struct Watched(Option<Arc<budget::Ticket>>);
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            budget::unwatch(t);
+        }
+    }
 }
 
 /// A job not finished where it started, and when it must end: dropping this hands it to a

@@ -1,6 +1,7 @@
 //! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
 //! message means beyond what its transport's own rules require.
 
+mod budget;
 mod http_batch;
 mod http_body;
 pub mod http_client;
