@@ -91,7 +91,6 @@ fn ids(c: &mut Criterion) {
 /// `optional`), for a 2025-11-25 client (hosting marks, bridge) and a 2025-06-18 client
 /// (execution stripped): on a parsed result, as the session does it.
 fn shaping(c: &mut Criterion) {
-    use taskgate::config::RequiredMode;
     use taskgate::mcp::{ProtocolVersion, shaping};
     let tools: Vec<Value> = (0..100)
         .map(|i| {
@@ -120,7 +119,7 @@ fn shaping(c: &mut Criterion) {
             b.iter_batched(
                 || listing.clone(),
                 |mut l| {
-                    shaping::tools_list(&mut l, version, RequiredMode::Bridge, &|n, _| n.ends_with('2'));
+                    shaping::tools_list(&mut l, version, true, &|n, _| n.ends_with('2'));
                     l
                 },
                 BatchSize::SmallInput,

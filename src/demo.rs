@@ -5,9 +5,11 @@
 
 use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, RpcError};
 use crate::mcp::ProtocolVersion;
-use crate::transport::InboundSink;
+use crate::transport::own_stdio::{self, OutQueue};
+use crate::transport::{InboundSink, one_or_batch};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -16,11 +18,16 @@ use tokio::sync::{mpsc, oneshot};
 pub struct DemoHandle {
     tx: mpsc::Sender<Value>,
     task: tokio::task::JoinHandle<()>,
+    demo: Arc<Demo>,
 }
 
 impl DemoHandle {
     pub async fn send(&self, msg: Value) -> Result<(), String> {
-        self.tx.send(msg).await.map_err(|_| "the demo server has stopped".to_string())
+        self.demo.busy.fetch_add(1, Ordering::SeqCst);
+        self.tx.send(msg).await.map_err(|_| {
+            self.demo.busy.fetch_sub(1, Ordering::SeqCst);
+            "the demo server has stopped".to_string()
+        })
     }
 
     pub fn close(&self) {
@@ -34,34 +41,44 @@ struct Demo {
     waiting: Mutex<HashMap<Id, oneshot::Sender<Value>>>,
     /// Calls in progress, so that `notifications/cancelled` can stop them.
     running: Mutex<HashMap<Id, tokio::task::AbortHandle>>,
+    /// Messages sent to the demo and not yet handled, plus calls running: zero once every
+    /// answer due has been sent.
+    busy: AtomicUsize,
     next_id: Mutex<i64>,
     /// Cancellations received for calls still running (reported by `demo://stats`).
     cancelled: std::sync::atomic::AtomicU64,
     /// Whether `crash` may end the process (only when the demo is a process of its own).
     own_process: bool,
+    /// On stdio: the queue for our stdout, whose room `slow` waits for before each progress
+    /// step (everything else it sends answers a request, and stdin waits for that room).
+    stdout: Option<Arc<OutQueue>>,
 }
 
 /// Starts a demo server whose output goes to `out`.
 pub fn spawn(out: Arc<dyn InboundSink>) -> DemoHandle {
-    spawn_with(out, false)
+    spawn_with(out, None)
 }
 
-fn spawn_with(out: Arc<dyn InboundSink>, own_process: bool) -> DemoHandle {
+fn spawn_with(out: Arc<dyn InboundSink>, stdout: Option<Arc<OutQueue>>) -> DemoHandle {
     let (tx, mut rx) = mpsc::channel::<Value>(1024);
     let demo = Arc::new(Demo {
         out,
         waiting: Mutex::new(HashMap::new()),
         running: Mutex::new(HashMap::new()),
+        busy: AtomicUsize::new(0),
         next_id: Mutex::new(1),
         cancelled: std::sync::atomic::AtomicU64::new(0),
-        own_process,
+        own_process: stdout.is_some(),
+        stdout,
     });
+    let me = demo.clone();
     let task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            demo.clone().receive(msg);
+            me.clone().receive(msg);
+            me.busy.fetch_sub(1, Ordering::SeqCst);
         }
     });
-    DemoHandle { tx, task }
+    DemoHandle { tx, task, demo }
 }
 
 impl Demo {
@@ -78,12 +95,21 @@ impl Demo {
                 if frame.method() == "tools/call" {
                     let me = self.clone();
                     let task_id = id.clone();
+                    self.busy.fetch_add(1, Ordering::SeqCst);
+                    // Locked across the spawn, so that the call cannot end before it is listed.
+                    let mut running = self.running.lock().unwrap();
                     let handle = tokio::spawn(async move {
                         let result = me.call_tool(&task_id, frame.msg).await;
-                        me.running.lock().unwrap().remove(&task_id);
                         me.respond(&task_id, result);
+                        // Whoever takes the entry (this, or a cancellation) ends the call.
+                        if me.running.lock().unwrap().remove(&task_id).is_some() {
+                            me.busy.fetch_sub(1, Ordering::SeqCst);
+                        }
                     });
-                    self.running.lock().unwrap().insert(id, handle.abort_handle());
+                    // An id reused while its first call runs: one entry for two calls.
+                    if running.insert(id, handle.abort_handle()).is_some() {
+                        self.busy.fetch_sub(1, Ordering::SeqCst);
+                    }
                 } else {
                     let result = self.answer(&frame.msg);
                     self.respond(&id, result);
@@ -95,6 +121,7 @@ impl Demo {
                     && let Some(h) = self.running.lock().unwrap().remove(&id)
                 {
                     h.abort();
+                    self.busy.fetch_sub(1, Ordering::SeqCst);
                     self.cancelled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }
@@ -208,6 +235,9 @@ impl Demo {
                         tokio::time::sleep(step).await;
                     }
                     if let Some(t) = &token {
+                        if let Some(q) = &self.stdout {
+                            q.room().await;
+                        }
                         self.out.message(
                             jsonrpc::notification(
                                 "notifications/progress",
@@ -286,45 +316,42 @@ fn tools(own_process: bool) -> Value {
     list
 }
 
-/// Serves the demo on this process's stdin/stdout until stdin closes.
+/// Serves the demo on this process's stdin/stdout until stdin closes; then the calls already
+/// read finish (for at most 5 s) and their output is written. Backpressure as for
+/// `taskgate stdio`: no line is read from stdin while more than [`own_stdio::OUT_BOUND`]
+/// bytes wait for the client, and `slow` waits the same way before each progress step, so
+/// nothing is dropped and nothing grows while the client does not read.
 pub async fn serve_stdio() {
-    struct Stdout(mpsc::Sender<bytes::Bytes>);
+    struct Stdout(Arc<OutQueue>);
     impl InboundSink for Stdout {
         fn message(&self, msg: Value, _related: Option<Id>) {
-            let line = bytes::Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
-            if self.0.try_send(line).is_err() {
-                tracing::warn!("stdout is not keeping up; dropped a message");
-            }
+            self.0.push(serde_json::to_vec(&msg).expect("values serialize"));
         }
         fn closed(&self, _reason: String) {}
     }
-    let out = Arc::new(Stdout(crate::transport::stdio::spawn_writer(
-        tokio::io::stdout(),
-        crate::transport::stdio::STDOUT_QUEUE,
-    )));
-    let demo = spawn_with(out.clone(), true);
-    let (tx, mut rx) = mpsc::channel::<Value>(1024);
-    let reader = tokio::spawn(async move {
-        crate::transport::stdio::read_lines(tokio::io::stdin(), 4 * 1024 * 1024, |line| match line {
+    let queue = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
+    let out = Arc::new(Stdout(queue.clone()));
+    let demo = spawn_with(out.clone(), Some(queue.clone()));
+    let mut lines = crate::transport::lines::LineReader::new(own_stdio::stdin(), 4 * 1024 * 1024);
+    loop {
+        queue.room().await;
+        let Some(line) = lines.next().await else { break };
+        match line {
             Ok(v) => {
-                let _ = tx.try_send(v);
+                for m in one_or_batch(v) {
+                    if demo.send(m).await.is_err() {
+                        return;
+                    }
+                }
             }
-            Err(e) => out.message(RpcError::new(jsonrpc::PARSE_ERROR, e).response(None), None),
-        })
-        .await;
-    });
-    while let Some(v) = rx.recv().await {
-        let items = match v {
-            Value::Array(items) => items,
-            v => vec![v],
-        };
-        for m in items {
-            if demo.send(m).await.is_err() {
-                return;
-            }
+            Err(bad) => out.message(RpcError::new(jsonrpc::PARSE_ERROR, bad.to_string()).response(None), None),
         }
     }
-    let _ = reader.await;
-    // Let the writer flush what the last requests produced.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let calls_done = async {
+        while demo.demo.busy.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), calls_done).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), queue.drained()).await;
 }

@@ -17,5 +17,6 @@ pub mod demo;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod random;
 pub mod tasks;
 pub mod transport;

@@ -281,7 +281,10 @@ async fn cancelling_a_bridged_call_cancels_the_task() {
     assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 77})).await, 202);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(up.received_methods().contains(&"tasks/cancel".to_string()), "{:?}", up.received_methods());
-    drop(pending);
+    // The call's stream ends, with nothing for the cancelled id.
+    let body = read_all(pending).await;
+    let text = String::from_utf8_lossy(&body.body).to_string();
+    assert!(!text.contains("\"id\":77"), "nothing for a cancelled call: {text}");
 }
 
 #[tokio::test]

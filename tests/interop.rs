@@ -5,6 +5,13 @@
 //!
 //! The peers are installed at pinned versions by `scripts/setup-interop`, which the test
 //! command runs first. A missing peer fails the test; nothing here skips.
+//!
+//! Every process a test starts runs in its own process group and is stopped with its whole
+//! tree (the gateway's stdio upstreams, a client's `taskgate stdio`); a test fails if any of
+//! them is left behind.
+
+#[path = "common/proc_tree.rs"]
+mod proc_tree;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -36,15 +43,20 @@ fn python() -> String {
     require(&interop_dir().join(".venv/bin/python"))
 }
 
-/// A child process that is stopped (by its own pid) when dropped; its output is kept.
+/// How long a stopped process tree gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// A child process in its own process group; when dropped it is stopped with every process
+/// below it, and the test fails if one survives. Its output is kept.
 struct Proc {
     child: Child,
     log: Arc<Mutex<String>>,
+    stopped: bool,
 }
 
 impl Proc {
     fn spawn(cmd: &mut Command) -> Proc {
-        let mut child = cmd
+        let mut child = proc_tree::own_group(cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -63,7 +75,7 @@ impl Proc {
                 }
             });
         }
-        Proc { child, log }
+        Proc { child, log, stopped: false }
     }
 
     fn output(&self) -> String {
@@ -94,18 +106,28 @@ impl Proc {
                 return status.success();
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                self.stop();
                 return false;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the process and its tree; panics (unless already panicking) if any survived.
+    fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let left = proc_tree::stop_tree(&mut self.child, STOP_GRACE);
+        if !left.is_empty() && !std::thread::panicking() {
+            panic!("processes left behind by {}: {left:?}", self.child.id());
         }
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -347,4 +369,29 @@ fn bridge_a_2024_11_05_client_over_http() {
 fn bridge_a_2025_11_25_client_plainly_and_as_a_task() {
     let gw = Gateway::start("");
     run_client(&gw, "node", &bridge_scenario("2025-11-25", http(gw.url("everything"))));
+}
+
+/// The helper itself: a shell that started two sleepers is stopped with both, and nothing of
+/// its tree or group survives.
+#[test]
+fn stopping_a_process_stops_its_whole_tree() {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "sleep 60 & sleep 60 & echo started; wait"]);
+    let mut p = Proc::spawn(&mut cmd);
+    p.wait_for("started");
+    let pid = p.child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let tree = loop {
+        let tree = proc_tree::descendants(pid);
+        if tree.len() >= 2 || Instant::now() > deadline {
+            break tree;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(tree.len(), 2, "the shell's two sleepers: {tree:?}");
+    assert!(tree.iter().all(|&d| proc_tree::cmdline(d).starts_with("sleep")), "{tree:?}");
+    let left = proc_tree::stop_tree(&mut p.child, STOP_GRACE);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(tree.iter().all(|&d| !proc_tree::alive(d)), "a sleeper survived: {tree:?}");
+    assert!(proc_tree::group_members(pid).is_empty());
 }

@@ -9,8 +9,8 @@
 
 use crate::config::UpstreamConfig;
 use crate::gateway::Gateway;
+use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::progress::{ProgressGate, Verdict};
-use crate::gateway::session::Shape;
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Kind, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::tasks::hosted::Hosted;
@@ -20,6 +20,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
+
+/// How a forwarded request's response is shaped on its way back: the session's choice,
+/// which the link carries with the request and hands back with its response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    AsIs,
+    Initialize,
+    ToolsList,
+    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
+    UpstreamTaskPage,
+    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
+    /// as a bridged call, once).
+    MayNeedTask,
+}
 
 /// What a link reports to its session. All calls are synchronous and short.
 pub trait LinkEvents: Send + Sync + 'static {
@@ -57,8 +71,6 @@ struct Pending {
     /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
     /// `tasks/result`: its answer may show the task ended.
     about_task: Option<(String, bool)>,
-    started: Instant,
-    last_activity: Instant,
 }
 
 /// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
@@ -118,6 +130,8 @@ pub struct LinkCore {
     max_task_routes: usize,
     /// This link's place among `max_links`, given back when it closes.
     permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// `request_timeout` and `max_request_time` of the requests in flight, by upstream id.
+    deadlines: Arc<Deadlines<i64>>,
 }
 
 pub struct Link {
@@ -157,6 +171,7 @@ impl Link {
             infer_related: matches!(cfg.transport, crate::config::Transport::Stdio { .. }),
             max_task_routes: gateway.limits().max_in_flight,
             permit: Mutex::new(Some(permit)),
+            deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
         });
         let conn = Upstream::connect(gateway, cfg, core.clone())
             .await
@@ -168,7 +183,7 @@ impl Link {
             request_timeout: cfg.request_timeout,
         });
         let _ = core.link.set(Arc::downgrade(&link));
-        tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), cfg.request_timeout, cfg.max_request_time));
+        tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), core.deadlines.clone()));
         Ok(link)
     }
 
@@ -248,8 +263,11 @@ impl Link {
             }
             _ => None,
         };
-        let now = Instant::now();
-        st.pending.insert(up_id, Pending { waiter, token, about_task, started: now, last_activity: now });
+        // The gateway's own requests have deadlines of their own (their caller's).
+        if !matches!(waiter, Waiter::Internal { .. }) {
+            self.core.deadlines.insert(up_id);
+        }
+        st.pending.insert(up_id, Pending { waiter, token, about_task });
         Ok(up_id)
     }
 
@@ -310,6 +328,15 @@ impl Link {
         });
         guard.armed = false;
         answer
+    }
+
+    /// Answers a request the server sent with an error (nobody on the client side can or
+    /// may answer it), without waiting for the send.
+    pub fn refuse(self: &Arc<Self>, upstream_id: Id, err: RpcError) {
+        let link = self.clone();
+        tokio::spawn(async move {
+            let _ = link.send(err.response(Some(&upstream_id))).await;
+        });
     }
 
     /// Sends a notification or a response to a server request.
@@ -506,6 +533,13 @@ impl LinkState {
 /// The longest a passed-through task keeps its progress route when its ttl says nothing.
 const MAX_TASK_ROUTE: Duration = Duration::from_secs(24 * 3600);
 
+impl Drop for LinkCore {
+    fn drop(&mut self) {
+        // Its timeout task ends with it.
+        self.deadlines.close();
+    }
+}
+
 impl LinkCore {
     /// A passed-through task ended: what its token still holds is delivered, then the token
     /// is finished.
@@ -527,6 +561,7 @@ impl LinkCore {
             let mut st = self.state.lock().unwrap();
             let p = st.pending.remove(&up_id);
             if let Some(p) = &p {
+                self.deadlines.remove(&up_id);
                 if let Some(t) = &p.token
                     && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
                 {
@@ -573,6 +608,7 @@ impl LinkCore {
             std::mem::take(&mut st.pending)
         };
         self.permit.lock().unwrap().take();
+        self.deadlines.close();
         let err = self.closed_error(&reason);
         let events = self.events.upgrade();
         for (_, p) in pending {
@@ -595,62 +631,39 @@ impl LinkCore {
     /// Answers requests that ran past their time: `request_timeout` since the last sign of
     /// life (progress), or `max_request_time` in all. A hosted task's call fails its task.
     /// The upstream is told to stop.
-    async fn enforce_timeouts(me: Weak<LinkCore>, idle: Duration, max: Duration) {
-        let tick = (idle.min(max) / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
-        loop {
-            tokio::time::sleep(tick).await;
+    async fn enforce_timeouts(me: Weak<LinkCore>, deadlines: Arc<Deadlines<i64>>) {
+        let (idle, max) = (deadlines.idle(), deadlines.lifetime());
+        while let Some((up_id, expiry)) = deadlines.expired().await {
             let Some(core) = me.upgrade() else { return };
-            let now = Instant::now();
-            let expired: Vec<(i64, bool)> = {
-                let st = core.state.lock().unwrap();
-                if st.closed.is_some() {
-                    return;
-                }
-                st.pending
-                    .iter()
-                    .filter(|(_, p)| !matches!(p.waiter, Waiter::Internal { .. }))
-                    .filter_map(|(id, p)| {
-                        if now >= p.started + max {
-                            Some((*id, true))
-                        } else if now >= p.last_activity + idle {
-                            Some((*id, false))
-                        } else {
-                            None
-                        }
-                    })
-                    .collect()
+            let Some(p) = core.take_pending(up_id) else { continue };
+            let total = expiry == Expiry::Lifetime;
+            let why = if total {
+                format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
+            } else {
+                format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
             };
-            for (up_id, total) in expired {
-                let Some(p) = core.take_pending(up_id) else { continue };
-                let why = if total {
-                    format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
-                } else {
-                    format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
-                };
-                let err = RpcError::new(
-                    jsonrpc::REQUEST_TIMEOUT,
-                    format!("request timed out: upstream '{}' sent {why}", core.upstream),
-                );
-                match p.waiter {
-                    Waiter::Client { client_id, shape } => {
-                        tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
-                        if let Some(ev) = core.events.upgrade() {
-                            ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
-                        }
+            let err = RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!("request timed out: upstream '{}' sent {why}", core.upstream),
+            );
+            match p.waiter {
+                Waiter::Client { client_id, shape } => {
+                    tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
+                    if let Some(ev) = core.events.upgrade() {
+                        ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
                     }
-                    Waiter::Task { task_id } => {
-                        tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
-                        core.hosted.outcome(&task_id, err.response(None));
-                    }
-                    Waiter::Internal { .. } => {}
                 }
-                if let Some(link) = core.link.get().and_then(Weak::upgrade) {
-                    let note =
-                        jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": why}));
-                    tokio::spawn(async move {
-                        let _ = link.send(note).await;
-                    });
+                Waiter::Task { task_id } => {
+                    tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
+                    core.hosted.outcome(&task_id, err.response(None));
                 }
+                Waiter::Internal { .. } => {}
+            }
+            if let Some(link) = core.link.get().and_then(Weak::upgrade) {
+                let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": why}));
+                tokio::spawn(async move {
+                    let _ = link.send(note).await;
+                });
             }
         }
     }
@@ -732,11 +745,9 @@ impl LinkCore {
             if let Some(a) = &route.activity {
                 let _ = a.try_send(BridgeEvent::Progress);
             }
-            if let Some(owner) = route.owner
-                && let Some(p) = st.pending.get_mut(&owner)
-            {
+            if let Some(owner) = route.owner {
                 // Progress is a sign of life: it resets the request's timeout.
-                p.last_activity = now;
+                self.deadlines.touch(&owner);
             }
             (dest, v, out)
         };
@@ -830,10 +841,8 @@ impl InboundSink for LinkCore {
                 let id = frame.id.clone().expect("requests have ids");
                 let dest = self.route(&frame.msg, related.clone());
                 // A question from the server is a sign of life of the request it serves.
-                if let Some(Id::Num(up)) = &related
-                    && let Some(p) = self.state.lock().unwrap().pending.get_mut(up)
-                {
-                    p.last_activity = Instant::now();
+                if let Some(Id::Num(up)) = &related {
+                    self.deadlines.touch(up);
                 }
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
                 match (dest, self.events.upgrade()) {
@@ -847,10 +856,7 @@ impl InboundSink for LinkCore {
                     }
                     (_, None) => {
                         // The session is gone and nobody else can answer.
-                        let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer");
-                        tokio::spawn(async move {
-                            let _ = link.send(err.response(Some(&id))).await;
-                        });
+                        link.refuse(id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer"));
                     }
                 }
             }

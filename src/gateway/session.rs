@@ -9,7 +9,7 @@
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
-use crate::gateway::link::{Link, LinkEvents};
+use crate::gateway::link::{Link, LinkEvents, Shape};
 use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
@@ -33,19 +33,6 @@ pub enum Route {
     Related(Id),
     /// Not tied to a request (list changes, logs, requests the gateway cannot place).
     Unrelated,
-}
-
-/// How a forwarded request's response is shaped on its way back.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shape {
-    AsIs,
-    Initialize,
-    ToolsList,
-    /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
-    UpstreamTaskPage,
-    /// A plain `tools/call` that may come back saying it must be a task (then it is retried
-    /// as a bridged call, once).
-    MayNeedTask,
 }
 
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
@@ -125,12 +112,6 @@ pub struct Session {
     relink: tokio::sync::Mutex<()>,
 }
 
-fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl Session {
     pub fn new(gateway: Arc<Gateway>, upstream: Arc<UpstreamConfig>, sink: Arc<dyn ClientSink>) -> Arc<Session> {
         Self::for_client(gateway, upstream, sink, None)
@@ -144,7 +125,7 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
     ) -> Arc<Session> {
-        let owner = random_hex();
+        let owner = crate::random::id128();
         Arc::new_cyclic(|me| Session {
             gateway,
             upstream,
@@ -406,11 +387,7 @@ impl Session {
             }
         };
         let Some(id) = client_side_id else {
-            let err = RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client");
-            let link = link.clone();
-            tokio::spawn(async move {
-                let _ = link.send(err.response(Some(&upstream_id))).await;
-            });
+            link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             return;
         };
         jsonrpc::set_id(&mut msg, &id);
@@ -556,7 +533,7 @@ impl Session {
                 let hosted =
                     |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
                 if let Some(v) = version {
-                    shaping::tools_list(result, v, policy.required, &hosted);
+                    shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
                 }
             }
             Shape::MayNeedTask => {}
@@ -634,11 +611,10 @@ impl LinkEvents for Session {
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
         let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
         if bridged && !self.client_can_answer(&method) {
-            let err = RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}"));
-            let link = link.clone();
-            tokio::spawn(async move {
-                let _ = link.send(err.response(Some(&upstream_id))).await;
-            });
+            link.refuse(
+                upstream_id,
+                RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}")),
+            );
             return;
         }
         if bridged {

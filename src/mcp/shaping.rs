@@ -1,7 +1,6 @@
 //! Shaping what reaches a client to what its negotiated version defines, and to what the
 //! gateway itself offers (hosted tasks).
 
-use crate::config::RequiredMode;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::{self, TaskSupport};
 use serde_json::{Value, json};
@@ -41,22 +40,23 @@ pub fn initialize_result(result: &mut Value, client: ProtocolVersion, hosting: b
 }
 
 /// A `tools/list` result. `hosted(name, support)` says whether the gateway hosts tasks for
-/// that tool; `required` what becomes of tools the upstream requires as tasks.
+/// that tool; `bridge_required` whether tools the upstream requires as tasks are bridged for
+/// clients without tasks (else they are hidden from them).
 pub fn tools_list(
     result: &mut Value,
     client: ProtocolVersion,
-    required: RequiredMode,
+    bridge_required: bool,
     hosted: &dyn Fn(&str, TaskSupport) -> bool,
 ) {
     let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else { return };
-    if !client.has_tasks() && required == RequiredMode::Hide {
+    if !client.has_tasks() && !bridge_required {
         tools.retain(|t| TaskSupport::of_tool(t) != TaskSupport::Required);
     }
     for tool in tools.iter_mut() {
         let support = TaskSupport::of_tool(tool);
         let name = tool.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(obj) = tool.as_object_mut() else { continue };
-        let bridged = support == TaskSupport::Required && required == RequiredMode::Bridge;
+        let bridged = support == TaskSupport::Required && bridge_required;
         if !client.has_tasks() {
             obj.remove("execution");
         } else if bridged || (support != TaskSupport::Required && hosted(&name, support)) {
@@ -102,7 +102,7 @@ mod tests {
         initialize_result(&mut init, ProtocolVersion::V2025_06_18, true);
         assert_eq!(init, json!({"capabilities": {"tools": {}}}));
         let mut list = json!({"tools": [{"name": "a", "execution": {"taskSupport": "optional"}, "x": 1}]});
-        tools_list(&mut list, ProtocolVersion::V2024_11_05, RequiredMode::Bridge, &|_, _| true);
+        tools_list(&mut list, ProtocolVersion::V2024_11_05, true, &|_, _| true);
         assert_eq!(list, json!({"tools": [{"name": "a", "x": 1}]}));
     }
 
@@ -117,12 +117,12 @@ mod tests {
             {"name": "skip"}
         ]});
         let before = list.clone();
-        tools_list(&mut list, ProtocolVersion::V2025_11_25, RequiredMode::Hide, &|n, _| n != "skip");
+        tools_list(&mut list, ProtocolVersion::V2025_11_25, false, &|n, _| n != "skip");
         assert_eq!(list["tools"][0]["execution"]["taskSupport"], "optional");
         assert_eq!(list["tools"][1]["execution"]["taskSupport"], "required");
         assert!(list["tools"][2].get("execution").is_none());
         let mut list = before;
-        tools_list(&mut list, ProtocolVersion::V2025_11_25, RequiredMode::Bridge, &|n, _| n != "skip");
+        tools_list(&mut list, ProtocolVersion::V2025_11_25, true, &|n, _| n != "skip");
         assert_eq!(list["tools"][1]["execution"]["taskSupport"], "optional", "bridged: a task is optional");
     }
 
@@ -130,10 +130,10 @@ mod tests {
     fn required_tools_for_old_clients() {
         let listing = json!({"tools": [{"name": "a"}, {"name": "r", "execution": {"taskSupport": "required"}}]});
         let mut bridged = listing.clone();
-        tools_list(&mut bridged, ProtocolVersion::V2025_06_18, RequiredMode::Bridge, &|_, _| false);
+        tools_list(&mut bridged, ProtocolVersion::V2025_06_18, true, &|_, _| false);
         assert_eq!(bridged, json!({"tools": [{"name": "a"}, {"name": "r"}]}));
         let mut hidden = listing;
-        tools_list(&mut hidden, ProtocolVersion::V2025_06_18, RequiredMode::Hide, &|_, _| false);
+        tools_list(&mut hidden, ProtocolVersion::V2025_06_18, false, &|_, _| false);
         assert_eq!(hidden, json!({"tools": [{"name": "a"}]}));
     }
 

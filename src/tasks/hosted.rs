@@ -5,6 +5,7 @@
 //! and the outcome into the store.
 
 use crate::config::{TasksConfig, UpstreamTasks};
+use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::Link;
 use crate::gateway::session::{Route, Session};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
@@ -39,6 +40,8 @@ pub struct Hosted {
     max_store_bytes: usize,
     /// Keys the `tasks/list` cursors, so that only cursors the gateway issued are accepted.
     cursor_key: std::hash::RandomState,
+    /// When each finished task's retention ends.
+    expiry: Arc<Deadlines<Arc<str>>>,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
@@ -51,13 +54,6 @@ pub fn not_found(task_id: &str) -> RpcError {
     RpcError::new(INVALID_PARAMS, format!("task not found or expired: {task_id}"))
 }
 
-/// 128 random bits as hex: until authentication exists, the task id is the capability.
-fn new_task_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl Hosted {
     pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
         Arc::new(Hosted {
@@ -67,6 +63,7 @@ impl Hosted {
             max_result_bytes: cfg.max_result_bytes,
             max_store_bytes: cfg.max_store_bytes,
             cursor_key: std::hash::RandomState::new(),
+            expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
         })
     }
 
@@ -76,19 +73,35 @@ impl Hosted {
         self.store.get(task_id).is_some_and(|r| r.owner == owner)
     }
 
-    /// Removes finished tasks whose ttl has passed, every `every`. Running tasks are not
-    /// reaped: their call ends by its own limits (`request_timeout`, `max_request_time`).
-    pub fn start_sweeper(self: &Arc<Self>, every: Duration) {
+    /// Removes each finished task when its ttl has passed (one task, woken by the earliest
+    /// retention to end). Running tasks are not reaped: their call ends by its own limits
+    /// (`request_timeout`, `max_request_time`).
+    pub fn start_sweeper(self: &Arc<Self>) {
         let me = Arc::downgrade(self);
+        let expiry = self.expiry.clone();
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
+            while let Some((id, _)) = expiry.expired().await {
                 let Some(h) = me.upgrade() else { return };
-                for rec in h.store.remove_expired(SystemTime::now()) {
-                    tracing::debug!(task = %rec.id, "task expired");
+                match h.store.remove_if_expired(&id, SystemTime::now()) {
+                    Some(rec) => tracing::debug!(task = %rec.id, "task expired"),
+                    None => {
+                        if let Some(rec) = h.store.get(&id) {
+                            h.expire_when_due(&rec);
+                        }
+                    }
                 }
             }
         });
+    }
+
+    /// A finished task is removed when its retention ends.
+    fn expire_when_due(&self, rec: &TaskRecord) {
+        if !rec.status.is_terminal() {
+            return;
+        }
+        let left = rec.expires_at().duration_since(SystemTime::now()).unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        self.expiry.insert_until(rec.id.as_str().into(), now.checked_add(left).unwrap_or(now));
     }
 
     /// Creates a task for a call about to start. The ttl is the client's (or the default),
@@ -103,8 +116,14 @@ impl Hosted {
         requested_ttl: Option<Duration>,
     ) -> Result<TaskRecord, RpcError> {
         let ttl = requested_ttl.unwrap_or(policy.ttl).clamp(policy.min_ttl, policy.max_ttl);
-        let rec =
-            TaskRecord::new(new_task_id(), owner.into(), client.into(), upstream.into(), ttl, policy.poll_interval);
+        let rec = TaskRecord::new(
+            crate::random::id128(),
+            owner.into(),
+            client.into(),
+            upstream.into(),
+            ttl,
+            policy.poll_interval,
+        );
         self.store.insert(rec.clone(), policy.max_tasks_per_owner).map_err(|e| {
             let code = match e {
                 StoreError::ClientFull { .. } => GATEWAY_BUSY,
@@ -187,6 +206,9 @@ impl Hosted {
                 r.last_updated_at = SystemTime::now();
             }
         });
+        if let Some(rec) = &rec {
+            self.expire_when_due(rec);
+        }
         let running = self.running.lock().unwrap().remove(task_id);
         if let (Some(rec), Some(r)) = (rec, running) {
             Self::stop_progress(&r);
@@ -267,11 +289,7 @@ impl Hosted {
             }
             Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
             Target::Nobody => {
-                let err = RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task");
-                let link = link.clone();
-                tokio::spawn(async move {
-                    let _ = link.send(err.response(Some(&upstream_id))).await;
-                });
+                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
         }
     }
@@ -336,6 +354,7 @@ impl Hosted {
                 format!("task {task_id} is already {} and cannot be cancelled", s.as_str()),
             ));
         }
+        self.expire_when_due(&rec);
         let running = self.running.lock().unwrap().remove(task_id);
         if let Some(r) = running {
             Self::stop_progress(&r);

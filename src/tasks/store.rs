@@ -133,6 +133,8 @@ pub trait TaskStore: Send + Sync {
     fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>>;
     /// Removes finished tasks whose ttl has passed; returns them.
     fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord>;
+    /// Removes task `id` if it is finished and its ttl has passed.
+    fn remove_if_expired(&self, id: &str, now: SystemTime) -> Option<TaskRecord>;
     /// The highest `seq` handed out so far.
     fn last_seq(&self) -> u64;
     /// Bytes of retained outcomes.
@@ -296,6 +298,16 @@ impl TaskStore for MemoryStore {
             }
         }
         out
+    }
+
+    fn remove_if_expired(&self, id: &str, now: SystemTime) -> Option<TaskRecord> {
+        let mut st = self.inner.lock().unwrap();
+        if st.finished.peek(id)?.rec.expires_at() > now {
+            return None;
+        }
+        let e = st.finished.pop(id)?;
+        st.release(&e.rec);
+        Some(e.rec)
     }
 
     fn last_seq(&self) -> u64 {

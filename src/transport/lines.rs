@@ -64,48 +64,81 @@ pub async fn read_messages<R: AsyncRead + Unpin>(
     max_line: usize,
     mut on_line: impl FnMut(Result<Value, BadLine>),
 ) {
-    let mut r = BufReader::with_capacity(64 * 1024, reader);
-    let mut line: Vec<u8> = Vec::new();
-    // Some while the rest of an over-long line goes by.
-    let mut overflow: Option<IdScan> = None;
-    loop {
-        let buf = match r.fill_buf().await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::debug!("read error: {e}");
-                break;
-            }
-        };
-        if buf.is_empty() {
-            match overflow.take() {
-                Some(scan) => on_line(Err(scan.into_bad(BadKind::TooLong(max_line)))),
-                None => parse_line(&line, &mut on_line),
-            }
-            break;
+    let mut lines = LineReader::new(reader, max_line);
+    while let Some(line) = lines.next().await {
+        on_line(line);
+    }
+}
+
+/// The messages of a byte stream, one line at a time, for a reader that awaits between
+/// lines (to apply backpressure): what [`read_messages`] hands its callback.
+pub struct LineReader<R> {
+    r: BufReader<R>,
+    max_line: usize,
+    line: Vec<u8>,
+    /// Some while the rest of an over-long line goes by.
+    overflow: Option<IdScan>,
+    ended: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub fn new(reader: R, max_line: usize) -> LineReader<R> {
+        LineReader {
+            r: BufReader::with_capacity(64 * 1024, reader),
+            max_line,
+            line: Vec::new(),
+            overflow: None,
+            ended: false,
         }
-        let newline = buf.iter().position(|&b| b == b'\n');
-        let part = &buf[..newline.unwrap_or(buf.len())];
-        match &mut overflow {
-            Some(scan) => scan.feed(part),
-            None if line.len() + part.len() > max_line => {
-                let mut scan = IdScan::default();
-                scan.feed(&line);
-                scan.feed(part);
-                line.clear();
-                line.shrink_to(64 * 1024);
-                overflow = Some(scan);
+    }
+
+    /// The next non-blank line, parsed or reported; None at end of input or a read error.
+    /// Cancel-safe: the only await is the buffer's fill, and the state lives in `self`.
+    pub async fn next(&mut self) -> Option<Result<Value, BadLine>> {
+        while !self.ended {
+            let buf = match self.r.fill_buf().await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::debug!("read error: {e}");
+                    self.ended = true;
+                    return None;
+                }
+            };
+            if buf.is_empty() {
+                self.ended = true;
+                return match self.overflow.take() {
+                    Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
+                    None => parse_line(&std::mem::take(&mut self.line)),
+                };
             }
-            None => line.extend_from_slice(part),
-        }
-        let used = part.len() + usize::from(newline.is_some());
-        r.consume(used);
-        if newline.is_some() {
-            match overflow.take() {
-                Some(scan) => on_line(Err(scan.into_bad(BadKind::TooLong(max_line)))),
-                None => parse_line(&line, &mut on_line),
+            let newline = buf.iter().position(|&b| b == b'\n');
+            let part = &buf[..newline.unwrap_or(buf.len())];
+            match &mut self.overflow {
+                Some(scan) => scan.feed(part),
+                None if self.line.len() + part.len() > self.max_line => {
+                    let mut scan = IdScan::default();
+                    scan.feed(&self.line);
+                    scan.feed(part);
+                    self.line.clear();
+                    self.line.shrink_to(64 * 1024);
+                    self.overflow = Some(scan);
+                }
+                None => self.line.extend_from_slice(part),
             }
-            line.clear();
+            let used = part.len() + usize::from(newline.is_some());
+            self.r.consume(used);
+            if newline.is_some() {
+                let out = match self.overflow.take() {
+                    Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
+                    None => parse_line(&self.line),
+                };
+                self.line.clear();
+                if out.is_some() {
+                    return out;
+                }
+            }
         }
+        None
     }
 }
 
@@ -136,21 +169,18 @@ pub async fn read_log_lines<R: AsyncRead + Unpin>(reader: R, max_line: usize, mu
     }
 }
 
-fn parse_line(line: &[u8], on_line: &mut impl FnMut(Result<Value, BadLine>)) {
+fn parse_line(line: &[u8]) -> Option<Result<Value, BadLine>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
-        return;
+        return None;
     }
-    match serde_json::from_slice::<Value>(line) {
-        Ok(v) => on_line(Ok(v)),
-        Err(e) => {
-            let kind =
-                if std::str::from_utf8(line).is_err() { BadKind::InvalidUtf8 } else { BadKind::NotJson(e.to_string()) };
-            let mut scan = IdScan::default();
-            scan.feed(line);
-            on_line(Err(scan.into_bad(kind)));
-        }
-    }
+    Some(serde_json::from_slice::<Value>(line).map_err(|e| {
+        let kind =
+            if std::str::from_utf8(line).is_err() { BadKind::InvalidUtf8 } else { BadKind::NotJson(e.to_string()) };
+        let mut scan = IdScan::default();
+        scan.feed(line);
+        scan.into_bad(kind)
+    }))
 }
 
 /// The longest `"id"` value text kept.

@@ -10,6 +10,7 @@ mod http_guard;
 pub mod http_server;
 mod inline;
 pub mod lines;
+pub mod own_stdio;
 pub mod sse;
 pub mod stdio;
 pub mod streams;

@@ -1,47 +1,28 @@
 //! stdio: line-delimited JSON-RPC over pipes, both to child processes (upstreams) and on the
 //! gateway's own stdin/stdout (`taskgate stdio`, `taskgate demo-server`).
 
-use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{Id, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::lines::read_log_lines;
-pub use crate::transport::lines::{BadKind, BadLine, read_messages};
+pub use crate::transport::lines::{BadKind, BadLine, LineReader, read_messages};
+use crate::transport::own_stdio::{OutQueue, client_output};
 use crate::transport::{InboundSink, one_or_batch};
 use bytes::Bytes;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
 /// Messages queued for a child's stdin before senders wait.
 const WRITE_QUEUE: usize = 1024;
-/// Messages queued for our own stdout. Senders there cannot wait (they hold no task), so
-/// the queue is deep enough for any burst a live client reads; past it a client that has
-/// stopped reading loses messages, and the loss is logged.
-pub const STDOUT_QUEUE: usize = 16 * 1024;
 /// How long a child gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Reads JSON-RPC lines from `reader` and hands each parsed line to `on_line` (a batch line
-/// arrives as one array value). Returns at end of input. Lines over `max_line` bytes, lines
-/// that are not UTF-8 and lines that are not JSON are reported as errors and skipped.
-/// [`read_messages`] says more about a bad line.
-pub async fn read_lines<R: AsyncRead + Unpin>(
-    reader: R,
-    max_line: usize,
-    mut on_line: impl FnMut(Result<Value, String>),
-) {
-    read_messages(reader, max_line, |line| on_line(line.map_err(|bad| bad.to_string()))).await;
-}
-
-/// A writer task: each queued message becomes one line. Ends when all senders are gone or
-/// the pipe breaks.
-pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(w: W, capacity: usize) -> mpsc::Sender<Bytes> {
-    spawn_writer_until(w, capacity, None)
-}
-
-/// Like [`spawn_writer`], and also ends (closing the pipe) when `stop` fires.
+/// A writer task for a child's stdin: each queued message becomes one line. Ends (closing
+/// the pipe) when all senders are gone, the pipe breaks or `stop` fires.
 fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
     mut w: W,
     capacity: usize,
@@ -184,19 +165,27 @@ impl StdioChild {
 
         let reader_name = name.clone();
         tokio::spawn(async move {
-            read_messages(stdout, max_line, |line| match line {
-                // A 2025-03-26 server may send a batch: each message is delivered on its own.
-                Ok(msg) => one_or_batch(msg).into_iter().for_each(|m| sink.message(m, None)),
-                Err(bad) => {
-                    tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
-                    // The request it answered fails now rather than at its timeout.
-                    if let Some(id) = bad.answers() {
-                        let why = format!("upstream '{reader_name}': response {}", bad.kind);
-                        sink.message(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id)), None);
+            let mut lines = LineReader::new(stdout, max_line);
+            loop {
+                // While our own client has not read what it was sent, the child is not read
+                // either: its pipe fills and it waits, instead of our queue growing.
+                if let Some(out) = client_output() {
+                    out.room().await;
+                }
+                let Some(line) = lines.next().await else { break };
+                match line {
+                    // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                    Ok(msg) => one_or_batch(msg).into_iter().for_each(|m| sink.message(m, None)),
+                    Err(bad) => {
+                        tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
+                        // The request it answered fails now rather than at its timeout.
+                        if let Some(id) = bad.answers() {
+                            let why = format!("upstream '{reader_name}': response {}", bad.kind);
+                            sink.message(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id)), None);
+                        }
                     }
                 }
-            })
-            .await;
+            }
             // stdout closed: the child has exited or is about to. Report its status, waiting
             // only briefly for it (a child may close stdout and linger).
             let status = tokio::time::timeout(std::time::Duration::from_millis(500), exit_rx)
@@ -227,14 +216,78 @@ impl StdioChild {
     }
 }
 
-/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout.
-pub struct StdoutSink(pub mpsc::Sender<Bytes>);
+/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout,
+/// through a queue that never drops (see [`OutQueue`] for what bounds it).
+pub struct StdoutSink {
+    pub out: Arc<OutQueue>,
+    pub in_flight: Arc<InFlight>,
+}
 
 impl crate::gateway::session::ClientSink for StdoutSink {
-    fn deliver(&self, msg: Value, _route: crate::gateway::session::Route) {
-        let line = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
-        if self.0.try_send(line).is_err() {
-            tracing::warn!("stdout is not keeping up; dropped a message for the client");
+    fn deliver(&self, msg: Value, route: crate::gateway::session::Route) {
+        self.out.push(serde_json::to_vec(&msg).expect("values serialize"));
+        // After the push: once no request is in flight, every answer is in the queue.
+        if let crate::gateway::session::Route::Response(id) = &route {
+            self.in_flight.answered(id);
+        }
+    }
+}
+
+/// The client's requests not yet answered (nor cancelled by the client), so that the stdin
+/// front stops reading while `max_in_flight` of them wait: a fast client is slowed down
+/// rather than refused.
+#[derive(Default)]
+pub struct InFlight {
+    st: std::sync::Mutex<InFlightState>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct InFlightState {
+    ids: HashSet<Id>,
+    waiting: bool,
+}
+
+impl InFlight {
+    /// A request is handed to the session.
+    pub fn started(&self, id: &Id) {
+        self.st.lock().unwrap().ids.insert(id.clone());
+    }
+
+    /// Its response went to the client, or the client cancelled it (then none is due).
+    pub fn answered(&self, id: &Id) {
+        let wake = {
+            let mut st = self.st.lock().unwrap();
+            st.ids.remove(id) && std::mem::take(&mut st.waiting)
+        };
+        if wake {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Waits until fewer than `max` requests are waiting for their answers.
+    pub async fn below(&self, max: usize) {
+        self.wait_for(|n| n < max).await
+    }
+
+    /// Waits until every request read has been answered.
+    pub async fn none(&self) {
+        self.wait_for(|n| n == 0).await
+    }
+
+    async fn wait_for(&self, done: impl Fn(usize) -> bool) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut st = self.st.lock().unwrap();
+                if done(st.ids.len()) {
+                    return;
+                }
+                st.waiting = true;
+            }
+            changed.await;
         }
     }
 }

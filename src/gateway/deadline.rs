@@ -1,0 +1,230 @@
+//! One timeout mechanism: entries with an idle deadline that signs of life push back, and a
+//! lifetime that nothing does, kept in order of what expires first. Whoever owns a
+//! [`Deadlines`] awaits [`Deadlines::expired`] in one task, which sleeps until the earliest
+//! deadline (or until an earlier one is set): no polling, and tokio's clock, so tests can
+//! pause and advance time.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Which limit an entry ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// No sign of life for the idle timeout.
+    Idle,
+    /// The lifetime ran out.
+    Lifetime,
+}
+
+struct Entry {
+    /// When the lifetime ends.
+    end: Instant,
+    /// When the idle timeout ends, unless pushed back.
+    idle_end: Instant,
+}
+
+impl Entry {
+    fn due(&self) -> (Instant, Expiry) {
+        if self.end <= self.idle_end { (self.end, Expiry::Lifetime) } else { (self.idle_end, Expiry::Idle) }
+    }
+}
+
+struct Inner<K> {
+    entries: HashMap<K, Entry>,
+    /// The entries by when they are due.
+    order: BTreeSet<(Instant, K)>,
+    closed: bool,
+}
+
+pub struct Deadlines<K> {
+    inner: Mutex<Inner<K>>,
+    changed: Notify,
+    idle: Duration,
+    lifetime: Duration,
+}
+
+impl<K: Clone + Ord + Hash> Deadlines<K> {
+    /// Entries expire `idle` after their last sign of life, and `lifetime` after they began.
+    pub fn new(idle: Duration, lifetime: Duration) -> Deadlines<K> {
+        Deadlines {
+            inner: Mutex::new(Inner { entries: HashMap::new(), order: BTreeSet::new(), closed: false }),
+            changed: Notify::new(),
+            idle,
+            lifetime,
+        }
+    }
+
+    /// Starts watching `key` from now.
+    pub fn insert(&self, key: K) {
+        let now = Instant::now();
+        self.put(key, Entry { end: later(now, self.lifetime), idle_end: later(now, self.idle) });
+    }
+
+    /// Watches `key` until `end`, whatever the idle timeout (e.g. a retention).
+    pub fn insert_until(&self, key: K, end: Instant) {
+        self.put(key, Entry { end, idle_end: end });
+    }
+
+    fn put(&self, key: K, entry: Entry) {
+        let mut st = self.inner.lock().unwrap();
+        let due = entry.due().0;
+        if let Some(old) = st.entries.insert(key.clone(), entry) {
+            st.order.remove(&(old.due().0, key.clone()));
+        }
+        let earliest = st.order.first().is_none_or(|(first, _)| due < *first);
+        st.order.insert((due, key));
+        drop(st);
+        if earliest {
+            self.changed.notify_one();
+        }
+    }
+
+    /// A sign of life of `key`: its idle deadline starts again (its lifetime does not).
+    pub fn touch(&self, key: &K) {
+        let now = Instant::now();
+        let mut st = self.inner.lock().unwrap();
+        let Some(e) = st.entries.get_mut(key) else { return };
+        let before = e.due().0;
+        e.idle_end = later(now, self.idle);
+        let after = e.due().0;
+        if after != before {
+            st.order.remove(&(before, key.clone()));
+            st.order.insert((after, key.clone()));
+        }
+    }
+
+    /// Stops watching `key`.
+    pub fn remove(&self, key: &K) {
+        let mut st = self.inner.lock().unwrap();
+        if let Some(e) = st.entries.remove(key) {
+            st.order.remove(&(e.due().0, key.clone()));
+        }
+    }
+
+    /// Ends [`Deadlines::expired`]: it returns `None` from now on.
+    pub fn close(&self) {
+        self.inner.lock().unwrap().closed = true;
+        self.changed.notify_one();
+    }
+
+    /// Waits for the next entry to expire, and stops watching it. `None` once closed.
+    pub async fn expired(&self) -> Option<(K, Expiry)> {
+        loop {
+            // Registered before looking, so that a change made meanwhile is not missed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let next = {
+                let mut st = self.inner.lock().unwrap();
+                if st.closed {
+                    return None;
+                }
+                match st.order.first().cloned() {
+                    Some((at, key)) if at <= Instant::now() => {
+                        st.order.remove(&(at, key.clone()));
+                        let e = st.entries.remove(&key).expect("ordered entries exist");
+                        return Some((key, e.due().1));
+                    }
+                    Some((at, _)) => Some(at),
+                    None => None,
+                }
+            };
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(at) => {}
+                        _ = &mut changed => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    pub fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `now + d`, or a time too far away to matter when that overflows the clock.
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_resets_on_signs_of_life_and_the_lifetime_does_not() {
+        let d: Deadlines<u32> = Deadlines::new(ms(100), ms(250));
+        d.insert(1);
+        d.insert(2);
+        tokio::time::sleep(ms(60)).await;
+        d.touch(&1);
+        let start = Instant::now();
+        assert_eq!(d.expired().await, Some((2, Expiry::Idle)));
+        assert_eq!(start.elapsed(), ms(40));
+        tokio::time::sleep(ms(50)).await;
+        d.touch(&1);
+        tokio::time::sleep(ms(90)).await;
+        d.touch(&1);
+        // Touched at 200 ms, so idle until 300 ms; the lifetime ends first, at 250 ms.
+        assert_eq!(d.expired().await, Some((1, Expiry::Lifetime)));
+        assert_eq!(start.elapsed(), ms(190));
+        assert!(d.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_entry_wakes_the_waiter_and_removed_ones_never_expire() {
+        let d = std::sync::Arc::new(Deadlines::<u32>::new(ms(1000), ms(5000)));
+        d.insert(1);
+        let waiter = tokio::spawn({
+            let d = d.clone();
+            async move { d.expired().await }
+        });
+        tokio::task::yield_now().await;
+        d.remove(&1);
+        let short: Deadlines<u32> = Deadlines::new(ms(10), ms(10));
+        short.insert(7);
+        assert_eq!(short.expired().await, Some((7, Expiry::Lifetime)));
+        d.insert(2);
+        let start = Instant::now();
+        assert_eq!(waiter.await.unwrap(), Some((2, Expiry::Idle)));
+        assert_eq!(start.elapsed(), ms(1000), "1 was removed: 2 is the first to expire");
+        d.close();
+        assert_eq!(d.expired().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fixed_ends_ignore_the_idle_timeout() {
+        let d: Deadlines<u32> = Deadlines::new(Duration::MAX, Duration::MAX);
+        let start = Instant::now();
+        d.insert_until(3, start + ms(300));
+        d.insert_until(4, start + ms(100));
+        d.touch(&3);
+        assert_eq!(d.expired().await, Some((4, Expiry::Lifetime)));
+        assert_eq!(d.expired().await, Some((3, Expiry::Lifetime)));
+        assert_eq!(start.elapsed(), ms(300));
+    }
+}
