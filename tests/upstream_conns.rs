@@ -8,7 +8,7 @@ use common::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// A scripted upstream: `slow` answers on an event stream after 1.5 s, anything else at
@@ -36,13 +36,11 @@ async fn a_long_event_stream_does_not_hold_up_the_next_request_over_http() {
     let slow_client = c.clone();
     let slow = tokio::spawn(async move { slow_client.request_owned("tools/call", json!({"name": "slow"})).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let start = Instant::now();
     for _ in 0..3 {
         let out = c.request_owned("tools/call", json!({"name": "fast"})).await;
         assert_eq!(out.result()["fast"], true, "{}", out.response);
     }
-    assert!(start.elapsed() < Duration::from_millis(1000), "the fast calls took {:?}", start.elapsed());
-    assert!(!slow.is_finished(), "the slow call is still running");
+    assert!(!slow.is_finished(), "the fast calls were answered while the slow one still runs");
     let out = tokio::time::timeout(STEP, slow).await.unwrap().unwrap();
     assert_eq!(out.result()["slow"], true, "{}", out.response);
 }
@@ -54,12 +52,10 @@ async fn a_long_event_stream_does_not_hold_up_the_next_request_over_stdio() {
     let up = slow_and_fast().await;
     let mut c = StdioMcp::start(&http_upstream("up", &up.url()), "up").await;
     c.initialize("2025-06-18").await;
-    let start = Instant::now();
     c.send(&json!({"jsonrpc": "2.0", "id": 1001, "method": "tools/call", "params": {"name": "slow"}})).await;
     c.send(&json!({"jsonrpc": "2.0", "id": 1002, "method": "tools/call", "params": {"name": "fast"}})).await;
     let first = c.recv().await;
     assert_eq!(first["id"], 1002, "the fast call is answered first: {first}");
-    assert!(start.elapsed() < Duration::from_millis(1000), "the fast call took {:?}", start.elapsed());
     let out = c.wait_response(1001).await;
     assert_eq!(out.result()["slow"], true, "{}", out.response);
 }

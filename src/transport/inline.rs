@@ -137,15 +137,38 @@ mod tests {
         run(Box::pin(async move { d.store(true, SeqCst) }), Duration::from_secs(5), Duration::MAX).await;
         assert!(done.load(SeqCst));
 
+        // A job that waits for the test itself: the caller must be let go first.
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job = async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = go_rx.await;
             let _ = tx.send(());
         };
-        let start = std::time::Instant::now();
-        run(Box::pin(job), Duration::from_millis(5), Duration::MAX).await;
-        assert!(start.elapsed() < Duration::from_millis(40), "the caller was held {:?}", start.elapsed());
+        tokio::time::timeout(Duration::from_secs(10), run(Box::pin(job), Duration::from_millis(5), Duration::MAX))
+            .await
+            .expect("the caller is let go while the job still waits");
+        go_tx.send(()).unwrap();
         tokio::time::timeout(Duration::from_secs(5), rx).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_future_that_always_wakes_itself_lets_other_tasks_run() {
+        // On this one-thread runtime the other task runs only if this one yields.
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let flag = other_ran.clone();
+        tokio::spawn(async move { flag.store(true, SeqCst) });
+        let mut polls = 0;
+        let spin = quietly(poll_fn(|cx| {
+            polls += 1;
+            if other_ran.load(SeqCst) {
+                Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }));
+        tokio::time::timeout(Duration::from_secs(10), spin).await.expect("the other task ran");
+        assert!(polls <= MAX_REPOLLS + 1, "polled {polls} times before yielding");
     }
 
     #[tokio::test]
