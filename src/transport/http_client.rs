@@ -112,7 +112,7 @@ impl HttpConn {
         Ok(HttpConn {
             inner: Arc::new(Inner {
                 name: name.into(),
-                pool: Pool::new(http, uri, max_in_flight.saturating_add(EXTRA_CONNS)),
+                pool: Pool::new(http, uri, max_in_flight.saturating_add(EXTRA_CONNS), connect_timeout),
                 max_body: http.max_body,
                 target,
                 host,

@@ -7,13 +7,14 @@
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1;
+use hyper::client::conn::{TrySendError, http1};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 type Connector = HttpsConnector<HttpConnector>;
 type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
+type Driver = Pin<Box<http1::Connection<Io, Full<Bytes>>>>;
 
 /// Idle connections a link keeps; one released beyond this is closed.
 const MAX_IDLE: usize = 4;
@@ -58,28 +60,44 @@ impl HttpClient {
         poll_fn(|cx| connector.poll_ready(cx)).await.map_err(|e| error_chain(e.as_ref()))?;
         let io = connector.call(uri.clone()).await.map_err(|e| error_chain(e.as_ref()))?;
         let (tx, io) = http1::Builder::new().handshake(io).await.map_err(|e| error_chain(&e))?;
-        Ok(Conn { tx, io: Box::pin(io), ended: false })
+        Ok(Conn { tx, io: Some(Box::pin(io)) })
     }
 }
 
 /// One HTTP/1.1 connection: the request side and the I/O that the user polls.
 struct Conn {
     tx: http1::SendRequest<Full<Bytes>>,
-    io: Pin<Box<http1::Connection<Io, Full<Bytes>>>>,
-    ended: bool,
+    /// `None` once the connection has ended. It is dropped then, as a spawned connection
+    /// would be: that hands a request still queued on it back to its sender, unsent
+    /// (kept, it would wait for a connection that is never polled again).
+    io: Option<Driver>,
 }
 
 impl Conn {
     /// Moves the connection's I/O along; what waits on it is polled after this.
     fn poll_io(&mut self, cx: &mut Context<'_>) {
-        if !self.ended
-            && let Poll::Ready(r) = self.io.as_mut().poll(cx)
+        if let Some(io) = self.io.as_mut()
+            && let Poll::Ready(r) = io.as_mut().poll(cx)
         {
-            self.ended = true;
+            self.io = None;
             if let Err(e) = r {
                 tracing::debug!("upstream connection ended: {}", error_chain(&e));
             }
         }
+    }
+
+    /// Sends `req` and waits for the response head, driving the connection meanwhile. A
+    /// request the connection did not start to write comes back in the error.
+    async fn send(
+        &mut self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, TrySendError<Request<Full<Bytes>>>> {
+        let mut fut = pin!(self.tx.try_send_request(req));
+        poll_fn(|cx| {
+            self.poll_io(cx);
+            fut.as_mut().poll(cx)
+        })
+        .await
     }
 
     async fn ready(&mut self) -> hyper::Result<()> {
@@ -101,7 +119,7 @@ impl Conn {
     }
 
     fn usable(&self) -> bool {
-        !self.ended && !self.tx.is_closed()
+        self.io.is_some() && !self.tx.is_closed()
     }
 }
 
@@ -110,18 +128,25 @@ pub(crate) struct Pool {
     client: HttpClient,
     /// Where to dial (scheme and authority).
     uri: Uri,
+    /// Bounds dialing a connection, TLS handshake included.
+    connect_timeout: Duration,
     idle: Mutex<Vec<(Conn, Instant)>>,
     busy: Arc<Semaphore>,
+    /// Set by [`Pool::clear`]: a connection released after it is closed, not kept.
+    cleared: AtomicBool,
 }
 
 impl Pool {
-    /// At most `max_busy` connections carry a request or a stream at once.
-    pub(crate) fn new(client: &HttpClient, uri: Uri, max_busy: usize) -> Arc<Pool> {
+    /// At most `max_busy` connections carry a request or a stream at once; a new one is
+    /// given `connect_timeout` to connect, TLS handshake included.
+    pub(crate) fn new(client: &HttpClient, uri: Uri, max_busy: usize, connect_timeout: Duration) -> Arc<Pool> {
         Arc::new(Pool {
             client: client.clone(),
             uri,
+            connect_timeout,
             idle: Mutex::new(Vec::new()),
             busy: Arc::new(Semaphore::new(max_busy.max(1))),
+            cleared: AtomicBool::new(false),
         })
     }
 
@@ -141,7 +166,9 @@ impl Pool {
                 return Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit, reused: true });
             }
         }
-        let mut conn = self.client.dial(&self.uri).await?;
+        let mut conn = tokio::time::timeout(self.connect_timeout, self.client.dial(&self.uri))
+            .await
+            .map_err(|_| format!("no connection within connect_timeout ({:?})", self.connect_timeout))??;
         conn.ready().await.map_err(|e| error_chain(&e))?;
         Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit, reused: false })
     }
@@ -153,13 +180,7 @@ impl Pool {
         for _ in 0..2 {
             let mut lease = self.lease().await?;
             let conn = lease.conn.as_mut().expect("a lease holds its connection");
-            let mut fut = pin!(conn.tx.try_send_request(req));
-            let sent = poll_fn(|cx| {
-                conn.poll_io(cx);
-                fut.as_mut().poll(cx)
-            })
-            .await;
-            match sent {
+            match conn.send(req).await {
                 Ok(resp) => return Ok(resp.map(|body| UpBody { body, lease: Some(lease) })),
                 Err(mut e) => match e.take_message() {
                     Some(r) if lease.reused => req = r,
@@ -170,8 +191,9 @@ impl Pool {
         Err("the upstream closed every connection offered".into())
     }
 
-    /// Closes the idle connections.
+    /// Closes the idle connections, and any released from now on (the session has ended).
     pub(crate) fn clear(&self) {
+        self.cleared.store(true, Ordering::Relaxed);
         self.idle.lock().unwrap().clear();
     }
 }
@@ -189,9 +211,12 @@ impl Lease {
     fn release(mut self) {
         let Some(conn) = self.conn.take() else { return };
         if conn.usable() {
+            let now = Instant::now();
             let mut idle = self.pool.idle.lock().unwrap();
-            if idle.len() < MAX_IDLE {
-                idle.push((conn, Instant::now()));
+            // Those idle too long go now rather than at the next lease that reaches them.
+            idle.retain(|(_, since)| now.saturating_duration_since(*since) < IDLE_TIMEOUT);
+            if idle.len() < MAX_IDLE && !self.pool.cleared.load(Ordering::Relaxed) {
+                idle.push((conn, now));
             }
         }
     }
@@ -250,4 +275,52 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_queued_on_a_connection_that_ends_comes_back_unsent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/", listener.local_addr().unwrap()).parse().unwrap();
+        let client = HttpClient::new(1 << 20, Duration::from_secs(5));
+        let (conn, accepted) = tokio::join!(client.dial(&uri), listener.accept());
+        let mut conn = conn.unwrap();
+        conn.ready().await.unwrap();
+        // The server closes the connection while it is idle, and the client learns it only
+        // as it sends the next request: the request must come back, not wait forever on a
+        // connection nobody polls any more.
+        drop(accepted.unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let req = Request::post("/").header("host", "x").body(Full::new(Bytes::from_static(b"{}"))).unwrap();
+        let sent = tokio::time::timeout(Duration::from_secs(10), conn.send(req)).await.expect("the send ends");
+        let Err(mut e) = sent else { panic!("a closed connection answered") };
+        assert!(e.take_message().is_some(), "the request was not written, so it is handed back: {}", e.error());
+        assert!(!conn.usable());
+    }
+
+    #[tokio::test]
+    async fn a_tls_handshake_that_never_ends_fails_the_request_at_connect_timeout() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("https://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        // Accepts, reads what the client says first, then says nothing until it goes away.
+        let server = tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut first = [0u8; 1];
+            tcp.read_exact(&mut first).await.unwrap();
+            while tcp.read(&mut [0; 4096]).await.is_ok_and(|n| n > 0) {}
+            first[0]
+        });
+        let client = HttpClient::new(1 << 20, Duration::from_secs(5));
+        let pool = Pool::new(&client, uri, 4, Duration::from_millis(200));
+        let req = Request::post("/mcp").header("host", "x").body(Full::new(Bytes::from_static(b"{}"))).unwrap();
+        let sent = tokio::time::timeout(Duration::from_secs(10), pool.send(req)).await.expect("bounded");
+        let Err(e) = sent else { panic!("a silent server answered") };
+        assert!(e.contains("connect_timeout"), "{e}");
+        let first = tokio::time::timeout(Duration::from_secs(10), server).await.unwrap().unwrap();
+        assert_eq!(first, 0x16, "https is spoken with TLS: a handshake record comes first");
+    }
 }
