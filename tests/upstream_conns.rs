@@ -61,11 +61,14 @@ async fn a_long_event_stream_does_not_hold_up_the_next_request_over_stdio() {
 }
 
 /// An upstream that answers every POST with plain JSON over HTTP/1.1, written by hand so
-/// that a test sees its connections: it counts them, and with `close` it closes each one
-/// after its first answer (without saying so in the headers).
+/// that a test sees its connections: it counts them (all, and those still open), and with
+/// `close` it closes each one after its first answer (without saying so in the headers).
+/// A `tools/call` of `hang` is never answered: its connection waits for the client to close.
 struct JsonUpstream {
     addr: std::net::SocketAddr,
     connections: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+    hanging: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -80,15 +83,22 @@ impl JsonUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
-        let count = connections.clone();
+        let open = Arc::new(AtomicUsize::new(0));
+        let hanging = Arc::new(AtomicUsize::new(0));
+        let (count, open2, hanging2) = (connections.clone(), open.clone(), hanging.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else { return };
                 count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(serve_json(tcp, close));
+                open2.fetch_add(1, Ordering::SeqCst);
+                let (open, hanging) = (open2.clone(), hanging2.clone());
+                tokio::spawn(async move {
+                    serve_json(tcp, close, &hanging).await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
             }
         });
-        JsonUpstream { addr, connections, task }
+        JsonUpstream { addr, connections, open, hanging, task }
     }
 
     fn url(&self) -> String {
@@ -98,10 +108,21 @@ impl JsonUpstream {
     fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
+
+    /// Waits (boundedly) until `f` holds of the counts (open, hanging); false if it never does.
+    async fn wait_for(&self, f: impl Fn(usize, usize) -> bool) -> bool {
+        for _ in 0..600 {
+            if f(self.open.load(Ordering::SeqCst), self.hanging.load(Ordering::SeqCst)) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        false
+    }
 }
 
-/// Serves one connection: at most 100 requests, each answered at once.
-async fn serve_json(tcp: tokio::net::TcpStream, close: bool) {
+/// Serves one connection: at most 100 requests, each answered at once (but `hang`).
+async fn serve_json(tcp: tokio::net::TcpStream, close: bool, hanging: &AtomicUsize) {
     let (rd, mut wr) = tcp.into_split();
     let mut rd = BufReader::new(rd);
     for _ in 0..100 {
@@ -129,6 +150,12 @@ async fn serve_json(tcp: tokio::net::TcpStream, close: bool) {
             return;
         }
         let msg: Value = if method == "POST" { serde_json::from_slice(&body).unwrap() } else { Value::Null };
+        if msg["params"]["name"] == "hang" {
+            hanging.fetch_add(1, Ordering::SeqCst);
+            let _ = rd.read(&mut [0; 1]).await;
+            hanging.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         let answer = match msg["method"].as_str() {
             _ if method != "POST" => "HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n".to_string(),
             Some(_) if msg.get("id").is_none() => "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_string(),
@@ -186,4 +213,20 @@ async fn a_connection_the_server_closes_is_replaced() {
         assert_eq!(out.result()["method"], "tools/list", "call {i}: {}", out.response);
     }
     assert!(up.connections() >= 10, "{} connections", up.connections());
+}
+
+#[tokio::test]
+async fn a_request_still_running_when_its_session_ends_is_stopped() {
+    let up = JsonUpstream::start(false).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let c = Arc::new(c);
+    let caller = c.clone();
+    let hang = tokio::spawn(async move { caller.request_owned("tools/call", json!({"name": "hang"})).await });
+    assert!(up.wait_for(|_, hanging| hanging == 1).await, "the call reached the upstream");
+    assert_eq!(c.delete().await, 200);
+    // The session is gone: nothing of it stays open upstream, the call's connection included.
+    assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));
+    hang.abort();
 }

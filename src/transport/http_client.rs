@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub use crate::transport::http_conn::HttpClient;
 
@@ -68,6 +69,9 @@ struct Inner {
     version: Mutex<Option<HeaderValue>>,
     sink: Arc<dyn InboundSink>,
     closed: AtomicBool,
+    /// Cancelled when the session closes: what still runs for it (a request handed to a task
+    /// of its own, a response stream) stops, and its connection closes.
+    stopped: CancellationToken,
     get_stream: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -124,6 +128,7 @@ impl HttpConn {
                 version: Mutex::new(None),
                 sink,
                 closed: AtomicBool::new(false),
+                stopped: CancellationToken::new(),
                 get_stream: Mutex::new(None),
             }),
         })
@@ -141,7 +146,14 @@ impl HttpConn {
             let id = msg.get("id").and_then(Id::from_value).expect("requests have ids");
             // Past max_request_time the link has answered the request itself: a stream still
             // open a little later is dropped, and its connection with it.
-            let job = Box::pin(self.inner.clone().request(body, id));
+            let inner = self.inner.clone();
+            let job = Box::pin(async move {
+                let stopped = inner.stopped.clone();
+                tokio::select! {
+                    _ = inner.request(body, id) => {}
+                    _ = stopped.cancelled() => {}
+                }
+            });
             let limit = self.inner.max_request_time.saturating_add(Duration::from_secs(5));
             inline::run(job, INLINE_BUDGET, limit).await;
             Ok(())
@@ -171,6 +183,7 @@ impl HttpConn {
         if self.inner.closed.swap(true, Ordering::Relaxed) {
             return;
         }
+        self.inner.stopped.cancel();
         if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
             t.abort();
         }
