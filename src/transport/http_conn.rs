@@ -302,6 +302,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_connection_the_server_closes_at_once_fails_instead_of_waiting() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/", listener.local_addr().unwrap()).parse().unwrap();
+        let client = HttpClient::new(1 << 20, Duration::from_secs(5));
+        let (conn, accepted) = tokio::join!(client.dial(&uri), listener.accept());
+        let mut conn = conn.unwrap();
+        // Closed by the server (one at its connection limit, say) before the client used it.
+        drop(accepted.unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ready = tokio::time::timeout(Duration::from_secs(10), conn.ready()).await.expect("an answer, not a wait");
+        assert!(ready.is_err(), "a closed connection is not ready");
+    }
+
+    #[tokio::test]
     async fn a_tls_handshake_that_never_ends_fails_the_request_at_connect_timeout() {
         use tokio::io::AsyncReadExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
