@@ -230,3 +230,25 @@ async fn a_request_still_running_when_its_session_ends_is_stopped() {
     assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));
     hang.abort();
 }
+
+/// Answers go nowhere: for a session used without a link above it.
+struct NoSink;
+
+impl taskgate::transport::InboundSink for NoSink {
+    fn message(&self, _: Value, _: Option<taskgate::jsonrpc::Id>) {}
+    fn closed(&self, _: String) {}
+}
+
+#[tokio::test]
+async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
+    use taskgate::transport::http_client::{HttpClient, HttpConn};
+    let up = JsonUpstream::start(false).await;
+    let http = HttpClient::new(1 << 20, Duration::from_secs(5));
+    let (connect, max_request_time) = (Duration::from_secs(5), Duration::from_secs(3600));
+    let conn = HttpConn::new(&http, "up", &up.url(), &[], connect, max_request_time, 16, Arc::new(NoSink)).unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang"}});
+    conn.send(call).await.unwrap();
+    assert!(up.wait_for(|_, hanging| hanging == 1).await, "the call reached the upstream");
+    drop(conn);
+    assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));
+}

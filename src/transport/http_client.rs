@@ -199,6 +199,19 @@ impl HttpConn {
     }
 }
 
+impl Drop for HttpConn {
+    /// A session dropped without [`HttpConn::close`] stops too: what still runs for it (a
+    /// request handed to a task of its own, the GET stream) holds a connection, and nothing
+    /// is left to deliver its answers to. (No DELETE: that needs an await.)
+    fn drop(&mut self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        self.inner.stopped.cancel();
+        if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
+            t.abort();
+        }
+    }
+}
+
 impl Inner {
     fn builder(&self, method: Method) -> hyper::http::request::Builder {
         let mut b = Request::builder().method(method).uri(self.target.clone()).header(header::HOST, self.host.clone());
