@@ -166,8 +166,13 @@ async fn serve_json(tcp: tokio::net::TcpStream, close: bool, hanging: &AtomicUsi
                     _ => json!({"method": m}),
                 };
                 let body = json!({"jsonrpc": "2.0", "id": msg["id"].clone(), "result": result}).to_string();
+                // `tools/call` of `sse`: the answer as the one event of a stream that ends with it.
+                let (content_type, body) = match msg["params"]["name"] == "sse" {
+                    true => ("text/event-stream", format!("id: 1\ndata: {body}\n\n")),
+                    false => ("application/json", body),
+                };
                 format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
                     body.len()
                 )
             }
@@ -195,6 +200,19 @@ async fn a_session_keeps_its_connection_alive() {
     }
     // initialize, notifications/initialized, the GET (405) and 20 calls, one after another:
     // one connection carries them (two if the GET ran beside a call).
+    assert!(up.connections() <= 2, "{} connections", up.connections());
+}
+
+#[tokio::test]
+async fn an_event_stream_that_ends_with_its_answer_keeps_its_connection() {
+    let up = JsonUpstream::start(false).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    for _ in 0..20 {
+        let out = c.request("tools/call", json!({"name": "sse"})).await;
+        assert_eq!(out.result()["method"], "tools/call", "{}", out.response);
+    }
     assert!(up.connections() <= 2, "{} connections", up.connections());
 }
 
