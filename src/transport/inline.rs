@@ -14,10 +14,26 @@ use std::time::Duration;
 
 pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+tokio::task_local! {
+    /// Set while a caller sends its requests one after another (see [`serially`]).
+    static SERIAL: ();
+}
+
+/// Runs `fut`, a caller that sends its requests one after another (the entries of a batch,
+/// the lines of `taskgate stdio`): a request it sends goes to a task of its own at once
+/// instead of being waited for here, since the next request would wait behind it (up to
+/// the budget for each slow one).
+pub(crate) async fn serially<F: Future>(fut: F) -> F::Output {
+    SERIAL.scope((), fut).await
+}
+
 /// Runs `job` here for at most `budget`; the rest of it runs in a task of its own, for at
-/// most `limit` in all.
+/// most `limit` in all. Under [`serially`], all of it runs in a task of its own.
 pub(crate) async fn run(job: Job, budget: Duration, limit: Duration) {
     let mut slot = Handoff(Some(job), tokio::time::Instant::now().checked_add(limit));
+    if SERIAL.try_with(|_| ()).is_ok() {
+        return;
+    }
     let quiet = Quiet::new();
     let mut watched = Watched(None);
     poll_fn(|cx| {
@@ -169,6 +185,27 @@ mod tests {
         }));
         tokio::time::timeout(Duration::from_secs(10), spin).await.expect("the other task ran");
         assert!(polls <= MAX_REPOLLS + 1, "polled {polls} times before yielding");
+    }
+
+    #[tokio::test]
+    async fn a_serial_caller_does_not_wait_for_its_job() {
+        // The job waits for the test, after run() returns: it cannot have run here.
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = async move {
+            let _ = go_rx.await;
+            let _ = tx.send(std::thread::current().id());
+        };
+        let polled_here = Arc::new(AtomicBool::new(false));
+        let flag = polled_here.clone();
+        let job = async move {
+            flag.store(true, SeqCst);
+            job.await
+        };
+        serially(run(Box::pin(job), Duration::from_secs(5), Duration::MAX)).await;
+        assert!(!polled_here.load(SeqCst), "the job was not started on the caller's task");
+        go_tx.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), rx).await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@ pub mod http_client;
 pub(crate) mod http_conn;
 mod http_guard;
 pub mod http_server;
-mod inline;
+pub(crate) mod inline;
 pub mod lines;
 pub mod own_stdio;
 pub mod sse;
