@@ -36,4 +36,5 @@ pub use gateway::progress::ProgressGate;
 pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping};
 pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
-pub use transport::sse;
+pub use transport::http_client::{HttpClient, HttpConn};
+pub use transport::{InboundSink, sse};

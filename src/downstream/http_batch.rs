@@ -65,7 +65,8 @@ pub(crate) async fn serve(
             );
             continue;
         }
-        session.handle(f).await;
+        // Each entry is sent on its way without waiting for it: the next one waits behind it.
+        crate::transport::inline::serially(session.handle(f)).await;
     }
     let Some((_stream, mut rx)) = opened else {
         if errors.is_empty() {

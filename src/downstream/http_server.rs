@@ -119,13 +119,18 @@ impl HttpServer {
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
-        let ended = tokio::select! {
-            r = conn.as_mut() => r,
-            _ = stopping.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
+        // The connection, its handlers and the upstream requests they make run in this task;
+        // waking it from within is not a reason to wake another thread.
+        let ended = crate::transport::inline::quietly(async {
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stopping.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
             }
-        };
+        })
+        .await;
         if let Err(e) = ended {
             tracing::debug!(%peer, "connection ended: {e}");
         }

@@ -120,7 +120,8 @@ pub async fn serve_stdio(
                             stopped = true;
                             break 'lines;
                         }
-                        _ = session.handle(f) => {}
+                        // Sent on its way without waiting for it: the next line waits behind it.
+                        _ = crate::transport::inline::serially(session.handle(f)) => {}
                     }
                 }
                 Err((id, e)) => reply(e, id.as_ref()),

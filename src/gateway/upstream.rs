@@ -20,6 +20,7 @@ impl Upstream {
     pub async fn connect(
         http: &HttpClient,
         max_line: usize,
+        max_in_flight: usize,
         cfg: &UpstreamConfig,
         sink: Arc<dyn InboundSink>,
     ) -> Result<Upstream, String> {
@@ -34,8 +35,17 @@ impl Upstream {
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
                     headers.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-                HttpConn::new(http, &cfg.name, &url.value, &headers, cfg.connect_timeout, cfg.max_request_time, sink)
-                    .map(Upstream::Http)
+                HttpConn::new(
+                    http,
+                    &cfg.name,
+                    &url.value,
+                    &headers,
+                    cfg.connect_timeout,
+                    cfg.max_request_time,
+                    max_in_flight,
+                    sink,
+                )
+                .map(Upstream::Http)
             }
             Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
         }

@@ -1,23 +1,34 @@
 //! Upstream Streamable HTTP: POSTs with JSON or SSE responses, the upstream's session id and
 //! protocol-version headers, its GET stream, resumption of a broken SSE response with
-//! `Last-Event-ID`, and DELETE when the link closes. TLS by rustls; connections are pooled
-//! and reused across links.
+//! `Last-Event-ID`, and DELETE when the link closes. Each session has connections of its
+//! own (see [`http_conn`](crate::transport::http_conn)); a request is sent and its answer
+//! read on the task that sends it, unless it takes long (see [`inline`](crate::transport::inline)).
 
 use crate::jsonrpc::{self, Id, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::sse;
-use crate::transport::{InboundSink, one_or_batch};
+use crate::transport::http_conn::{Pool, UpBody, error_chain};
+use crate::transport::{InboundSink, inline, one_or_batch, sse};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Body;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+pub use crate::transport::http_conn::HttpClient;
+
+/// How long a request is read on the task that sends it. An answer that takes longer (a
+/// slow call, an event stream) is read in a task of its own, so the sender is not held.
+const INLINE_BUDGET: Duration = Duration::from_millis(5);
+
+/// Connections a session may have in use beyond its requests in flight (notifications,
+/// responses to the server, the GET stream).
+const EXTRA_CONNS: usize = 4;
 
 /// How often in a row a broken SSE stream is resumed without receiving an event before the
 /// request is failed. Every event received resets the count: a server may close the stream
@@ -36,33 +47,6 @@ struct Resume {
     got_event: bool,
 }
 
-/// The gateway's shared HTTP client.
-#[derive(Clone)]
-pub struct HttpClient {
-    client: Client<Connector, Full<Bytes>>,
-    max_body: usize,
-}
-
-impl HttpClient {
-    /// `connect_timeout` bounds establishing a TCP connection to any upstream.
-    pub fn new(max_body: usize, connect_timeout: Duration) -> HttpClient {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(connect_timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .expect("ring supports the default TLS versions")
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(https);
-        HttpClient { client, max_body }
-    }
-}
-
 /// One upstream MCP session over Streamable HTTP.
 pub struct HttpConn {
     inner: Arc<Inner>,
@@ -70,8 +54,11 @@ pub struct HttpConn {
 
 struct Inner {
     name: Arc<str>,
-    http: HttpClient,
-    uri: Uri,
+    pool: Arc<Pool>,
+    max_body: usize,
+    /// The request target (origin form: path and query) and the `Host` header.
+    target: Uri,
+    host: HeaderValue,
     /// The URL as errors and logs show it: without user-info or query, which may hold secrets.
     shown: String,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -82,10 +69,15 @@ struct Inner {
     version: Mutex<Option<HeaderValue>>,
     sink: Arc<dyn InboundSink>,
     closed: AtomicBool,
+    /// Cancelled when the session closes: what still runs for it (a request handed to a task
+    /// of its own, a response stream) stops, and its connection closes.
+    stopped: CancellationToken,
     get_stream: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl HttpConn {
+    /// `max_in_flight` bounds the session's requests in flight, and so its connections.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         http: &HttpClient,
         name: &str,
@@ -93,10 +85,25 @@ impl HttpConn {
         headers: &[(String, String)],
         connect_timeout: Duration,
         max_request_time: Duration,
+        max_in_flight: usize,
         sink: Arc<dyn InboundSink>,
     ) -> Result<HttpConn, String> {
         let shown = crate::config::redact_url(url);
         let uri: Uri = url.parse().map_err(|e| format!("bad url {shown}: {e}"))?;
+        let Some(hostname) = uri.host() else { return Err(format!("bad url {shown}: no host")) };
+        let default_port = match uri.scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        };
+        let host = match uri.port_u16().filter(|p| *p != default_port) {
+            Some(port) => HeaderValue::from_str(&format!("{hostname}:{port}")),
+            None => HeaderValue::from_str(hostname),
+        }
+        .map_err(|e| format!("bad url {shown}: {e}"))?;
+        let target = match uri.path_and_query() {
+            Some(pq) => Uri::from(pq.clone()),
+            None => Uri::from_static("/"),
+        };
         let headers = headers
             .iter()
             .map(|(k, v)| {
@@ -109,8 +116,10 @@ impl HttpConn {
         Ok(HttpConn {
             inner: Arc::new(Inner {
                 name: name.into(),
-                http: http.clone(),
-                uri,
+                pool: Pool::new(http, uri, max_in_flight.saturating_add(EXTRA_CONNS), connect_timeout),
+                max_body: http.max_body,
+                target,
+                host,
                 shown,
                 headers,
                 connect_timeout,
@@ -119,6 +128,7 @@ impl HttpConn {
                 version: Mutex::new(None),
                 sink,
                 closed: AtomicBool::new(false),
+                stopped: CancellationToken::new(),
                 get_stream: Mutex::new(None),
             }),
         })
@@ -134,8 +144,18 @@ impl HttpConn {
         let body = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
         if is_request {
             let id = msg.get("id").and_then(Id::from_value).expect("requests have ids");
+            // Past max_request_time the link has answered the request itself: a stream still
+            // open a little later is dropped, and its connection with it.
             let inner = self.inner.clone();
-            tokio::spawn(async move { inner.request(body, id).await });
+            let job = Box::pin(async move {
+                let stopped = inner.stopped.clone();
+                tokio::select! {
+                    _ = inner.request(body, id) => {}
+                    _ = stopped.cancelled() => {}
+                }
+            });
+            let limit = self.inner.max_request_time.saturating_add(Duration::from_secs(5));
+            inline::run(job, INLINE_BUDGET, limit).await;
             Ok(())
         } else {
             let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
@@ -163,6 +183,7 @@ impl HttpConn {
         if self.inner.closed.swap(true, Ordering::Relaxed) {
             return;
         }
+        self.inner.stopped.cancel();
         if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
             t.abort();
         }
@@ -171,15 +192,29 @@ impl HttpConn {
             let mut req = self.inner.builder(Method::DELETE);
             req = req.header(crate::transport::mcp_http::SESSION_HEADER, sid);
             if let Ok(req) = req.body(Full::new(Bytes::new())) {
-                let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.http.client.request(req)).await;
+                let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.pool.send(req)).await;
             }
+        }
+        self.inner.pool.clear();
+    }
+}
+
+impl Drop for HttpConn {
+    /// A session dropped without [`HttpConn::close`] stops too: what still runs for it (a
+    /// request handed to a task of its own, the GET stream) holds a connection, and nothing
+    /// is left to deliver its answers to. (No DELETE: that needs an await.)
+    fn drop(&mut self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        self.inner.stopped.cancel();
+        if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
+            t.abort();
         }
     }
 }
 
 impl Inner {
     fn builder(&self, method: Method) -> hyper::http::request::Builder {
-        let mut b = Request::builder().method(method).uri(self.uri.clone());
+        let mut b = Request::builder().method(method).uri(self.target.clone()).header(header::HOST, self.host.clone());
         for (k, v) in &self.headers {
             b = b.header(k, v);
         }
@@ -194,31 +229,27 @@ impl Inner {
 
     /// POSTs `body`. `wait` bounds the time to the response headers: short for notifications
     /// and responses; none for requests, whose answer may take as long as the tool runs.
-    async fn post(
-        &self,
-        body: Bytes,
-        wait: Option<Duration>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    async fn post(&self, body: Bytes, wait: Option<Duration>) -> Result<hyper::Response<UpBody>, String> {
         let req = self
             .builder(Method::POST)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json, text/event-stream")
             .body(Full::new(body))
             .map_err(|e| e.to_string())?;
-        let wait = wait.unwrap_or(Duration::MAX);
-        match tokio::time::timeout(wait, self.http.client.request(req)).await {
-            Ok(Ok(resp)) => {
-                if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER) {
-                    let mut cur = self.session_id.lock().unwrap();
-                    if cur.is_none() {
-                        *cur = Some(sid.clone());
-                    }
-                }
-                Ok(resp)
+        let sent = match wait {
+            Some(wait) => tokio::time::timeout(wait, self.pool.send(req))
+                .await
+                .map_err(|_| format!("no response from {} within {wait:?}", self.shown))?,
+            None => self.pool.send(req).await,
+        };
+        let resp = sent.map_err(|e| format!("cannot reach {}: {e}", self.shown))?;
+        if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER) {
+            let mut cur = self.session_id.lock().unwrap();
+            if cur.is_none() {
+                *cur = Some(sid.clone());
             }
-            Ok(Err(e)) => Err(format!("cannot reach {}: {}", self.shown, error_chain(&e))),
-            Err(_) => Err(format!("no response from {} within {wait:?}", self.shown)),
         }
+        Ok(resp)
     }
 
     /// POSTs a request and delivers everything that answers it.
@@ -291,7 +322,7 @@ impl Inner {
                 self.fail(&id, "the upstream closed the response stream before answering".into());
             }
         } else {
-            let body = match read_limited(resp.into_body(), self.http.max_body).await {
+            let body = match read_limited(resp.into_body(), self.max_body).await {
                 Ok(b) => b,
                 Err(BodyError::TooLarge) => return self.fail(&id, format!("response {}", self.too_large())),
                 Err(BodyError::Broken(e)) => return self.fail(&id, format!("the response body broke off: {e}")),
@@ -338,7 +369,7 @@ impl Inner {
 
     /// Completes "the response …" for a message over the limit.
     fn too_large(&self) -> String {
-        format!("exceeds max_body_bytes ({} bytes)", self.http.max_body)
+        format!("exceeds max_body_bytes ({} bytes)", self.max_body)
     }
 
     fn fail(&self, id: &Id, why: String) {
@@ -348,8 +379,17 @@ impl Inner {
     }
 
     /// Reads an event stream; returns true once the response to `answer_to` has been seen.
-    async fn read_sse(&self, mut body: hyper::body::Incoming, answer_to: Option<&Id>, resume: &mut Resume) -> bool {
-        let mut decoder = sse::Decoder::new(self.http.max_body);
+    async fn read_sse(&self, mut body: UpBody, answer_to: Option<&Id>, resume: &mut Resume) -> bool {
+        let answered = self.read_events(&mut body, answer_to, resume).await;
+        if answered {
+            // The stream most often ends right after the answer: then its connection is kept.
+            let _ = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx).is_ready())).await;
+        }
+        answered
+    }
+
+    async fn read_events(&self, body: &mut UpBody, answer_to: Option<&Id>, resume: &mut Resume) -> bool {
+        let mut decoder = sse::Decoder::new(self.max_body);
         let mut answered = false;
         loop {
             let frame = match body.frame().await {
@@ -411,15 +451,15 @@ impl Inner {
     }
 
     /// GET on the endpoint: `Ok(None)` when the server offers no stream (405 and friends).
-    async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<hyper::body::Incoming>, String> {
+    async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<UpBody>, String> {
         let mut b = self.builder(Method::GET).header(header::ACCEPT, "text/event-stream");
         if let Some(l) = last_event_id {
             b = b.header("last-event-id", l);
         }
         let req = b.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
-        let resp = match tokio::time::timeout(self.connect_timeout, self.http.client.request(req)).await {
+        let resp = match tokio::time::timeout(self.connect_timeout, self.pool.send(req)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(error_chain(&e)),
+            Ok(Err(e)) => return Err(e),
             Err(_) => return Err("timeout".into()),
         };
         if resp.status().is_success()
@@ -464,7 +504,7 @@ enum BodyError {
 }
 
 /// The whole body, if it is at most `limit` bytes.
-async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Result<Bytes, BodyError> {
+async fn read_limited(body: UpBody, limit: usize) -> Result<Bytes, BodyError> {
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
@@ -473,7 +513,7 @@ async fn read_limited(body: hyper::body::Incoming, limit: usize) -> Result<Bytes
 }
 
 /// The first `limit` bytes of a body (the rest is not read).
-async fn read_prefix(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
+async fn read_prefix(mut body: UpBody, limit: usize) -> Vec<u8> {
     let mut out = Vec::new();
     while out.len() < limit {
         match body.frame().await {
@@ -486,15 +526,4 @@ async fn read_prefix(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
         }
     }
     out
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }

@@ -1,7 +1,10 @@
 //! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
 //! message means beyond what its transport's own rules require.
 
+mod budget;
 pub mod http_client;
+pub(crate) mod http_conn;
+pub(crate) mod inline;
 pub mod lines;
 pub mod mcp_http;
 pub mod own_stdio;

@@ -44,7 +44,7 @@ impl Link {
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
         });
-        let conn = Upstream::connect(env.http, env.limits.max_body_bytes, cfg, core.clone())
+        let conn = Upstream::connect(env.http, env.limits.max_body_bytes, env.limits.max_in_flight, cfg, core.clone())
             .await
             .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
         let link = Arc::new(Link {
