@@ -71,8 +71,14 @@ async fn conversation(client: &mut Mcp) {
     assert_eq!(discover.error_code(), -32601);
 }
 
+/// Every progress value is checked, so none may be coalesced: under load, two steps can come
+/// closer together than the default `progress_min_interval` (coalescing has its own tests).
+fn uncoalesced(upstream_config: &str) -> String {
+    format!("[server]\nprogress_min_interval = \"0s\"\n\n{upstream_config}")
+}
+
 async fn over_http(upstream_config: &str) {
-    let gw = start_gateway(upstream_config).await;
+    let gw = start_gateway(&uncoalesced(upstream_config)).await;
     let mut c = Mcp::Http(HttpMcp::new(&gw.url("up")));
     conversation(&mut c).await;
     if let Mcp::Http(h) = &c {
@@ -81,7 +87,7 @@ async fn over_http(upstream_config: &str) {
 }
 
 async fn over_stdio(upstream_config: &str) {
-    let mut c = Mcp::Stdio(StdioMcp::start(upstream_config, "up").await);
+    let mut c = Mcp::Stdio(StdioMcp::start(&uncoalesced(upstream_config), "up").await);
     conversation(&mut c).await;
 }
 
