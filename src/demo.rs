@@ -3,7 +3,7 @@
 //! one resource and one prompt. It runs in-process (`builtin = "demo"`), on stdio, or over
 //! Streamable HTTP (`taskgate demo-server`).
 
-use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, RpcError};
+use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use crate::transport::own_stdio::{self, OutQueue};
 use crate::transport::{InboundSink, one_or_batch};
@@ -92,7 +92,7 @@ impl Demo {
                 let id = frame.id.clone().expect("requests have ids");
                 // Quick methods answer inline; tool calls run as tasks so one slow call
                 // does not hold up the rest.
-                if frame.method() == "tools/call" {
+                if frame.method == Method::ToolsCall {
                     let me = self.clone();
                     let task_id = id.clone();
                     self.busy.fetch_add(1, Ordering::SeqCst);
@@ -116,7 +116,7 @@ impl Demo {
                 }
             }
             Kind::Notification => {
-                if frame.method() == "notifications/cancelled"
+                if frame.method == Method::Cancelled
                     && let Some(id) = frame.params().and_then(|p| p.get("requestId")).and_then(Id::from_value)
                     && let Some(h) = self.running.lock().unwrap().remove(&id)
                 {

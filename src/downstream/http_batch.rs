@@ -42,7 +42,7 @@ pub(crate) async fn serve(
     let mut errors: Vec<Value> = Vec::new();
     for m in items {
         match jsonrpc::classify(m) {
-            Ok(f) if f.method() == "initialize" => errors.push(
+            Ok(f) if f.method == jsonrpc::Method::Initialize => errors.push(
                 RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched")
                     .response(f.id.as_ref()),
             ),

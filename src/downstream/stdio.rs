@@ -103,7 +103,7 @@ pub async fn serve_stdio(
                     match (&f.kind, &f.id) {
                         (Kind::Request, Some(id)) => in_flight.started(id),
                         // No response is due for a request the client cancelled.
-                        (Kind::Notification, _) if f.method() == "notifications/cancelled" => {
+                        (Kind::Notification, _) if f.method == jsonrpc::Method::Cancelled => {
                             if let Some(id) =
                                 f.params().and_then(|p| p.get("requestId")).and_then(jsonrpc::Id::from_value)
                             {

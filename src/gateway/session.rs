@@ -11,7 +11,7 @@ use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSession, ClientSink, Route};
 use crate::gateway::link::{Link, LinkEvents, Shape};
-use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Method, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
 use crate::tasks::bridge::{Bridge, Ending};
@@ -140,23 +140,23 @@ impl Session {
 
     async fn handle_request(&self, frame: Frame) {
         let id = frame.id.clone().expect("requests have ids");
-        let result = match frame.method() {
-            "initialize" => self.initialize(id.clone(), frame.msg).await,
+        let result = match frame.method {
+            Method::Initialize => self.initialize(id.clone(), frame.msg).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
-            "server/discover" => {
+            Method::ServerDiscover => {
                 tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
                 Err(crate::mcp::version::refuse_discover())
             }
             method => {
                 if self.state.lock().unwrap().init_params.is_none() {
-                    if method == "ping" {
+                    if method == Method::Ping {
                         self.to_client(jsonrpc::result_response(&id, json!({})), Route::Response(id));
                         return;
                     }
                     Err(RpcError::new(
                         INVALID_REQUEST,
-                        format!("session not initialized: send initialize before {method}"),
+                        format!("session not initialized: send initialize before {}", frame.method_name()),
                     ))
                 } else {
                     self.dispatch(id.clone(), frame).await
@@ -172,9 +172,9 @@ impl Session {
     /// A request of an initialized session: served by the gateway, or forwarded.
     async fn dispatch(&self, id: Id, frame: Frame) -> Result<(), RpcError> {
         let client_has_tasks = self.version().is_some_and(|v| v.has_tasks());
-        let shape = match frame.method() {
-            "tools/list" => Shape::ToolsList,
-            "tools/call" if client_has_tasks && frame.msg.pointer("/params/task").is_some() => {
+        let shape = match frame.method {
+            Method::ToolsList => Shape::ToolsList,
+            Method::ToolsCall if client_has_tasks && frame.msg.pointer("/params/task").is_some() => {
                 let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
                 if self.hosts_tool(&name).await? {
                     return self.start_hosted(id, frame.msg).await;
@@ -191,7 +191,7 @@ impl Session {
                 }
                 Shape::AsIs
             }
-            "tools/call" if self.upstream_runs_tasks() => {
+            Method::ToolsCall if self.upstream_runs_tasks() => {
                 let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
                 match self.tool_support(&name).await? {
                     TaskSupport::Forbidden => Shape::AsIs,
@@ -222,10 +222,13 @@ impl Session {
                     },
                 }
             }
-            method @ ("tasks/get" | "tasks/result" | "tasks/cancel") if client_has_tasks => {
+            method @ (Method::TasksGet | Method::TasksResult | Method::TasksCancel) if client_has_tasks => {
                 let task_id = frame.msg.pointer("/params/taskId").and_then(Value::as_str).map(str::to_string);
                 let Some(task_id) = task_id else {
-                    return Err(RpcError::new(INVALID_PARAMS, format!("{method}: params.taskId must be a string")));
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        format!("{}: params.taskId must be a string", method.as_str()),
+                    ));
                 };
                 if self.hosted().visible(&task_id, &self.owner) {
                     return self.serve_task_request(id, method, &task_id).await;
@@ -235,7 +238,7 @@ impl Session {
                 }
                 Shape::AsIs
             }
-            "tasks/list" if client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never => {
+            Method::TasksList if client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never => {
                 return self.list_tasks(id, frame.msg).await;
             }
             _ => Shape::AsIs,
@@ -280,8 +283,9 @@ impl Session {
             // Nothing upstream to tell; a notification never starts a link.
             return;
         };
+        let is_cancel = frame.method == Method::Cancelled;
         let msg = frame.msg;
-        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+        if is_cancel {
             let Some(client_id) = msg.pointer("/params/requestId").and_then(Id::from_value) else { return };
             if self.state.lock().unwrap().init_pending.as_ref() == Some(&client_id) {
                 // initialize is not cancelled (the spec forbids it): the handshake goes on.

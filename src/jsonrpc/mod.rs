@@ -72,12 +72,15 @@ pub struct Frame {
     pub kind: Kind,
     /// Present for requests and responses (`None` for a response whose id is null).
     pub id: Option<Id>,
+    /// What the gateway knows the method as, read once here ([`Method::Other`] for a
+    /// response, and for a method the gateway only passes through).
+    pub method: Method,
     pub msg: Value,
 }
 
 impl Frame {
-    /// The method of a request or notification, `""` for a response.
-    pub fn method(&self) -> &str {
+    /// The method's name as the message spells it, `""` for a response.
+    pub fn method_name(&self) -> &str {
         self.msg.get("method").and_then(Value::as_str).unwrap_or("")
     }
 
@@ -168,9 +171,10 @@ pub fn classify(msg: Value) -> Result<Frame, (Option<Id>, RpcError)> {
         {
             return Err((id, RpcError::new(INVALID_REQUEST, "invalid request: \"params\" must be an object or array")));
         }
+        let method = Method::parse(method.as_str().unwrap_or_default());
         return match raw_id {
-            None => Ok(Frame { kind: Kind::Notification, id: None, msg }),
-            Some(_) if id.is_some() => Ok(Frame { kind: Kind::Request, id, msg }),
+            None => Ok(Frame { kind: Kind::Notification, id: None, method, msg }),
+            Some(_) if id.is_some() => Ok(Frame { kind: Kind::Request, id, method, msg }),
             Some(_) => {
                 Err((None, RpcError::new(INVALID_REQUEST, "invalid request: \"id\" must be a string or integer")))
             }
@@ -182,7 +186,7 @@ pub fn classify(msg: Value) -> Result<Frame, (Option<Id>, RpcError)> {
         if raw_id.is_some_and(|v| !v.is_null()) && id.is_none() {
             return Err((None, RpcError::new(INVALID_REQUEST, "invalid response: \"id\" must be a string or integer")));
         }
-        return Ok(Frame { kind: Kind::Response, id, msg });
+        return Ok(Frame { kind: Kind::Response, id, method: Method::Other, msg });
     }
     Err((id, RpcError::new(INVALID_REQUEST, "invalid request: neither a request, a notification nor a response")))
 }
@@ -207,6 +211,11 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
+/// The method of a message held as a `Value` (one not classified into a [`Frame`]).
+pub fn method_of(msg: &Value) -> Method {
+    msg.get("method").and_then(Value::as_str).map_or(Method::Other, Method::parse)
+}
+
 /// `params._meta.progressToken` of a request, if it carries one.
 pub fn progress_token(msg: &Value) -> Option<&Value> {
     msg.get("params")?.get("_meta")?.get("progressToken")
@@ -221,7 +230,7 @@ mod tests {
         let r = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})).unwrap();
         assert_eq!(r.kind, Kind::Request);
         assert_eq!(r.id, Some(Id::Num(1)));
-        assert_eq!(r.method(), "tools/list");
+        assert_eq!((r.method, r.method_name()), (Method::ToolsList, "tools/list"));
         let n = classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
         assert_eq!(n.kind, Kind::Notification);
         let s = classify(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();

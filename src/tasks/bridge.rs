@@ -5,7 +5,7 @@
 //! exactly the final result or error.
 
 use crate::gateway::link::{Link, TaskFollower};
-use crate::jsonrpc::{self, Id, REQUEST_TIMEOUT, RpcError};
+use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -67,7 +67,7 @@ const STATUS_AS_PROGRESS_DELAY: Duration = Duration::from_millis(200);
 
 impl Bridge {
     pub async fn run(self) -> Ending {
-        let token = jsonrpc::progress_token(&self.call).cloned();
+        let token = ProgressToken::of_request(&self.call);
         let mut call = self.call.clone();
         call["params"]["task"] = json!({"ttl": self.ttl.as_millis() as u64});
         let started = Instant::now();
@@ -149,7 +149,7 @@ impl Bridge {
         task_id: &str,
         events: &mut mpsc::Receiver<BridgeEvent>,
         poll: Duration,
-        token: Option<&Value>,
+        token: Option<&ProgressToken>,
         deadline: Instant,
         statuses: &mut StatusTracker,
     ) -> Ending {

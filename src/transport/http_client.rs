@@ -158,7 +158,7 @@ impl HttpConn {
             inline::run(job, INLINE_BUDGET, limit).await;
             Ok(())
         } else {
-            let initialized = msg.get("method").and_then(Value::as_str) == Some("notifications/initialized");
+            let initialized = crate::jsonrpc::method_of(&msg) == crate::jsonrpc::Method::Initialized;
             let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
             let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();

@@ -4,7 +4,7 @@
 
 use super::types::*;
 use crate::gateway::deadline::{Deadlines, Expiry};
-use crate::jsonrpc::{self, Id, Kind, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, Id, Kind, Method, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::InboundSink;
 use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
@@ -216,9 +216,9 @@ impl InboundSink for LinkCore {
                 }
             }
             Kind::Notification => {
-                match frame.method() {
-                    "notifications/progress" => return self.on_progress(frame.msg),
-                    "notifications/tasks/status" => {
+                match frame.method {
+                    Method::Progress => return self.on_progress(frame.msg),
+                    Method::TaskStatus => {
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
                         if let Some(follower) =

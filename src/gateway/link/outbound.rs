@@ -7,7 +7,7 @@ use crate::config::UpstreamConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
-use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Method, ProgressToken, RpcError, TaskId, UPSTREAM_UNAVAILABLE};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -71,7 +71,7 @@ impl Link {
     }
 
     pub(super) fn register(&self, waiter: Waiter, msg: &Value) -> Result<i64, RpcError> {
-        let token = jsonrpc::progress_token(msg).map(Value::to_string);
+        let token = ProgressToken::of_request(msg);
         let mut st = self.core.state.lock().unwrap();
         if let Some(reason) = &st.closed {
             return Err(self.core.closed_error(reason));
@@ -128,9 +128,11 @@ impl Link {
                 },
             );
         }
-        let about_task = match msg.get("method").and_then(Value::as_str) {
-            Some(m @ ("tasks/get" | "tasks/result" | "tasks/cancel")) if matches!(waiter, Waiter::Client { .. }) => {
-                msg.pointer("/params/taskId").and_then(Value::as_str).map(|t| (t.to_string(), m == "tasks/result"))
+        let about_task = match jsonrpc::method_of(msg) {
+            m @ (Method::TasksGet | Method::TasksResult | Method::TasksCancel)
+                if matches!(waiter, Waiter::Client { .. }) =>
+            {
+                msg.pointer("/params/taskId").and_then(Value::as_str).map(|t| (t.to_string(), m == Method::TasksResult))
             }
             _ => None,
         };
@@ -189,7 +191,7 @@ impl Link {
     /// upstream is told to stop (except for `initialize`, which must not be cancelled).
     pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
-        let cancellable = msg.get("method").and_then(Value::as_str) != Some("initialize");
+        let cancellable = jsonrpc::method_of(&msg) != Method::Initialize;
         let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered(up_id, msg).await?;
@@ -249,11 +251,17 @@ impl Link {
     /// A bridged call follows upstream task `task_id` for client request `client_id`: the
     /// task's status notifications, progress under `token` and the server's requests tagged
     /// with the task come to `follower` (and to that client request) until [`Link::end_bridge`].
-    pub fn start_bridge(&self, task_id: &str, client_id: &Id, token: Option<&Value>, follower: Arc<dyn TaskFollower>) {
+    pub fn start_bridge(
+        &self,
+        task_id: &str,
+        client_id: &Id,
+        token: Option<&ProgressToken>,
+        follower: Arc<dyn TaskFollower>,
+    ) {
         let mut st = self.core.state.lock().unwrap();
-        st.bridges.insert(task_id.to_string(), (client_id.clone(), follower.clone()));
+        st.bridges.insert(TaskId::new(task_id), (client_id.clone(), follower.clone()));
         if let Some(t) = token {
-            let route = st.tokens.entry(t.to_string()).or_insert_with(|| TokenRoute {
+            let route = st.tokens.entry(t.clone()).or_insert_with(|| TokenRoute {
                 dest: Dest::Client(client_id.clone()),
                 gate: ProgressGate::default(),
                 owner: None,
@@ -266,11 +274,11 @@ impl Link {
     }
 
     /// The bridged call is over: its routes go, and progress still held is delivered first.
-    pub fn end_bridge(&self, task_id: &str, token: Option<&Value>) {
+    pub fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>) {
         let held = {
             let mut st = self.core.state.lock().unwrap();
             st.bridges.remove(task_id);
-            token.and_then(|t| st.tokens.remove(&t.to_string())).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
+            token.and_then(|t| st.tokens.remove(t)).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
         };
         if let Some((dest, m)) = held {
             self.core.deliver_to(&dest, m);
@@ -280,18 +288,18 @@ impl Link {
     /// A progress notification made by the gateway (from a task's status message) under
     /// `token`, with a value above every value sent so far and never past the total; none
     /// once the upstream has sent progress of its own.
-    pub fn synthesize_progress(&self, token: &Value, message: &str) {
+    pub fn synthesize_progress(&self, token: &ProgressToken, message: &str) {
         let now = Instant::now();
         let out = {
             let mut st = self.core.state.lock().unwrap();
-            let Some(route) = st.tokens.get_mut(&token.to_string()) else { return };
+            let Some(route) = st.tokens.get_mut(token) else { return };
             if route.upstream_progress {
                 return;
             }
             let Some(next) = route.gate.next_value() else { return };
             let msg = jsonrpc::notification(
                 "notifications/progress",
-                json!({"progressToken": token, "progress": next, "message": message}),
+                json!({"progressToken": token.to_value(), "progress": next, "message": message}),
             );
             match route.gate.offer(msg, Duration::ZERO, now) {
                 (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),

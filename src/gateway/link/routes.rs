@@ -3,25 +3,31 @@
 
 use super::types::*;
 use crate::gateway::progress::Verdict;
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{self, Id, Method, ProgressToken, TaskId};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 impl LinkState {
     /// The route of progress token `token` now belongs to upstream task `task_id` until it
     /// ends; at most `limit` such routes are kept (the oldest and the expired go first).
-    pub(super) fn keep_token_for_task(&mut self, task_id: &str, token: String, ttl: Option<Duration>, limit: usize) {
+    pub(super) fn keep_token_for_task(
+        &mut self,
+        task_id: &str,
+        token: ProgressToken,
+        ttl: Option<Duration>,
+        limit: usize,
+    ) {
         let now = Instant::now();
-        let expired: Vec<String> =
+        let expired: Vec<TaskId> =
             self.task_tokens.iter().filter(|(_, (_, until))| *until <= now).map(|(k, _)| k.clone()).collect();
         for t in expired {
-            self.drop_task_route(&t);
+            self.drop_task_route(t.as_str());
         }
         while self.task_tokens.len() >= limit.max(1) {
             let oldest = self.task_tokens.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone());
             match oldest {
                 Some(t) => {
-                    self.drop_task_route(&t);
+                    self.drop_task_route(t.as_str());
                 }
                 None => break,
             }
@@ -31,7 +37,7 @@ impl LinkState {
             route.owner = None;
         }
         let ttl = ttl.unwrap_or(MAX_TASK_ROUTE).min(MAX_TASK_ROUTE);
-        self.task_tokens.insert(task_id.to_string(), (token, now + ttl));
+        self.task_tokens.insert(TaskId::new(task_id), (token, now + ttl));
     }
 
     /// Forgets the token route of a task; returns it (for what it still holds).
@@ -70,8 +76,8 @@ impl LinkCore {
             None => {}
         }
         let request_scoped = matches!(
-            msg.get("method").and_then(Value::as_str),
-            Some("elicitation/create" | "sampling/createMessage" | "notifications/message")
+            jsonrpc::method_of(msg),
+            Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage
         );
         let names_a_task = crate::mcp::tasks::related_task_id(msg, "params").is_some();
         if self.infer_related && request_scoped && !names_a_task && st.pending.len() == 1 {
@@ -101,8 +107,7 @@ impl LinkCore {
         let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
         // Only input requests make a hosted task wait for input; anything else the server
         // asks while a task runs (roots, ping) is the session's business.
-        let is_input =
-            matches!(msg.get("method").and_then(Value::as_str), Some("elicitation/create" | "sampling/createMessage"));
+        let is_input = matches!(jsonrpc::method_of(msg), Method::ElicitationCreate | Method::SamplingCreateMessage);
         match dest {
             Some(Dest::Task(_)) if !is_input && msg.get("id").is_some() => None,
             d => d,
@@ -121,7 +126,7 @@ impl LinkCore {
     }
 
     pub(super) fn on_progress(&self, msg: Value) {
-        let Some(key) = msg.pointer("/params/progressToken").map(Value::to_string) else { return };
+        let Some(key) = msg.pointer("/params/progressToken").and_then(ProgressToken::from_value) else { return };
         let now = Instant::now();
         let (dest, verdict, out) = {
             let mut st = self.state.lock().unwrap();

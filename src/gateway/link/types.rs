@@ -8,7 +8,7 @@ use crate::config::ServerConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::ProgressGate;
 use crate::gateway::upstream::Upstream;
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{Id, ProgressToken, TaskId};
 use crate::transport::http_client::HttpClient;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -92,7 +92,7 @@ pub(super) enum Waiter {
 
 pub(super) struct Pending {
     pub(super) waiter: Waiter,
-    pub(super) token: Option<String>,
+    pub(super) token: Option<ProgressToken>,
     /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
     /// `tasks/result`: its answer may show the task ended.
     pub(super) about_task: Option<(String, bool)>,
@@ -115,14 +115,14 @@ pub(super) struct LinkState {
     pub(super) next_id: i64,
     pub(super) pending: HashMap<i64, Pending>,
     pub(super) by_client_id: HashMap<Id, i64>,
-    /// Progress token (as JSON text) → where its notifications go.
-    pub(super) tokens: HashMap<String, TokenRoute>,
+    /// Progress token → where its notifications go.
+    pub(super) tokens: HashMap<ProgressToken, TokenRoute>,
     /// Upstream task id → the bridged client call following it.
-    pub(super) bridges: HashMap<String, (Id, Arc<dyn TaskFollower>)>,
+    pub(super) bridges: HashMap<TaskId, (Id, Arc<dyn TaskFollower>)>,
     /// Upstream task id → the progress token (key of `tokens`) its task-augmented call
     /// carried, kept until the task ends (or its ttl passes): the token stays in use for
     /// the task's whole life.
-    pub(super) task_tokens: HashMap<String, (String, Instant)>,
+    pub(super) task_tokens: HashMap<TaskId, (ProgressToken, Instant)>,
     /// Hosted tasks whose background call runs on this link.
     pub(super) tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.

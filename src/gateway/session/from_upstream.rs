@@ -151,13 +151,14 @@ impl LinkEvents for Session {
     }
 
     fn notification(&self, mut msg: Value, related: Option<Id>) {
-        match msg.get("method").and_then(Value::as_str) {
-            Some("notifications/tools/list_changed") => {
+        let method = jsonrpc::method_of(&msg);
+        match method {
+            Method::ToolsListChanged => {
                 let mut st = self.state.lock().unwrap();
                 st.tool_support.clear();
                 st.listing_loaded = false;
             }
-            Some("notifications/tasks/status") => {
+            Method::TaskStatus => {
                 // Only about tasks the client made (a bridged call's task is the gateway's).
                 let task = msg.pointer("/params/taskId").and_then(Value::as_str).unwrap_or("");
                 if !self.state.lock().unwrap().known_tasks.iter().any(|t| t == task) {
@@ -166,7 +167,7 @@ impl LinkEvents for Session {
             }
             _ => {}
         }
-        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+        if method == Method::Cancelled {
             // The server cancels a request it sent the client: use the id the client knows.
             let up = msg.pointer("/params/requestId").and_then(Id::from_value);
             let mut st = self.state.lock().unwrap();

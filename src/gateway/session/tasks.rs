@@ -155,14 +155,14 @@ impl Session {
         Ok(())
     }
 
-    pub(super) async fn serve_task_request(&self, id: Id, method: &str, task_id: &str) -> Result<(), RpcError> {
+    pub(super) async fn serve_task_request(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
         let hosted = self.hosted().clone();
         match method {
-            "tasks/get" => {
+            Method::TasksGet => {
                 let task = hosted.get(task_id)?;
                 self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
             }
-            "tasks/cancel" => {
+            Method::TasksCancel => {
                 let task = hosted.cancel(task_id).await?;
                 self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
             }
