@@ -102,3 +102,26 @@ async fn taskgate_stdio_answers_a_line_that_is_not_utf8_and_goes_on() {
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
     assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
 }
+
+/// The client's answer to a server request, too long to read, fails that request at once
+/// (the upstream gets an error response) instead of leaving it waiting for request_timeout.
+#[tokio::test]
+async fn taskgate_stdio_fails_the_server_request_a_too_long_client_answer_was_for() {
+    let config = format!("[server]\nmax_body_bytes = 4096\n{}", builtin_upstream("up"));
+    let mut c = StdioMcp::start(&config, "up").await;
+    c.initialize("2025-06-18").await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "ask", "arguments": {"question": "q?"}}}))
+        .await;
+    let ask = c.recv().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    let answer = json!({"jsonrpc": "2.0", "id": ask["id"].clone(),
+        "result": {"action": "accept", "content": {"answer": "z".repeat(5000)}}});
+    c.send(&answer).await;
+    // Nothing is said to the client about its own response; its call ends with the failure.
+    let out = c.recv().await;
+    assert_eq!(out["id"], 7, "{out}");
+    assert_eq!(out["result"]["isError"], true, "{out}");
+    let text = out["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("elicitation failed") && text.contains("max_body_bytes"), "{text}");
+    assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
+}

@@ -71,6 +71,16 @@ pub async fn serve_stdio(
             // A bad line is answered and skipped; the session goes on.
             Err(bad) => {
                 tracing::warn!("skipping a stdin {bad}");
+                if let (BadKind::TooLong(_), Some(id)) = (&bad.kind, bad.answers()) {
+                    // The client's answer to a server request, too long to read: the request
+                    // it answers fails now rather than waiting for its timeout. (A response
+                    // gets no response of its own.)
+                    let err = RpcError::new(INVALID_REQUEST, format!("the client's response {}", bad.kind));
+                    if let Ok(f) = jsonrpc::classify(err.response(Some(id))) {
+                        session.handle(f).await;
+                    }
+                    continue;
+                }
                 match (&bad.kind, &bad.id) {
                     (BadKind::TooLong(_), Some(id)) if bad.has_method => reply(
                         RpcError::new(INVALID_REQUEST, format!("invalid request: the message {}", bad.kind)),
