@@ -251,3 +251,26 @@ async fn cancellation_follows_its_request() {
         assert_eq!(serde_json::from_str::<Value>(text).unwrap()["cancelled"], 1, "the upstream saw the cancellation");
     }
 }
+
+/// A session in use is not idle: one with its GET stream connected, and one that keeps
+/// sending requests, both outlive several idle timeouts; each idles out once left alone.
+#[tokio::test]
+async fn sessions_in_use_do_not_idle_out() {
+    let gw = start_gateway(&format!("[server]\nsession_idle_timeout = \"300ms\"\n{}", builtin_upstream("demo"))).await;
+    let listening = session(&gw, "2025-06-18").await;
+    let stream = listening.get_raw(&[]).await;
+    assert_eq!(stream.status(), 200);
+    let mut busy = session(&gw, "2025-06-18").await;
+    for _ in 0..9 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(busy.request("ping", json!({})).await.result(), &json!({}));
+    }
+    assert_eq!(gw.server.session_count(), 2, "a session in use idled out");
+    drop(stream);
+    let mut waited = 0;
+    while gw.server.session_count() > 0 && waited < 50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert_eq!(gw.server.session_count(), 0, "sessions left alone did not idle out");
+}

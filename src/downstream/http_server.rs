@@ -8,6 +8,7 @@ use crate::downstream::http_body::{Body, SseBody, empty, json_response, plain, r
 use crate::downstream::http_guard;
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
+use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, RpcError};
 use crate::mcp::ProtocolVersion;
@@ -39,6 +40,8 @@ pub struct HttpServer {
     gateway: Arc<Gateway>,
     routes: HashMap<String, Arc<UpstreamConfig>>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// When each session may next have idled out (`session_idle_timeout`).
+    idle: Deadlines<String>,
     /// One permit per open connection (`max_connections`).
     connections: Arc<tokio::sync::Semaphore>,
     /// Cancelled when shutdown begins: no new connections, and open ones close once their
@@ -58,15 +61,16 @@ impl HttpServer {
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
         let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
         let stopping = CancellationToken::new();
-        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), connections, stopping })
+        let idle = Deadlines::new(gateway.limits().session_idle_timeout, Duration::MAX);
+        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), idle, connections, stopping })
     }
 
-    /// Accepts connections until the listener fails; sweeps idle sessions meanwhile. Past
+    /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
     /// `max_connections` a new connection is closed at once: waiting would hold it in the
     /// backlog where a client cannot tell it from a slow server, and the connections already
     /// served keep their share.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        let _sweeper = tokio::spawn(self.clone().sweep_idle());
+        tokio::spawn(self.clone().expire_idle());
         let mut last_refusal_logged: Option<tokio::time::Instant> = None;
         loop {
             let accepted = tokio::select! {
@@ -160,6 +164,7 @@ impl HttpServer {
                 break;
             }
         }
+        self.idle.close();
         let all: Vec<_> = self.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
         let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
         for s in &all {
@@ -183,18 +188,24 @@ impl HttpServer {
         self.sessions.lock().unwrap().len()
     }
 
-    async fn sweep_idle(self: Arc<Self>) {
-        let idle = self.gateway.limits().session_idle_timeout;
-        let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
-        loop {
-            tokio::time::sleep(every).await;
-            let expired: Vec<(String, Arc<HttpSession>)> = {
+    /// Ends each session once it is idle: its deadline is checked when it comes (no sweep of
+    /// every session), and a session still in use is watched again until it may be idle.
+    /// Its requests only note the time: they cost the deadlines nothing.
+    async fn expire_idle(self: Arc<Self>) {
+        let idle = self.idle.idle();
+        while let Some((id, _)) = self.idle.expired().await {
+            let expired = {
                 let mut map = self.sessions.lock().unwrap();
-                let ids: Vec<String> =
-                    map.iter().filter(|(_, s)| s.streams.idle_for(idle)).map(|(k, _)| k.clone()).collect();
-                ids.into_iter().filter_map(|k| map.remove(&k).map(|s| (k, s))).collect()
+                match map.get(&id).map(|s| s.streams.idle_until(idle)) {
+                    Some(None) => map.remove(&id),
+                    Some(Some(at)) => {
+                        self.idle.insert_until(id.clone(), tokio::time::Instant::from_std(at));
+                        None
+                    }
+                    None => None,
+                }
             };
-            for (id, s) in expired {
+            if let Some(s) = expired {
                 tracing::info!(upstream = s.session.upstream_name(), "session {} idled out", short(&id));
                 s.streams.close();
                 s.session.close().await;
@@ -422,6 +433,7 @@ impl HttpServer {
             return true;
         }
         self.sessions.lock().unwrap().remove(sid);
+        self.idle.remove(&sid.to_string());
         hs.streams.close();
         hs.session.close().await;
         false
@@ -454,6 +466,7 @@ impl HttpServer {
         let id = crate::random::id128();
         let hs = Arc::new(HttpSession { session, streams, path });
         map.insert(id.clone(), hs.clone());
+        self.idle.insert(id.clone());
         Ok((id, hs))
     }
 
@@ -485,6 +498,7 @@ impl HttpServer {
             Err(resp) => return resp,
         };
         let removed = self.sessions.lock().unwrap().remove(&id);
+        self.idle.remove(&id);
         if let Some(hs) = removed {
             tracing::info!(upstream = hs.session.upstream_name(), "session {} deleted by the client", short(&id));
             hs.streams.close();

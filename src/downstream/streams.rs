@@ -269,11 +269,17 @@ impl Streams {
         }
     }
 
-    /// True when no stream has a live connection and nothing happened for `idle`.
-    pub fn idle_for(&self, idle: std::time::Duration) -> bool {
+    /// `None` when no stream has a live connection and nothing happened for `idle`: the
+    /// session is idle. Otherwise the earliest it may be: `idle` after its last sign of
+    /// life, or `idle` from now while a stream is connected.
+    pub fn idle_until(&self, idle: std::time::Duration) -> Option<Instant> {
         let st = self.state.lock().unwrap();
-        st.last_activity.elapsed() >= idle
-            && !st.streams.values().any(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed()))
+        let now = Instant::now();
+        if st.streams.values().any(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed())) {
+            return Some(now + idle);
+        }
+        let due = st.last_activity + idle;
+        (due > now).then_some(due)
     }
 
     pub fn touch(&self) {
