@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, PARSE_ERROR};
+use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, Method, PARSE_ERROR};
 
 fuzz_target!(|data: &[u8]| {
     let items = match jsonrpc::parse_body(data) {
@@ -44,7 +44,9 @@ fn check(msg: Value) {
                     assert_eq!(rewritten["id"], 7);
                     let _ = jsonrpc::progress_token(&frame.msg);
                     let _ = frame.params();
-                    let _ = frame.method();
+                    // The method read once at the edge is the one the message names.
+                    assert_eq!(frame.method, Method::parse(frame.method_name()));
+                    assert_eq!(frame.method.name().unwrap_or(frame.method_name()), frame.method_name());
                 }
                 Kind::Notification => {
                     assert!(frame.id.is_none());
