@@ -270,3 +270,34 @@ async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
     drop(conn);
     assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));
 }
+
+/// A call the client cancels stops upstream too: its connection closes (the server ignores
+/// the cancellation and would hold it until max_request_time), and the session goes on.
+#[tokio::test]
+async fn a_cancelled_request_frees_its_upstream_connection() {
+    let up = JsonUpstream::start(false).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let c = Arc::new(c);
+    let caller = c.clone();
+    let hang = tokio::spawn(async move {
+        caller
+            .post_raw(
+                serde_json::to_vec(
+                    &json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "hang"}}),
+                )
+                .unwrap(),
+                &[],
+            )
+            .await
+    });
+    assert!(up.wait_for(|_, hanging| hanging == 1).await, "the call reached the upstream");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41, "reason": "no"}});
+    assert_eq!(c.post_raw(serde_json::to_vec(&cancel).unwrap(), &[]).await.status, 202);
+    assert!(up.wait_for(|_, hanging| hanging == 0).await, "the cancelled call still holds its upstream connection");
+    let out = c.request_owned("tools/list", json!({})).await;
+    assert_eq!(out.result()["method"], "tools/list", "{}", out.response);
+    hang.abort();
+}

@@ -13,6 +13,7 @@ use hyper::body::Body;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,11 @@ struct Inner {
     /// Cancelled when the session closes: what still runs for it (a request handed to a task
     /// of its own, a response stream) stops, and its connection closes.
     stopped: CancellationToken,
+    /// The requests still running, by the id they were sent with: a request the link gives
+    /// up on (it sends `notifications/cancelled` for it: a client's cancel, a timeout, an
+    /// abandoned internal request) stops here too, and frees its connection. At most one
+    /// entry per request in flight; each job removes its own.
+    running: Mutex<HashMap<Id, CancellationToken>>,
     get_stream: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -129,6 +135,7 @@ impl HttpConn {
                 sink,
                 closed: AtomicBool::new(false),
                 stopped: CancellationToken::new(),
+                running: Mutex::new(HashMap::new()),
                 get_stream: Mutex::new(None),
             }),
         })
@@ -147,18 +154,28 @@ impl HttpConn {
             // Past max_request_time the link has answered the request itself: a stream still
             // open a little later is dropped, and its connection with it.
             let inner = self.inner.clone();
+            let stop = self.inner.stopped.child_token();
+            self.inner.running.lock().unwrap().insert(id.clone(), stop.clone());
             let job = Box::pin(async move {
-                let stopped = inner.stopped.clone();
                 tokio::select! {
-                    _ = inner.request(body, id) => {}
-                    _ = stopped.cancelled() => {}
+                    _ = inner.clone().request(body, id.clone()) => {}
+                    _ = stop.cancelled() => {}
                 }
+                // The link numbers its requests afresh on each connection: the id is this job's.
+                inner.running.lock().unwrap().remove(&id);
             });
             let limit = self.inner.max_request_time.saturating_add(Duration::from_secs(5));
             inline::run(job, INLINE_BUDGET, limit).await;
             Ok(())
         } else {
-            let initialized = crate::jsonrpc::method_of(&msg) == crate::jsonrpc::Method::Initialized;
+            let method = crate::jsonrpc::method_of(&msg);
+            if method == crate::jsonrpc::Method::Cancelled
+                && let Some(id) = msg.pointer("/params/requestId").and_then(Id::from_value)
+                && let Some(stop) = self.inner.running.lock().unwrap().remove(&id)
+            {
+                stop.cancel();
+            }
+            let initialized = method == crate::jsonrpc::Method::Initialized;
             let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
             let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
@@ -171,8 +188,19 @@ impl HttpConn {
                 return Err(why);
             }
             if initialized {
-                let inner = self.inner.clone();
-                *self.inner.get_stream.lock().unwrap() = Some(tokio::spawn(async move { inner.get_stream().await }));
+                // One GET stream per session, however often the client repeats itself; it
+                // ends with the session.
+                let mut slot = self.inner.get_stream.lock().unwrap();
+                if slot.as_ref().is_none_or(|t| t.is_finished()) {
+                    let inner = self.inner.clone();
+                    let stopped = self.inner.stopped.clone();
+                    *slot = Some(tokio::spawn(async move {
+                        tokio::select! {
+                            _ = inner.get_stream() => {}
+                            _ = stopped.cancelled() => {}
+                        }
+                    }));
+                }
             }
             Ok(())
         }
