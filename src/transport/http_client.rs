@@ -420,6 +420,11 @@ impl Inner {
         let mut decoder = sse::Decoder::new(self.max_body);
         let mut answered = false;
         loop {
+            // In `taskgate stdio`, nothing more is read while the client has not read what it
+            // was sent: the upstream is slowed by TCP instead of the queue growing.
+            if let Some(out) = crate::transport::own_stdio::client_output() {
+                out.room().await;
+            }
             let frame = match body.frame().await {
                 Some(Ok(f)) => f,
                 Some(Err(_)) | None => return answered,

@@ -249,7 +249,8 @@ impl Output {
 /// reader of the client's stdin waits in [`OutQueue::room`] before each line, so the answers
 /// to the client's own requests stop at the bound plus what the lines already read produce;
 /// the reader of a stdio upstream's stdout waits there too (see [`client_output`]), so the
-/// upstream's pipe fills and the upstream itself blocks; and the demo server's `slow` tool
+/// upstream's pipe fills and the upstream itself blocks; so does the reader of an HTTP
+/// upstream's event streams, whose TCP window then holds the server; and the demo server's `slow` tool
 /// waits there before each progress step. A client that stops reading therefore stops what
 /// is produced for it, and every queued line reaches it once it reads again.
 ///
