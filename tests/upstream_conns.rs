@@ -29,9 +29,7 @@ async fn slow_and_fast() -> Scripted {
 #[tokio::test]
 async fn a_long_event_stream_does_not_hold_up_the_next_request_over_http() {
     let up = slow_and_fast().await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, c) = session_through_gateway(&up.url()).await;
     let c = Arc::new(c);
     let slow_client = c.clone();
     let slow = tokio::spawn(async move { slow_client.request_owned("tools/call", json!({"name": "slow"})).await });
@@ -191,9 +189,7 @@ async fn serve_json(tcp: tokio::net::TcpStream, close: bool, hanging: &AtomicUsi
 #[tokio::test]
 async fn a_session_keeps_its_connection_alive() {
     let up = JsonUpstream::start(false).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, mut c) = session_through_gateway(&up.url()).await;
     for _ in 0..20 {
         let out = c.request("tools/list", json!({})).await;
         assert_eq!(out.result()["method"], "tools/list", "{}", out.response);
@@ -206,9 +202,7 @@ async fn a_session_keeps_its_connection_alive() {
 #[tokio::test]
 async fn an_event_stream_that_ends_with_its_answer_keeps_its_connection() {
     let up = JsonUpstream::start(false).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, mut c) = session_through_gateway(&up.url()).await;
     for _ in 0..20 {
         let out = c.request("tools/call", json!({"name": "sse"})).await;
         assert_eq!(out.result()["method"], "tools/call", "{}", out.response);
@@ -219,9 +213,7 @@ async fn an_event_stream_that_ends_with_its_answer_keeps_its_connection() {
 #[tokio::test]
 async fn a_connection_the_server_closes_is_replaced() {
     let up = JsonUpstream::start(true).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, mut c) = session_through_gateway(&up.url()).await;
     for i in 0..10 {
         // Some calls at once, some after the closed connection has been idle a while.
         if i % 3 == 0 {
@@ -236,9 +228,7 @@ async fn a_connection_the_server_closes_is_replaced() {
 #[tokio::test]
 async fn a_request_still_running_when_its_session_ends_is_stopped() {
     let up = JsonUpstream::start(false).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, c) = session_through_gateway(&up.url()).await;
     let c = Arc::new(c);
     let caller = c.clone();
     let hang = tokio::spawn(async move { caller.request_owned("tools/call", json!({"name": "hang"})).await });
@@ -247,6 +237,14 @@ async fn a_request_still_running_when_its_session_ends_is_stopped() {
     // The session is gone: nothing of it stays open upstream, the call's connection included.
     assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));
     hang.abort();
+}
+
+/// A gateway in front of the upstream at `url`, and an initialized client session through it.
+async fn session_through_gateway(url: &str) -> (Gw, HttpMcp) {
+    let gw = start_gateway(&http_upstream("up", url)).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    (gw, c)
 }
 
 /// Answers go nowhere: for a session used without a link above it.
@@ -276,9 +274,7 @@ async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
 #[tokio::test]
 async fn a_cancelled_request_frees_its_upstream_connection() {
     let up = JsonUpstream::start(false).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let (_gw, c) = session_through_gateway(&up.url()).await;
     let c = Arc::new(c);
     let caller = c.clone();
     let hang = tokio::spawn(async move {
