@@ -6,16 +6,18 @@
 //! cargo bench --bench core -- classify   # only benchmarks whose id contains "classify"
 //! ```
 //!
-//! Every message a session relays is parsed from bytes, classified, has its id rewritten on
-//! the way through a link, and is serialized again; these benchmarks time each step on the
-//! messages the e2e echo and progress workloads carry, and the task-specific work: shaping a
-//! 100-tool listing, the task store with 10 000 tasks retained, progress coalescing.
+//! Every message a session relays has its envelope read from its bytes, and its id spliced
+//! in on the way through a link; these benchmarks time each step on the messages the e2e echo
+//! and progress workloads carry (beside the whole-tree parse the gateway used to do), and
+//! the task-specific work: shaping a 100-tool listing, the task store with 10 000 tasks
+//! retained, progress coalescing.
 
+use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
 use std::hint::black_box;
 use std::time::Duration;
-use taskgate::jsonrpc::{self, Id};
+use taskgate::jsonrpc::{self, Id, Message};
 
 /// A `tools/call` request as a client sends it (the e2e echo workload, with a progress token).
 const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the taskgate load generator"},"_meta":{"progressToken":"p17"}}}"#;
@@ -32,55 +34,40 @@ fn parse(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).expect("valid JSON")
 }
 
-/// `parse_body` alone, `classify` alone (on an already parsed value), and both from bytes.
-/// The parsing benchmarks include freeing the parsed value (the gateway pays for that too);
-/// `classify` excludes the clone it starts from and the drop of its result.
+/// Reading one message: its envelope only, as the gateway does ([`Message::parse`]), and the
+/// whole tree, as it did before (and still does for a message it edits). Both include
+/// freeing what they built.
 fn frames(c: &mut Criterion) {
     let mut g = c.benchmark_group("frame");
     for (name, bytes) in MESSAGES {
         g.throughput(Throughput::Bytes(bytes.len() as u64));
-        g.bench_function(format!("parse_body/{name}"), |b| {
-            b.iter(|| jsonrpc::parse_body(black_box(bytes)).expect("one message"))
+        let text = Bytes::from_static(bytes);
+        g.bench_function(format!("envelope/{name}"), |b| {
+            b.iter(|| Message::parse(black_box(text.clone())).expect("one message"))
         });
-        let value = parse(bytes);
-        g.bench_function(format!("classify/{name}"), |b| {
-            b.iter_batched(|| value.clone(), |v| jsonrpc::classify(black_box(v)).ok(), BatchSize::SmallInput)
-        });
-        g.bench_function(format!("parse_and_classify/{name}"), |b| {
-            b.iter(|| match jsonrpc::parse_body(black_box(bytes)).expect("one message") {
-                jsonrpc::Body::Single(v) => jsonrpc::classify(v).is_ok(),
-                jsonrpc::Body::Batch(_) => unreachable!(),
-            })
-        });
+        g.bench_function(format!("tree/{name}"), |b| b.iter(|| parse(black_box(bytes))));
     }
     g.finish();
 }
 
-/// Id rewriting: in place on a parsed message, and the whole relay step of a link (bytes in,
-/// parse, classify, rewrite the id, bytes out).
+/// The relay step of a link (bytes in, read, a new id, bytes out): the new id spliced into
+/// the original bytes, and, for comparison, the tree parsed, edited and serialized again.
 fn ids(c: &mut Criterion) {
     let mut g = c.benchmark_group("id");
     for (name, bytes) in [("request", REQUEST), ("response", RESPONSE)] {
-        let mut value = parse(bytes);
-        let mut n = 0i64;
-        g.throughput(Throughput::Elements(1));
-        g.bench_function(format!("set_id/{name}/num"), |b| {
-            b.iter(|| {
-                n += 1;
-                jsonrpc::set_id(black_box(&mut value), &Id::Num(n));
-            })
-        });
-        let id = Id::Str("client-request-0017".into());
-        g.bench_function(format!("set_id/{name}/str"), |b| b.iter(|| jsonrpc::set_id(black_box(&mut value), &id)));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
+        let text = Bytes::from_static(bytes);
         g.bench_function(format!("relay/{name}"), |b| {
             b.iter(|| {
-                let jsonrpc::Body::Single(v) = jsonrpc::parse_body(black_box(bytes)).expect("one message") else {
-                    unreachable!()
-                };
-                let mut f = jsonrpc::classify(v).expect("valid");
-                jsonrpc::set_id(&mut f.msg, &Id::Num(42));
-                serde_json::to_vec(&f.msg).expect("serializes")
+                let m = Message::parse(black_box(text.clone())).expect("valid");
+                m.with_id(&Id::Num(42)).into_bytes()
+            })
+        });
+        g.bench_function(format!("relay_tree/{name}"), |b| {
+            b.iter(|| {
+                let mut v = parse(black_box(bytes));
+                jsonrpc::set_id(&mut v, &Id::Num(42));
+                serde_json::to_vec(&v).expect("serializes")
             })
         });
     }
@@ -177,8 +164,8 @@ fn task_store(c: &mut Criterion) {
 /// held as the latest), then the flush.
 fn progress(c: &mut Criterion) {
     use taskgate::ProgressGate;
-    let notes: Vec<Value> = (1..=100)
-        .map(|i| serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": i, "total": 100}}))
+    let notes: Vec<Message> = (1..=100)
+        .map(|i| Message::made(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": i, "total": 100}})))
         .collect();
     let mut g = c.benchmark_group("progress");
     g.throughput(Throughput::Elements(100));

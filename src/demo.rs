@@ -3,10 +3,10 @@
 //! one resource and one prompt. It runs in-process (`builtin = "demo"`), on stdio, or over
 //! Streamable HTTP (`taskgate demo-server`).
 
-use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Method, RpcError};
+use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
+use crate::transport::InboundSink;
 use crate::transport::own_stdio::{self, OutQueue};
-use crate::transport::{InboundSink, one_or_batch};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,13 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The in-process end of a demo server.
 pub struct DemoHandle {
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<Message>,
     task: tokio::task::JoinHandle<()>,
     demo: Arc<Demo>,
 }
 
 impl DemoHandle {
-    pub async fn send(&self, msg: Value) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), String> {
         self.demo.busy.fetch_add(1, Ordering::SeqCst);
         self.tx.send(msg).await.map_err(|_| {
             self.demo.busy.fetch_sub(1, Ordering::SeqCst);
@@ -60,7 +60,7 @@ pub fn spawn(out: Arc<dyn InboundSink>) -> DemoHandle {
 }
 
 fn spawn_with(out: Arc<dyn InboundSink>, stdout: Option<Arc<OutQueue>>) -> DemoHandle {
-    let (tx, mut rx) = mpsc::channel::<Value>(1024);
+    let (tx, mut rx) = mpsc::channel::<Message>(1024);
     let demo = Arc::new(Demo {
         out,
         waiting: Mutex::new(HashMap::new()),
@@ -82,24 +82,25 @@ fn spawn_with(out: Arc<dyn InboundSink>, stdout: Option<Arc<OutQueue>>) -> DemoH
 }
 
 impl Demo {
-    fn receive(self: Arc<Self>, msg: Value) {
-        let frame = match jsonrpc::classify(msg) {
-            Ok(f) => f,
-            Err((id, e)) => return self.out.message(e.response(id.as_ref()), None),
-        };
-        match frame.kind {
+    /// Sends a message the demo made to its client.
+    fn emit(&self, msg: Value, related: Option<Id>) {
+        self.out.message(Message::made(msg), related);
+    }
+
+    fn receive(self: Arc<Self>, frame: Message) {
+        match frame.kind() {
             Kind::Request => {
-                let id = frame.id.clone().expect("requests have ids");
+                let id = frame.id().cloned().expect("requests have ids");
                 // Quick methods answer inline; tool calls run as tasks so one slow call
                 // does not hold up the rest.
-                if frame.method == Method::ToolsCall {
+                if frame.method() == Method::ToolsCall {
                     let me = self.clone();
                     let task_id = id.clone();
                     self.busy.fetch_add(1, Ordering::SeqCst);
                     // Locked across the spawn, so that the call cannot end before it is listed.
                     let mut running = self.running.lock().unwrap();
                     let handle = tokio::spawn(async move {
-                        let result = me.call_tool(&task_id, frame.msg).await;
+                        let result = me.call_tool(&task_id, frame.into_value()).await;
                         me.respond(&task_id, result);
                         // Whoever takes the entry (this, or a cancellation) ends the call.
                         if me.running.lock().unwrap().remove(&task_id).is_some() {
@@ -111,13 +112,13 @@ impl Demo {
                         self.busy.fetch_sub(1, Ordering::SeqCst);
                     }
                 } else {
-                    let result = self.answer(&frame.msg);
+                    let result = self.answer(frame.value());
                     self.respond(&id, result);
                 }
             }
             Kind::Notification => {
-                if frame.method == Method::Cancelled
-                    && let Some(id) = frame.params().and_then(|p| p.get("requestId")).and_then(Id::from_value)
+                if frame.method() == Method::Cancelled
+                    && let Some(id) = frame.request_id_param()
                     && let Some(h) = self.running.lock().unwrap().remove(&id)
                 {
                     h.abort();
@@ -126,10 +127,10 @@ impl Demo {
                 }
             }
             Kind::Response => {
-                if let Some(id) = frame.id
-                    && let Some(tx) = self.waiting.lock().unwrap().remove(&id)
+                if let Some(id) = frame.id()
+                    && let Some(tx) = self.waiting.lock().unwrap().remove(id)
                 {
-                    let _ = tx.send(frame.msg);
+                    let _ = tx.send(frame.into_value());
                 }
             }
         }
@@ -140,7 +141,7 @@ impl Demo {
             Ok(r) => jsonrpc::result_response(id, r),
             Err(e) => e.response(Some(id)),
         };
-        self.out.message(msg, Some(id.clone()));
+        self.emit(msg, Some(id.clone()));
     }
 
     fn answer(&self, msg: &Value) -> Result<Value, RpcError> {
@@ -238,7 +239,7 @@ impl Demo {
                         if let Some(q) = &self.stdout {
                             q.room().await;
                         }
-                        self.out.message(
+                        self.emit(
                             jsonrpc::notification(
                                 "notifications/progress",
                                 json!({"progressToken": t, "progress": i, "total": steps, "message": format!("step {i} of {steps}")}),
@@ -285,7 +286,7 @@ impl Demo {
         };
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap().insert(id.clone(), tx);
-        self.out.message(jsonrpc::request(&id, method, params), Some(related.clone()));
+        self.emit(jsonrpc::request(&id, method, params), Some(related.clone()));
         rx.await.map_err(|_| RpcError::new(jsonrpc::INTERNAL_ERROR, "the client never answered"))
     }
 }
@@ -324,8 +325,8 @@ fn tools(own_process: bool) -> Value {
 pub async fn serve_stdio() {
     struct Stdout(Arc<OutQueue>);
     impl InboundSink for Stdout {
-        fn message(&self, msg: Value, _related: Option<Id>) {
-            self.0.push(serde_json::to_vec(&msg).expect("values serialize"));
+        fn message(&self, msg: Message, _related: Option<Id>) {
+            self.0.push(msg.into_bytes().into());
         }
         fn closed(&self, _reason: String) {}
     }
@@ -337,14 +338,21 @@ pub async fn serve_stdio() {
         queue.room().await;
         let Some(line) = lines.next().await else { break };
         match line {
-            Ok(v) => {
-                for m in one_or_batch(v) {
-                    if demo.send(m).await.is_err() {
-                        return;
+            Ok(line) => {
+                for m in line.messages {
+                    match m {
+                        Ok(m) => {
+                            if demo.send(m).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err((id, e)) => out.message(Message::made(e.response(id.as_ref())), None),
                     }
                 }
             }
-            Err(bad) => out.message(RpcError::new(jsonrpc::PARSE_ERROR, bad.to_string()).response(None), None),
+            Err(bad) => {
+                out.message(Message::made(RpcError::new(jsonrpc::PARSE_ERROR, bad.to_string()).response(None)), None)
+            }
         }
     }
     let calls_done = async {

@@ -251,7 +251,7 @@ async fn session_through_gateway(url: &str) -> (Gw, HttpMcp) {
 struct NoSink;
 
 impl taskgate::InboundSink for NoSink {
-    fn message(&self, _: Value, _: Option<taskgate::jsonrpc::Id>) {}
+    fn message(&self, _: taskgate::jsonrpc::Message, _: Option<taskgate::jsonrpc::Id>) {}
     fn closed(&self, _: String) {}
 }
 
@@ -263,7 +263,7 @@ async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
     let (connect, max_request_time) = (Duration::from_secs(5), Duration::from_secs(3600));
     let conn = HttpConn::new(&http, "up", &up.url(), &[], connect, max_request_time, 16, Arc::new(NoSink)).unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang"}});
-    conn.send(call).await.unwrap();
+    conn.send(taskgate::jsonrpc::Message::made(call)).await.unwrap();
     assert!(up.wait_for(|_, hanging| hanging == 1).await, "the call reached the upstream");
     drop(conn);
     assert!(up.wait_for(|open, _| open == 0).await, "{} connections still open", up.open.load(Ordering::SeqCst));

@@ -1,18 +1,18 @@
-//! The JSON-RPC frame classifier: `parse_body` then `classify` on every message, with the
-//! invariants the gateway relies on checked for each outcome.
+//! The JSON-RPC envelope: `parse_body`, then `Message::parse` on every message, with the
+//! invariants the gateway relies on checked for each outcome: the bytes it passes on mean
+//! what the bytes it received meant, a new id changes the id and nothing else, and the
+//! fields it routes by are the message's own.
 
 #![no_main]
 
+use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, Method, PARSE_ERROR};
+use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, Message, Method, PARSE_ERROR};
 
 fuzz_target!(|data: &[u8]| {
-    let items = match jsonrpc::parse_body(data) {
-        Ok(Body::Single(v)) => {
-            assert!(v.is_object(), "a single body is an object");
-            vec![v]
-        }
+    let items = match jsonrpc::parse_body(Bytes::copy_from_slice(data)) {
+        Ok(Body::Single(text)) => vec![text],
         Ok(Body::Batch(items)) => {
             assert!(!items.is_empty(), "an empty batch is refused");
             items
@@ -23,48 +23,71 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    for msg in items {
-        check(msg);
+    for text in items {
+        check(text);
     }
 });
 
-fn check(msg: Value) {
-    let original = msg.clone();
-    match jsonrpc::classify(msg) {
-        Ok(frame) => {
-            assert_eq!(frame.msg, original, "classify keeps the message whole");
-            assert_eq!(frame.msg["jsonrpc"], "2.0");
-            match frame.kind {
+fn check(text: Bytes) {
+    // What a whole-tree parser makes of the input; `None` where it cannot (numbers beyond
+    // f64, invalid JSON), and then only the envelope's own rules are checked.
+    let original: Option<Value> = serde_json::from_slice(&text).ok();
+    match Message::parse(text) {
+        Ok(m) => {
+            let tree: Option<Value> = serde_json::from_slice(m.bytes()).ok();
+            assert_eq!(tree, original, "the bytes passed on mean what the bytes received meant");
+            if let Some(tree) = &tree {
+                assert_eq!(m.value(), tree, "the lazy tree is the message's");
+                assert_eq!(tree["jsonrpc"], "2.0");
+            }
+            assert!(!m.bytes().iter().any(|&b| b == b'\n' || b == b'\r'), "a message fits on one line");
+            let _ = (m.tool_name(), m.task_param(), m.task_id_param(), m.request_id_param());
+            let _ = (m.progress_token(), m.progress_values(), m.result_field(jsonrpc::Key::Task));
+            match m.kind() {
                 Kind::Request => {
-                    let id = frame.id.clone().expect("a request has an id");
-                    assert!(frame.msg["method"].is_string());
+                    let id = m.id().cloned().expect("a request has an id");
                     assert_eq!(Id::from_value(&id.to_value()), Some(id.clone()), "ids round-trip");
-                    let mut rewritten = frame.msg.clone();
-                    jsonrpc::set_id(&mut rewritten, &Id::Num(7));
-                    assert_eq!(rewritten["id"], 7);
-                    let _ = jsonrpc::progress_token(&frame.msg);
-                    let _ = frame.params();
                     // The method read once at the edge is the one the message names.
-                    assert_eq!(frame.method, Method::parse(frame.method_name()));
-                    assert_eq!(frame.method.name().unwrap_or(frame.method_name()), frame.method_name());
+                    assert_eq!(m.method(), Method::parse(m.method_name()));
+                    assert_eq!(m.method().name().unwrap_or(m.method_name()), m.method_name());
+                    if let Some(tree) = &tree {
+                        assert_eq!(tree["method"], m.method_name());
+                    }
+                    let (name, task) = (m.tool_name().map(|n| n.into_owned()), m.task_param().map(str::to_string));
+                    for new in [Id::Num(7), Id::Str("a\"\\é-long-id".into()), id] {
+                        let moved = m.clone().with_id(&new);
+                        assert_eq!(moved.id(), Some(&new));
+                        assert_eq!(moved.tool_name().map(|n| n.into_owned()), name, "spans move with the id");
+                        assert_eq!(moved.task_param().map(str::to_string), task);
+                        if let Some(tree) = &original {
+                            let mut want = tree.clone();
+                            want["id"] = new.to_value();
+                            let got: Value = serde_json::from_slice(moved.bytes()).expect("still JSON");
+                            assert_eq!(got, want, "a new id changes the id and nothing else");
+                        }
+                    }
                 }
                 Kind::Notification => {
-                    assert!(frame.id.is_none());
-                    assert!(frame.msg.get("id").is_none());
-                    assert!(frame.msg["method"].is_string());
+                    assert!(m.id().is_none());
+                    if let Some(tree) = &tree {
+                        assert!(tree.get("id").is_none());
+                    }
                 }
                 Kind::Response => {
-                    assert!(frame.msg.get("method").is_none());
-                    let obj = frame.msg.as_object().unwrap();
-                    assert_ne!(obj.contains_key("result"), obj.contains_key("error"));
-                    let _ = frame.is_error();
+                    assert_eq!(m.method_name(), "");
+                    if let Some(tree) = &tree {
+                        let obj = tree.as_object().unwrap();
+                        assert!(obj.get("method").is_none());
+                        assert_ne!(obj.contains_key("result"), obj.contains_key("error"));
+                        assert_eq!(m.is_error(), obj.contains_key("error"));
+                    }
                 }
             }
         }
         Err((id, e)) => {
-            assert_eq!(e.code, INVALID_REQUEST, "classify errors are -32600");
+            assert!(e.code == INVALID_REQUEST || e.code == PARSE_ERROR, "envelope errors are -32600 or -32700");
             let resp = e.response(id.as_ref());
-            assert_eq!(resp["error"]["code"], INVALID_REQUEST);
+            assert_eq!(resp["error"]["code"], e.code);
             if let Some(id) = id {
                 assert_eq!(resp["id"], id.to_value());
             }

@@ -11,7 +11,7 @@
 use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error, sse_response};
 use crate::downstream::streams::Streams;
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, Frame, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::jsonrpc::{INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::transport::sse;
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
@@ -23,7 +23,7 @@ use std::time::Duration;
 pub(crate) async fn serve(
     session: &Session,
     streams: &Streams,
-    items: Vec<Value>,
+    items: Vec<Bytes>,
     max_batch: usize,
     keepalive: Duration,
     json_only: bool,
@@ -38,24 +38,24 @@ pub(crate) async fn serve(
             None,
         );
     }
-    let mut frames: Vec<Frame> = Vec::with_capacity(items.len());
+    let mut frames: Vec<Message> = Vec::with_capacity(items.len());
     let mut errors: Vec<Value> = Vec::new();
     for m in items {
-        match jsonrpc::classify(m) {
-            Ok(f) if f.method == jsonrpc::Method::Initialize => errors.push(
-                RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched")
-                    .response(f.id.as_ref()),
+        match Message::parse(m) {
+            Ok(f) if f.method() == crate::jsonrpc::Method::Initialize => errors.push(
+                RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched").response(f.id()),
             ),
             Ok(f) => frames.push(f),
             Err((id, e)) => errors.push(e.response(id.as_ref())),
         }
     }
-    let request_ids: Vec<Id> = frames.iter().filter(|f| f.kind == Kind::Request).filter_map(|f| f.id.clone()).collect();
+    let request_ids: Vec<Id> =
+        frames.iter().filter(|f| f.kind() == Kind::Request).filter_map(|f| f.id().cloned()).collect();
     let (opened, accepted) = streams.open_batch(&request_ids, json_only);
     let mut accepted = accepted.into_iter();
     for f in frames {
-        if f.kind == Kind::Request && !accepted.next().unwrap_or(false) {
-            let id = f.id.clone().expect("requests have ids");
+        if f.kind() == Kind::Request && !accepted.next().unwrap_or(false) {
+            let id = f.id().cloned().expect("requests have ids");
             errors.push(
                 RpcError::new(
                     INVALID_REQUEST,

@@ -10,7 +10,7 @@ use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, RpcError};
+use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
 use crate::mcp::ProtocolVersion;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -310,8 +310,13 @@ impl HttpServer {
                 return r;
             }
         };
-        let parsed = match jsonrpc::parse_body(&body) {
-            Ok(p) => p,
+        // One message is read once, here; a batch is split, each read in `http_batch`.
+        let parsed = match jsonrpc::parse_body(body) {
+            Ok(jsonrpc::Body::Single(m)) => match Message::parse(m) {
+                Ok(m) => Ok(m),
+                Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
+            },
+            Ok(jsonrpc::Body::Batch(items)) => Err(items),
             Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e, None),
         };
 
@@ -324,19 +329,16 @@ impl HttpServer {
             }
         } else {
             let single_request = match &parsed {
-                jsonrpc::Body::Single(m) if m.get("id").is_some() => m.get("method").and_then(|x| x.as_str()),
+                Ok(m) if m.kind() == Kind::Request => Some(m.method()),
                 _ => None,
             };
-            if single_request == Some("server/discover") {
+            if single_request == Some(jsonrpc::Method::ServerDiscover) {
                 // A 2026-07-28 client probing: refuse like a legacy server, without a session.
                 tracing::info!(upstream = %upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
-                let id = match &parsed {
-                    jsonrpc::Body::Single(m) => m.get("id").and_then(Id::from_value),
-                    _ => None,
-                };
-                return rpc_error(StatusCode::OK, &crate::mcp::version::refuse_discover(), id.as_ref());
+                let id = parsed.as_ref().ok().and_then(|m| m.id());
+                return rpc_error(StatusCode::OK, &crate::mcp::version::refuse_discover(), id);
             }
-            let is_init = single_request == Some("initialize");
+            let is_init = single_request == Some(jsonrpc::Method::Initialize);
             if !is_init {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
@@ -354,9 +356,9 @@ impl HttpServer {
         };
         hs.streams.touch();
         let keepalive = self.gateway.limits().sse_keepalive;
-        let message = match parsed {
-            jsonrpc::Body::Single(m) => m,
-            jsonrpc::Body::Batch(items) => {
+        let frame = match parsed {
+            Ok(m) => m,
+            Err(items) => {
                 let version = hs.session.version();
                 if version != Some(ProtocolVersion::V2025_03_26) {
                     let v = version.map(|v| v.as_str()).unwrap_or("an uninitialized session");
@@ -375,11 +377,7 @@ impl HttpServer {
                 return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
             }
         };
-        let frame = match jsonrpc::classify(message) {
-            Ok(f) => f,
-            Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
-        };
-        let Some(request_id) = frame.id.clone().filter(|_| frame.kind == Kind::Request) else {
+        let Some(request_id) = frame.id().cloned().filter(|_| frame.kind() == Kind::Request) else {
             hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
         };

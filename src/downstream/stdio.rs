@@ -6,10 +6,9 @@
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, PARSE_ERROR, RpcError};
-use crate::transport::lines::{BadKind, LineReader};
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, Message, PARSE_ERROR, RpcError};
+use crate::transport::lines::{BadKind, Line, LineReader};
 use crate::transport::own_stdio::{self, OutQueue};
-use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -43,7 +42,7 @@ pub async fn serve_stdio(
     let max_in_flight = gateway.limits().max_in_flight;
     let mut lines = LineReader::new(own_stdio::stdin(), gateway.limits().max_body_bytes);
     let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
-        sink.deliver(e.response(id), Route::Unrelated);
+        sink.deliver(Message::made(e.response(id)), Route::Unrelated);
     };
     tokio::pin!(stop);
     let mut stopped = false;
@@ -66,8 +65,8 @@ pub async fn serve_stdio(
                 None => break,
             },
         };
-        let v = match line {
-            Ok(v) => v,
+        let line = match line {
+            Ok(line) => line,
             // A bad line is answered and skipped; the session goes on.
             Err(bad) => {
                 tracing::warn!("skipping a stdin {bad}");
@@ -76,9 +75,7 @@ pub async fn serve_stdio(
                     // it answers fails now rather than waiting for its timeout. (A response
                     // gets no response of its own.)
                     let err = RpcError::new(INVALID_REQUEST, format!("the client's response {}", bad.kind));
-                    if let Ok(f) = jsonrpc::classify(err.response(Some(id))) {
-                        session.handle(f).await;
-                    }
+                    session.handle(Message::made(err.response(Some(id)))).await;
                     continue;
                 }
                 match (&bad.kind, &bad.id) {
@@ -91,32 +88,27 @@ pub async fn serve_stdio(
                 continue;
             }
         };
-        let items = match v {
-            Value::Array(items) => {
-                if items.is_empty() || !session.version().is_some_and(|v| v.allows_batches()) {
-                    reply(
-                        RpcError::new(
-                            INVALID_REQUEST,
-                            "invalid request: JSON-RPC batches are only accepted in 2025-03-26 sessions",
-                        ),
-                        None,
-                    );
-                    continue;
-                }
-                items
+        let items = match line {
+            Line { is_batch: true, .. } if !session.version().is_some_and(|v| v.allows_batches()) => {
+                reply(
+                    RpcError::new(
+                        INVALID_REQUEST,
+                        "invalid request: JSON-RPC batches are only accepted in 2025-03-26 sessions",
+                    ),
+                    None,
+                );
+                continue;
             }
-            v => vec![v],
+            line => line.messages,
         };
         for m in items {
-            match jsonrpc::classify(m) {
+            match m {
                 Ok(f) => {
-                    match (&f.kind, &f.id) {
+                    match (f.kind(), f.id()) {
                         (Kind::Request, Some(id)) => in_flight.started(id),
                         // No response is due for a request the client cancelled.
-                        (Kind::Notification, _) if f.method == jsonrpc::Method::Cancelled => {
-                            if let Some(id) =
-                                f.params().and_then(|p| p.get("requestId")).and_then(jsonrpc::Id::from_value)
-                            {
+                        (Kind::Notification, _) if f.method() == jsonrpc::Method::Cancelled => {
+                            if let Some(id) = f.request_id_param() {
                                 in_flight.answered(&id);
                             }
                         }
@@ -161,8 +153,8 @@ pub struct StdoutSink {
 }
 
 impl ClientSink for StdoutSink {
-    fn deliver(&self, msg: Value, route: Route) {
-        self.out.push(serde_json::to_vec(&msg).expect("values serialize"));
+    fn deliver(&self, msg: Message, route: Route) {
+        self.out.push(msg.into_bytes().into());
         // After the push: once no request is in flight, every answer is in the queue.
         if let Route::Response(id) = &route {
             self.in_flight.answered(id);

@@ -5,7 +5,7 @@
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
 use crate::gateway::client::{ClientSink, Route};
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{Id, Kind, Message};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -309,7 +309,7 @@ impl Streams {
     pub fn answer_pending(&self, answer: impl Fn(&Id) -> Value) {
         let ids: Vec<Id> = self.state.lock().unwrap().request_stream.keys().cloned().collect();
         for id in ids {
-            self.deliver(answer(&id), Route::Response(id));
+            self.deliver(Message::made(answer(&id)), Route::Response(id));
         }
     }
 
@@ -351,8 +351,8 @@ impl ClientSink for Streams {
             if !json.windows(22).any(|w| w == b"notifications/progress") {
                 return true;
             }
-            let m: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
-            let keep = m.pointer("/params/progressToken") != Some(token);
+            let of = Message::parse(json.clone()).ok().and_then(|m| m.progress_token());
+            let keep = of.is_none_or(|t| t.to_value() != *token);
             if !keep {
                 freed += json.len();
             }
@@ -366,9 +366,9 @@ impl ClientSink for Streams {
         st.get_stream.and_then(|g| st.streams.get(&g)).is_some_and(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed()))
     }
 
-    fn deliver(&self, msg: Value, route: Route) {
-        let msg_is_notification = msg.get("id").is_none();
-        let json = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
+    fn deliver(&self, msg: Message, route: Route) {
+        let msg_is_notification = msg.kind() == Kind::Notification;
+        let json = msg.into_bytes();
         let mut st = self.state.lock().unwrap();
         if st.closed {
             return;
@@ -427,6 +427,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A message carrying `v`: `v` itself when it names a method (with `jsonrpc` added), a
+    /// response when it has only an id, else a notification with `v` as its params.
+    fn m(v: serde_json::Value) -> Message {
+        let mut msg = json!({"jsonrpc": "2.0"});
+        match (v.get("method"), v.get("id")) {
+            (Some(_), _) => {
+                for (k, x) in v.as_object().unwrap() {
+                    msg[k] = x.clone();
+                }
+            }
+            (None, Some(id)) => {
+                msg["id"] = id.clone();
+                msg["result"] = json!({});
+            }
+            (None, None) => {
+                msg["method"] = json!("notifications/message");
+                msg["params"] = v;
+            }
+        }
+        Message::made(msg)
+    }
+
     fn ids(v: &[i64]) -> Vec<Id> {
         v.iter().map(|n| Id::Num(*n)).collect()
     }
@@ -435,26 +457,27 @@ mod tests {
     fn response_ends_its_stream_and_replays_after_disconnect() {
         let s = Streams::new(16);
         let (sid, mut rx) = s.open_post(&ids(&[1])).unwrap();
-        s.deliver(json!({"n":1}), Route::Related(Id::Num(1)));
+        s.deliver(m(json!({"n":1})), Route::Related(Id::Num(1)));
         let first = rx.try_recv().unwrap();
         assert_eq!(first.stream, sid);
         drop(rx); // client goes away
-        s.deliver(json!({"n":2}), Route::Related(Id::Num(1)));
-        s.deliver(json!({"id":1}), Route::Response(Id::Num(1)));
+        s.deliver(m(json!({"n":2})), Route::Related(Id::Num(1)));
+        s.deliver(m(json!({"id":1})), Route::Response(Id::Num(1)));
         let resumed = s.resume(&first.event_id()).unwrap();
         let got: Vec<&[u8]> = resumed.replay.iter().map(|o| &o.json[..]).collect();
-        assert_eq!(got, vec![&br#"{"n":2}"#[..], &br#"{"id":1}"#[..]]);
+        let (n2, id1) = (m(json!({"n":2})), m(json!({"id":1})));
+        assert_eq!(got, vec![&n2.bytes()[..], &id1.bytes()[..]]);
         assert!(resumed.rx.is_none(), "a finished stream stays closed");
     }
 
     #[test]
     fn unrelated_messages_wait_for_a_get_stream() {
         let s = Streams::new(16);
-        s.deliver(json!({"log":1}), Route::Unrelated);
+        s.deliver(m(json!({"log":1})), Route::Unrelated);
         let a = s.open_get();
         assert_eq!(a.replay.len(), 1);
-        s.deliver(json!({"log":2}), Route::Unrelated);
-        assert_eq!(a.rx.unwrap().try_recv().unwrap().json, Bytes::from_static(br#"{"log":2}"#));
+        s.deliver(m(json!({"log":2})), Route::Unrelated);
+        assert_eq!(a.rx.unwrap().try_recv().unwrap().json, m(json!({"log":2})).into_bytes());
     }
 
     #[test]
@@ -464,8 +487,8 @@ mod tests {
         let (opened, accepted) = s.open_batch(&ids(&[1, 2, 2, 3]), false);
         assert_eq!(accepted, vec![false, true, false, true]);
         let (sid, mut rx) = opened.unwrap();
-        s.deliver(json!({"id": 2}), Route::Response(Id::Num(2)));
-        s.deliver(json!({"id": 3}), Route::Response(Id::Num(3)));
+        s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
+        s.deliver(m(json!({"id": 3})), Route::Response(Id::Num(3)));
         assert_eq!(rx.try_recv().unwrap().stream, sid);
         assert_eq!(rx.try_recv().unwrap().stream, sid);
         assert!(rx.try_recv().is_err() && !s.state.lock().unwrap().streams.contains_key(&sid), "the stream ended");
@@ -478,23 +501,24 @@ mod tests {
     fn a_json_only_post_carries_nothing_but_its_response() {
         let s = Streams::new(16);
         let (_sid, mut rx) = s.open_json_post(&ids(&[1])).unwrap();
-        s.deliver(json!({"progress": 1}), Route::Related(Id::Num(1)));
-        s.deliver(json!({"id": "s1", "method": "elicitation/create"}), Route::Related(Id::Num(1)));
-        s.deliver(json!({"log": 1}), Route::Unrelated);
+        s.deliver(m(json!({"progress": 1})), Route::Related(Id::Num(1)));
+        s.deliver(m(json!({"id": "s1", "method": "elicitation/create"})), Route::Related(Id::Num(1)));
+        s.deliver(m(json!({"log": 1})), Route::Unrelated);
         let get = s.open_get();
-        s.deliver(json!({"progress": 2}), Route::Related(Id::Num(1)));
-        s.deliver(json!({"id": 1}), Route::Response(Id::Num(1)));
-        assert_eq!(rx.try_recv().unwrap().json, Bytes::from_static(br#"{"id":1}"#));
+        s.deliver(m(json!({"progress": 2})), Route::Related(Id::Num(1)));
+        s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
+        assert_eq!(rx.try_recv().unwrap().json, m(json!({"id":1})).into_bytes());
         assert!(rx.try_recv().is_err(), "nothing else on the POST");
         let waited: Vec<&[u8]> = get.replay.iter().map(|o| &o.json[..]).collect();
+        let (asked, log) = (m(json!({"id":"s1","method":"elicitation/create"})), m(json!({"log":1})));
         assert_eq!(
             waited,
-            vec![&br#"{"id":"s1","method":"elicitation/create"}"#[..], &br#"{"log":1}"#[..]],
+            vec![&asked.bytes()[..], &log.bytes()[..]],
             "the server request waited; the progress was dropped"
         );
         assert_eq!(
             get.rx.unwrap().try_recv().unwrap().json,
-            Bytes::from_static(br#"{"progress":2}"#),
+            m(json!({"progress":2})).into_bytes(),
             "with a GET stream open, progress goes there"
         );
     }
@@ -506,7 +530,7 @@ mod tests {
         drop(rx);
         let kib = "x".repeat(1000);
         for i in 0..20 {
-            s.deliver(json!({"i": i, "pad": kib}), Route::Related(Id::Num(7)));
+            s.deliver(m(json!({"i": i, "pad": kib})), Route::Related(Id::Num(7)));
         }
         let (len, bytes) = {
             let st = s.state.lock().unwrap();
@@ -519,7 +543,7 @@ mod tests {
         let resumed = s.resume(&format!("{sid}-{}", last_kept)).expect("what is kept still replays");
         assert_eq!(resumed.replay.len(), len - 1);
         for _ in 0..20 {
-            s.deliver(json!({"pad": kib}), Route::Unrelated);
+            s.deliver(m(json!({"pad": kib})), Route::Unrelated);
         }
         let waiting: usize = s.state.lock().unwrap().undelivered.iter().map(|b| b.len()).sum();
         assert!(waiting <= 4096, "{waiting} bytes wait for a GET stream");
@@ -531,7 +555,7 @@ mod tests {
         let (_a, mut rx_a) = s.open_post(&ids(&[1])).unwrap();
         let (_b, mut rx_b) = s.open_batch(&ids(&[2, 3]), false).0.unwrap();
         assert_eq!(s.awaiting_responses(), 3);
-        s.answer_pending(|id| json!({"id": id.to_string(), "error": {}}));
+        s.answer_pending(|id| json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": 1, "message": "m"}}));
         assert_eq!(s.awaiting_responses(), 0);
         assert!(rx_a.try_recv().unwrap().is_response);
         assert!(rx_b.try_recv().unwrap().is_response && rx_b.try_recv().unwrap().is_response);
@@ -546,10 +570,10 @@ mod tests {
             let s = s.clone();
             async move { s.all_answered().await }
         });
-        s.deliver(json!({"id": 1}), Route::Response(Id::Num(1)));
+        s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "one request is still owed its response");
-        s.deliver(json!({"id": 2}), Route::Response(Id::Num(2)));
+        s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
         tokio::time::timeout(std::time::Duration::from_secs(1), waiter).await.unwrap().unwrap();
     }
 
@@ -559,11 +583,11 @@ mod tests {
         let (_sid, _rx) = s.open_post(&ids(&[7])).unwrap();
         assert!(s.open_post(&ids(&[7])).is_err());
         for i in 0..100 {
-            s.deliver(json!({"i": i}), Route::Related(Id::Num(7)));
+            s.deliver(m(json!({"i": i})), Route::Related(Id::Num(7)));
         }
         assert!(s.state.lock().unwrap().buffer.len() <= 4);
         for _ in 0..100 {
-            s.deliver(json!({}), Route::Unrelated);
+            s.deliver(m(json!({})), Route::Unrelated);
         }
         assert!(s.state.lock().unwrap().undelivered.len() <= 4);
     }

@@ -6,7 +6,7 @@
 //! name these without importing the session.
 
 use crate::gateway::link::Link;
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{Id, Message};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ pub enum Route {
 
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
 pub trait ClientSink: Send + Sync + 'static {
-    fn deliver(&self, msg: Value, route: Route);
+    fn deliver(&self, msg: Message, route: Route);
     /// Whether a message not tied to a request would reach the client now (stdio: always;
     /// HTTP: while a GET stream is open).
     fn reaches_client_now(&self) -> bool {

@@ -1,7 +1,7 @@
 //! Progress discipline for one forwarded request: values must rise, bursts are coalesced to
 //! a minimum interval (the latest value is held, never lost), and nothing follows the end.
 
-use serde_json::Value;
+use crate::jsonrpc::Message;
 use std::time::{Duration, Instant};
 
 /// What to do with a progress notification that just arrived.
@@ -24,21 +24,21 @@ pub struct ProgressGate {
     /// The `total` last announced, if any.
     total: Option<f64>,
     last_sent: Option<Instant>,
-    held: Option<Value>,
+    held: Option<Message>,
     flush_armed: bool,
 }
 
 impl ProgressGate {
     /// Judges `msg` (a `notifications/progress`). A held message is kept inside the gate.
-    pub fn offer(&mut self, msg: Value, min_interval: Duration, now: Instant) -> (Verdict, Option<Value>) {
-        let Some(value) = msg.pointer("/params/progress").and_then(Value::as_f64) else {
+    pub fn offer(&mut self, msg: Message, min_interval: Duration, now: Instant) -> (Verdict, Option<Message>) {
+        let (Some(value), total) = msg.progress_values() else {
             return (Verdict::Drop, None);
         };
         if self.last_value.is_some_and(|last| value <= last) {
             return (Verdict::Drop, None);
         }
         self.last_value = Some(value);
-        if let Some(t) = msg.pointer("/params/total").and_then(Value::as_f64) {
+        if let Some(t) = total {
             self.total = Some(t);
         }
         match self.last_sent {
@@ -68,7 +68,7 @@ impl ProgressGate {
     }
 
     /// The flush timer fired: the held message, if one is still waiting.
-    pub fn flush(&mut self, now: Instant) -> Option<Value> {
+    pub fn flush(&mut self, now: Instant) -> Option<Message> {
         self.flush_armed = false;
         let held = self.held.take()?;
         self.last_sent = Some(now);
@@ -76,7 +76,7 @@ impl ProgressGate {
     }
 
     /// The request ended: what is still held goes out before the result.
-    pub fn finish(&mut self) -> Option<Value> {
+    pub fn finish(&mut self) -> Option<Message> {
         self.held.take()
     }
 }
@@ -86,8 +86,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn p(v: f64) -> Value {
-        json!({"method": "notifications/progress", "params": {"progressToken": 1, "progress": v}})
+    fn p(v: f64) -> Message {
+        note(json!({"progressToken": 1, "progress": v}))
+    }
+
+    fn note(params: serde_json::Value) -> Message {
+        Message::made(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
     }
 
     #[test]
@@ -105,9 +109,9 @@ mod tests {
         let mut g = ProgressGate::default();
         assert_eq!(g.next_value(), Some(MADE_UP_STEP));
         let t = Instant::now();
-        g.offer(json!({"params": {"progress": 2.5, "total": 3}}), Duration::ZERO, t);
+        g.offer(note(json!({"progressToken": 1, "progress": 2.5, "total": 3})), Duration::ZERO, t);
         assert_eq!(g.next_value(), Some(2.5 + MADE_UP_STEP));
-        g.offer(json!({"params": {"progress": 3, "total": 3}}), Duration::ZERO, t);
+        g.offer(note(json!({"progressToken": 1, "progress": 3, "total": 3})), Duration::ZERO, t);
         assert_eq!(g.next_value(), None);
     }
 
@@ -120,9 +124,13 @@ mod tests {
         assert_eq!(g.offer(p(2.0), iv, t).0, Verdict::Hold { at: t + iv, armed: false });
         assert_eq!(g.offer(p(3.0), iv, t).0, Verdict::Hold { at: t + iv, armed: true });
         let out = g.flush(t + iv).unwrap();
-        assert_eq!(out["params"]["progress"], 3.0);
+        assert_eq!(out.value()["params"]["progress"], 3.0);
         assert!(g.flush(t + iv).is_none());
         assert_eq!(g.offer(p(4.0), iv, t + iv).0, Verdict::Hold { at: t + iv * 2, armed: false });
-        assert_eq!(g.finish().unwrap()["params"]["progress"], 4.0, "the latest value gets out before the result");
+        assert_eq!(
+            g.finish().unwrap().value()["params"]["progress"],
+            4.0,
+            "the latest value gets out before the result"
+        );
     }
 }

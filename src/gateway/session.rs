@@ -11,7 +11,7 @@ use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSession, ClientSink, Route};
 use crate::gateway::link::{Link, LinkEvents, Shape};
-use crate::jsonrpc::{self, Frame, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Method, RpcError};
+use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
 use crate::tasks::bridge::{Bridge, Ending};
@@ -63,7 +63,7 @@ struct SessionState {
     /// Bridged calls in flight, by client id, and how to cancel them.
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
-    retry: HashMap<Id, Value>,
+    retry: HashMap<Id, Message>,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     known_tasks: std::collections::VecDeque<String>,
@@ -130,18 +130,18 @@ impl Session {
     }
 
     /// Handles one message from the client.
-    pub async fn handle(&self, frame: Frame) {
-        match frame.kind {
+    pub async fn handle(&self, frame: Message) {
+        match frame.kind() {
             Kind::Request => self.handle_request(frame).await,
             Kind::Notification => self.handle_notification(frame).await,
             Kind::Response => self.handle_response(frame).await,
         }
     }
 
-    async fn handle_request(&self, frame: Frame) {
-        let id = frame.id.clone().expect("requests have ids");
-        let result = match frame.method {
-            Method::Initialize => self.initialize(id.clone(), frame.msg).await,
+    async fn handle_request(&self, frame: Message) {
+        let id = frame.id().cloned().expect("requests have ids");
+        let result = match frame.method() {
+            Method::Initialize => self.initialize(id.clone(), frame).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
             Method::ServerDiscover => {
@@ -151,7 +151,7 @@ impl Session {
             method => {
                 if self.state.lock().unwrap().init_params.is_none() {
                     if method == Method::Ping {
-                        self.to_client(jsonrpc::result_response(&id, json!({})), Route::Response(id));
+                        self.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
                         return;
                     }
                     Err(RpcError::new(
@@ -165,19 +165,19 @@ impl Session {
         };
         if let Err(e) = result {
             self.state.lock().unwrap().retry.remove(&id);
-            self.to_client(e.response(Some(&id)), Route::Response(id));
+            self.to_client(Message::made(e.response(Some(&id))), Route::Response(id));
         }
     }
 
     /// A request of an initialized session: served by the gateway, or forwarded.
-    async fn dispatch(&self, id: Id, frame: Frame) -> Result<(), RpcError> {
+    async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
         let client_has_tasks = self.version().is_some_and(|v| v.has_tasks());
-        let shape = match frame.method {
+        let shape = match frame.method() {
             Method::ToolsList => Shape::ToolsList,
-            Method::ToolsCall if client_has_tasks && frame.msg.pointer("/params/task").is_some() => {
-                let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+            Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
+                let name = frame.tool_name().unwrap_or_default().into_owned();
                 if self.hosts_tool(&name).await? {
-                    return self.start_hosted(id, frame.msg).await;
+                    return self.start_hosted(id, frame.into_value()).await;
                 }
                 let support =
                     if self.upstream_runs_tasks() { self.tool_support(&name).await? } else { TaskSupport::Forbidden };
@@ -192,7 +192,7 @@ impl Session {
                 Shape::AsIs
             }
             Method::ToolsCall if self.upstream_runs_tasks() => {
-                let name = frame.msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+                let name = frame.tool_name().unwrap_or_default().into_owned();
                 match self.tool_support(&name).await? {
                     TaskSupport::Forbidden => Shape::AsIs,
                     TaskSupport::Optional => {
@@ -202,14 +202,14 @@ impl Session {
                             let mut st = self.state.lock().unwrap();
                             let room = st.retry.len() < self.gateway.limits().max_in_flight;
                             if room {
-                                st.retry.insert(id.clone(), frame.msg.clone());
+                                st.retry.insert(id.clone(), frame.clone());
                             }
                             room
                         };
                         if kept { Shape::MayNeedTask } else { Shape::AsIs }
                     }
                     TaskSupport::Required => match self.upstream.tasks.required {
-                        RequiredMode::Bridge => return self.start_bridge(id, frame.msg).await,
+                        RequiredMode::Bridge => return self.start_bridge(id, frame.into_value()).await,
                         RequiredMode::Hide if !client_has_tasks => {
                             return Err(RpcError::new(
                                 jsonrpc::METHOD_NOT_FOUND,
@@ -223,30 +223,30 @@ impl Session {
                 }
             }
             method @ (Method::TasksGet | Method::TasksResult | Method::TasksCancel) if client_has_tasks => {
-                let task_id = frame.msg.pointer("/params/taskId").and_then(Value::as_str).map(str::to_string);
-                let Some(task_id) = task_id else {
+                let Some(task_id) = frame.task_id_param() else {
                     return Err(RpcError::new(
                         INVALID_PARAMS,
                         format!("{}: params.taskId must be a string", method.as_str()),
                     ));
                 };
-                if self.hosted().visible(&task_id, &self.owner) {
-                    return self.serve_task_request(id, method, &task_id).await;
+                if self.hosted().visible(task_id.as_str(), &self.owner) {
+                    return self.serve_task_request(id, method, task_id.as_str()).await;
                 }
                 if !self.upstream_has_tasks() {
-                    return Err(hosted::not_found(&task_id));
+                    return Err(hosted::not_found(task_id.as_str()));
                 }
                 Shape::AsIs
             }
             Method::TasksList if client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never => {
-                return self.list_tasks(id, frame.msg).await;
+                return self.list_tasks(id, frame.into_value()).await;
             }
             _ => Shape::AsIs,
         };
-        self.link().await?.forward(id, frame.msg, shape).await
+        self.link().await?.forward(id, frame, shape).await
     }
 
-    async fn initialize(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
+    async fn initialize(&self, id: Id, msg: Message) -> Result<(), RpcError> {
+        let mut msg = msg.into_value();
         {
             let mut st = self.state.lock().unwrap();
             if st.init_params.is_some() {
@@ -274,24 +274,25 @@ impl Session {
             }
         };
         *self.link.lock().unwrap() = Some(link.clone());
+        let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
         link.forward(id, msg, Shape::Initialize).await
     }
 
-    async fn handle_notification(&self, frame: Frame) {
+    async fn handle_notification(&self, frame: Message) {
         let link = self.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else {
             // Nothing upstream to tell; a notification never starts a link.
             return;
         };
-        let is_cancel = frame.method == Method::Cancelled;
-        let msg = frame.msg;
+        let is_cancel = frame.method() == Method::Cancelled;
+        let msg = frame;
         if is_cancel {
-            let Some(client_id) = msg.pointer("/params/requestId").and_then(Id::from_value) else { return };
+            let Some(client_id) = msg.request_id_param() else { return };
             if self.state.lock().unwrap().init_pending.as_ref() == Some(&client_id) {
                 // initialize is not cancelled (the spec forbids it): the handshake goes on.
                 return;
             }
-            let reason = msg.pointer("/params/reason").cloned();
+            let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
             let bridge = self.state.lock().unwrap().bridges.get(&client_id).cloned();
@@ -314,8 +315,8 @@ impl Session {
         }
     }
 
-    async fn handle_response(&self, frame: Frame) {
-        let Some(id) = frame.id else { return };
+    async fn handle_response(&self, frame: Message) {
+        let Some(id) = frame.id().cloned() else { return };
         let target = self.state.lock().unwrap().server_requests.remove(&id);
         let Some(req) = target else {
             tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
@@ -324,12 +325,10 @@ impl Session {
         if let Some(task) = &req.task {
             self.hosted().input_answered(task);
         }
-        if let Some(link) = req.link.upgrade() {
-            let mut msg = frame.msg;
-            jsonrpc::set_id(&mut msg, &req.upstream_id);
-            if let Err(e) = link.send(msg).await {
-                tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
-            }
+        if let Some(link) = req.link.upgrade()
+            && let Err(e) = link.send(frame.with_id(&req.upstream_id)).await
+        {
+            tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
         }
     }
 
@@ -339,7 +338,7 @@ impl Session {
         &self,
         link: &Arc<Link>,
         upstream_id: Id,
-        mut msg: Value,
+        msg: Message,
         route: Route,
         task: Option<Arc<str>>,
     ) {
@@ -361,18 +360,19 @@ impl Session {
             link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             return;
         };
-        jsonrpc::set_id(&mut msg, &id);
-        self.to_client(msg, route);
+        self.to_client(msg.with_id(&id), route);
     }
 
     /// Everything for the client passes here: shaped to what its version defines.
-    pub fn to_client(&self, mut msg: Value, route: Route) {
+    pub fn to_client(&self, msg: Message, route: Route) {
         let version = self.state.lock().unwrap().version;
-        if let Some(v) = version
-            && !shaping::for_client(&mut msg, v)
-        {
-            return;
-        }
+        let msg = match version {
+            Some(v) => match shaping::for_client(msg, v) {
+                Some(m) => m,
+                None => return,
+            },
+            None => msg,
+        };
         self.sink.deliver(msg, route);
     }
 

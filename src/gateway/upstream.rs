@@ -3,10 +3,10 @@
 
 use crate::config::{Builtin, Transport, UpstreamConfig};
 use crate::demo;
+use crate::jsonrpc::Message;
 use crate::transport::InboundSink;
 use crate::transport::http_client::{HttpClient, HttpConn};
 use crate::transport::stdio::StdioChild;
-use serde_json::Value;
 use std::sync::Arc;
 
 pub enum Upstream {
@@ -53,7 +53,7 @@ impl Upstream {
 
     /// Sends one message. Requests return as soon as they are on their way; their answers
     /// arrive at the sink.
-    pub async fn send(&self, msg: Value) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), String> {
         match self {
             Upstream::Stdio(c) => c.send(msg).await,
             Upstream::Http(c) => c.send(msg).await,

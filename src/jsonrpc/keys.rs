@@ -1,9 +1,50 @@
-//! The keys messages are routed by, typed: a progress token and a task id are never confused
-//! with each other or with a request id, and a token is compared by its JSON value (`1` and
+//! The keys messages are routed by, typed (a request [`Id`], a [`ProgressToken`], a
+//! [`TaskId`]), and the [`Kind`] of a message: a progress token and a task id are never
+//! confused with each other or with a request id, and a token is compared by its JSON value (`1` and
 //! `"1"` are different tokens), not by a string made from it.
 
 use serde_json::{Number, Value};
 use std::fmt;
+
+/// A JSON-RPC request id. MCP ids are strings or integers, never null.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Id {
+    Num(i64),
+    Str(String),
+}
+
+impl Id {
+    pub fn from_value(v: &Value) -> Option<Id> {
+        match v {
+            Value::Number(n) => n.as_i64().map(Id::Num),
+            Value::String(s) => Some(Id::Str(s.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        match self {
+            Id::Num(n) => Value::from(*n),
+            Id::Str(s) => Value::String(s.clone()),
+        }
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Num(n) => write!(f, "{n}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    Response,
+}
 
 /// A progress token, `params._meta.progressToken`: a string or a number.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -1,194 +1,53 @@
 //! JSON-RPC 2.0 frames: parsing, classification, ids and error objects.
 //!
-//! The gateway keeps every message as raw `serde_json::Value` so that fields it does not
-//! understand pass through untouched. This module only reads the envelope: `jsonrpc`, `id`,
-//! `method`, `result`/`error`, and types the keys messages are routed by ([`Method`],
+//! A message is kept as the bytes it came as ([`Message`]), so that fields the gateway does
+//! not understand pass through untouched. This module reads the envelope (`jsonrpc`, `id`,
+//! `method`, `result`/`error`) once, and types the keys messages are routed by ([`Method`],
 //! [`ProgressToken`], [`TaskId`]).
 
+mod error;
 mod keys;
+mod message;
 mod method;
 
-pub use keys::{ProgressToken, TaskId};
+pub use error::*;
+pub use keys::{Id, Kind, ProgressToken, TaskId};
+pub use message::{Key, Message, as_str};
 pub use method::Method;
 
-use serde_json::{Map, Value, json};
-use std::fmt;
+use bytes::Bytes;
+use serde_json::{Value, json};
 
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-/// The upstream could not be reached, or went away while the request was in flight.
-pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
-/// The request ran past `request_timeout` or `max_request_time`.
-pub const REQUEST_TIMEOUT: i64 = -32001;
-/// A gateway limit (in-flight requests, sessions) refused the request.
-pub const GATEWAY_BUSY: i64 = -32004;
-
-/// A JSON-RPC request id. MCP ids are strings or integers, never null.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Id {
-    Num(i64),
-    Str(String),
-}
-
-impl Id {
-    pub fn from_value(v: &Value) -> Option<Id> {
-        match v {
-            Value::Number(n) => n.as_i64().map(Id::Num),
-            Value::String(s) => Some(Id::Str(s.clone())),
-            _ => None,
-        }
-    }
-
-    pub fn to_value(&self) -> Value {
-        match self {
-            Id::Num(n) => Value::from(*n),
-            Id::Str(s) => Value::String(s.clone()),
-        }
-    }
-}
-
-impl fmt::Display for Id {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Id::Num(n) => write!(f, "{n}"),
-            Id::Str(s) => write!(f, "{s:?}"),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Request,
-    Notification,
-    Response,
-}
-
-/// One classified JSON-RPC message. `msg` is the whole message as received.
-#[derive(Clone, Debug)]
-pub struct Frame {
-    pub kind: Kind,
-    /// Present for requests and responses (`None` for a response whose id is null).
-    pub id: Option<Id>,
-    /// What the gateway knows the method as, read once here ([`Method::Other`] for a
-    /// response, and for a method the gateway only passes through).
-    pub method: Method,
-    pub msg: Value,
-}
-
-impl Frame {
-    /// The method's name as the message spells it, `""` for a response.
-    pub fn method_name(&self) -> &str {
-        self.msg.get("method").and_then(Value::as_str).unwrap_or("")
-    }
-
-    pub fn params(&self) -> Option<&Value> {
-        self.msg.get("params")
-    }
-
-    pub fn is_error(&self) -> bool {
-        self.msg.get("error").is_some()
-    }
-}
-
-/// An error the gateway answers with, before or instead of forwarding.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), data: None }
-    }
-
-    pub fn to_value(&self) -> Value {
-        let mut e = Map::new();
-        e.insert("code".into(), self.code.into());
-        e.insert("message".into(), Value::String(self.message.clone()));
-        if let Some(d) = &self.data {
-            e.insert("data".into(), d.clone());
-        }
-        Value::Object(e)
-    }
-
-    /// The full error response for `id` (`null` when the request's id is unknown).
-    pub fn response(&self, id: Option<&Id>) -> Value {
-        json!({
-            "jsonrpc": "2.0",
-            "id": id.map(Id::to_value).unwrap_or(Value::Null),
-            "error": self.to_value(),
-        })
-    }
-}
-
-impl fmt::Display for RpcError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
-
-/// A parsed body: one message or a batch (array) of them.
+/// A body as received: one message or a batch (array) of them, each still its own bytes.
 #[derive(Debug)]
 pub enum Body {
-    Single(Value),
-    Batch(Vec<Value>),
+    Single(Bytes),
+    Batch(Vec<Bytes>),
 }
 
-/// Parses a body; malformed JSON is -32700, an empty batch or a non-object/array is -32600.
-pub fn parse_body(bytes: &[u8]) -> Result<Body, RpcError> {
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| RpcError::new(PARSE_ERROR, format!("parse error: {e}")))?;
-    match v {
-        Value::Array(items) if items.is_empty() => Err(RpcError::new(INVALID_REQUEST, "invalid request: empty batch")),
-        Value::Array(items) => Ok(Body::Batch(items)),
-        Value::Object(_) => Ok(Body::Single(v)),
-        _ => Err(RpcError::new(INVALID_REQUEST, "invalid request: expected a JSON object or array")),
-    }
-}
-
-/// Classifies one message. On failure returns the id (if any could be read) and the error.
-#[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
-pub fn classify(msg: Value) -> Result<Frame, (Option<Id>, RpcError)> {
-    let Some(obj) = msg.as_object() else {
-        return Err((None, RpcError::new(INVALID_REQUEST, "invalid request: message is not an object")));
-    };
-    let raw_id = obj.get("id");
-    let id = raw_id.and_then(Id::from_value);
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((id, RpcError::new(INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"")));
-    }
-    if let Some(method) = obj.get("method") {
-        if !method.is_string() {
-            return Err((id, RpcError::new(INVALID_REQUEST, "invalid request: \"method\" must be a string")));
-        }
-        if let Some(p) = obj.get("params")
-            && !(p.is_object() || p.is_array())
-        {
-            return Err((id, RpcError::new(INVALID_REQUEST, "invalid request: \"params\" must be an object or array")));
-        }
-        let method = Method::parse(method.as_str().unwrap_or_default());
-        return match raw_id {
-            None => Ok(Frame { kind: Kind::Notification, id: None, method, msg }),
-            Some(_) if id.is_some() => Ok(Frame { kind: Kind::Request, id, method, msg }),
-            Some(_) => {
-                Err((None, RpcError::new(INVALID_REQUEST, "invalid request: \"id\" must be a string or integer")))
+/// Splits a body; malformed JSON is -32700, an empty batch or a non-object/array is -32600.
+/// A single message is not read here: [`Message::parse`] reads it, once.
+pub fn parse_body(bytes: Bytes) -> Result<Body, RpcError> {
+    let parse_error = |e: serde_json::Error| RpcError::new(PARSE_ERROR, format!("parse error: {e}"));
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(Body::Single(bytes)),
+        Some(b'[') => {
+            let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(&bytes).map_err(parse_error)?;
+            if items.is_empty() {
+                return Err(RpcError::new(INVALID_REQUEST, "invalid request: empty batch"));
             }
-        };
-    }
-    let has_result = obj.contains_key("result");
-    let has_error = obj.contains_key("error");
-    if has_result != has_error && raw_id.is_some() {
-        if raw_id.is_some_and(|v| !v.is_null()) && id.is_none() {
-            return Err((None, RpcError::new(INVALID_REQUEST, "invalid response: \"id\" must be a string or integer")));
+            Ok(Body::Batch(items.iter().map(|raw| bytes.slice_ref(raw.get().as_bytes())).collect()))
         }
-        return Ok(Frame { kind: Kind::Response, id, method: Method::Other, msg });
+        _ => match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            Ok(_) => Err(RpcError::new(INVALID_REQUEST, "invalid request: expected a JSON object or array")),
+            Err(e) => Err(parse_error(e)),
+        },
     }
-    Err((id, RpcError::new(INVALID_REQUEST, "invalid request: neither a request, a notification nor a response")))
+}
+
+/// Classifies a message the gateway holds as a tree (see [`Message::from_value`]).
+pub fn classify(msg: Value) -> Result<Message, (Option<Id>, RpcError)> {
+    Message::from_value(msg)
 }
 
 /// Replaces the `id` of a request or response.
@@ -228,40 +87,27 @@ mod tests {
     #[test]
     fn classifies_the_three_kinds() {
         let r = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})).unwrap();
-        assert_eq!(r.kind, Kind::Request);
-        assert_eq!(r.id, Some(Id::Num(1)));
-        assert_eq!((r.method, r.method_name()), (Method::ToolsList, "tools/list"));
+        assert_eq!(r.kind(), Kind::Request);
+        assert_eq!(r.id(), Some(&Id::Num(1)));
+        assert_eq!((r.method(), r.method_name()), (Method::ToolsList, "tools/list"));
         let n = classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
-        assert_eq!(n.kind, Kind::Notification);
+        assert_eq!(n.kind(), Kind::Notification);
         let s = classify(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
-        assert_eq!(s.kind, Kind::Response);
-        assert_eq!(s.id, Some(Id::Str("a".into())));
-    }
-
-    #[test]
-    fn rejects_what_is_not_json_rpc() {
-        for bad in [
-            json!({"id":1,"method":"x"}),
-            json!({"jsonrpc":"1.0","id":1,"method":"x"}),
-            json!({"jsonrpc":"2.0","id":null,"method":"x"}),
-            json!({"jsonrpc":"2.0","id":1.5,"method":"x"}),
-            json!({"jsonrpc":"2.0","id":1,"method":7}),
-            json!({"jsonrpc":"2.0","id":1,"method":"x","params":3}),
-            json!({"jsonrpc":"2.0","id":1}),
-            json!({"jsonrpc":"2.0","id":1,"result":{},"error":{}}),
-            json!([1]),
-        ] {
-            let e = classify(bad.clone()).err().unwrap_or_else(|| panic!("accepted {bad}"));
-            assert_eq!(e.1.code, INVALID_REQUEST, "{bad}");
-        }
+        assert_eq!(s.kind(), Kind::Response);
+        assert_eq!(s.id(), Some(&Id::Str("a".into())));
     }
 
     #[test]
     fn body_errors_have_the_right_codes() {
-        assert_eq!(parse_body(b"{nope").unwrap_err().code, PARSE_ERROR);
-        assert_eq!(parse_body(b"[]").unwrap_err().code, INVALID_REQUEST);
-        assert_eq!(parse_body(b"42").unwrap_err().code, INVALID_REQUEST);
-        assert!(matches!(parse_body(b"[{}]").unwrap(), Body::Batch(v) if v.len() == 1));
+        let body = |s: &'static str| parse_body(Bytes::from_static(s.as_bytes()));
+        assert_eq!(body("[{nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(body("nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(body("[]").unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(body("42").unwrap_err().code, INVALID_REQUEST);
+        assert!(
+            matches!(body(" [{}, {\"a\": 1}]").unwrap(), Body::Batch(v) if v.len() == 2 && v[1].as_ref() == b"{\"a\": 1}")
+        );
+        assert!(matches!(body("{nope").unwrap(), Body::Single(_)), "read by Message::parse, which says -32700");
     }
 
     #[test]

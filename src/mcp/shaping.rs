@@ -1,6 +1,7 @@
 //! Shaping what reaches a client to what its negotiated version defines, and to what the
 //! gateway itself offers (hosted tasks).
 
+use crate::jsonrpc::{Message, Method};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::{self, TaskSupport};
 use serde_json::{Value, json};
@@ -70,26 +71,34 @@ pub fn tools_list(
     }
 }
 
-/// A message on its way to the client: `false` if the client's version has no place for it
-/// (task notifications before 2025-11-25); task `_meta` is removed for such clients.
-pub fn for_client(msg: &mut Value, client: ProtocolVersion) -> bool {
+/// A message on its way to the client: `None` if the client's version has no place for it
+/// (task notifications before 2025-11-25); task `_meta` is removed for such clients. A
+/// message with nothing to change is passed on as it is, its bytes untouched.
+pub fn for_client(msg: Message, client: ProtocolVersion) -> Option<Message> {
     if client.has_tasks() {
-        return true;
+        return Some(msg);
     }
-    if msg.get("method").and_then(Value::as_str).is_some_and(|m| m.starts_with("notifications/tasks/")) {
-        return false;
+    if msg.method() == Method::TaskStatus || msg.method_name().starts_with("notifications/tasks/") {
+        return None;
     }
-    for field in ["params", "result"] {
-        tasks::untag_related(msg, field);
-    }
+    let msg = if tasks::is_tagged(&msg) {
+        msg.edit(|m| {
+            for field in ["params", "result"] {
+                tasks::untag_related(m, field);
+            }
+        })
+    } else {
+        msg
+    };
     // Progress notifications gained `message` in 2025-03-26.
-    if client == ProtocolVersion::V2024_11_05
-        && msg.get("method").and_then(Value::as_str) == Some("notifications/progress")
-        && let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut)
-    {
-        p.remove("message");
+    if client == ProtocolVersion::V2024_11_05 && msg.method() == Method::Progress {
+        return Some(msg.edit(|m| {
+            if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+                p.remove("message");
+            }
+        }));
     }
-    true
+    Some(msg)
 }
 
 #[cfg(test)]
@@ -139,15 +148,22 @@ mod tests {
 
     #[test]
     fn outgoing_messages_for_old_clients() {
-        let mut status = json!({"method": "notifications/tasks/status", "params": {"taskId": "t"}});
-        assert!(!for_client(&mut status, ProtocolVersion::V2025_06_18));
-        assert!(for_client(&mut status, ProtocolVersion::V2025_11_25));
-        let mut req = json!({"method": "elicitation/create", "params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}, "k": 1}}});
-        assert!(for_client(&mut req, ProtocolVersion::V2025_03_26));
-        assert_eq!(req["params"]["_meta"], json!({"k": 1}));
-        let mut p =
-            json!({"method": "notifications/progress", "params": {"progressToken": 1, "progress": 1, "message": "m"}});
-        assert!(for_client(&mut p, ProtocolVersion::V2024_11_05));
-        assert!(p["params"].get("message").is_none(), "2024-11-05 progress has no message");
+        let msg = |v: Value| Message::made(v);
+        let status = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "t"}});
+        assert!(for_client(msg(status.clone()), ProtocolVersion::V2025_06_18).is_none());
+        assert!(for_client(msg(status), ProtocolVersion::V2025_11_25).is_some());
+        let req = json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}, "k": 1}}});
+        let req = for_client(msg(req), ProtocolVersion::V2025_03_26).unwrap();
+        assert_eq!(req.value()["params"]["_meta"], json!({"k": 1}));
+        let resp = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}});
+        let resp = for_client(msg(resp), ProtocolVersion::V2025_06_18).unwrap();
+        assert_eq!(resp.value()["result"], json!({"content": []}));
+        let p = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1, "message": "m"}});
+        let p = for_client(msg(p), ProtocolVersion::V2024_11_05).unwrap();
+        assert!(p.value()["params"].get("message").is_none(), "2024-11-05 progress has no message");
+        let plain = Message::parse(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0", "id":3,"result":{"content":[ ]}}"#))
+            .unwrap();
+        let same = for_client(plain.clone(), ProtocolVersion::V2024_11_05).unwrap();
+        assert_eq!(same.bytes(), plain.bytes(), "nothing to change: the bytes pass as they came");
     }
 }

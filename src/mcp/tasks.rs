@@ -1,7 +1,10 @@
 //! Task vocabulary of 2025-11-25 (SEP-1686): statuses, the `Task` object, the related-task
 //! `_meta` key, and the capability a task-hosting server declares.
 
+use crate::jsonrpc::{Key, Message, TaskId, as_str};
+use serde::Deserialize;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
@@ -79,11 +82,6 @@ pub fn untag_related(msg: &mut Value, field: &str) {
     }
 }
 
-/// The task id a message's `_meta` relates it to, if any.
-pub fn related_task_id<'a>(msg: &'a Value, field: &str) -> Option<&'a str> {
-    msg.get(field)?.get("_meta")?.get(RELATED_TASK)?.get("taskId")?.as_str()
-}
-
 /// The retention a task-augmented request asks for: `params.task` must be an object; its
 /// `ttl`, if present and not null, a non-negative number of milliseconds (fractions are cut).
 pub fn requested_ttl(task: Option<&Value>) -> Result<Option<std::time::Duration>, crate::jsonrpc::RpcError> {
@@ -103,38 +101,70 @@ pub fn requested_ttl(task: Option<&Value>) -> Result<Option<std::time::Duration>
     }
 }
 
-/// A `CreateTaskResult` response: the task's id and its ttl, if it has one.
-pub fn created_task(resp: &Value) -> Option<(&str, Option<std::time::Duration>)> {
-    let task = resp.get("result")?.get("task")?;
-    let id = task.get("taskId")?.as_str()?;
-    let ttl = task
-        .get("ttl")
-        .and_then(Value::as_f64)
-        .filter(|t| *t >= 0.0)
-        .map(|t| std::time::Duration::from_millis(t as u64));
-    Some((id, ttl))
+/// The task a `_meta` object (JSON text) relates its message to.
+fn related_in(meta: Option<&str>) -> Option<TaskId> {
+    #[derive(Deserialize)]
+    struct Related {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    }
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/related-task")]
+        related: Option<Related>,
+    }
+    let meta: Meta = serde_json::from_str(meta?).ok()?;
+    meta.related.map(|r| TaskId::new(r.task_id))
 }
 
-fn is_terminal_status(s: Option<&Value>) -> bool {
-    matches!(s.and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
+/// The task a message's `params._meta` relates it to (the related-task key), if any.
+pub fn related_task(msg: &Message) -> Option<TaskId> {
+    related_in(msg.param(Key::Meta))
+}
+
+/// Whether a message carries the related-task key in `params._meta` or `result._meta`.
+pub fn is_tagged(msg: &Message) -> bool {
+    let has = |meta: Option<&str>| {
+        meta.and_then(|m| {
+            serde_json::from_str::<std::collections::HashMap<std::borrow::Cow<str>, serde::de::IgnoredAny>>(m).ok()
+        })
+        .is_some_and(|m| m.contains_key(RELATED_TASK))
+    };
+    has(msg.param(Key::Meta)) || (msg.kind() == crate::jsonrpc::Kind::Response && has(msg.result_field(Key::Meta)))
+}
+
+/// A `CreateTaskResult` response: the task's id and its ttl, if it has one.
+pub fn created_task(resp: &Message) -> Option<(TaskId, Option<Duration>)> {
+    #[derive(Deserialize)]
+    struct Created {
+        #[serde(rename = "taskId")]
+        task_id: String,
+        ttl: Option<Value>,
+    }
+    let task: Created = serde_json::from_str(resp.result_field(Key::Task)?).ok()?;
+    let ttl = task.ttl.as_ref().and_then(Value::as_f64).filter(|t| *t >= 0.0).map(|t| Duration::from_millis(t as u64));
+    Some((TaskId::new(task.task_id), ttl))
+}
+
+fn is_terminal(status: Option<&str>) -> bool {
+    matches!(status.and_then(as_str).as_deref(), Some("completed" | "failed" | "cancelled"))
 }
 
 /// The task a response shows ended: a `Task` in a terminal status (`tasks/get`,
 /// `tasks/cancel`), or a `tasks/result` payload tagged with its task.
-pub fn ended_task(resp: &Value) -> Option<&str> {
-    if let Some(r) = resp.get("result") {
-        if is_terminal_status(r.get("status")) {
-            return r.get("taskId").and_then(Value::as_str);
-        }
-        return related_task_id(resp, "result");
+pub fn ended_task(resp: &Message) -> Option<TaskId> {
+    if resp.kind() != crate::jsonrpc::Kind::Response || resp.is_error() {
+        return None;
     }
-    None
+    if is_terminal(resp.result_field(Key::Status)) {
+        return resp.result_field(Key::TaskId).and_then(as_str).map(TaskId::new);
+    }
+    related_in(resp.result_field(Key::Meta))
 }
 
 /// The task a `notifications/tasks/status` shows in a terminal status.
-pub fn ended_task_status(note: &Value) -> Option<&str> {
-    let p = note.get("params")?;
-    is_terminal_status(p.get("status")).then(|| p.get("taskId").and_then(Value::as_str)).flatten()
+pub fn ended_task_status(note: &Message) -> Option<TaskId> {
+    is_terminal(note.param(Key::Status)).then(|| note.param(Key::TaskId).and_then(as_str).map(TaskId::new)).flatten()
 }
 
 /// The exact words with which SDK servers refuse a plain call of a tool that must run as a
@@ -205,15 +235,25 @@ mod tests {
 
     #[test]
     fn task_endings() {
-        let t = |s: &str| json!({"result": {"taskId": "a", "status": s}});
-        assert_eq!(ended_task(&t("completed")), Some("a"));
+        let resp = |result: Value| Message::made(json!({"jsonrpc": "2.0", "id": 1, "result": result}));
+        let t = |s: &str| resp(json!({"taskId": "a", "status": s}));
+        assert_eq!(ended_task(&t("completed")), Some(TaskId::new("a")));
         assert_eq!(ended_task(&t("working")), None);
-        let r = json!({"result": {"content": [], "_meta": {RELATED_TASK: {"taskId": "b"}}}});
-        assert_eq!(ended_task(&r), Some("b"));
+        let r = resp(json!({"content": [], "_meta": {RELATED_TASK: {"taskId": "b"}}}));
+        assert_eq!(ended_task(&r), Some(TaskId::new("b")));
+        assert!(is_tagged(&r));
+        assert!(!is_tagged(&t("working")));
         assert_eq!(
-            created_task(&json!({"result": {"task": {"taskId": "c", "ttl": 5000}}})).unwrap().1.unwrap().as_millis(),
+            created_task(&resp(json!({"task": {"taskId": "c", "ttl": 5000}}))).unwrap().1.unwrap().as_millis(),
             5000
         );
-        assert_eq!(created_task(&json!({"result": {"task": {"taskId": "c", "ttl": null}}})).unwrap().1, None);
+        assert_eq!(created_task(&resp(json!({"task": {"taskId": "c", "ttl": null}}))).unwrap().1, None);
+        let note = |s: &str| {
+            Message::made(
+                json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "d", "status": s}}),
+            )
+        };
+        assert_eq!(ended_task_status(&note("failed")), Some(TaskId::new("d")));
+        assert_eq!(ended_task_status(&note("input_required")), None);
     }
 }

@@ -4,15 +4,14 @@
 //! own (see [`http_conn`](crate::transport::http_conn)); a request is sent and its answer
 //! read on the task that sends it, unless it takes long (see [`inline`](crate::transport::inline)).
 
-use crate::jsonrpc::{self, Id, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, Id, Kind, Message, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::http_conn::{Pool, UpBody, error_chain};
-use crate::transport::{InboundSink, inline, one_or_batch, sse};
+use crate::transport::{InboundSink, inline, messages_of, sse};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,14 +142,13 @@ impl HttpConn {
 
     /// Sends one message. A request is POSTed in the background and its answer arrives at
     /// the sink; a notification or response is POSTed before this returns.
-    pub async fn send(&self, msg: Value) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), String> {
         if self.inner.closed.load(Ordering::Relaxed) {
             return Err("the upstream session is closed".into());
         }
-        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
-        let body = Bytes::from(serde_json::to_vec(&msg).expect("values serialize"));
-        if is_request {
-            let id = msg.get("id").and_then(Id::from_value).expect("requests have ids");
+        if msg.kind() == Kind::Request {
+            let id = msg.id().cloned().expect("requests have ids");
+            let body = msg.into_bytes();
             // Past max_request_time the link has answered the request itself: a stream still
             // open a little later is dropped, and its connection with it.
             let inner = self.inner.clone();
@@ -168,15 +166,15 @@ impl HttpConn {
             inline::run(job, INLINE_BUDGET, limit).await;
             Ok(())
         } else {
-            let method = crate::jsonrpc::method_of(&msg);
+            let method = msg.method();
             if method == crate::jsonrpc::Method::Cancelled
-                && let Some(id) = msg.pointer("/params/requestId").and_then(Id::from_value)
+                && let Some(id) = msg.request_id_param()
                 && let Some(stop) = self.inner.running.lock().unwrap().remove(&id)
             {
                 stop.cancel();
             }
             let initialized = method == crate::jsonrpc::Method::Initialized;
-            let resp = self.inner.post(body, Some(self.inner.connect_timeout)).await?;
+            let resp = self.inner.post(msg.into_bytes(), Some(self.inner.connect_timeout)).await?;
             let status = resp.status();
             let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
             let body = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048))
@@ -301,12 +299,11 @@ impl Inner {
                 .unwrap_or_default();
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
             // Anything else (an OAuth error object, HTML, nothing) fails the request now.
-            if let Ok(mut v) = serde_json::from_slice::<Value>(&body)
-                && v.get("jsonrpc").is_some()
-                && v.get("error").is_some_and(Value::is_object)
+            if let Ok(m) = Message::parse(Bytes::from(body.clone()))
+                && m.kind() == Kind::Response
+                && m.is_error()
             {
-                jsonrpc::set_id(&mut v, &id);
-                return self.deliver(v, &id);
+                return self.deliver(m.with_id(&id), &id);
             }
             return self.fail(&id, self.http_error(status, challenge.as_ref(), &body));
         }
@@ -338,7 +335,7 @@ impl Inner {
                     );
                     tracing::warn!(upstream = %self.name, "stopped resuming a response stream: {why}");
                     let err = RpcError::new(jsonrpc::REQUEST_TIMEOUT, why);
-                    return self.sink.message(err.response(Some(&id)), None);
+                    return self.sink.message(Message::made(err.response(Some(&id))), None);
                 }
                 tokio::time::sleep(wait).await;
                 match self.open_get(Some(&from)).await {
@@ -355,26 +352,26 @@ impl Inner {
                 Err(BodyError::TooLarge) => return self.fail(&id, format!("response {}", self.too_large())),
                 Err(BodyError::Broken(e)) => return self.fail(&id, format!("the response body broke off: {e}")),
             };
-            match jsonrpc::parse_body(&body) {
-                Ok(jsonrpc::Body::Single(v)) => self.deliver(v, &id),
-                Ok(jsonrpc::Body::Batch(vs)) => vs.into_iter().for_each(|v| self.deliver(v, &id)),
+            match messages_of(&self.name, body) {
+                Ok(msgs) => msgs.into_iter().for_each(|m| self.deliver(m, &id)),
                 Err(e) => self.fail(&id, format!("unreadable response body: {}", e.message)),
             }
         }
     }
 
-    fn deliver(&self, msg: Value, related: &Id) {
+    fn deliver(&self, msg: Message, related: &Id) {
         self.note_version(&msg);
         self.sink.message(msg, Some(related.clone()));
     }
 
     /// Learns the negotiated version from the initialize result, for the header.
-    fn note_version(&self, msg: &Value) {
+    fn note_version(&self, msg: &Message) {
         let mut v = self.version.lock().unwrap();
         if v.is_none()
-            && let Some(pv) = msg.pointer("/result/protocolVersion").and_then(Value::as_str)
+            && msg.kind() == Kind::Response
+            && let Some(pv) = msg.result_field(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str)
         {
-            *v = HeaderValue::from_str(pv).ok();
+            *v = HeaderValue::from_str(&pv).ok();
         }
     }
 
@@ -403,7 +400,7 @@ impl Inner {
     fn fail(&self, id: &Id, why: String) {
         tracing::warn!(upstream = %self.name, "request failed: {why}");
         let err = RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {why}", self.name));
-        self.sink.message(err.response(Some(id)), None);
+        self.sink.message(Message::made(err.response(Some(id))), None);
     }
 
     /// Reads an event stream; returns true once the response to `answer_to` has been seen.
@@ -459,15 +456,15 @@ impl Inner {
                 if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
                     continue;
                 }
-                let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
+                let Ok(msgs) = messages_of(&self.name, Bytes::from(ev.data)) else {
                     tracing::warn!(upstream = %self.name, "skipping an SSE event that is not JSON");
                     continue;
                 };
                 // A 2025-03-26 server may send a batch: each message is delivered on its own.
-                for msg in one_or_batch(data) {
+                for msg in msgs {
                     if let Some(want) = answer_to
-                        && msg.get("method").is_none()
-                        && msg.get("id").and_then(Id::from_value).as_ref() == Some(want)
+                        && msg.kind() == Kind::Response
+                        && msg.id() == Some(want)
                     {
                         answered = true;
                     }

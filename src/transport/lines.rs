@@ -1,13 +1,22 @@
 //! Line framing for JSON-RPC over byte streams (stdio): lines are read as bytes, bounded in
-//! length, and parsed with `serde_json::from_slice`. A line that cannot be used (not UTF-8,
-//! not JSON, over the limit) is reported and skipped; it never ends the stream. What can
+//! length, and read as one [`Message`] or a batch of them. A line that cannot be used (not
+//! UTF-8, not JSON, over the limit) is reported and skipped; it never ends the stream. What can
 //! still be read of such a line, its top-level `"id"` and whether it has a `"method"`, comes
 //! with the report, so that the request it answered can be failed alone.
 
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{self, Id, Message, PARSE_ERROR, RpcError};
+use bytes::Bytes;
 use serde_json::Value;
 use std::fmt;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+/// A line that is JSON: one message or a batch of them, each read (or why it is not a
+/// JSON-RPC message, with its id if one could be read).
+#[derive(Debug)]
+pub struct Line {
+    pub is_batch: bool,
+    pub messages: Vec<Result<Message, (Option<Id>, RpcError)>>,
+}
 
 /// Why a line was skipped.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +72,7 @@ impl fmt::Display for BadLine {
 pub async fn read_messages<R: AsyncRead + Unpin>(
     reader: R,
     max_line: usize,
-    mut on_line: impl FnMut(Result<Value, BadLine>),
+    mut on_line: impl FnMut(Result<Line, BadLine>),
 ) {
     let mut lines = LineReader::new(reader, max_line);
     while let Some(line) = lines.next().await {
@@ -95,7 +104,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// The next non-blank line, parsed or reported; None at end of input or a read error.
     /// Cancel-safe: the only await is the buffer's fill, and the state lives in `self`.
-    pub async fn next(&mut self) -> Option<Result<Value, BadLine>> {
+    pub async fn next(&mut self) -> Option<Result<Line, BadLine>> {
         while !self.ended {
             let buf = match self.r.fill_buf().await {
                 Ok(b) => b,
@@ -109,7 +118,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.ended = true;
                 return match self.overflow.take() {
                     Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
-                    None => parse_line(&std::mem::take(&mut self.line)),
+                    None => parse_line(std::mem::take(&mut self.line)),
                 };
             }
             let newline = buf.iter().position(|&b| b == b'\n');
@@ -131,9 +140,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if newline.is_some() {
                 let out = match self.overflow.take() {
                     Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
-                    None => parse_line(&self.line),
+                    None => parse_line(std::mem::take(&mut self.line)),
                 };
-                self.line.clear();
                 if out.is_some() {
                     return out;
                 }
@@ -170,18 +178,32 @@ pub async fn read_log_lines<R: AsyncRead + Unpin>(reader: R, max_line: usize, mu
     }
 }
 
-fn parse_line(line: &[u8]) -> Option<Result<Value, BadLine>> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+fn parse_line(line: Vec<u8>) -> Option<Result<Line, BadLine>> {
+    let mut line = Bytes::from(line);
+    if line.last() == Some(&b'\r') {
+        line.truncate(line.len() - 1);
+    }
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    Some(serde_json::from_slice::<Value>(line).map_err(|e| {
-        let kind =
-            if std::str::from_utf8(line).is_err() { BadKind::InvalidUtf8 } else { BadKind::NotJson(e.to_string()) };
+    let bad = |line: &[u8], e: &str| {
+        let kind = if std::str::from_utf8(line).is_err() { BadKind::InvalidUtf8 } else { BadKind::NotJson(e.into()) };
         let mut scan = IdScan::default();
         scan.feed(line);
         scan.into_bad(kind)
-    }))
+    };
+    let one = |m| Ok(Line { is_batch: false, messages: vec![m] });
+    Some(match jsonrpc::parse_body(line.clone()) {
+        Ok(jsonrpc::Body::Single(text)) => match Message::parse(text) {
+            Err((_, e)) if e.code == PARSE_ERROR => Err(bad(&line, e.message.trim_start_matches("parse error: "))),
+            m => one(m),
+        },
+        Ok(jsonrpc::Body::Batch(items)) => {
+            Ok(Line { is_batch: true, messages: items.into_iter().map(Message::parse).collect() })
+        }
+        Err(e) if e.code == PARSE_ERROR => Err(bad(&line, e.message.trim_start_matches("parse error: "))),
+        Err(e) => one(Err((None, e))),
+    })
 }
 
 /// The longest `"id"` value text kept.
@@ -320,7 +342,7 @@ mod tests {
         assert_eq!(scan(br#"{"id":null,"error":{}}"#), (None, false));
     }
 
-    async fn read_all(input: &[u8], max: usize) -> Vec<Result<Value, BadLine>> {
+    async fn read_all(input: &[u8], max: usize) -> Vec<Result<Line, BadLine>> {
         let mut out = Vec::new();
         read_messages(input, max, |l| out.push(l)).await;
         out
@@ -330,7 +352,7 @@ mod tests {
     async fn bad_lines_are_reported_and_reading_goes_on() {
         let long = format!("{{\"id\":3,\"result\":\"{}\"}}\n", "x".repeat(100));
         let input = [
-            b"{\"id\":1}\n".as_slice(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".as_slice(),
             b"\n  \r\n",
             b"{\"id\":2,\"r\":\"\xff\"}\n",
             long.as_bytes(),
@@ -339,21 +361,25 @@ mod tests {
             b"{\"id\":5}",
         ]
         .concat();
-        let got = read_all(&input, 64).await;
+        let mut got = read_all(&input, 64).await;
         assert_eq!(got.len(), 6, "{got:?}");
-        assert_eq!(got[0], Ok(serde_json::json!({"id": 1})));
-        assert_eq!(got[1], Err(BadLine { kind: BadKind::InvalidUtf8, id: Some(Id::Num(2)), has_method: false }));
-        assert_eq!(got[2], Err(BadLine { kind: BadKind::TooLong(64), id: Some(Id::Num(3)), has_method: false }));
-        assert!(matches!(&got[3], Err(BadLine { kind: BadKind::NotJson(_), id: None, .. })));
-        assert_eq!(got[4], Ok(serde_json::json!([{"id": 4}])));
-        assert_eq!(got[5], Ok(serde_json::json!({"id": 5})));
+        let bad = |l: &Result<Line, BadLine>| l.as_ref().err().cloned();
+        let first = got.remove(0).unwrap();
+        assert!(!first.is_batch && matches!(&first.messages[..], [Ok(m)] if m.id() == Some(&Id::Num(1))));
+        assert_eq!(bad(&got[0]), Some(BadLine { kind: BadKind::InvalidUtf8, id: Some(Id::Num(2)), has_method: false }));
+        assert_eq!(bad(&got[1]), Some(BadLine { kind: BadKind::TooLong(64), id: Some(Id::Num(3)), has_method: false }));
+        assert!(matches!(&got[2], Err(BadLine { kind: BadKind::NotJson(_), id: None, .. })));
+        assert!(matches!(&got[3], Ok(Line { is_batch: true, messages }) if messages.len() == 1));
+        // JSON, but not JSON-RPC: what the envelope says is wrong, with the id it has.
+        assert!(matches!(&got[4], Ok(Line { messages, .. }) if matches!(&messages[..], [Err((Some(Id::Num(5)), _))])));
     }
 
     #[tokio::test]
     async fn an_over_long_last_line_is_reported_at_the_end() {
         let input = format!("{{\"method\":\"m\",\"id\":1,\"p\":\"{}\"", "y".repeat(200_000));
         let got = read_all(input.as_bytes(), 1000).await;
-        assert_eq!(got, vec![Err(BadLine { kind: BadKind::TooLong(1000), id: Some(Id::Num(1)), has_method: true })]);
+        let want = BadLine { kind: BadKind::TooLong(1000), id: Some(Id::Num(1)), has_method: true };
+        assert!(matches!(&got[..], [Err(b)] if *b == want));
     }
 
     #[tokio::test]

@@ -11,23 +11,30 @@ pub mod own_stdio;
 pub mod sse;
 pub mod stdio;
 
-use crate::jsonrpc::Id;
-use serde_json::Value;
+use crate::jsonrpc::{self, Id, Message};
+use bytes::Bytes;
 
 /// Receives what an upstream connection reads.
 pub trait InboundSink: Send + Sync + 'static {
     /// One message from the upstream. `related` is the id (as sent upstream) of the request on
     /// whose response stream the message arrived, when the transport knows it.
-    fn message(&self, msg: Value, related: Option<Id>);
+    fn message(&self, msg: Message, related: Option<Id>);
     /// The connection is gone for good; `reason` says why (exit status, HTTP error, ...).
     fn closed(&self, reason: String);
 }
 
-/// The messages of one message or of a batch (array) of them: a 2025-03-26 peer may send
-/// batches, and each of their messages goes on alone.
-pub(crate) fn one_or_batch(v: Value) -> Vec<Value> {
-    match v {
-        Value::Array(items) => items,
-        v => vec![v],
-    }
+/// The messages of a body that holds one message or a batch (array) of them: a 2025-03-26
+/// peer may send batches, and each of their messages goes on alone. What is not a JSON-RPC
+/// message is logged and skipped (`Err` when the body is not JSON at all).
+pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Message>, jsonrpc::RpcError> {
+    let items = match jsonrpc::parse_body(body)? {
+        jsonrpc::Body::Single(m) => vec![m],
+        jsonrpc::Body::Batch(items) => items,
+    };
+    Ok(items.into_iter().filter_map(|text| readable(upstream, Message::parse(text))).collect())
+}
+
+/// The message, or `None` (logged) for what is not one.
+pub(crate) fn readable(upstream: &str, m: Result<Message, (Option<Id>, jsonrpc::RpcError)>) -> Option<Message> {
+    m.map_err(|(_, e)| tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {e}")).ok()
 }

@@ -2,13 +2,12 @@
 //! own stdin/stdout are in [`own_stdio`](super::own_stdio); the client front that uses them
 //! is `downstream::stdio`.
 
-use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{Message, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
-use crate::transport::{InboundSink, one_or_batch};
+use crate::transport::{InboundSink, readable};
 use bytes::Bytes;
-use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -174,13 +173,20 @@ impl StdioChild {
                 let Some(line) = lines.next().await else { break };
                 match line {
                     // A 2025-03-26 server may send a batch: each message is delivered on its own.
-                    Ok(msg) => one_or_batch(msg).into_iter().for_each(|m| sink.message(m, None)),
+                    Ok(line) => line
+                        .messages
+                        .into_iter()
+                        .filter_map(|m| readable(&reader_name, m))
+                        .for_each(|m| sink.message(m, None)),
                     Err(bad) => {
                         tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
                         // The request it answered fails now rather than at its timeout.
                         if let Some(id) = bad.answers() {
                             let why = format!("upstream '{reader_name}': response {}", bad.kind);
-                            sink.message(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id)), None);
+                            sink.message(
+                                Message::made(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id))),
+                                None,
+                            );
                         }
                     }
                 }
@@ -201,9 +207,8 @@ impl StdioChild {
         })
     }
 
-    pub async fn send(&self, msg: Value) -> Result<(), String> {
-        let line = serde_json::to_vec(&msg).expect("values serialize");
-        self.tx.send(Bytes::from(line)).await.map_err(|_| "the process is not running".to_string())
+    pub async fn send(&self, msg: Message) -> Result<(), String> {
+        self.tx.send(msg.into_bytes()).await.map_err(|_| "the process is not running".to_string())
     }
 
     /// Stops the child: stdin closed, then SIGTERM, then SIGKILL, a second apart.

@@ -4,9 +4,9 @@
 
 use super::types::*;
 use crate::gateway::deadline::{Deadlines, Expiry};
-use crate::jsonrpc::{self, Id, Kind, Method, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError, UPSTREAM_UNAVAILABLE};
 use crate::transport::InboundSink;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::{Arc, Weak};
 
 impl LinkCore {
@@ -75,7 +75,7 @@ impl LinkCore {
             match p.waiter {
                 Waiter::Client { client_id, shape } => {
                     if let Some(ev) = &events {
-                        ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape);
                     }
                 }
                 Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
@@ -109,7 +109,7 @@ impl LinkCore {
                 Waiter::Client { client_id, shape } => {
                     tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
                     if let Some(ev) = core.events.upgrade() {
-                        ev.response(client_id.clone(), err.response(Some(&client_id)), shape);
+                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape);
                     }
                 }
                 Waiter::Task { task_id } => {
@@ -119,7 +119,10 @@ impl LinkCore {
                 Waiter::Internal { .. } => {}
             }
             if let Some(link) = core.link.get().and_then(Weak::upgrade) {
-                let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": why}));
+                let note = Message::made(jsonrpc::notification(
+                    "notifications/cancelled",
+                    json!({"requestId": up_id, "reason": why}),
+                ));
                 tokio::spawn(async move {
                     let _ = link.send(note).await;
                 });
@@ -129,17 +132,10 @@ impl LinkCore {
 }
 
 impl InboundSink for LinkCore {
-    fn message(&self, msg: Value, related: Option<Id>) {
-        let frame = match jsonrpc::classify(msg) {
-            Ok(f) => f,
-            Err((_, e)) => {
-                tracing::warn!(upstream = %self.upstream, "dropping malformed message from upstream: {e}");
-                return;
-            }
-        };
-        match frame.kind {
+    fn message(&self, frame: Message, related: Option<Id>) {
+        match frame.kind() {
             Kind::Response => {
-                let Some(Id::Num(up_id)) = frame.id else {
+                let Some(&Id::Num(up_id)) = frame.id() else {
                     tracing::warn!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
                     return;
                 };
@@ -148,11 +144,12 @@ impl InboundSink for LinkCore {
                 let held = {
                     let mut st = self.state.lock().unwrap();
                     let token = st.pending.get(&up_id).and_then(|p| p.token.clone());
-                    match crate::mcp::tasks::created_task(&frame.msg) {
+                    let created = if token.is_some() { crate::mcp::tasks::created_task(&frame) } else { None };
+                    match created {
                         Some((task_id, ttl)) => {
                             if let Some(t) = token.filter(|t| st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id)))
                             {
-                                st.keep_token_for_task(task_id, t, ttl, self.max_task_routes);
+                                st.keep_token_for_task(task_id.as_str(), t, ttl, self.max_task_routes);
                             }
                             None
                         }
@@ -169,45 +166,44 @@ impl InboundSink for LinkCore {
                 if let Some((dest, m)) = held {
                     self.deliver_to(&dest, m);
                 }
-                let mut msg = frame.msg;
                 match p.waiter {
                     Waiter::Client { client_id, shape } => {
-                        if let Some(task_id) = crate::mcp::tasks::ended_task(&msg) {
-                            self.end_task_route(task_id);
+                        if let Some(task_id) = crate::mcp::tasks::ended_task(&frame) {
+                            self.end_task_route(task_id.as_str());
                         } else if let Some((task_id, is_result)) = &p.about_task
-                            && (*is_result || msg.get("error").is_some())
+                            && (*is_result || frame.is_error())
                         {
                             // tasks/result's answer (a result or the task's error), or an
                             // upstream that no longer knows the task: it is over.
-                            self.end_task_route(task_id);
+                            self.end_task_route(task_id.as_str());
                         }
-                        jsonrpc::set_id(&mut msg, &client_id);
+                        let msg = frame.with_id(&client_id);
                         if let Some(ev) = self.events.upgrade() {
                             ev.response(client_id, msg, shape);
                         }
                     }
-                    Waiter::Task { task_id } => self.tasks.outcome(&task_id, msg),
+                    Waiter::Task { task_id } => self.tasks.outcome(&task_id, frame.into_value()),
                     Waiter::Internal { tx, .. } => {
-                        let _ = tx.send(msg);
+                        let _ = tx.send(frame.into_value());
                     }
                 }
             }
             Kind::Request => {
-                let id = frame.id.clone().expect("requests have ids");
-                let dest = self.route(&frame.msg, related.clone());
+                let id = frame.id().cloned().expect("requests have ids");
+                let dest = self.route(&frame, related.clone());
                 // A question from the server is a sign of life of the request it serves.
                 if let Some(Id::Num(up)) = &related {
                     self.deadlines.touch(up);
                 }
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
                 match (dest, self.events.upgrade()) {
-                    (Some(Dest::Task(task_id)), _) => self.tasks.input_request(&task_id, &link, id, frame.msg),
+                    (Some(Dest::Task(task_id)), _) => self.tasks.input_request(&task_id, &link, id, frame.into_value()),
                     (dest, Some(ev)) => {
                         let client_id = match dest {
                             Some(Dest::Client(c)) => Some(c),
                             _ => None,
                         };
-                        ev.server_request(&link, id, frame.msg, client_id);
+                        ev.server_request(&link, id, frame, client_id);
                     }
                     (_, None) => {
                         // The session is gone and nobody else can answer.
@@ -216,30 +212,30 @@ impl InboundSink for LinkCore {
                 }
             }
             Kind::Notification => {
-                match frame.method {
-                    Method::Progress => return self.on_progress(frame.msg),
+                match frame.method() {
+                    Method::Progress => return self.on_progress(frame),
                     Method::TaskStatus => {
                         // A bridged call's task: its status is for the bridge, not the client.
-                        let task = frame.msg.pointer("/params/taskId").and_then(Value::as_str);
+                        let task = frame.task_id_param();
                         if let Some(follower) =
-                            task.and_then(|t| self.state.lock().unwrap().bridges.get(t).map(|b| b.1.clone()))
+                            task.and_then(|t| self.state.lock().unwrap().bridges.get(&t).map(|b| b.1.clone()))
                         {
-                            follower.status(frame.msg);
+                            follower.status(frame.into_value());
                             return;
                         }
                         // Progress of a task stops at its terminal status.
-                        if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame.msg) {
-                            self.end_task_route(task_id);
+                        if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame) {
+                            self.end_task_route(task_id.as_str());
                         }
                     }
                     _ => {}
                 }
-                let related = match self.route(&frame.msg, related) {
+                let related = match self.route(&frame, related) {
                     Some(Dest::Client(c)) => Some(c),
                     _ => None,
                 };
                 if let Some(ev) = self.events.upgrade() {
-                    ev.notification(frame.msg, related);
+                    ev.notification(frame, related);
                 }
             }
         }

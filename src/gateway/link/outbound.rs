@@ -7,7 +7,7 @@ use crate::config::UpstreamConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
-use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Method, ProgressToken, RpcError, TaskId, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, Method, ProgressToken, RpcError, TaskId, UPSTREAM_UNAVAILABLE};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -70,8 +70,8 @@ impl Link {
         self.core.state.lock().unwrap().closed.is_some()
     }
 
-    pub(super) fn register(&self, waiter: Waiter, msg: &Value) -> Result<i64, RpcError> {
-        let token = ProgressToken::of_request(msg);
+    pub(super) fn register(&self, waiter: Waiter, msg: &Message) -> Result<i64, RpcError> {
+        let token = msg.progress_token();
         let mut st = self.core.state.lock().unwrap();
         if let Some(reason) = &st.closed {
             return Err(self.core.closed_error(reason));
@@ -128,11 +128,11 @@ impl Link {
                 },
             );
         }
-        let about_task = match jsonrpc::method_of(msg) {
+        let about_task = match msg.method() {
             m @ (Method::TasksGet | Method::TasksResult | Method::TasksCancel)
                 if matches!(waiter, Waiter::Client { .. }) =>
             {
-                msg.pointer("/params/taskId").and_then(Value::as_str).map(|t| (t.to_string(), m == Method::TasksResult))
+                msg.task_id_param().map(|t| (t, m == Method::TasksResult))
             }
             _ => None,
         };
@@ -144,9 +144,8 @@ impl Link {
         Ok(up_id)
     }
 
-    pub(super) async fn send_registered(&self, up_id: i64, mut msg: Value) -> Result<(), RpcError> {
-        jsonrpc::set_id(&mut msg, &Id::Num(up_id));
-        if let Err(e) = self.conn.send(msg).await {
+    pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
+        if let Err(e) = self.conn.send(msg.with_id(&Id::Num(up_id))).await {
             self.core.take_pending(up_id);
             return Err(RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)));
         }
@@ -154,7 +153,7 @@ impl Link {
     }
 
     /// Forwards a client request; its response comes back through [`LinkEvents::response`].
-    pub async fn forward(&self, client_id: Id, msg: Value, shape: Shape) -> Result<(), RpcError> {
+    pub async fn forward(&self, client_id: Id, msg: Message, shape: Shape) -> Result<(), RpcError> {
         let up_id = self.register(Waiter::Client { client_id, shape }, &msg)?;
         self.send_registered(up_id, msg).await
     }
@@ -162,6 +161,7 @@ impl Link {
     /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
     /// Returns the upstream id, for cancellation.
     pub async fn start_task_call(&self, task_id: Arc<str>, msg: Value) -> Result<i64, RpcError> {
+        let msg = Self::outgoing(msg)?;
         let up_id = self.register(Waiter::Task { task_id }, &msg)?;
         self.send_registered(up_id, msg).await?;
         Ok(up_id)
@@ -190,8 +190,9 @@ impl Link {
     /// A caller that stops waiting (its future is dropped) frees the request's slot and the
     /// upstream is told to stop (except for `initialize`, which must not be cancelled).
     pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
+        let msg = Self::outgoing(msg)?;
         let (tx, rx) = oneshot::channel();
-        let cancellable = jsonrpc::method_of(&msg) != Method::Initialize;
+        let cancellable = msg.method() != Method::Initialize;
         let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered(up_id, msg).await?;
@@ -203,17 +204,22 @@ impl Link {
         answer
     }
 
+    /// A request the gateway made (or a client's, edited), read as a message.
+    fn outgoing(msg: Value) -> Result<Message, RpcError> {
+        Message::from_value(msg).map_err(|(_, e)| e)
+    }
+
     /// Answers a request the server sent with an error (nobody on the client side can or
     /// may answer it), without waiting for the send.
     pub fn refuse(self: &Arc<Self>, upstream_id: Id, err: RpcError) {
         let link = self.clone();
         tokio::spawn(async move {
-            let _ = link.send(err.response(Some(&upstream_id))).await;
+            let _ = link.send(Message::made(err.response(Some(&upstream_id)))).await;
         });
     }
 
     /// Sends a notification or a response to a server request.
-    pub async fn send(&self, msg: Value) -> Result<(), RpcError> {
+    pub async fn send(&self, msg: Message) -> Result<(), RpcError> {
         if let Some(reason) = &self.core.state.lock().unwrap().closed {
             return Err(self.core.closed_error(reason));
         }
@@ -227,7 +233,7 @@ impl Link {
     pub async fn cancel(&self, up_id: i64, reason: &str) {
         if self.core.take_pending(up_id).is_some() {
             let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
-            let _ = self.send(note).await;
+            let _ = self.send(Message::made(note)).await;
         }
     }
 
@@ -244,7 +250,7 @@ impl Link {
         if let Some(r) = reason {
             params["reason"] = r;
         }
-        let _ = self.send(jsonrpc::notification("notifications/cancelled", params)).await;
+        let _ = self.send(Message::made(jsonrpc::notification("notifications/cancelled", params))).await;
         true
     }
 
@@ -297,10 +303,10 @@ impl Link {
                 return;
             }
             let Some(next) = route.gate.next_value() else { return };
-            let msg = jsonrpc::notification(
+            let msg = Message::made(jsonrpc::notification(
                 "notifications/progress",
                 json!({"progressToken": token.to_value(), "progress": next, "message": message}),
-            );
+            ));
             match route.gate.offer(msg, Duration::ZERO, now) {
                 (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),
                 _ => None,
@@ -359,10 +365,10 @@ impl Drop for AbandonGuard<'_> {
             return;
         }
         if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
-            let note = jsonrpc::notification(
+            let note = Message::made(jsonrpc::notification(
                 "notifications/cancelled",
                 json!({"requestId": self.up_id, "reason": "the gateway no longer needs the answer"}),
-            );
+            ));
             tokio::spawn(async move {
                 let _ = link.send(note).await;
             });

@@ -3,8 +3,7 @@
 
 use super::types::*;
 use crate::gateway::progress::Verdict;
-use crate::jsonrpc::{self, Id, Method, ProgressToken, TaskId};
-use serde_json::Value;
+use crate::jsonrpc::{Id, Message, Method, ProgressToken, TaskId};
 use std::time::{Duration, Instant};
 
 impl LinkState {
@@ -69,17 +68,15 @@ impl LinkCore {
     /// name no task, the only request in flight. Anything more ambiguous belongs to no
     /// request (a progress token inside a server request is the server's own, for the
     /// client's progress on it, and says nothing about the gateway's requests).
-    pub(super) fn related_up_id(&self, st: &LinkState, msg: &Value, related: Option<Id>) -> Option<i64> {
+    pub(super) fn related_up_id(&self, st: &LinkState, msg: &Message, related: Option<Id>) -> Option<i64> {
         match related {
             Some(Id::Num(n)) => return Some(n),
             Some(Id::Str(_)) => return None,
             None => {}
         }
-        let request_scoped = matches!(
-            jsonrpc::method_of(msg),
-            Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage
-        );
-        let names_a_task = crate::mcp::tasks::related_task_id(msg, "params").is_some();
+        let request_scoped =
+            matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage);
+        let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
         if self.infer_related && request_scoped && !names_a_task && st.pending.len() == 1 {
             return st.pending.keys().next().copied();
         }
@@ -97,36 +94,36 @@ impl LinkCore {
 
     /// The destination of a server message: the bridged call whose task it names, else the
     /// request it relates to.
-    pub(super) fn route(&self, msg: &Value, related: Option<Id>) -> Option<Dest> {
+    pub(super) fn route(&self, msg: &Message, related: Option<Id>) -> Option<Dest> {
         let st = self.state.lock().unwrap();
-        if let Some(task) = crate::mcp::tasks::related_task_id(msg, "params")
-            && let Some((client_id, _)) = st.bridges.get(task)
+        if let Some(task) = crate::mcp::tasks::related_task(msg)
+            && let Some((client_id, _)) = st.bridges.get(&task)
         {
             return Some(Dest::Client(client_id.clone()));
         }
         let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
         // Only input requests make a hosted task wait for input; anything else the server
         // asks while a task runs (roots, ping) is the session's business.
-        let is_input = matches!(jsonrpc::method_of(msg), Method::ElicitationCreate | Method::SamplingCreateMessage);
+        let is_input = matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage);
         match dest {
-            Some(Dest::Task(_)) if !is_input && msg.get("id").is_some() => None,
+            Some(Dest::Task(_)) if !is_input && msg.id().is_some() => None,
             d => d,
         }
     }
 
-    pub(super) fn deliver_to(&self, dest: &Dest, msg: Value) {
+    pub(super) fn deliver_to(&self, dest: &Dest, msg: Message) {
         match dest {
             Dest::Client(client_id) => {
                 if let Some(ev) = self.events.upgrade() {
                     ev.notification(msg, Some(client_id.clone()));
                 }
             }
-            Dest::Task(task_id) => self.tasks.progress(task_id, msg),
+            Dest::Task(task_id) => self.tasks.progress(task_id, msg.into_value()),
         }
     }
 
-    pub(super) fn on_progress(&self, msg: Value) {
-        let Some(key) = msg.pointer("/params/progressToken").and_then(ProgressToken::from_value) else { return };
+    pub(super) fn on_progress(&self, msg: Message) {
+        let Some(key) = msg.progress_token() else { return };
         let now = Instant::now();
         let (dest, verdict, out) = {
             let mut st = self.state.lock().unwrap();

@@ -8,7 +8,7 @@ use crate::config::ServerConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::ProgressGate;
 use crate::gateway::upstream::Upstream;
-use crate::jsonrpc::{Id, ProgressToken, TaskId};
+use crate::jsonrpc::{Id, Message, ProgressToken, TaskId};
 use crate::transport::http_client::HttpClient;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -33,12 +33,12 @@ pub enum Shape {
 /// What a link reports to its session. All calls are synchronous and short.
 pub trait LinkEvents: Send + Sync + 'static {
     /// The response to a client request, already carrying the client's id.
-    fn response(&self, client_id: Id, msg: Value, shape: Shape);
+    fn response(&self, client_id: Id, msg: Message, shape: Shape);
     /// A request from the server (sampling, elicitation, roots, ping). `related` is the client
     /// request it belongs to, when known.
-    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, related: Option<Id>);
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Message, related: Option<Id>);
     /// A notification from the server; `related` as above.
-    fn notification(&self, msg: Value, related: Option<Id>);
+    fn notification(&self, msg: Message, related: Option<Id>);
     /// The connection died; everything in flight has already been answered with an error.
     fn closed(&self, generation: u64, reason: &str);
 }
@@ -95,7 +95,7 @@ pub(super) struct Pending {
     pub(super) token: Option<ProgressToken>,
     /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
     /// `tasks/result`: its answer may show the task ended.
-    pub(super) about_task: Option<(String, bool)>,
+    pub(super) about_task: Option<(TaskId, bool)>,
 }
 
 /// A progress token's route. Owned by a pending request (`owner`), or held by a bridged

@@ -6,10 +6,20 @@
 use super::*;
 
 impl Session {
-    pub(super) fn shape(&self, msg: &mut Value, shape: Shape) {
-        let Some(result) = msg.get_mut("result") else { return };
+    pub(super) fn shape(&self, msg: Message, shape: Shape) -> Message {
+        if matches!(shape, Shape::AsIs | Shape::MayNeedTask) || msg.is_error() {
+            return msg;
+        }
+        msg.edit(|msg| {
+            if let Some(result) = msg.get_mut("result") {
+                self.shape_result(result, shape);
+            }
+        })
+    }
+
+    fn shape_result(&self, result: &mut Value, shape: Shape) {
         match shape {
-            Shape::AsIs => {}
+            Shape::AsIs | Shape::MayNeedTask => {}
             Shape::Initialize => {
                 let version = self.state.lock().unwrap().version;
                 if let Some(v) = version {
@@ -30,7 +40,6 @@ impl Session {
                     shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
                 }
             }
-            Shape::MayNeedTask => {}
             Shape::UpstreamTaskPage => {
                 if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {
                     result["nextCursor"] = format!("{CURSOR_UPSTREAM}{c}").into();
@@ -42,7 +51,10 @@ impl Session {
 
 impl ClientSession for Session {
     fn to_client(&self, msg: Value, route: Route) {
-        Session::to_client(self, msg, route)
+        match Message::from_value(msg) {
+            Ok(m) => Session::to_client(self, m, route),
+            Err((_, e)) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {e}"),
+        }
     }
 
     fn relay_server_request(
@@ -53,7 +65,10 @@ impl ClientSession for Session {
         route: Route,
         task: Option<Arc<str>>,
     ) {
-        Session::relay_server_request(self, link, upstream_id, msg, route, task)
+        match Message::from_value(msg) {
+            Ok(m) => Session::relay_server_request(self, link, upstream_id, m, route, task),
+            Err((_, e)) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {e}"),
+        }
     }
 
     fn reaches_client_now(&self) -> bool {
@@ -66,28 +81,30 @@ impl ClientSession for Session {
 }
 
 impl LinkEvents for Session {
-    fn response(&self, client_id: Id, mut msg: Value, shape: Shape) {
+    fn response(&self, client_id: Id, mut msg: Message, shape: Shape) {
         if shape == Shape::Initialize {
             let mut st = self.state.lock().unwrap();
             if st.init_pending.as_ref() == Some(&client_id) {
                 st.init_pending = None;
-                if msg.get("error").is_some() {
+                if msg.is_error() {
                     // A refused initialize leaves the session uninitialized; the client may retry.
                     st.init_params = None;
                 } else {
-                    let got = msg.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
-                    match ProtocolVersion::parse(got) {
+                    let got = msg.result_field(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str);
+                    let got = got.as_deref().unwrap_or("").to_string();
+                    match ProtocolVersion::parse(&got) {
                         Some(v) => {
                             st.version = Some(v);
-                            st.upstream_caps = msg.pointer("/result/capabilities").cloned().unwrap_or(json!({}));
+                            st.upstream_caps =
+                                msg.value().pointer("/result/capabilities").cloned().unwrap_or(json!({}));
                         }
                         None => {
                             st.init_params = None;
-                            msg = RpcError::new(
+                            msg = Message::made(RpcError::new(
                                 jsonrpc::INTERNAL_ERROR,
                                 format!("upstream '{}' negotiated protocol version {got:?}, which the gateway does not speak", self.upstream.name),
                             )
-                            .response(Some(&client_id));
+                            .response(Some(&client_id)));
                         }
                     }
                 }
@@ -95,40 +112,39 @@ impl LinkEvents for Session {
         }
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
-            let name =
-                call.as_ref().and_then(|c| c.pointer("/params/name")).and_then(Value::as_str).unwrap_or("").to_string();
+            let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
             let support = self.state.lock().unwrap().tool_support.get(&name).copied().unwrap_or(TaskSupport::Forbidden);
             if let Some(call) = call
-                && mcp_tasks::refused_as_plain_call(&msg, &name, support)
+                && mcp_tasks::refused_as_plain_call(msg.value(), &name, support)
             {
                 tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
                 self.state.lock().unwrap().tool_support.insert(name, TaskSupport::Required);
                 if let Some(me) = self.me.upgrade() {
                     tokio::spawn(async move {
-                        if let Err(e) = me.start_bridge(client_id.clone(), call).await {
-                            me.to_client(e.response(Some(&client_id)), Route::Response(client_id));
+                        if let Err(e) = me.start_bridge(client_id.clone(), call.into_value()).await {
+                            me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
                         }
                     });
                 }
                 return;
             }
         }
-        if let Some(task_id) = msg.pointer("/result/task/taskId").and_then(Value::as_str) {
+        if let Some((task_id, _)) = mcp_tasks::created_task(&msg) {
             let mut st = self.state.lock().unwrap();
             if st.known_tasks.len() >= MAX_KNOWN_TASKS {
                 st.known_tasks.pop_front();
             }
-            st.known_tasks.push_back(task_id.to_string());
+            st.known_tasks.push_back(task_id.as_str().to_string());
         }
-        self.shape(&mut msg, shape);
+        let msg = self.shape(msg, shape);
         self.to_client(msg, Route::Response(client_id));
     }
 
-    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Value, related: Option<Id>) {
+    fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Message, related: Option<Id>) {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
-        let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+        let method = msg.method_name().to_string();
         if bridged && !self.client_can_answer(&method) {
             link.refuse(
                 upstream_id,
@@ -139,7 +155,7 @@ impl LinkEvents for Session {
         if bridged {
             // The task is the gateway's, not the client's: a client that keeps tasks would
             // look its id up and refuse.
-            mcp_tasks::untag_related(&mut msg, "params");
+            msg = msg.edit(|m| mcp_tasks::untag_related(m, "params"));
         }
         self.relay_server_request(
             link,
@@ -150,8 +166,8 @@ impl LinkEvents for Session {
         );
     }
 
-    fn notification(&self, mut msg: Value, related: Option<Id>) {
-        let method = jsonrpc::method_of(&msg);
+    fn notification(&self, mut msg: Message, related: Option<Id>) {
+        let method = msg.method();
         match method {
             Method::ToolsListChanged => {
                 let mut st = self.state.lock().unwrap();
@@ -160,7 +176,8 @@ impl LinkEvents for Session {
             }
             Method::TaskStatus => {
                 // Only about tasks the client made (a bridged call's task is the gateway's).
-                let task = msg.pointer("/params/taskId").and_then(Value::as_str).unwrap_or("");
+                let task = msg.task_id_param();
+                let task = task.as_ref().map_or("", |t| t.as_str());
                 if !self.state.lock().unwrap().known_tasks.iter().any(|t| t == task) {
                     return;
                 }
@@ -169,14 +186,14 @@ impl LinkEvents for Session {
         }
         if method == Method::Cancelled {
             // The server cancels a request it sent the client: use the id the client knows.
-            let up = msg.pointer("/params/requestId").and_then(Id::from_value);
+            let up = msg.request_id_param();
             let mut st = self.state.lock().unwrap();
             let ours = up.and_then(|up| {
                 st.server_requests.iter().find(|(_, r)| r.upstream_id == up).map(|(ours, _)| ours.clone())
             });
             let Some(ours) = ours else { return };
             st.server_requests.remove(&ours);
-            msg["params"]["requestId"] = ours.to_value();
+            msg = msg.edit(|m| m["params"]["requestId"] = ours.to_value());
         }
         self.to_client(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
     }

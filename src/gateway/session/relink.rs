@@ -45,7 +45,7 @@ impl Session {
                     format!("upstream '{}' restarted with protocol version {got:?}, not {version}", self.upstream.name),
                 ));
             }
-            link.send(jsonrpc::notification("notifications/initialized", json!({}))).await
+            link.send(Message::made(jsonrpc::notification("notifications/initialized", json!({})))).await
         };
         match tokio::time::timeout(self.upstream.connect_timeout, handshake).await {
             Ok(Ok(())) => {}

@@ -49,7 +49,7 @@ impl Session {
             let Some(s) = me.upgrade() else { return };
             s.state.lock().unwrap().bridges.remove(&id);
             if let Ending::Answer(resp) = ending {
-                s.to_client(resp, Route::Response(id));
+                s.to_client(Message::made(resp), Route::Response(id));
             }
         });
         Ok(())
@@ -146,7 +146,7 @@ impl Session {
         let task_id: Arc<str> = rec.id.as_str().into();
         let token = jsonrpc::progress_token(&msg).cloned();
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
-        self.to_client(jsonrpc::result_response(&id, Hosted::create_result(&rec)), Route::Response(id));
+        self.to_client(Message::made(jsonrpc::result_response(&id, Hosted::create_result(&rec))), Route::Response(id));
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
         match link.start_task_call(task_id.clone(), msg).await {
             Ok(up) => self.hosted().started(&task_id, up),
@@ -160,11 +160,11 @@ impl Session {
         match method {
             Method::TasksGet => {
                 let task = hosted.get(task_id)?;
-                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
+                self.to_client(Message::made(jsonrpc::result_response(&id, task)), Route::Response(id));
             }
             Method::TasksCancel => {
                 let task = hosted.cancel(task_id).await?;
-                self.to_client(jsonrpc::result_response(&id, task), Route::Response(id));
+                self.to_client(Message::made(jsonrpc::result_response(&id, task)), Route::Response(id));
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
@@ -173,7 +173,7 @@ impl Session {
                 tokio::spawn(async move {
                     let resp = hosted.result(&task_id, me.clone(), &id).await;
                     if let Some(s) = me.upgrade() {
-                        s.to_client(resp, Route::Response(id));
+                        s.to_client(Message::made(resp), Route::Response(id));
                     }
                 });
             }
@@ -204,6 +204,7 @@ impl Session {
                         p.insert("cursor".into(), rest.into());
                     }
                 }
+                let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
                 return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
             }
             Some(_) => return Err(bad_cursor()),
@@ -213,6 +214,7 @@ impl Session {
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("cursor");
             }
+            let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
             return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
         }
         let mut result = json!({"tasks": tasks});
@@ -221,7 +223,7 @@ impl Session {
             None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
             None => {}
         }
-        self.to_client(jsonrpc::result_response(&id, result), Route::Response(id));
+        self.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
 }

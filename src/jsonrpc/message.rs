@@ -1,0 +1,582 @@
+//! [`Message`]: one JSON-RPC message kept as the bytes it arrived as, with the envelope read
+//! from them once.
+//!
+//! The gateway routes by a few fields (`id`, `method`, some of `params`, `result.task`) and
+//! passes everything else on untouched. So a message is parsed once into its envelope (the
+//! positions of `id`, `params`, `result`, `error`, the [`Method`]), without building a tree;
+//! a new id is spliced into the original bytes ([`Message::with_id`]); and the whole tree is
+//! built only for the messages the gateway edits ([`Message::value`], [`Message::into_value`]).
+//! What is forwarded unchanged leaves byte for byte as it came, but for line breaks between
+//! tokens, which become spaces so that every message fits on one line (stdio, SSE `data:`).
+//!
+//! An envelope key that appears twice (two `id`s, two `method`s) is refused: the gateway and
+//! the peer behind it could read different ones. So is a duplicate of a `params` key the
+//! gateway routes by (`name`, `task`, `taskId`, `requestId`, `progressToken`, `_meta`,
+//! `protocolVersion`, `progress`, `total`).
+
+use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
+use super::keys::{Id, Kind, ProgressToken, TaskId};
+use super::method::Method;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Deserialize;
+use serde::de::Deserializer;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+/// Where a part of the message stands in its bytes (a message is far below 4 GiB: every
+/// body and line is bounded by `max_body_bytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    fn len(self) -> usize {
+        (self.end - self.start) as usize
+    }
+}
+
+/// One classified JSON-RPC message.
+pub struct Message {
+    text: Bytes,
+    kind: Kind,
+    /// Present for requests and responses (`None` for a response whose id is null).
+    id: Option<Id>,
+    id_at: Option<Span>,
+    method: Method,
+    /// The method's name, for a method the gateway does not know ([`Method::Other`]).
+    other_name: Option<Box<str>>,
+    params: Fields,
+    result_at: Option<Span>,
+    has_error: bool,
+    /// The fields of `result` the gateway reads, found on first use.
+    result: OnceLock<Box<Fields>>,
+    /// The whole message as a tree, built on first use.
+    tree: OnceLock<Box<Value>>,
+}
+
+/// A key of `params` (or `result`) the gateway reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    Name,
+    Task,
+    TaskId,
+    RequestId,
+    ProgressToken,
+    Meta,
+    ProtocolVersion,
+    Progress,
+    Total,
+    Status,
+}
+
+const KEYS: usize = 10;
+
+/// Where the values of the [`Key`]s of one object stand in the message's bytes.
+#[derive(Default, Clone, Debug)]
+struct Fields([Option<Span>; KEYS]);
+
+/// The envelope as serde reads it: each value left as raw text, its key seen once.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawFields<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "taskId")]
+    task_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "requestId")]
+    request_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "protocolVersion")]
+    protocol_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    progress: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    total: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    status: Option<&'a RawValue>,
+}
+
+/// A key that is present is `Some`, even when its value is `null` (serde's `Option` reads
+/// `null` as absent; for `id` the two mean different things).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn span_in(text: &[u8], part: &RawValue) -> Span {
+    let start = part.get().as_ptr() as usize - text.as_ptr() as usize;
+    Span { start: start as u32, end: (start + part.get().len()) as u32 }
+}
+
+fn invalid(why: &str) -> RpcError {
+    RpcError::new(INVALID_REQUEST, format!("invalid request: {why}"))
+}
+
+impl Fields {
+    /// The keys of the object at `at` in `text`; `None` if it is not an object or repeats one.
+    fn read(text: &[u8], at: Span) -> Option<Fields> {
+        let obj = &text[at.range()];
+        if obj.first() != Some(&b'{') {
+            return Some(Fields::default());
+        }
+        let r: RawFields = serde_json::from_slice(obj).ok()?;
+        // In the order of `Key`.
+        let values = [
+            r.name,
+            r.task,
+            r.task_id,
+            r.request_id,
+            r.progress_token,
+            r.meta,
+            r.protocol_version,
+            r.progress,
+            r.total,
+            r.status,
+        ];
+        Some(Fields(values.map(|v| v.map(|v| span_in(text, v)))))
+    }
+
+    fn get(&self, key: Key) -> Option<Span> {
+        self.0[key as usize]
+    }
+}
+
+/// `Some(s)` when `raw` (JSON text) is a string.
+pub fn as_str(raw: &str) -> Option<Cow<'_, str>> {
+    if !raw.starts_with('"') {
+        return None;
+    }
+    serde_json::from_str::<Cow<str>>(raw).ok()
+}
+
+impl Message {
+    /// Reads one message (a JSON object) from `text`. Malformed JSON is -32700; what is not
+    /// a JSON-RPC message is -32600, with the id when one could be read.
+    pub fn parse(text: Bytes) -> Result<Message, (Option<Id>, RpcError)> {
+        if text.len() > u32::MAX as usize {
+            return Err((None, invalid("the message is larger than 4 GiB")));
+        }
+        // serde checks the values it keeps, but not keys it skips: all of it must be UTF-8.
+        if let Err(e) = std::str::from_utf8(&text) {
+            return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: the message is not UTF-8 ({e})"))));
+        }
+        let env: Envelope = match serde_json::from_slice(&text) {
+            Ok(e) => e,
+            Err(e) if e.is_data() => {
+                // Valid JSON that is not an envelope: not an object, or a key twice.
+                let why = if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+                    "a key of the envelope appears twice"
+                } else {
+                    "message is not an object"
+                };
+                return Err((None, invalid(why)));
+            }
+            Err(e) => return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
+        };
+        let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
+        if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+            return Err((id, invalid("\"jsonrpc\" must be \"2.0\"")));
+        }
+        let id_at = env.id.map(|raw| span_in(&text, raw));
+        let params_at = env.params.map(|raw| span_in(&text, raw));
+        let result_at = env.result.map(|raw| span_in(&text, raw));
+        let (kind, method, other_name) = if let Some(m) = env.method {
+            let Some(name) = as_str(m.get()) else {
+                return Err((id, invalid("\"method\" must be a string")));
+            };
+            if let Some(p) = env.params
+                && !matches!(p.get().as_bytes().first(), Some(b'{' | b'['))
+            {
+                return Err((id, invalid("\"params\" must be an object or array")));
+            }
+            let method = Method::parse(&name);
+            let other = (method == Method::Other).then(|| name.into_owned().into_boxed_str());
+            let kind = match env.id {
+                None => Kind::Notification,
+                Some(_) if id.is_some() => Kind::Request,
+                Some(_) => return Err((None, invalid("\"id\" must be a string or integer"))),
+            };
+            (kind, method, other)
+        } else {
+            if env.result.is_some() == env.error.is_some() || env.id.is_none() {
+                return Err((id, invalid("neither a request, a notification nor a response")));
+            }
+            if env.id.is_some_and(|raw| raw.get() != "null") && id.is_none() {
+                return Err((
+                    None,
+                    RpcError::new(INVALID_REQUEST, "invalid response: \"id\" must be a string or integer"),
+                ));
+            }
+            (Kind::Response, Method::Other, None)
+        };
+        let params = match &params_at {
+            Some(at) => match Fields::read(&text, *at) {
+                Some(f) => f,
+                None => return Err((id, invalid("a key of \"params\" the gateway reads appears twice"))),
+            },
+            None => Fields::default(),
+        };
+        let has_error = env.error.is_some();
+        // A line break in valid JSON text is white space between tokens (inside strings it is
+        // escaped): made a space, every message fits one line of stdio or of an SSE `data:`,
+        // and every span stays where it was.
+        let text = if text.iter().any(|&b| b == b'\n' || b == b'\r') {
+            Bytes::from(text.iter().map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }).collect::<Vec<u8>>())
+        } else {
+            text
+        };
+        Ok(Message {
+            text,
+            kind,
+            id,
+            id_at,
+            method,
+            other_name,
+            params,
+            result_at,
+            has_error,
+            result: OnceLock::new(),
+            tree: OnceLock::new(),
+        })
+    }
+
+    /// A message the gateway made (or edited) as a tree. Its bytes are written once, here.
+    pub fn from_value(v: Value) -> Result<Message, (Option<Id>, RpcError)> {
+        let text = Bytes::from(serde_json::to_vec(&v).expect("values serialize"));
+        let m = Message::parse(text)?;
+        let _ = m.tree.set(Box::new(v));
+        Ok(m)
+    }
+
+    /// A message the gateway made itself, known to be well formed.
+    ///
+    /// # Panics
+    /// If `v` is not a JSON-RPC message: a programming error.
+    pub fn made(v: Value) -> Message {
+        Message::from_value(v).unwrap_or_else(|(_, e)| panic!("the gateway made a malformed message: {e}"))
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn id(&self) -> Option<&Id> {
+        self.id.as_ref()
+    }
+
+    /// What the gateway knows the method as ([`Method::Other`] for a response too).
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The method's name as the message spells it, `""` for a response.
+    pub fn method_name(&self) -> &str {
+        match (&self.other_name, self.method.name()) {
+            (Some(n), _) => n,
+            (None, Some(n)) if self.kind != Kind::Response => n,
+            _ => "",
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.has_error
+    }
+
+    /// The message as it will be sent.
+    pub fn bytes(&self) -> &Bytes {
+        &self.text
+    }
+
+    pub fn into_bytes(self) -> Bytes {
+        self.text
+    }
+
+    /// The whole message as a tree (built on first use). `null` in the one case where the
+    /// text holds what a tree cannot (a number beyond `f64`, which the envelope skipped).
+    pub fn value(&self) -> &Value {
+        self.tree.get_or_init(|| Box::new(self.build_tree().unwrap_or(Value::Null)))
+    }
+
+    fn build_tree(&self) -> Option<Value> {
+        match serde_json::from_slice(&self.text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!("a message cannot be read as a whole ({e}); it passes on unedited");
+                None
+            }
+        }
+    }
+
+    /// The whole message as a tree (`null` as in [`Message::value`]).
+    pub fn into_value(self) -> Value {
+        match self.tree.into_inner() {
+            Some(v) => *v,
+            None => serde_json::from_slice(&self.text).unwrap_or(Value::Null),
+        }
+    }
+
+    /// The message with its tree edited by `f`, written out again. A message whose tree cannot
+    /// be built, or that `f` leaves malformed, is returned as it was.
+    pub fn edit(mut self, f: impl FnOnce(&mut Value)) -> Message {
+        let mut tree = match self.tree.take() {
+            Some(v) => *v,
+            None => match self.build_tree() {
+                Some(v) => v,
+                None => return self,
+            },
+        };
+        f(&mut tree);
+        match Message::from_value(tree) {
+            Ok(m) => m,
+            Err((_, e)) => {
+                tracing::warn!("an edit left a message malformed ({e}); it passes on unedited");
+                self
+            }
+        }
+    }
+
+    /// The same message under another id, the rest of its bytes unchanged.
+    pub fn with_id(mut self, id: &Id) -> Message {
+        if self.id.as_ref() == Some(id) {
+            return self;
+        }
+        let Some(at) = self.id_at else { return self };
+        let new = match id {
+            Id::Num(n) => n.to_string(),
+            Id::Str(s) => serde_json::to_string(s).expect("strings serialize"),
+        };
+        let mut out = BytesMut::with_capacity(self.text.len() - at.len() + new.len());
+        out.put_slice(&self.text[..at.start as usize]);
+        out.put_slice(new.as_bytes());
+        out.put_slice(&self.text[at.end as usize..]);
+        let (grown, shrunk) = (new.len() as u32, at.len() as u32);
+        let shift = |s: &mut Span| {
+            if s.start >= at.end {
+                *s = Span { start: s.start + grown - shrunk, end: s.end + grown - shrunk };
+            }
+        };
+        for s in self.params.spans_mut().chain([&mut self.result_at]).flatten() {
+            shift(s);
+        }
+        if let Some(f) = self.result.get_mut() {
+            for s in f.spans_mut().flatten() {
+                shift(s);
+            }
+        }
+        if let Some(tree) = self.tree.get_mut()
+            && let Some(obj) = tree.as_object_mut()
+        {
+            obj.insert("id".into(), id.to_value());
+        }
+        self.text = out.freeze();
+        self.id_at = Some(Span { start: at.start, end: at.start + grown });
+        self.id = Some(id.clone());
+        self
+    }
+
+    fn raw(&self, at: Option<Span>) -> Option<&str> {
+        // The spans are of values serde read from this UTF-8 text.
+        at.map(|s| std::str::from_utf8(&self.text[s.range()]).expect("a JSON value is UTF-8"))
+    }
+
+    /// `params[key]` as JSON text.
+    pub fn param(&self, key: Key) -> Option<&str> {
+        self.raw(self.params.get(key))
+    }
+
+    /// `result[key]` as JSON text (the result's keys are found on first use).
+    pub fn result_field(&self, key: Key) -> Option<&str> {
+        let fields = self
+            .result
+            .get_or_init(|| Box::new(self.result_at.and_then(|at| Fields::read(&self.text, at)).unwrap_or_default()));
+        self.raw(fields.get(key))
+    }
+
+    /// `params.name` (the tool of a `tools/call`), if it is a string.
+    pub fn tool_name(&self) -> Option<Cow<'_, str>> {
+        self.param(Key::Name).and_then(as_str)
+    }
+
+    /// `params.task` (a task-augmented request), as JSON text.
+    pub fn task_param(&self) -> Option<&str> {
+        self.param(Key::Task).filter(|t| *t != "null")
+    }
+
+    /// `params.taskId`, if it is a string.
+    pub fn task_id_param(&self) -> Option<TaskId> {
+        self.param(Key::TaskId).and_then(as_str).map(TaskId::new)
+    }
+
+    /// `params.requestId` (of `notifications/cancelled`), if it is a valid id.
+    pub fn request_id_param(&self) -> Option<Id> {
+        Id::from_value(&serde_json::from_str(self.param(Key::RequestId)?).ok()?)
+    }
+
+    /// `params._meta.progressToken` of a request, or `params.progressToken` of a progress
+    /// notification, if it is a string or a number.
+    pub fn progress_token(&self) -> Option<ProgressToken> {
+        if self.method == Method::Progress {
+            return ProgressToken::from_value(&serde_json::from_str(self.param(Key::ProgressToken)?).ok()?);
+        }
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(rename = "progressToken")]
+            progress_token: Option<Value>,
+        }
+        let meta: Meta = serde_json::from_str(self.param(Key::Meta)?).ok()?;
+        meta.progress_token.as_ref().and_then(ProgressToken::from_value)
+    }
+
+    /// `params.progress` and `params.total` of a progress notification, if they are numbers.
+    pub fn progress_values(&self) -> (Option<f64>, Option<f64>) {
+        let num = |key| self.param(key).and_then(|r| serde_json::from_str::<f64>(r).ok());
+        (num(Key::Progress), num(Key::Total))
+    }
+}
+
+impl Fields {
+    fn spans_mut(&mut self) -> impl Iterator<Item = &mut Option<Span>> {
+        self.0.iter_mut()
+    }
+}
+
+impl Clone for Message {
+    /// The bytes are shared; the tree, if built, is built again when needed.
+    fn clone(&self) -> Message {
+        Message {
+            text: self.text.clone(),
+            kind: self.kind,
+            id: self.id.clone(),
+            id_at: self.id_at,
+            method: self.method,
+            other_name: self.other_name.clone(),
+            params: self.params.clone(),
+            result_at: self.result_at,
+            has_error: self.has_error,
+            result: self.result.clone(),
+            tree: OnceLock::new(),
+        }
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message").field("kind", &self.kind).field("text", &String::from_utf8_lossy(&self.text)).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(s: &str) -> Result<Message, (Option<Id>, RpcError)> {
+        Message::parse(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn a_new_id_is_spliced_into_the_original_bytes() {
+        let text = r#"{ "jsonrpc":"2.0", "params" : {"name":"echo","x":[1, 2.50, "\u00e9"]}, "id" : "a-1", "method":"tools/call" }"#;
+        let m = parse(text).unwrap();
+        assert_eq!((m.kind(), m.method(), m.id()), (Kind::Request, Method::ToolsCall, Some(&Id::Str("a-1".into()))));
+        let m = m.with_id(&Id::Num(7));
+        assert_eq!(m.bytes().as_ref(), text.replace(r#""a-1""#, "7").as_bytes(), "only the id changed");
+        assert_eq!(m.id(), Some(&Id::Num(7)));
+        assert_eq!(m.tool_name().as_deref(), Some("echo"), "spans after the id moved with it");
+        let back = m.with_id(&Id::Str("q\"uote".into()));
+        let edited = back.clone().edit(|v| v["params"]["name"] = json!("other"));
+        assert_eq!(edited.tool_name().as_deref(), Some("other"));
+        assert_eq!(back.value()["id"], json!("q\"uote"));
+        assert_eq!(back.value()["params"]["x"][2], json!("é"));
+    }
+
+    #[test]
+    fn reads_the_fields_it_routes_by() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":{"ttl":5},"_meta":{"progressToken":"p"}}}"#).unwrap();
+        assert_eq!(m.task_param(), Some(r#"{"ttl":5}"#));
+        assert_eq!(m.progress_token(), Some(ProgressToken::Str("p".into())));
+        let p =
+            parse(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#)
+                .unwrap();
+        assert_eq!(p.progress_token(), ProgressToken::from_value(&json!(3)));
+        let c = parse(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r"}}"#).unwrap();
+        assert_eq!(c.request_id_param(), Some(Id::Str("r".into())));
+        let r = parse(r#"{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"t1"},"_meta":{"k":1}}}"#).unwrap();
+        assert_eq!(r.result_field(Key::Task), Some(r#"{"taskId":"t1"}"#));
+        assert_eq!(r.result_field(Key::Meta), Some(r#"{"k":1}"#));
+        assert_eq!(r.param(Key::Meta), None);
+        assert_eq!(r.method_name(), "");
+        let o = parse(r#"{"jsonrpc":"2.0","id":2,"method":"resources/read"}"#).unwrap();
+        assert_eq!((o.method(), o.method_name()), (Method::Other, "resources/read"));
+    }
+
+    #[test]
+    fn refuses_what_is_not_json_rpc() {
+        for bad in [
+            r#"{"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+            r#"[1]"#,
+            r#"7"#,
+        ] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
+            assert_eq!(e.1.code, INVALID_REQUEST, "{bad}");
+        }
+        assert_eq!(parse("{nope").unwrap_err().1.code, PARSE_ERROR);
+        let null_id = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#).unwrap();
+        assert_eq!((null_id.kind(), null_id.id()), (Kind::Response, None));
+    }
+
+    #[test]
+    fn line_breaks_between_tokens_become_spaces() {
+        let m = parse("{\"jsonrpc\":\"2.0\",\r\n \"method\":\"x\",\n\"params\":{\"s\":\"a\\nb\"}}").unwrap();
+        assert_eq!(m.bytes().as_ref(), b"{\"jsonrpc\":\"2.0\",   \"method\":\"x\", \"params\":{\"s\":\"a\\nb\"}}");
+        assert_eq!(m.value()["params"]["s"], json!("a\nb"));
+        let raw_break_in_a_string = "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{\"s\":\"a\nb\"}}";
+        assert_eq!(parse(raw_break_in_a_string).unwrap_err().1.code, PARSE_ERROR, "not JSON, not made JSON");
+    }
+
+    #[test]
+    fn unknown_fields_and_methods_pass_byte_for_byte() {
+        let text = r#"{"jsonrpc":"2.0","method":"x/y","params":{"a":{"b":[1e3,2]}},"extra":true}"#;
+        let m = parse(text).unwrap();
+        assert_eq!(m.bytes().as_ref(), text.as_bytes());
+        assert_eq!(m.clone().into_value()["params"]["a"]["b"][0], json!(1000.0));
+    }
+}
