@@ -6,7 +6,7 @@
 use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use crate::transport::own_stdio::{self, OutQueue};
-use crate::transport::{InboundSink, one_or_batch};
+use crate::transport::{self, InboundSink, one_or_batch};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,11 +22,11 @@ pub struct DemoHandle {
 }
 
 impl DemoHandle {
-    pub async fn send(&self, msg: Value) -> Result<(), String> {
+    pub async fn send(&self, msg: Value) -> Result<(), transport::Error> {
         self.demo.busy.fetch_add(1, Ordering::SeqCst);
         self.tx.send(msg).await.map_err(|_| {
             self.demo.busy.fetch_sub(1, Ordering::SeqCst);
-            "the demo server has stopped".to_string()
+            transport::Error::DemoStopped
         })
     }
 
@@ -327,7 +327,9 @@ pub async fn serve_stdio() {
         fn message(&self, msg: Value, _related: Option<Id>) {
             self.0.push(serde_json::to_vec(&msg).expect("values serialize"));
         }
-        fn closed(&self, _reason: String) {}
+        // The demo fails no request on its way, and its stdout does not close under it.
+        fn request_failed(&self, _id: Id, _why: transport::Error) {}
+        fn closed(&self, _reason: transport::Error) {}
     }
     let queue = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
     let out = Arc::new(Stdout(queue.clone()));
