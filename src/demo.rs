@@ -5,6 +5,7 @@
 
 use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
+use crate::transport;
 use crate::transport::InboundSink;
 use crate::transport::own_stdio::{self, OutQueue};
 use serde_json::{Value, json};
@@ -22,11 +23,11 @@ pub struct DemoHandle {
 }
 
 impl DemoHandle {
-    pub async fn send(&self, msg: Message) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), transport::Error> {
         self.demo.busy.fetch_add(1, Ordering::SeqCst);
         self.tx.send(msg).await.map_err(|_| {
             self.demo.busy.fetch_sub(1, Ordering::SeqCst);
-            "the demo server has stopped".to_string()
+            transport::Error::DemoStopped
         })
     }
 
@@ -328,7 +329,9 @@ pub async fn serve_stdio() {
         fn message(&self, msg: Message, _related: Option<Id>) {
             self.0.push(msg.into_bytes().into());
         }
-        fn closed(&self, _reason: String) {}
+        // The demo fails no request on its way, and its stdout does not close under it.
+        fn request_failed(&self, _id: Id, _why: transport::Error) {}
+        fn closed(&self, _reason: transport::Error) {}
     }
     let queue = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
     let out = Arc::new(Stdout(queue.clone()));

@@ -27,7 +27,7 @@ mod transport;
 pub use config::{Config, ConfigError, ServerConfig, UpstreamConfig, parse_duration};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http};
-pub use downstream::stdio::serve_stdio;
+pub use downstream::stdio::{StdioError, serve_stdio};
 pub use gateway::Gateway;
 pub use transport::stdio::all_children_exited;
 
@@ -37,4 +37,4 @@ pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping};
 pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
-pub use transport::{InboundSink, sse};
+pub use transport::{Error as TransportError, InboundSink, sse};

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use taskgate::{Config, Gateway, HttpServer, ServerConfig, UpstreamConfig, serve_stdio};
+use taskgate::{Config, ConfigError, Gateway, HttpServer, ServerConfig, StdioError, UpstreamConfig, serve_stdio};
 
 #[derive(Parser)]
 #[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
@@ -67,12 +67,23 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(path: Option<PathBuf>) -> Result<Config, String> {
-    let path = path.unwrap_or_else(|| PathBuf::from("config.toml"));
-    Config::load(&path).map_err(|e| e.to_string())
+/// Why the command failed: printed after "taskgate: ", and the exit status is 1.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Stdio(#[from] StdioError),
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen { addr: SocketAddr, cause: std::io::Error },
 }
 
-async fn run(cli: Cli) -> Result<(), String> {
+fn load(path: Option<PathBuf>) -> Result<Config, Failure> {
+    let path = path.unwrap_or_else(|| PathBuf::from("config.toml"));
+    Ok(Config::load(&path)?)
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Check => {
             let config = load(cli.config)?;
@@ -112,9 +123,9 @@ async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), String> {
+async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), Failure> {
     let (addr, task) =
-        taskgate::bind_http(server.clone(), listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        taskgate::bind_http(server.clone(), listen).await.map_err(|cause| Failure::Listen { addr: listen, cause })?;
     tracing::info!("listening on http://{addr} (serving {paths})");
     tokio::select! {
         _ = task => {}

@@ -66,7 +66,7 @@ async fn unreachable_http_upstream_is_a_clear_error() {
     let msg = first_message(&r);
     assert_eq!(msg["error"]["code"], -32000, "{msg}");
     let text = msg["error"]["message"].as_str().unwrap();
-    assert!(text.contains("cannot reach"), "{msg}");
+    assert!(text.contains("upstream 'up'"), "{msg}");
     // The URL is shown without its secrets.
     assert!(text.contains(&format!("http://***@127.0.0.1:{port}/mcp?…")), "{msg}");
     assert!(!text.contains("pw") && !text.contains("sekrit"), "{msg}");
@@ -79,7 +79,8 @@ async fn a_command_that_cannot_start_is_a_clear_error() {
     let mut c = StdioMcp::start("[[upstream]]\nname = \"up\"\ncommand = \"/nonexistent/server\"\n", "up").await;
     let out = c.request("initialize", init_params("2025-06-18")).await;
     assert_eq!(out.error_code(), -32000);
-    assert!(out.response["error"]["message"].as_str().unwrap().contains("cannot start"), "{}", out.response);
+    let text = out.response["error"]["message"].as_str().unwrap();
+    assert!(text.contains("upstream 'up'") && text.contains("/nonexistent/server"), "names the command: {text}");
 }
 
 #[tokio::test]
@@ -90,14 +91,13 @@ async fn taskgate_stdio_answers_a_line_that_is_not_utf8_and_goes_on() {
     let err = c.recv().await;
     assert_eq!(err["error"]["code"], -32700, "{err}");
     assert_eq!(err["id"], serde_json::Value::Null, "{err}");
-    assert!(err["error"]["message"].as_str().unwrap().contains("UTF-8"), "{err}");
     // A request over max_body_bytes is answered under its own id.
     let long =
         format!("{{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}", "y".repeat(5000));
     c.send_line(&long).await;
     let err = c.recv().await;
     assert_eq!((err["id"].clone(), err["error"]["code"].clone()), (json!(51), json!(-32600)), "{err}");
-    assert!(err["error"]["message"].as_str().unwrap().contains("exceeds max_body_bytes"), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("max_body_bytes"), "names the limit: {err}");
     // Still serving.
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
     assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");

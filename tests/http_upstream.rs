@@ -7,6 +7,7 @@ use common::*;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use taskgate::TransportError;
 
 fn note(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
@@ -76,8 +77,7 @@ async fn upstream_http_errors_become_json_rpc_errors() {
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2025-06-18").await;
     let out = c.request("tools/call", json!({"name": "x", "arguments": {}})).await;
-    assert_eq!(out.error_code(), -32000);
-    assert!(out.response["error"]["message"].as_str().unwrap().contains("before answering"), "{}", out.response);
+    out.assert_upstream_failed("up", TransportError::StreamEnded);
     // The session goes on.
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
 }
@@ -113,9 +113,8 @@ async fn an_upstream_response_over_max_body_bytes_is_a_clear_error() {
     c.initialize("2025-06-18").await;
     for name in ["json", "sse"] {
         let out = c.request("tools/call", json!({"name": name, "arguments": {}})).await;
-        assert_eq!(out.error_code(), -32000, "{name}: {}", out.response);
-        let msg = out.response["error"]["message"].as_str().unwrap();
-        assert!(msg.contains("response exceeds max_body_bytes"), "{name}: {msg}");
+        // The same for a JSON body and for an SSE event.
+        out.assert_upstream_failed("up", TransportError::TooLarge { limit: 8192 });
     }
     // The session goes on.
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));

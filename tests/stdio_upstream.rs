@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use taskgate::TransportError;
 
 const ARMS: &str = r#"
     slow) ( sleep 0.5; reply '{"content":[{"type":"text","text":"slow done"}]}' ) & ;;
@@ -19,11 +20,6 @@ const ARMS: &str = r#"
 
 fn call(name: &str) -> Value {
     json!({"name": name, "arguments": {}})
-}
-
-fn message(out: &Outcome) -> String {
-    assert_eq!(out.error_code(), -32000, "{}", out.response);
-    out.response["error"]["message"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -40,17 +36,17 @@ async fn a_bad_stdout_line_fails_only_the_request_it_answers() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         c.request_owned("tools/call", call("bad_utf8")).await
     });
-    assert!(message(&bad).contains("not valid UTF-8"), "{}", bad.response);
+    bad.assert_upstream_failed("up", TransportError::NotUtf8);
     assert_eq!(slow.result()["content"][0]["text"], "slow done");
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
 
     // The id may come last, after the bad bytes.
     let bad = c.request("tools/call", call("bad_utf8_id_last")).await;
-    assert!(message(&bad).contains("not valid UTF-8"), "{}", bad.response);
+    bad.assert_upstream_failed("up", TransportError::NotUtf8);
 
     // A line over max_body_bytes: its request fails, nothing else does.
     let huge = c.request("tools/call", call("huge")).await;
-    assert!(message(&huge).contains("response exceeds max_body_bytes"), "{}", huge.response);
+    huge.assert_upstream_failed("up", TransportError::TooLarge { limit: 8192 });
 
     // Still the same child.
     let again = c.request("tools/call", call("pid")).await;

@@ -252,7 +252,8 @@ struct NoSink;
 
 impl taskgate::InboundSink for NoSink {
     fn message(&self, _: taskgate::jsonrpc::Message, _: Option<taskgate::jsonrpc::Id>) {}
-    fn closed(&self, _: String) {}
+    fn request_failed(&self, _: taskgate::jsonrpc::Id, _: taskgate::TransportError) {}
+    fn closed(&self, _: taskgate::TransportError) {}
 }
 
 #[tokio::test]

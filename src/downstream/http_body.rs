@@ -94,6 +94,24 @@ pub(crate) fn empty(status: StatusCode) -> Response<Body> {
     r
 }
 
+/// A request refused before it reaches a session: the HTTP status and the JSON-RPC error for
+/// the body. Small, so it is returned as it is; it becomes a response only where it is sent.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub status: StatusCode,
+    pub error: RpcError,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
+        Refusal { status, error: RpcError::new(code, message) }
+    }
+
+    pub(crate) fn into_response(self) -> Response<Body> {
+        rpc_error(self.status, &self.error, None)
+    }
+}
+
 /// An HTTP error whose body is a JSON-RPC error response.
 pub(crate) fn rpc_error(status: StatusCode, e: &RpcError, id: Option<&Id>) -> Response<Body> {
     let mut r = json_response(Bytes::from(serde_json::to_vec(&e.response(id)).unwrap()), None);

@@ -2,30 +2,29 @@
 //! the `Origin` of browser requests.
 
 use crate::config::ServerConfig;
-use crate::downstream::http_body::{Body, rpc_error};
-use crate::jsonrpc::{INVALID_REQUEST, RpcError};
+use crate::downstream::http_body::Refusal;
+use crate::jsonrpc::INVALID_REQUEST;
+use hyper::StatusCode;
 use hyper::header::{self, HeaderMap};
-use hyper::{Response, StatusCode};
 
-#[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
-pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Response<Body>> {
+pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Refusal> {
     if !limits.allowed_hosts.iter().any(|h| h == "*") {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
         if !limits.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(host))) {
-            return Err(rpc_error(
+            return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
-                &RpcError::new(INVALID_REQUEST, format!("forbidden: Host {host:?} is not allowed")),
-                None,
+                INVALID_REQUEST,
+                format!("forbidden: Host {host:?} is not allowed"),
             ));
         }
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !limits.allowed_origins.iter().any(|pat| origin_matches(pat, origin)) {
-            return Err(rpc_error(
+            return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
-                &RpcError::new(INVALID_REQUEST, format!("forbidden: Origin {origin:?} is not allowed")),
-                None,
+                INVALID_REQUEST,
+                format!("forbidden: Origin {origin:?} is not allowed"),
             ));
         }
     }

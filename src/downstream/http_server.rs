@@ -4,7 +4,7 @@
 
 use crate::config::UpstreamConfig;
 use crate::downstream::http_batch;
-use crate::downstream::http_body::{Body, SseBody, empty, json_response, plain, rpc_error, sse_response};
+use crate::downstream::http_body::{Body, Refusal, SseBody, empty, json_response, plain, rpc_error, sse_response};
 use crate::downstream::http_guard;
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
@@ -218,8 +218,8 @@ impl HttpServer {
         let Some(upstream) = self.routes.get(&path).cloned() else {
             return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
         };
-        if let Err(resp) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
-            return resp;
+        if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
+            return refused.into_response();
         }
         match *req.method() {
             Method::POST => self.post(req, upstream, path, peer).await,
@@ -235,31 +235,30 @@ impl HttpServer {
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
     /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
-    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
-    fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+    fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Refusal> {
         if let Some(v) = headers.get(VERSION_HEADER) {
             let v = v.to_str().unwrap_or("");
             if ProtocolVersion::parse(v).is_none() {
-                return Err(rpc_error(
+                return Err(Refusal::new(
                     StatusCode::BAD_REQUEST,
-                    &RpcError::new(INVALID_REQUEST, format!("bad request: unsupported MCP-Protocol-Version {v:?}")),
-                    None,
+                    INVALID_REQUEST,
+                    format!("bad request: unsupported MCP-Protocol-Version {v:?}"),
                 ));
             }
         }
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-            return Err(rpc_error(
+            return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
-                &RpcError::new(INVALID_REQUEST, "bad request: missing Mcp-Session-Id header"),
-                None,
+                INVALID_REQUEST,
+                "bad request: missing Mcp-Session-Id header",
             ));
         };
         match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
             Some(s) => Ok((id.to_string(), s.clone())),
-            None => Err(rpc_error(
+            None => Err(Refusal::new(
                 StatusCode::NOT_FOUND,
-                &RpcError::new(INVALID_REQUEST, "session not found (it ended or never existed); initialize a new one"),
-                None,
+                INVALID_REQUEST,
+                "session not found (it ended or never existed); initialize a new one",
             )),
         }
     }
@@ -325,7 +324,7 @@ impl HttpServer {
         let (sid, hs, created) = if existing {
             match self.lookup(headers, &path) {
                 Ok((id, s)) => (id, s, false),
-                Err(resp) => return resp,
+                Err(refused) => return refused.into_response(),
             }
         } else {
             let single_request = match &parsed {
@@ -351,7 +350,7 @@ impl HttpServer {
             }
             match self.create_session(upstream, path, peer) {
                 Ok((id, s)) => (id, s, true),
-                Err(resp) => return resp,
+                Err(refused) => return refused.into_response(),
             }
         };
         hs.streams.touch();
@@ -437,22 +436,18 @@ impl HttpServer {
         false
     }
 
-    #[allow(clippy::result_large_err)] // the error (a response) is built on a cold path; boxing it costs more
     fn create_session(
         &self,
         upstream: Arc<UpstreamConfig>,
         path: String,
         peer: SocketAddr,
-    ) -> Result<(String, Arc<HttpSession>), Response<Body>> {
+    ) -> Result<(String, Arc<HttpSession>), Refusal> {
         let mut map = self.sessions.lock().unwrap();
         if map.len() >= self.gateway.limits().max_sessions {
-            return Err(rpc_error(
+            return Err(Refusal::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &RpcError::new(
-                    jsonrpc::GATEWAY_BUSY,
-                    format!("too many sessions (limit {})", self.gateway.limits().max_sessions),
-                ),
-                None,
+                jsonrpc::GATEWAY_BUSY,
+                format!("too many sessions (limit {})", self.gateway.limits().max_sessions),
             ));
         }
         let limits = self.gateway.limits();
@@ -479,7 +474,7 @@ impl HttpServer {
         }
         let (_, hs) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
-            Err(resp) => return resp,
+            Err(refused) => return refused.into_response(),
         };
         let keepalive = self.gateway.limits().sse_keepalive;
         let last = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
@@ -493,7 +488,7 @@ impl HttpServer {
     async fn delete(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
         let (id, _) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
-            Err(resp) => return resp,
+            Err(refused) => return refused.into_response(),
         };
         let removed = self.sessions.lock().unwrap().remove(&id);
         self.idle.remove(&id);

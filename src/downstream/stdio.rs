@@ -16,6 +16,14 @@ use std::sync::Arc;
 /// it reads the next line anyway.
 const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Why `taskgate stdio` cannot serve at all. (Everything that goes wrong once it serves is
+/// answered to the client.)
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    #[error("no upstream named \"{0}\" in the config")]
+    UnknownUpstream(String),
+}
+
 /// Serves one client on this process's stdin/stdout, in front of `upstream`, until stdin
 /// closes or `stop` completes (SIGTERM); then the link is closed. At the end of stdin, the
 /// requests already read are still answered (for at most `drain_timeout`), so that
@@ -30,9 +38,8 @@ pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     upstream: &str,
     stop: impl std::future::Future<Output = ()>,
-) -> Result<(), String> {
-    let cfg =
-        gateway.config.upstream(upstream).ok_or_else(|| format!("no upstream named \"{upstream}\" in the config"))?;
+) -> Result<(), StdioError> {
+    let cfg = gateway.config.upstream(upstream).ok_or_else(|| StdioError::UnknownUpstream(upstream.into()))?;
     let cfg = Arc::new(cfg.clone());
     let out = own_stdio::OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
     own_stdio::set_client_output(out.clone());

@@ -4,9 +4,9 @@
 use crate::config::{Builtin, Transport, UpstreamConfig};
 use crate::demo;
 use crate::jsonrpc::Message;
-use crate::transport::InboundSink;
 use crate::transport::http_client::{HttpClient, HttpConn};
 use crate::transport::stdio::StdioChild;
+use crate::transport::{self, InboundSink};
 use std::sync::Arc;
 
 pub enum Upstream {
@@ -23,14 +23,12 @@ impl Upstream {
         max_in_flight: usize,
         cfg: &UpstreamConfig,
         sink: Arc<dyn InboundSink>,
-    ) -> Result<Upstream, String> {
+    ) -> Result<Upstream, transport::Error> {
         match &cfg.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
                 let args: Vec<String> = args.iter().map(|a| a.value.clone()).collect();
-                StdioChild::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink)
-                    .map(Upstream::Stdio)
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))
+                StdioChild::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink).map(Upstream::Stdio)
             }
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
@@ -53,7 +51,7 @@ impl Upstream {
 
     /// Sends one message. Requests return as soon as they are on their way; their answers
     /// arrive at the sink.
-    pub async fn send(&self, msg: Message) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), transport::Error> {
         match self {
             Upstream::Stdio(c) => c.send(msg).await,
             Upstream::Http(c) => c.send(msg).await,

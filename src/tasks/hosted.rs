@@ -7,7 +7,7 @@
 use crate::config::{HostedMode, TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
-use crate::gateway::link::{Link, TaskCalls};
+use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
@@ -153,7 +153,7 @@ impl Hosted {
             }
         }
         for link in links {
-            link.close_because("the gateway is shutting down").await;
+            link.close_because(CloseReason::ShuttingDown).await;
         }
     }
 

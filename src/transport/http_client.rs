@@ -4,9 +4,9 @@
 //! own (see [`http_conn`](crate::transport::http_conn)); a request is sent and its answer
 //! read on the task that sends it, unless it takes long (see [`inline`](crate::transport::inline)).
 
-use crate::jsonrpc::{self, Id, Kind, Message, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::http_conn::{Pool, UpBody, error_chain};
-use crate::transport::{InboundSink, inline, messages_of, sse};
+use crate::jsonrpc::{self, Id, Kind, Message};
+use crate::transport::http_conn::{Pool, UpBody};
+use crate::transport::{Error, InboundSink, inline, messages_of, sse};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
@@ -92,10 +92,11 @@ impl HttpConn {
         max_request_time: Duration,
         max_in_flight: usize,
         sink: Arc<dyn InboundSink>,
-    ) -> Result<HttpConn, String> {
+    ) -> Result<HttpConn, Error> {
         let shown = crate::config::redact_url(url);
-        let uri: Uri = url.parse().map_err(|e| format!("bad url {shown}: {e}"))?;
-        let Some(hostname) = uri.host() else { return Err(format!("bad url {shown}: no host")) };
+        let bad_url = |reason: crate::transport::http_conn::BoxError| Error::BadUrl { url: shown.clone(), reason };
+        let uri: Uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| bad_url(e.into()))?;
+        let Some(hostname) = uri.host() else { return Err(bad_url("no host".into())) };
         let default_port = match uri.scheme_str() {
             Some("https") => 443,
             _ => 80,
@@ -104,7 +105,7 @@ impl HttpConn {
             Some(port) => HeaderValue::from_str(&format!("{hostname}:{port}")),
             None => HeaderValue::from_str(hostname),
         }
-        .map_err(|e| format!("bad url {shown}: {e}"))?;
+        .map_err(|e| bad_url(e.into()))?;
         let target = match uri.path_and_query() {
             Some(pq) => Uri::from(pq.clone()),
             None => Uri::from_static("/"),
@@ -113,11 +114,11 @@ impl HttpConn {
             .iter()
             .map(|(k, v)| {
                 Ok((
-                    HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?,
-                    HeaderValue::from_str(v).map_err(|e| e.to_string())?,
+                    HeaderName::from_bytes(k.as_bytes()).map_err(|e| Error::BadHeader(e.into()))?,
+                    HeaderValue::from_str(v).map_err(|e| Error::BadHeader(e.into()))?,
                 ))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, Error>>()?;
         Ok(HttpConn {
             inner: Arc::new(Inner {
                 name: name.into(),
@@ -142,9 +143,9 @@ impl HttpConn {
 
     /// Sends one message. A request is POSTed in the background and its answer arrives at
     /// the sink; a notification or response is POSTed before this returns.
-    pub async fn send(&self, msg: Message) -> Result<(), String> {
+    pub async fn send(&self, msg: Message) -> Result<(), Error> {
         if self.inner.closed.load(Ordering::Relaxed) {
-            return Err("the upstream session is closed".into());
+            return Err(Error::SessionClosed);
         }
         if msg.kind() == Kind::Request {
             let id = msg.id().cloned().expect("requests have ids");
@@ -255,20 +256,20 @@ impl Inner {
 
     /// POSTs `body`. `wait` bounds the time to the response headers: short for notifications
     /// and responses; none for requests, whose answer may take as long as the tool runs.
-    async fn post(&self, body: Bytes, wait: Option<Duration>) -> Result<hyper::Response<UpBody>, String> {
+    async fn post(&self, body: Bytes, wait: Option<Duration>) -> Result<hyper::Response<UpBody>, Error> {
         let req = self
             .builder(Method::POST)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json, text/event-stream")
             .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+            .map_err(Error::Request)?;
         let sent = match wait {
             Some(wait) => tokio::time::timeout(wait, self.pool.send(req))
                 .await
-                .map_err(|_| format!("no response from {} within {wait:?}", self.shown))?,
+                .map_err(|_| Error::NoResponse { url: self.shown.clone(), wait })?,
             None => self.pool.send(req).await,
         };
-        let resp = sent.map_err(|e| format!("cannot reach {}: {e}", self.shown))?;
+        let resp = sent.map_err(|cause| Error::Unreachable { url: self.shown.clone(), cause })?;
         if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER) {
             let mut cur = self.session_id.lock().unwrap();
             if cur.is_none() {
@@ -289,7 +290,7 @@ impl Inner {
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
-            self.sink.closed(format!("the upstream session expired (HTTP 404 from {})", self.shown));
+            self.sink.closed(Error::SessionExpired { url: self.shown.clone() });
             return;
         }
         if !status.is_success() {
@@ -308,7 +309,7 @@ impl Inner {
             return self.fail(&id, self.http_error(status, challenge.as_ref(), &body));
         }
         if status == StatusCode::ACCEPTED {
-            return self.fail(&id, "the upstream accepted the request without answering it".into());
+            return self.fail(&id, Error::Unanswered);
         }
         if content_type.starts_with("text/event-stream") {
             let mut resume = Resume::default();
@@ -327,15 +328,9 @@ impl Inner {
                 let resume_at = tokio::time::Instant::now().checked_add(wait);
                 if deadline.is_some_and(|d| resume_at.is_none_or(|r| r >= d)) {
                     // Out of time: answered as the link's own timeout would be.
-                    let why = format!(
-                        "request timed out: upstream '{}' sent no result, and its response stream cannot be \
-                         resumed within max_request_time ({})",
-                        self.name,
-                        crate::config::fmt_duration(self.max_request_time)
-                    );
+                    let why = Error::Unresumable { max_request_time: self.max_request_time };
                     tracing::warn!(upstream = %self.name, "stopped resuming a response stream: {why}");
-                    let err = RpcError::new(jsonrpc::REQUEST_TIMEOUT, why);
-                    return self.sink.message(Message::made(err.response(Some(&id))), None);
+                    return self.sink.request_failed(id, why);
                 }
                 tokio::time::sleep(wait).await;
                 match self.open_get(Some(&from)).await {
@@ -344,17 +339,16 @@ impl Inner {
                 }
             }
             if !answered && !self.closed.load(Ordering::Relaxed) {
-                self.fail(&id, "the upstream closed the response stream before answering".into());
+                self.fail(&id, Error::StreamEnded);
             }
         } else {
             let body = match read_limited(resp.into_body(), self.max_body).await {
                 Ok(b) => b,
-                Err(BodyError::TooLarge) => return self.fail(&id, format!("response {}", self.too_large())),
-                Err(BodyError::Broken(e)) => return self.fail(&id, format!("the response body broke off: {e}")),
+                Err(e) => return self.fail(&id, e),
             };
             match messages_of(&self.name, body) {
                 Ok(msgs) => msgs.into_iter().for_each(|m| self.deliver(m, &id)),
-                Err(e) => self.fail(&id, format!("unreadable response body: {}", e.message)),
+                Err(e) => self.fail(&id, Error::BadBody(e.message)),
             }
         }
     }
@@ -375,32 +369,20 @@ impl Inner {
         }
     }
 
-    /// An HTTP error answer as text: the status, the `WWW-Authenticate` challenge if any (what
-    /// an operator needs to fix credentials), and the start of the body.
-    fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> String {
-        let mut why = format!("HTTP {status} from {}", self.shown);
-        if let Some(c) = challenge {
-            why.push_str(&format!(" (WWW-Authenticate: {})", String::from_utf8_lossy(c.as_bytes())));
+    /// An HTTP error answer: the status, the `WWW-Authenticate` challenge if any (what an
+    /// operator needs to fix credentials), and the start of the body.
+    fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> Error {
+        Error::Status {
+            url: self.shown.clone(),
+            status,
+            challenge: challenge.map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned()),
+            body: String::from_utf8_lossy(body).into_owned(),
         }
-        let text = String::from_utf8_lossy(body);
-        let text = text.trim();
-        if !text.is_empty() {
-            let cut: String = text.chars().take(300).collect();
-            why.push_str(": ");
-            why.push_str(&cut);
-        }
-        why
     }
 
-    /// Completes "the response …" for a message over the limit.
-    fn too_large(&self) -> String {
-        format!("exceeds max_body_bytes ({} bytes)", self.max_body)
-    }
-
-    fn fail(&self, id: &Id, why: String) {
+    fn fail(&self, id: &Id, why: Error) {
         tracing::warn!(upstream = %self.name, "request failed: {why}");
-        let err = RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {why}", self.name));
-        self.sink.message(Message::made(err.response(Some(id))), None);
+        self.sink.request_failed(id.clone(), why);
     }
 
     /// Reads an event stream; returns true once the response to `answer_to` has been seen.
@@ -435,12 +417,12 @@ impl Inner {
                         if id.is_some() {
                             resume.last_id = id;
                         }
-                        let why = self.too_large();
-                        tracing::warn!(upstream = %self.name, "dropping an SSE event that {why}");
+                        let limit = self.max_body;
+                        tracing::warn!(upstream = %self.name, "dropping an SSE event that exceeds max_body_bytes ({limit} bytes)");
                         // On a response stream it is most likely the response: fail the
                         // request now rather than at its timeout.
                         if let Some(want) = answer_to {
-                            self.fail(want, format!("response {why}"));
+                            self.fail(want, Error::TooLarge { limit });
                             return true;
                         }
                         continue;
@@ -481,16 +463,17 @@ impl Inner {
     }
 
     /// GET on the endpoint: `Ok(None)` when the server offers no stream (405 and friends).
-    async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<UpBody>, String> {
+    async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<UpBody>, Error> {
         let mut b = self.builder(Method::GET).header(header::ACCEPT, "text/event-stream");
         if let Some(l) = last_event_id {
             b = b.header("last-event-id", l);
         }
-        let req = b.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
-        let resp = match tokio::time::timeout(self.connect_timeout, self.pool.send(req)).await {
+        let req = b.body(Full::new(Bytes::new())).map_err(Error::Request)?;
+        let wait = self.connect_timeout;
+        let resp = match tokio::time::timeout(wait, self.pool.send(req)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err("timeout".into()),
+            Ok(Err(cause)) => return Err(Error::Unreachable { url: self.shown.clone(), cause }),
+            Err(_) => return Err(Error::NoResponse { url: self.shown.clone(), wait }),
         };
         if resp.status().is_success()
             && resp
@@ -526,19 +509,12 @@ impl Inner {
     }
 }
 
-enum BodyError {
-    /// Over the limit.
-    TooLarge,
-    /// The connection broke while the body was read.
-    Broken(String),
-}
-
 /// The whole body, if it is at most `limit` bytes.
-async fn read_limited(body: UpBody, limit: usize) -> Result<Bytes, BodyError> {
+async fn read_limited(body: UpBody, limit: usize) -> Result<Bytes, Error> {
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
-        Err(e) => Err(BodyError::Broken(error_chain(e.as_ref()))),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge { limit }),
+        Err(e) => Err(Error::BodyBroken(e)),
     }
 }
 

@@ -31,6 +31,28 @@ const MAX_IDLE: usize = 4;
 /// A connection idle longer than this is closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a connection could not carry a request. The HTTP client says which URL it was.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// The link's connections are closed for good.
+    #[error("the upstream session is closed")]
+    Closed,
+    /// Dialing (TCP and TLS) took longer than `connect_timeout`.
+    #[error("no connection within connect_timeout ({0:?})")]
+    ConnectTimeout(Duration),
+    /// Dialing failed: DNS, TCP, TLS or the HTTP/1.1 handshake.
+    #[error("{}", error_chain(.0.as_ref()))]
+    Connect(BoxError),
+    /// The connection failed while the request was sent or its response head read.
+    #[error("{}", error_chain(.0))]
+    Http(hyper::Error),
+    /// Every connection tried turned out closed before it took the request.
+    #[error("the upstream closed every connection offered")]
+    AllClosed,
+}
+
 /// What every link dials with: the TCP/TLS connector and the body limit.
 #[derive(Clone)]
 pub struct HttpClient {
@@ -54,12 +76,12 @@ impl HttpClient {
         HttpClient { connector, max_body }
     }
 
-    async fn dial(&self, uri: &Uri) -> Result<Conn, String> {
+    async fn dial(&self, uri: &Uri) -> Result<Conn, ConnError> {
         use tower_service::Service;
         let mut connector = self.connector.clone();
-        poll_fn(|cx| connector.poll_ready(cx)).await.map_err(|e| error_chain(e.as_ref()))?;
-        let io = connector.call(uri.clone()).await.map_err(|e| error_chain(e.as_ref()))?;
-        let (tx, io) = http1::Builder::new().handshake(io).await.map_err(|e| error_chain(&e))?;
+        poll_fn(|cx| connector.poll_ready(cx)).await.map_err(ConnError::Connect)?;
+        let io = connector.call(uri.clone()).await.map_err(ConnError::Connect)?;
+        let (tx, io) = http1::Builder::new().handshake(io).await.map_err(|e| ConnError::Connect(e.into()))?;
         Ok(Conn { tx, io: Some(Box::pin(io)) })
     }
 }
@@ -152,12 +174,10 @@ impl Pool {
 
     /// A connection ready for one request: the most recently used idle one that is still
     /// open, else a new one.
-    async fn lease(self: &Arc<Self>) -> Result<Lease, String> {
+    async fn lease(self: &Arc<Self>) -> Result<Lease, ConnError> {
         let permit = match self.busy.clone().try_acquire_owned() {
             Ok(p) => p,
-            Err(_) => {
-                self.busy.clone().acquire_owned().await.map_err(|_| "the upstream session is closed".to_string())?
-            }
+            Err(_) => self.busy.clone().acquire_owned().await.map_err(|_| ConnError::Closed)?,
         };
         let now = Instant::now();
         for _ in 0..=MAX_IDLE {
@@ -168,15 +188,15 @@ impl Pool {
         }
         let mut conn = tokio::time::timeout(self.connect_timeout, self.client.dial(&self.uri))
             .await
-            .map_err(|_| format!("no connection within connect_timeout ({:?})", self.connect_timeout))??;
-        conn.ready().await.map_err(|e| error_chain(&e))?;
+            .map_err(|_| ConnError::ConnectTimeout(self.connect_timeout))??;
+        conn.ready().await.map_err(ConnError::Http)?;
         Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit, reused: false })
     }
 
     /// Sends `req` on a connection of this link and returns the response head, with a body
     /// that drives the connection as it is read. A request the connection did not take (it
     /// turned out closed) is sent once more on another.
-    pub(crate) async fn send(self: &Arc<Self>, mut req: Request<Full<Bytes>>) -> Result<Response<UpBody>, String> {
+    pub(crate) async fn send(self: &Arc<Self>, mut req: Request<Full<Bytes>>) -> Result<Response<UpBody>, ConnError> {
         for _ in 0..2 {
             let mut lease = self.lease().await?;
             let conn = lease.conn.as_mut().expect("a lease holds its connection");
@@ -184,11 +204,11 @@ impl Pool {
                 Ok(resp) => return Ok(resp.map(|body| UpBody { body, lease: Some(lease) })),
                 Err(mut e) => match e.take_message() {
                     Some(r) if lease.reused => req = r,
-                    _ => return Err(error_chain(e.error())),
+                    _ => return Err(ConnError::Http(e.into_error())),
                 },
             }
         }
-        Err("the upstream closed every connection offered".into())
+        Err(ConnError::AllClosed)
     }
 
     /// Closes the idle connections, and any released from now on (the session has ended).
@@ -316,6 +336,16 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_port_nobody_listens_on_is_a_connect_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let uri: Uri = format!("http://127.0.0.1:{port}/mcp").parse().unwrap();
+        let pool = Pool::new(&HttpClient::new(1 << 20, Duration::from_secs(5)), uri, 4, Duration::from_secs(5));
+        let req = Request::post("/mcp").header("host", "x").body(Full::new(Bytes::from_static(b"{}"))).unwrap();
+        let sent = tokio::time::timeout(Duration::from_secs(10), pool.send(req)).await.expect("bounded");
+        assert!(matches!(sent, Err(ConnError::Connect(_))), "{:?}", sent.err());
+    }
+
+    #[tokio::test]
     async fn a_tls_handshake_that_never_ends_fails_the_request_at_connect_timeout() {
         use tokio::io::AsyncReadExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -333,7 +363,7 @@ mod tests {
         let req = Request::post("/mcp").header("host", "x").body(Full::new(Bytes::from_static(b"{}"))).unwrap();
         let sent = tokio::time::timeout(Duration::from_secs(10), pool.send(req)).await.expect("bounded");
         let Err(e) = sent else { panic!("a silent server answered") };
-        assert!(e.contains("connect_timeout"), "{e}");
+        assert!(matches!(e, ConnError::ConnectTimeout(d) if d == Duration::from_millis(200)), "{e}");
         let first = tokio::time::timeout(Duration::from_secs(10), server).await.unwrap().unwrap();
         assert_eq!(first, 0x16, "https is spoken with TLS: a handshake record comes first");
     }

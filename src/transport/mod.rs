@@ -2,6 +2,7 @@
 //! message means beyond what its transport's own rules require.
 
 mod budget;
+mod error;
 pub mod http_client;
 pub(crate) mod http_conn;
 pub(crate) mod inline;
@@ -11,6 +12,8 @@ pub mod own_stdio;
 pub mod sse;
 pub mod stdio;
 
+pub use error::{Error, Exit};
+
 use crate::jsonrpc::{self, Id, Message};
 use bytes::Bytes;
 
@@ -19,8 +22,11 @@ pub trait InboundSink: Send + Sync + 'static {
     /// One message from the upstream. `related` is the id (as sent upstream) of the request on
     /// whose response stream the message arrived, when the transport knows it.
     fn message(&self, msg: Message, related: Option<Id>);
-    /// The connection is gone for good; `reason` says why (exit status, HTTP error, ...).
-    fn closed(&self, reason: String);
+    /// The request sent with `id` failed on its way (a refusal, a broken stream, an answer
+    /// that cannot be read): no answer will come for it.
+    fn request_failed(&self, id: Id, why: Error);
+    /// The connection is gone for good; `reason` says why (exit status, expired session, ...).
+    fn closed(&self, reason: Error);
 }
 
 /// The messages of a body that holds one message or a batch (array) of them: a 2025-03-26

@@ -2,11 +2,11 @@
 //! own stdin/stdout are in [`own_stdio`](super::own_stdio); the client front that uses them
 //! is `downstream::stdio`.
 
-use crate::jsonrpc::{Message, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::Message;
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
-use crate::transport::{InboundSink, readable};
+use crate::transport::{Error, Exit, InboundSink, readable};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
@@ -99,7 +99,7 @@ impl StdioChild {
         cwd: Option<&Path>,
         max_line: usize,
         sink: Arc<dyn InboundSink>,
-    ) -> std::io::Result<StdioChild> {
+    ) -> Result<StdioChild, Error> {
         let mut cmd = Command::new(command);
         cmd.args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -110,7 +110,7 @@ impl StdioChild {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
-        let mut child = cmd.spawn()?;
+        let mut child = cmd.spawn().map_err(|cause| Error::Spawn { command: command.into(), cause })?;
         LIVE_CHILDREN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped");
@@ -128,7 +128,7 @@ impl StdioChild {
         // One task owns the child: it waits for the exit, or stops it on request the way
         // stdio servers expect: stdin closed first, then SIGTERM, then SIGKILL.
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
-        let (exit_tx, exit_rx) = oneshot::channel::<String>();
+        let (exit_tx, exit_rx) = oneshot::channel::<Exit>();
         let (stdin_tx, stdin_rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let status = tokio::select! {
@@ -156,8 +156,8 @@ impl StdioChild {
             LIVE_CHILDREN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             CHILD_REAPED.notify_waiters();
             let _ = exit_tx.send(match status {
-                Ok(s) => s.to_string(),
-                Err(e) => format!("wait failed: {e}"),
+                Ok(s) => Exit::Status(s),
+                Err(e) => Exit::WaitFailed(e),
             });
         });
 
@@ -182,23 +182,19 @@ impl StdioChild {
                         tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
                         // The request it answered fails now rather than at its timeout.
                         if let Some(id) = bad.answers() {
-                            let why = format!("upstream '{reader_name}': response {}", bad.kind);
-                            sink.message(
-                                Message::made(RpcError::new(UPSTREAM_UNAVAILABLE, why).response(Some(id))),
-                                None,
-                            );
+                            sink.request_failed(id.clone(), bad.kind.into());
                         }
                     }
                 }
             }
             // stdout closed: the child has exited or is about to. Report its status, waiting
             // only briefly for it (a child may close stdout and linger).
-            let status = tokio::time::timeout(std::time::Duration::from_millis(500), exit_rx)
+            let exit = tokio::time::timeout(std::time::Duration::from_millis(500), exit_rx)
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .unwrap_or_else(|| "closed its stdout".to_string());
-            sink.closed(format!("process {} {status}", pid.map(|p| p.to_string()).unwrap_or_default()));
+                .unwrap_or(Exit::Unknown);
+            sink.closed(Error::Exited { pid, exit });
         });
 
         Ok(StdioChild {
@@ -207,8 +203,8 @@ impl StdioChild {
         })
     }
 
-    pub async fn send(&self, msg: Message) -> Result<(), String> {
-        self.tx.send(msg.into_bytes()).await.map_err(|_| "the process is not running".to_string())
+    pub async fn send(&self, msg: Message) -> Result<(), Error> {
+        self.tx.send(msg.into_bytes()).await.map_err(|_| Error::NotRunning)
     }
 
     /// Stops the child: stdin closed, then SIGTERM, then SIGKILL, a second apart.
@@ -216,5 +212,57 @@ impl StdioChild {
         if let Some(k) = self.kill.lock().unwrap().take() {
             let _ = k.send(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::Id;
+    use std::sync::Mutex;
+
+    /// Keeps what the child's reader reports.
+    #[derive(Default)]
+    struct Record {
+        failed: Mutex<Vec<(Id, Error)>>,
+        closed: Mutex<Option<Error>>,
+        done: tokio::sync::Notify,
+    }
+
+    impl InboundSink for Record {
+        fn message(&self, _: Message, _: Option<Id>) {}
+        fn request_failed(&self, id: Id, why: Error) {
+            self.failed.lock().unwrap().push((id, why));
+        }
+        fn closed(&self, reason: Error) {
+            *self.closed.lock().unwrap() = Some(reason);
+            self.done.notify_one();
+        }
+    }
+
+    fn spawn(script: &str, sink: Arc<Record>) -> Result<StdioChild, Error> {
+        StdioChild::spawn("up", "sh", &["-c".into(), script.into()], &[], None, 1024, sink)
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_says_which() {
+        let sink = Arc::new(Record::default());
+        let Err(e) = StdioChild::spawn("up", "/nonexistent/server", &[], &[], None, 1024, sink) else {
+            panic!("a missing command started")
+        };
+        assert!(matches!(&e, Error::Spawn { command, .. } if command == "/nonexistent/server"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_answer_fails_its_request_and_an_exit_closes_the_connection() {
+        let sink = Arc::new(Record::default());
+        let script = r#"printf '{"jsonrpc":"2.0","id":7,"result":"\377"}\n'; exit 3"#;
+        let _child = spawn(script, sink.clone()).unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), sink.done.notified()).await.expect("closed");
+        let failed = std::mem::take(&mut *sink.failed.lock().unwrap());
+        assert!(matches!(&failed[..], [(Id::Num(7), Error::NotUtf8)]), "{failed:?}");
+        let closed = sink.closed.lock().unwrap().take().unwrap();
+        let Error::Exited { exit: Exit::Status(status), .. } = &closed else { panic!("{closed}") };
+        assert_eq!(status.code(), Some(3));
     }
 }

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate::{Config, Gateway, HttpServer, ServerConfig, UpstreamConfig, bind_http, sse};
+use taskgate::{Config, Gateway, HttpServer, ServerConfig, TransportError, UpstreamConfig, bind_http, sse};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub const STEP: Duration = Duration::from_secs(15);
@@ -110,6 +110,14 @@ impl Outcome {
             .pointer("/error/code")
             .and_then(Value::as_i64)
             .unwrap_or_else(|| panic!("expected an error, got {}", self.response))
+    }
+    /// The request failed on its way to or from `upstream` (-32000) because of `cause`: the
+    /// error names the upstream and ends with the cause as the transport words it.
+    pub fn assert_upstream_failed(&self, upstream: &str, cause: TransportError) {
+        assert_eq!(self.error_code(), -32000, "{}", self.response);
+        let msg = self.response["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("upstream '{upstream}'")), "the error names the upstream: {msg}");
+        assert!(msg.ends_with(&cause.to_string()), "expected {cause:?}: {msg}");
     }
     pub fn progress(&self) -> Vec<f64> {
         self.others

@@ -2,16 +2,17 @@
 //! notifications passed on, timeouts enforced, and everything in flight failed when the
 //! connection dies.
 
+use super::error::{CloseReason, LinkError, Timeout};
 use super::types::*;
 use crate::gateway::deadline::{Deadlines, Expiry};
-use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError, UPSTREAM_UNAVAILABLE};
-use crate::transport::InboundSink;
+use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError};
+use crate::transport::{self, InboundSink};
 use serde_json::json;
 use std::sync::{Arc, Weak};
 
 impl LinkCore {
-    pub(super) fn closed_error(&self, reason: &str) -> RpcError {
-        RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' closed: {reason}", self.upstream))
+    pub(super) fn closed_error(&self, reason: &CloseReason) -> RpcError {
+        LinkError::Closed { upstream: self.upstream.clone(), reason: reason.clone() }.into()
     }
 
     /// Removes a pending request and everything that points at it.
@@ -52,7 +53,7 @@ impl LinkCore {
         }
     }
 
-    pub(super) fn fail_all(&self, reason: String, report: bool) {
+    pub(super) fn fail_all(&self, reason: CloseReason, report: bool) {
         let pending = {
             let mut st = self.state.lock().unwrap();
             if st.closed.is_some() {
@@ -95,16 +96,10 @@ impl LinkCore {
         while let Some((up_id, expiry)) = deadlines.expired().await {
             let Some(core) = me.upgrade() else { return };
             let Some(p) = core.take_pending(up_id) else { continue };
-            let total = expiry == Expiry::Lifetime;
-            let why = if total {
-                format!("no result within max_request_time ({})", crate::config::fmt_duration(max))
-            } else {
-                format!("no result or progress within request_timeout ({})", crate::config::fmt_duration(idle))
-            };
-            let err = RpcError::new(
-                jsonrpc::REQUEST_TIMEOUT,
-                format!("request timed out: upstream '{}' sent {why}", core.upstream),
-            );
+            let timeout = if expiry == Expiry::Lifetime { Timeout::Lifetime(max) } else { Timeout::Idle(idle) };
+            // Also the reason the upstream is given when told to stop.
+            let why = timeout.to_string();
+            let err = RpcError::from(LinkError::TimedOut { upstream: core.upstream.clone(), timeout });
             match p.waiter {
                 Waiter::Client { client_id, shape } => {
                     tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
@@ -241,12 +236,17 @@ impl InboundSink for LinkCore {
         }
     }
 
-    fn closed(&self, reason: String) {
+    fn request_failed(&self, id: Id, why: transport::Error) {
+        // Answered as the upstream would have: the response goes where the answer would.
+        self.message(Message::made(LinkError::failed(&self.upstream, why).response(Some(&id))), None);
+    }
+
+    fn closed(&self, reason: transport::Error) {
         if self.state.lock().unwrap().closed.is_some() {
             tracing::debug!(upstream = %self.upstream, "upstream connection ended: {reason}");
         } else {
             tracing::warn!(upstream = %self.upstream, "upstream connection lost: {reason}");
         }
-        self.fail_all(reason, true);
+        self.fail_all(CloseReason::Lost(Arc::new(reason)), true);
     }
 }

@@ -11,9 +11,11 @@
 //! [`TaskFollower`]: the link routes by key (request id, progress token, task id) and knows
 //! nothing of what they do.
 
+mod error;
 mod inbound;
 mod outbound;
 mod routes;
 mod types;
 
+pub use error::CloseReason;
 pub use types::{Link, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};

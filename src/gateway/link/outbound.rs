@@ -2,12 +2,13 @@
 //! tasks' calls, the gateway's own) under the link's own ids, cancelling them, the bridged
 //! calls' routes, and closing.
 
+use super::error::{CloseReason, LinkError};
 use super::types::*;
 use crate::config::UpstreamConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
-use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, Method, ProgressToken, RpcError, TaskId, UPSTREAM_UNAVAILABLE};
+use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -21,15 +22,8 @@ impl Link {
         generation: u64,
         events: Weak<dyn LinkEvents>,
     ) -> Result<Arc<Link>, RpcError> {
-        let permit = env.permits.clone().try_acquire_owned().map_err(|_| {
-            RpcError::new(
-                GATEWAY_BUSY,
-                format!(
-                    "too many upstream links open (max_links {}); try again when running tasks have ended",
-                    env.limits.max_links
-                ),
-            )
-        })?;
+        let permit =
+            env.permits.clone().try_acquire_owned().map_err(|_| LinkError::TooManyLinks(env.limits.max_links))?;
         let core = Arc::new_cyclic(|me| LinkCore {
             generation,
             upstream: cfg.name.as_str().into(),
@@ -46,7 +40,7 @@ impl Link {
         });
         let conn = Upstream::connect(env.http, env.limits.max_body_bytes, env.limits.max_in_flight, cfg, core.clone())
             .await
-            .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}' is unavailable: {e}", cfg.name)))?;
+            .map_err(|cause| LinkError::Unavailable { upstream: core.upstream.clone(), cause })?;
         let link = Arc::new(Link {
             core: core.clone(),
             conn,
@@ -77,18 +71,12 @@ impl Link {
             return Err(self.core.closed_error(reason));
         }
         if st.pending.len() >= self.max_in_flight {
-            return Err(RpcError::new(
-                GATEWAY_BUSY,
-                format!(
-                    "too many requests in flight to upstream '{}' (limit {})",
-                    self.core.upstream, self.max_in_flight
-                ),
-            ));
+            return Err(LinkError::InFlight { upstream: self.core.upstream.clone(), limit: self.max_in_flight }.into());
         }
         if let Waiter::Client { client_id, .. } = &waiter
             && st.by_client_id.contains_key(client_id)
         {
-            return Err(RpcError::new(jsonrpc::INVALID_REQUEST, format!("request id {client_id} is already in use")));
+            return Err(LinkError::IdInUse(client_id.clone()).into());
         }
         let up_id = st.next_id;
         st.next_id += 1;
@@ -145,9 +133,9 @@ impl Link {
     }
 
     pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
-        if let Err(e) = self.conn.send(msg.with_id(&Id::Num(up_id))).await {
+        if let Err(cause) = self.conn.send(msg.with_id(&Id::Num(up_id))).await {
             self.core.take_pending(up_id);
-            return Err(RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)));
+            return Err(LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into());
         }
         Ok(())
     }
@@ -174,14 +162,12 @@ impl Link {
         match tokio::time::timeout(self.request_timeout, self.request_for(msg, None)).await {
             Ok(answer) => answer,
             // The abandoned request was freed and cancelled upstream as it was dropped.
-            Err(_) => Err(RpcError::new(
-                jsonrpc::REQUEST_TIMEOUT,
-                format!(
-                    "request timed out: upstream '{}' did not answer the gateway's {method} within request_timeout ({})",
-                    self.core.upstream,
-                    crate::config::fmt_duration(self.request_timeout)
-                ),
-            )),
+            Err(_) => Err(LinkError::NoAnswer {
+                upstream: self.core.upstream.clone(),
+                method: method.into(),
+                after: self.request_timeout,
+            }
+            .into()),
         }
     }
 
@@ -197,7 +183,8 @@ impl Link {
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered(up_id, msg).await?;
         let answer = rx.await.map_err(|_| {
-            let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or_default();
+            // Only a link that closes drops its waiters.
+            let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or(CloseReason::SessionEnded);
             self.core.closed_error(&reason)
         });
         guard.armed = false;
@@ -226,7 +213,7 @@ impl Link {
         self.conn
             .send(msg)
             .await
-            .map_err(|e| RpcError::new(UPSTREAM_UNAVAILABLE, format!("upstream '{}': {e}", self.core.upstream)))
+            .map_err(|cause| LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into())
     }
 
     /// Stops waiting for request `up_id` and tells the upstream it is cancelled.
@@ -328,13 +315,13 @@ impl Link {
 
     /// Closes the connection now; requests still in flight are answered with an error.
     pub async fn close(&self) {
-        self.close_because("the session ended").await;
+        self.close_because(CloseReason::SessionEnded).await;
     }
 
     /// Closes the connection now, whatever still runs on it; what is in flight (hosted
     /// tasks included) fails with `reason`.
-    pub async fn close_because(&self, reason: &str) {
-        self.core.fail_all(reason.into(), false);
+    pub async fn close_because(&self, reason: CloseReason) {
+        self.core.fail_all(reason, false);
         self.conn.close().await;
     }
 

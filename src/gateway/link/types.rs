@@ -4,6 +4,7 @@
 //! sibling modules: `outbound` (what goes upstream), `inbound` (what comes back) and
 //! `routes` (where server messages and progress go).
 
+use super::error::CloseReason;
 use crate::config::ServerConfig;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::ProgressGate;
@@ -40,7 +41,7 @@ pub trait LinkEvents: Send + Sync + 'static {
     /// A notification from the server; `related` as above.
     fn notification(&self, msg: Message, related: Option<Id>);
     /// The connection died; everything in flight has already been answered with an error.
-    fn closed(&self, generation: u64, reason: &str);
+    fn closed(&self, generation: u64, reason: &CloseReason);
 }
 
 /// The subscriber for the background calls of hosted tasks: what the link hears for a call
@@ -127,7 +128,7 @@ pub(super) struct LinkState {
     pub(super) tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.
     pub(super) close_when_idle: bool,
-    pub(super) closed: Option<String>,
+    pub(super) closed: Option<CloseReason>,
 }
 
 /// The part of a link that the transport calls into.
