@@ -17,15 +17,16 @@ use crate::gateway::link::{Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
 use serde_json::{Value, json};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-/// One bridged call.
-pub struct Bridge {
-    pub link: Arc<Link>,
+/// One bridged call, over its link (a [`Link`]; see [`BridgeLink`]).
+pub struct Bridge<L: BridgeLink = Link> {
+    pub link: Arc<L>,
     pub client_id: Id,
     /// The client's plain `tools/call`.
     pub call: Value,
@@ -35,6 +36,66 @@ pub struct Bridge {
     pub max_request_time: Duration,
     /// Fired when the client cancels or its session ends.
     pub cancel: CancellationToken,
+}
+
+/// What a bridged call uses of its link: a [`Link`], or in the unit tests an upstream
+/// scripted in memory, so that its timeouts are tested on tokio's paused clock (which does
+/// not wait for real I/O: a gateway over sockets cannot be timed on it).
+pub trait BridgeLink: Send + Sync + 'static {
+    fn upstream_name(&self) -> &str;
+    /// As [`Link::request_for`].
+    fn request_for(&self, msg: Value, on_behalf_of: Option<Id>)
+    -> impl Future<Output = Result<Value, RpcError>> + Send;
+    /// As [`Link::request`].
+    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send;
+    /// As [`Link::start_bridge`].
+    fn start_bridge(
+        &self,
+        task_id: &str,
+        client_id: &Id,
+        token: Option<&ProgressToken>,
+        follower: Arc<dyn TaskFollower>,
+    );
+    /// As [`Link::end_bridge`].
+    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>);
+    /// As [`Link::synthesize_progress`].
+    fn synthesize_progress(&self, token: &ProgressToken, message: &str);
+}
+
+impl BridgeLink for Link {
+    fn upstream_name(&self) -> &str {
+        Link::upstream_name(self)
+    }
+
+    fn request_for(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<Id>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        Link::request_for(self, msg, on_behalf_of)
+    }
+
+    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        Link::request(self, method, params)
+    }
+
+    fn start_bridge(
+        &self,
+        task_id: &str,
+        client_id: &Id,
+        token: Option<&ProgressToken>,
+        follower: Arc<dyn TaskFollower>,
+    ) {
+        Link::start_bridge(self, task_id, client_id, token, follower)
+    }
+
+    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>) {
+        Link::end_bridge(self, task_id, token)
+    }
+
+    fn synthesize_progress(&self, token: &ProgressToken, message: &str) {
+        Link::synthesize_progress(self, token, message)
+    }
 }
 
 /// What a bridged call hears about its upstream task, from the link.
@@ -74,7 +135,7 @@ const MAX_POLL: Duration = Duration::from_secs(30);
 /// progress of its own does so by then, and its real values are passed on instead.
 const STATUS_AS_PROGRESS_DELAY: Duration = Duration::from_millis(200);
 
-impl Bridge {
+impl<L: BridgeLink> Bridge<L> {
     pub async fn run(self) -> Ending {
         let token = ProgressToken::of_request(&self.call);
         let mut call = self.call.clone();
@@ -366,6 +427,9 @@ impl StatusTracker {
 fn is_terminal(task: &Value) -> bool {
     matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
 }
+
+#[cfg(test)]
+mod timeouts;
 
 #[cfg(test)]
 mod tests {
