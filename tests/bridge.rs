@@ -372,3 +372,37 @@ async fn request_timeout_resets_on_progress_and_max_request_time_does_not() {
     let cancels = up.received.lock().unwrap().iter().filter(|m| m["method"] == "notifications/cancelled").count();
     assert_eq!(cancels, 2, "the upstream was told to stop both");
 }
+
+/// A bridged call whose task shows no sign of life is answered -32001 at request_timeout,
+/// and the task is cancelled upstream. (The timing, on tokio's paused clock, is tested
+/// against an upstream in memory: `src/tasks/bridge/timeouts.rs`.)
+#[tokio::test]
+async fn a_bridged_task_without_signs_of_life_times_out_and_is_cancelled_upstream() {
+    let up = Scripted::start(|req| {
+        let task = json!({"taskId": "t-1", "status": "working", "statusMessage": "started",
+            "createdAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100});
+        match req["method"].as_str().unwrap() {
+            "initialize" => {
+                init_result(req, json!({"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}))
+            }
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [
+                {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+            )],
+            "tools/call" => vec![reply(req, json!({"task": task}))],
+            "tasks/get" => vec![reply(req, task)],
+            "tasks/result" => vec![Step::Sleep(60_000)],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"300ms\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = client(&gw, "2025-06-18").await;
+    c.request("tools/list", json!({})).await;
+    let out = c.request("tools/call", json!({"name": "research", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    let msg = out.response["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("no progress or status change within request_timeout"), "{msg}");
+    assert!(up.received_methods().contains(&"tasks/cancel".to_string()), "cancelled before the answer");
+}
