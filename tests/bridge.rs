@@ -277,10 +277,9 @@ async fn cancelling_a_bridged_call_cancels_the_task() {
     let c = client(&gw, "2025-06-18").await;
     let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "research", "arguments": {"topic": "x"}}});
     let pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    eventually("the task is followed", async || up.received_methods().contains(&"tasks/result".to_string())).await;
     assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 77})).await, 202);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(up.received_methods().contains(&"tasks/cancel".to_string()), "{:?}", up.received_methods());
+    eventually("the task is cancelled", async || up.received_methods().contains(&"tasks/cancel".to_string())).await;
     // The call's stream ends, with nothing for the cancelled id.
     let body = read_all(pending).await;
     let text = String::from_utf8_lossy(&body.body).to_string();
@@ -313,10 +312,10 @@ async fn a_disconnect_is_not_a_cancellation_but_the_end_of_the_session_is() {
     // A call still running when the session ends has its task cancelled.
     let call = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "research", "arguments": {"topic": "x"}}});
     let _pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let followed = || up.received_methods().iter().filter(|m| *m == "tasks/result").count();
+    eventually("the second task is followed", async || followed() == 2).await;
     assert_eq!(c.delete().await, 200);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(up.received_methods().contains(&"tasks/cancel".to_string()));
+    eventually("the task is cancelled", async || up.received_methods().contains(&"tasks/cancel".to_string())).await;
 }
 
 #[tokio::test]
@@ -368,7 +367,40 @@ async fn request_timeout_resets_on_progress_and_max_request_time_does_not() {
     let out = c.request("tools/call", json!({"name": "plain", "arguments": {"sleep_ms": 2000, "progress": true}, "_meta": {"progressToken": "k2"}})).await;
     assert_eq!(out.error_code(), -32001);
     assert!(out.response["error"]["message"].as_str().unwrap().contains("max_request_time"));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let cancels = up.received.lock().unwrap().iter().filter(|m| m["method"] == "notifications/cancelled").count();
-    assert_eq!(cancels, 2, "the upstream was told to stop both");
+    let cancels = || up.received.lock().unwrap().iter().filter(|m| m["method"] == "notifications/cancelled").count();
+    eventually("the upstream was told to stop both", async || cancels() == 2).await;
+}
+
+/// A bridged call whose task shows no sign of life is answered -32001 at request_timeout,
+/// and the task is cancelled upstream. (The timing, on tokio's paused clock, is tested
+/// against an upstream in memory: `src/tasks/bridge/timeouts.rs`.)
+#[tokio::test]
+async fn a_bridged_task_without_signs_of_life_times_out_and_is_cancelled_upstream() {
+    let up = Scripted::start(|req| {
+        let task = json!({"taskId": "t-1", "status": "working", "statusMessage": "started",
+            "createdAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100});
+        match req["method"].as_str().unwrap() {
+            "initialize" => {
+                init_result(req, json!({"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}))
+            }
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [
+                {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+            )],
+            "tools/call" => vec![reply(req, json!({"task": task}))],
+            "tasks/get" => vec![reply(req, task)],
+            "tasks/result" => vec![Step::Sleep(60_000)],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"300ms\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = client(&gw, "2025-06-18").await;
+    c.request("tools/list", json!({})).await;
+    let out = c.request("tools/call", json!({"name": "research", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    let msg = out.response["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("no progress or status change within request_timeout"), "{msg}");
+    assert!(up.received_methods().contains(&"tasks/cancel".to_string()), "cancelled before the answer");
 }

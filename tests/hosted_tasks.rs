@@ -140,9 +140,10 @@ async fn cancelling_mid_call_reaches_the_upstream_and_sticks() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let cancelled = c.request("tasks/cancel", json!({"taskId": id})).await;
         assert_eq!(cancelled.result()["status"], "cancelled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let stats = c.request("resources/read", json!({"uri": "demo://stats"})).await;
-        assert_eq!(stats_cancelled(&stats), 1, "the upstream saw the cancellation");
+        eventually("the upstream saw the cancellation", async || {
+            stats_cancelled(&c.request("resources/read", json!({"uri": "demo://stats"})).await) == 1
+        })
+        .await;
         assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "cancelled");
         assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.error_code(), -32603);
     }
@@ -156,8 +157,10 @@ async fn input_required_round_trip_on_the_result_stream() {
         // Let the call reach the upstream before anyone waits on it.
         let task = task_call(&mut c, "ask", json!({"question": "colour?"}), json!({})).await;
         let id = task["taskId"].as_str().unwrap().to_string();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "input_required");
+        eventually("the task waits for input", async || {
+            c.request("tasks/get", json!({"taskId": id})).await.result()["status"] == "input_required"
+        })
+        .await;
         let result = c.request("tasks/result", json!({"taskId": id})).await;
         assert_eq!(result.result()["content"][0]["text"], "answer: forty-two");
         let elicit = result
@@ -182,7 +185,10 @@ async fn ttl_expiry_removes_task_and_result() {
     assert_eq!(task["ttl"], 400, "capped at max_ttl, and the applied ttl is reported");
     let id = task["taskId"].as_str().unwrap();
     assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.result()["content"][0]["text"], "x");
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    eventually("the task expires", async || {
+        c.request("tasks/get", json!({"taskId": id})).await.response.get("error").is_some()
+    })
+    .await;
     let gone = c.request("tasks/get", json!({"taskId": id})).await;
     assert_eq!(gone.error_code(), -32602);
     assert!(gone.response["error"]["message"].as_str().unwrap().contains("not found or expired"));

@@ -245,10 +245,12 @@ async fn cancellation_follows_its_request() {
             c.notify("notifications/cancelled", json!({"requestId": 99, "reason": "changed my mind"})).await,
             202
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let stats = c.request("resources/read", json!({"uri": "demo://stats"})).await;
-        let text = stats.result()["contents"][0]["text"].as_str().unwrap();
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap()["cancelled"], 1, "the upstream saw the cancellation");
+        eventually("the upstream saw the cancellation", async || {
+            let stats = c.request("resources/read", json!({"uri": "demo://stats"})).await;
+            let text = stats.result()["contents"][0]["text"].as_str().unwrap();
+            serde_json::from_str::<Value>(text).unwrap()["cancelled"] == 1
+        })
+        .await;
     }
 }
 

@@ -60,8 +60,7 @@ async fn a_broken_upstream_stream_is_resumed_and_the_session_is_deleted_at_the_e
     assert!(gets.iter().any(|g| g["lastEventId"] == "call-1"), "the broken stream was resumed from its last event");
 
     assert_eq!(c.delete().await, 200);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(up.received_http().contains(&"DELETE".to_string()), "the upstream session was deleted");
+    eventually("the upstream session was deleted", async || up.received_http().contains(&"DELETE".to_string())).await;
 }
 
 #[tokio::test]

@@ -454,7 +454,7 @@ async fn a_cancelled_request_frees_its_slot_closes_its_stream_and_is_cancelled_u
         let resp = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
         streams.push(resp);
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("both calls reached the upstream", async || calls_to(&up, "tools/call").len() == 2).await;
     for id in [10, 11] {
         assert_eq!(
             c.notify("notifications/cancelled", json!({"requestId": id, "reason": "changed my mind"})).await,
@@ -718,13 +718,13 @@ async fn a_bridged_call_cancelled_while_its_task_is_created_frees_its_slot_and_i
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "long", "arguments": {}}});
         streams.push(c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("both calls reached the upstream", async || calls_to(&up, "tools/call").len() == 2).await;
     for id in [10, 11] {
         c.notify("notifications/cancelled", json!({"requestId": id, "reason": "nvm"})).await;
     }
     drop(streams);
-    // Well past request_timeout: nothing of the cancelled calls should still hold a slot.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Given up at request_timeout and cancelled upstream, they hold no slot any more.
+    eventually("the calls are given up", async || calls_to(&up, "notifications/cancelled").len() >= 2).await;
     let out = c.request("tools/call", json!({"name": "plain", "arguments": {}})).await;
     assert_eq!(out.result()["content"][0]["text"], "plain ok", "slots were freed: {}", out.response);
     let cancels = calls_to(&up, "notifications/cancelled");

@@ -60,8 +60,14 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
 
     /// Starts watching `key` from now.
     pub fn insert(&self, key: K) {
+        self.insert_since(key, Instant::now());
+    }
+
+    /// Watches `key` as one whose lifetime began at `began`: its idle timeout starts now,
+    /// its lifetime ends as it would have (e.g. a request that was being set up until now).
+    pub fn insert_since(&self, key: K, began: Instant) {
         let now = Instant::now();
-        self.put(key, Entry { end: later(now, self.lifetime), idle_end: later(now, self.idle) });
+        self.put(key, Entry { end: later(began, self.lifetime), idle_end: later(now, self.idle) });
     }
 
     /// Watches `key` until `end`, whatever the idle timeout (e.g. a retention).
@@ -216,6 +222,19 @@ mod tests {
         assert_eq!(start.elapsed(), ms(1000), "1 was removed: 2 is the first to expire");
         d.close();
         assert_eq!(d.expired().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lifetime_can_have_begun_before_the_idle_timeout() {
+        let d: Deadlines<u32> = Deadlines::new(ms(100), ms(250));
+        let start = Instant::now();
+        tokio::time::sleep(ms(200)).await;
+        d.insert_since(1, start);
+        d.insert_since(2, Instant::now());
+        assert_eq!(d.expired().await, Some((1, Expiry::Lifetime)));
+        assert_eq!(start.elapsed(), ms(250), "its lifetime counts from when it began");
+        assert_eq!(d.expired().await, Some((2, Expiry::Idle)));
+        assert_eq!(start.elapsed(), ms(300), "its idle timeout counts from when it was inserted");
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,20 +3,30 @@
 //! a blocking `tasks/result` that carries the server's input requests, `tasks/get` at the
 //! server's poll interval as the fallback) and answers the client's original request with
 //! exactly the final result or error.
+//!
+//! `request_timeout` (reset by the task's progress and status changes) and
+//! `max_request_time` are a deadline like any request's, kept by the one mechanism
+//! ([`Deadlines`]): an instance of the call's own, awaited in the call's own `select!`, so
+//! that its expiry is answered where the call's state is and the link, which only routes,
+//! knows nothing of bridges. The poll interval and the delay before a status message becomes
+//! progress stay plain timers in that `select!`: they are schedules, not timeouts (nothing
+//! pushes them back, and nothing fails when they pass).
 
+use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::link::{Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
 use serde_json::{Value, json};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-/// One bridged call.
-pub struct Bridge {
-    pub link: Arc<Link>,
+/// One bridged call, over its link (a [`Link`]; see [`BridgeLink`]).
+pub struct Bridge<L: BridgeLink = Link> {
+    pub link: Arc<L>,
     pub client_id: Id,
     /// The client's plain `tools/call`.
     pub call: Value,
@@ -26,6 +36,66 @@ pub struct Bridge {
     pub max_request_time: Duration,
     /// Fired when the client cancels or its session ends.
     pub cancel: CancellationToken,
+}
+
+/// What a bridged call uses of its link: a [`Link`], or in the unit tests an upstream
+/// scripted in memory, so that its timeouts are tested on tokio's paused clock (which does
+/// not wait for real I/O: a gateway over sockets cannot be timed on it).
+pub trait BridgeLink: Send + Sync + 'static {
+    fn upstream_name(&self) -> &str;
+    /// As [`Link::request_for`].
+    fn request_for(&self, msg: Value, on_behalf_of: Option<Id>)
+    -> impl Future<Output = Result<Value, RpcError>> + Send;
+    /// As [`Link::request`].
+    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send;
+    /// As [`Link::start_bridge`].
+    fn start_bridge(
+        &self,
+        task_id: &str,
+        client_id: &Id,
+        token: Option<&ProgressToken>,
+        follower: Arc<dyn TaskFollower>,
+    );
+    /// As [`Link::end_bridge`].
+    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>);
+    /// As [`Link::synthesize_progress`].
+    fn synthesize_progress(&self, token: &ProgressToken, message: &str);
+}
+
+impl BridgeLink for Link {
+    fn upstream_name(&self) -> &str {
+        Link::upstream_name(self)
+    }
+
+    fn request_for(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<Id>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        Link::request_for(self, msg, on_behalf_of)
+    }
+
+    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        Link::request(self, method, params)
+    }
+
+    fn start_bridge(
+        &self,
+        task_id: &str,
+        client_id: &Id,
+        token: Option<&ProgressToken>,
+        follower: Arc<dyn TaskFollower>,
+    ) {
+        Link::start_bridge(self, task_id, client_id, token, follower)
+    }
+
+    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>) {
+        Link::end_bridge(self, task_id, token)
+    }
+
+    fn synthesize_progress(&self, token: &ProgressToken, message: &str) {
+        Link::synthesize_progress(self, token, message)
+    }
 }
 
 /// What a bridged call hears about its upstream task, from the link.
@@ -65,13 +135,17 @@ const MAX_POLL: Duration = Duration::from_secs(30);
 /// progress of its own does so by then, and its real values are passed on instead.
 const STATUS_AS_PROGRESS_DELAY: Duration = Duration::from_millis(200);
 
-impl Bridge {
+impl<L: BridgeLink> Bridge<L> {
     pub async fn run(self) -> Ending {
         let token = ProgressToken::of_request(&self.call);
         let mut call = self.call.clone();
         call["params"]["task"] = json!({"ttl": self.ttl.as_millis() as u64});
         let started = Instant::now();
-        let deadline = started + self.max_request_time;
+        // One entry, the call: while its task is created only max_request_time applies (a
+        // server may run the call plainly after all, its progress unseen by the bridge);
+        // request_timeout too once the task is followed.
+        let deadline = Deadlines::new(self.request_timeout, self.max_request_time);
+        deadline.insert_until((), started + self.max_request_time);
 
         let create = self.link.request_for(call, Some(self.client_id.clone()));
         tokio::pin!(create);
@@ -81,7 +155,7 @@ impl Bridge {
                 self.cancel_while_creating(create).await;
                 return Ending::Cancelled;
             }
-            _ = sleep_until(deadline) => {
+            Some(_) = deadline.expired() => {
                 self.cancel_while_creating(create).await;
                 return self.timed_out("creating the task");
             }
@@ -111,7 +185,8 @@ impl Bridge {
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
         statuses.observe(&task);
-        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), deadline, &mut statuses).await;
+        deadline.insert_since((), started);
+        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), &deadline, &mut statuses).await;
         if let (Some(t), Ending::Answer(_)) = (token.as_ref(), &ending) {
             // What the client was not told yet goes out before the answer.
             for msg in statuses.take_unsent() {
@@ -150,21 +225,20 @@ impl Bridge {
         events: &mut mpsc::Receiver<BridgeEvent>,
         poll: Duration,
         token: Option<&ProgressToken>,
-        deadline: Instant,
+        deadline: &Deadlines<()>,
         statuses: &mut StatusTracker,
     ) -> Ending {
         let result_req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
         let result = self.link.request_for(result_req, Some(self.client_id.clone()));
         tokio::pin!(result);
         let mut result_done = false;
-        let mut idle_deadline = Instant::now() + self.request_timeout;
         let mut next_poll = Instant::now() + poll;
         // Closed when the link dies; then only the poll (which fails) and the timers remain.
         let mut events_open = true;
         loop {
             let synth_at = statuses.next_due();
             tokio::select! {
-                _ = sleep_until(synth_at.unwrap_or(deadline)), if synth_at.is_some() => {
+                _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
                     if let Some(t) = token {
                         for msg in statuses.take_due(Instant::now()) {
                             self.link.synthesize_progress(t, &msg);
@@ -186,7 +260,7 @@ impl Bridge {
                     }
                 }
                 ev = events.recv(), if events_open => {
-                    idle_deadline = Instant::now() + self.request_timeout;
+                    deadline.touch(&());
                     match ev {
                         Some(BridgeEvent::Status(note)) => {
                             statuses.observe(note.get("params").unwrap_or(&Value::Null));
@@ -212,7 +286,7 @@ impl Bridge {
                             }
                             let changed = statuses.observe(&t);
                             if changed {
-                                idle_deadline = Instant::now() + self.request_timeout;
+                                deadline.touch(&());
                             }
                             if is_terminal(&t) && result_done {
                                 // The fallback: the task ended, fetch its result now.
@@ -227,13 +301,12 @@ impl Bridge {
                     }
                 }
                 _ = self.cancel.cancelled() => return Ending::Cancelled,
-                _ = sleep_until(idle_deadline) => {
+                Some((_, expiry)) = deadline.expired() => {
                     self.cancel.cancel();
-                    return self.timed_out("no progress or status change within request_timeout");
-                }
-                _ = sleep_until(deadline) => {
-                    self.cancel.cancel();
-                    return self.timed_out("no result within max_request_time");
+                    return self.timed_out(match expiry {
+                        Expiry::Idle => "no progress or status change within request_timeout",
+                        Expiry::Lifetime => "no result within max_request_time",
+                    });
                 }
             }
         }
@@ -354,6 +427,9 @@ impl StatusTracker {
 fn is_terminal(task: &Value) -> bool {
     matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
 }
+
+#[cfg(test)]
+mod timeouts;
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,9 @@
 #![allow(dead_code)]
 
 mod stdio_script;
+mod wait;
 #[allow(unused_imports)]
-pub use stdio_script::StdioScript;
+pub use {stdio_script::StdioScript, wait::eventually};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -1,0 +1,187 @@
+//! A bridged call's `request_timeout` and `max_request_time`, on tokio's paused clock, over
+//! an upstream scripted in memory: each test says exactly when the call must end.
+
+use super::*;
+use std::sync::Mutex;
+
+const REQUEST_TIMEOUT_S: u64 = 10;
+const MAX_REQUEST_TIME_S: u64 = 60;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn task(message: &str) -> Value {
+    json!({"taskId": "t-1", "status": "working", "statusMessage": message,
+        "createdAt": "2026-01-01T00:00:00Z", "ttl": 3_600_000, "pollInterval": 5000})
+}
+
+/// A task server whose task never ends: `tasks/result` never answers, `tasks/get` shows
+/// whatever the test last set.
+struct Upstream {
+    /// Whether the task-augmented call is answered with the task (else it never is).
+    creates: bool,
+    task: Mutex<Value>,
+    follower: Mutex<Option<Arc<dyn TaskFollower>>>,
+    /// The methods the gateway sent, in order.
+    sent: Mutex<Vec<String>>,
+}
+
+impl Upstream {
+    fn new(creates: bool) -> Arc<Upstream> {
+        Arc::new(Upstream {
+            creates,
+            task: Mutex::new(task("started")),
+            follower: Mutex::new(None),
+            sent: Mutex::new(vec![]),
+        })
+    }
+
+    fn follower(&self) -> Arc<dyn TaskFollower> {
+        self.follower.lock().unwrap().clone().expect("the call follows its task")
+    }
+
+    fn sent(&self) -> Vec<String> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+impl BridgeLink for Upstream {
+    fn upstream_name(&self) -> &str {
+        "up"
+    }
+
+    async fn request_for(&self, msg: Value, _on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
+        let method = msg["method"].as_str().unwrap().to_string();
+        self.sent.lock().unwrap().push(method.clone());
+        match method.as_str() {
+            "tools/call" if self.creates => {
+                let task = self.task.lock().unwrap().clone();
+                Ok(json!({"jsonrpc": "2.0", "id": 0, "result": {"task": task}}))
+            }
+            "tasks/cancel" => Ok(json!({"jsonrpc": "2.0", "id": 0, "result": {}})),
+            _ => std::future::pending().await,
+        }
+    }
+
+    async fn request(&self, method: &str, _params: Value) -> Result<Value, RpcError> {
+        self.sent.lock().unwrap().push(method.to_string());
+        assert_eq!(method, "tasks/get");
+        Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
+    }
+
+    fn start_bridge(&self, _: &str, _: &Id, _: Option<&ProgressToken>, follower: Arc<dyn TaskFollower>) {
+        *self.follower.lock().unwrap() = Some(follower);
+    }
+
+    fn end_bridge(&self, _: &str, _: Option<&ProgressToken>) {
+        self.follower.lock().unwrap().take();
+    }
+
+    fn synthesize_progress(&self, _: &ProgressToken, _: &str) {}
+}
+
+/// Starts a bridged call over `up`; it runs until the test awaits it.
+fn start(up: &Arc<Upstream>) -> (tokio::task::JoinHandle<Ending>, CancellationToken) {
+    let cancel = CancellationToken::new();
+    let bridge = Bridge {
+        link: up.clone(),
+        client_id: Id::Num(7),
+        call: jsonrpc::request(&Id::Num(7), "tools/call", json!({"name": "research", "_meta": {"progressToken": "p"}})),
+        ttl: secs(3600),
+        request_timeout: secs(REQUEST_TIMEOUT_S),
+        max_request_time: secs(MAX_REQUEST_TIME_S),
+        cancel: cancel.clone(),
+    };
+    let call = tokio::spawn(bridge.run());
+    (call, cancel)
+}
+
+/// The call's answer, which must be a timeout: its message.
+async fn timed_out(call: tokio::task::JoinHandle<Ending>) -> String {
+    let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
+    assert_eq!(resp["id"], 7, "{resp}");
+    assert_eq!(resp["error"]["code"], REQUEST_TIMEOUT, "{resp}");
+    resp["error"]["message"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_signs_of_life_the_call_ends_at_request_timeout_and_its_task_is_cancelled() {
+    let up = Upstream::new(true);
+    let start_at = Instant::now();
+    let (call, cancel) = start(&up);
+    let msg = timed_out(call).await;
+    assert!(msg.contains("no progress or status change within request_timeout"), "{msg}");
+    assert_eq!(start_at.elapsed(), secs(REQUEST_TIMEOUT_S));
+    assert!(cancel.is_cancelled());
+    assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"), "{:?}", up.sent());
+    assert!(up.sent().contains(&"tasks/get".to_string()), "polled on the way: {:?}", up.sent());
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_sign_of_life_starts_request_timeout_again() {
+    // At 3 s: a status notification, progress, or a status change that the poll at 5 s sees.
+    for (sign, seen_at) in [("note", 3), ("progress", 3), ("poll", 5)] {
+        let up = Upstream::new(true);
+        let start_at = Instant::now();
+        let (call, _) = start(&up);
+        tokio::time::sleep(secs(3)).await;
+        match sign {
+            "note" => up.follower().status(json!({"method": "notifications/tasks/status", "params": task("half way")})),
+            "progress" => up.follower().progress(),
+            _ => *up.task.lock().unwrap() = task("half way"),
+        }
+        let msg = timed_out(call).await;
+        assert!(msg.contains("request_timeout"), "{sign}: {msg}");
+        assert_eq!(start_at.elapsed(), secs(seen_at + REQUEST_TIMEOUT_S), "{sign}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_request_time_ends_the_call_whatever_its_signs_of_life() {
+    let up = Upstream::new(true);
+    let start_at = Instant::now();
+    let (call, cancel) = start(&up);
+    let keep_alive = {
+        let up = up.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(secs(3)).await;
+                if let Some(f) = up.follower.lock().unwrap().clone() {
+                    f.progress();
+                }
+            }
+        })
+    };
+    let msg = timed_out(call).await;
+    keep_alive.abort();
+    assert!(msg.contains("no result within max_request_time"), "{msg}");
+    assert_eq!(start_at.elapsed(), secs(MAX_REQUEST_TIME_S));
+    assert!(cancel.is_cancelled());
+    assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn while_its_task_is_created_only_max_request_time_applies() {
+    // The upstream may run the call plainly after all: request_timeout does not cut it.
+    let up = Upstream::new(false);
+    let start_at = Instant::now();
+    let (call, _) = start(&up);
+    let msg = timed_out(call).await;
+    assert!(msg.contains("creating the task"), "{msg}");
+    // At max_request_time the upstream gets request_timeout more to show a task it made.
+    assert_eq!(start_at.elapsed(), secs(MAX_REQUEST_TIME_S + REQUEST_TIMEOUT_S));
+    assert_eq!(up.sent(), vec!["tools/call"], "no task to cancel");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_cancels_gets_no_answer_and_the_task_is_cancelled_at_once() {
+    let up = Upstream::new(true);
+    let (call, cancel) = start(&up);
+    tokio::time::sleep(secs(3)).await;
+    let start_at = Instant::now();
+    cancel.cancel();
+    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    assert_eq!(start_at.elapsed(), Duration::ZERO);
+    assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"));
+}

@@ -1,0 +1,15 @@
+//! Waiting for what a test expects instead of for a fixed time.
+
+use super::STEP;
+use std::time::Duration;
+
+/// Waits until `cond` holds, looking every 10 ms, for at most [`STEP`]; then fails with
+/// `what`. A fixed sleep before an assertion is slow when things go well and flaky when the
+/// machine is busy.
+pub async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let start = tokio::time::Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < STEP, "still not so after {STEP:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
