@@ -246,21 +246,28 @@ impl Session {
     }
 
     async fn initialize(&self, id: Id, msg: Message) -> Result<(), RpcError> {
-        let mut msg = msg.into_value();
+        if self.state.lock().unwrap().init_params.is_some() {
+            return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
+        }
+        // A client newer than the gateway is offered the newest version the gateway speaks:
+        // the gateway must understand what it relays.
+        let known =
+            msg.param(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str).and_then(|v| ProtocolVersion::parse(&v));
+        let msg = if known.is_some() {
+            msg
+        } else {
+            msg.edit(|m| {
+                if let Some(params) = m.get_mut("params").and_then(Value::as_object_mut) {
+                    params.insert("protocolVersion".into(), ProtocolVersion::LATEST.as_str().into());
+                }
+            })
+        };
         {
             let mut st = self.state.lock().unwrap();
             if st.init_params.is_some() {
                 return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
             }
-            // A client newer than the gateway is offered the newest version the gateway speaks:
-            // the gateway must understand what it relays.
-            if let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) {
-                let requested = params.get("protocolVersion").and_then(Value::as_str);
-                if requested.and_then(ProtocolVersion::parse).is_none() {
-                    params.insert("protocolVersion".into(), ProtocolVersion::LATEST.as_str().into());
-                }
-            }
-            st.init_params = Some(msg.get("params").cloned().unwrap_or(json!({})));
+            st.init_params = Some(msg.value().get("params").cloned().unwrap_or(json!({})));
             st.init_pending = Some(id.clone());
         }
         let _guard = self.relink.lock().await;
@@ -274,7 +281,6 @@ impl Session {
             }
         };
         *self.link.lock().unwrap() = Some(link.clone());
-        let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
         link.forward(id, msg, Shape::Initialize).await
     }
 
@@ -361,6 +367,16 @@ impl Session {
             return;
         };
         self.to_client(msg.with_id(&id), route);
+    }
+
+    /// The response to client request `id`, made from a tree (a task's stored outcome, a
+    /// bridged call's answer): -32603 if the tree is not a message.
+    pub(super) fn answer(&self, id: Id, resp: Value) {
+        let msg = Message::from_value(resp).unwrap_or_else(|(_, e)| {
+            let why = format!("the answer could not be sent: {}", e.message);
+            Message::made(RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(&id)))
+        });
+        self.to_client(msg, Route::Response(id));
     }
 
     /// Everything for the client passes here: shaped to what its version defines.

@@ -14,7 +14,9 @@
 //! gateway routes by (`name`, `task`, `taskId`, `requestId`, `progressToken`, `_meta`,
 //! `protocolVersion`, `progress`, `total`).
 
+use super::checked::Checked;
 use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
+use super::fields::{Fields, Key, Span, span_in};
 use super::keys::{Id, Kind, ProgressToken, TaskId};
 use super::method::Method;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -24,26 +26,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
-use std::ops::Range;
 use std::sync::OnceLock;
-
-/// Where a part of the message stands in its bytes (a message is far below 4 GiB: every
-/// body and line is bounded by `max_body_bytes`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    start: u32,
-    end: u32,
-}
-
-impl Span {
-    fn range(self) -> Range<usize> {
-        self.start as usize..self.end as usize
-    }
-
-    fn len(self) -> usize {
-        (self.end - self.start) as usize
-    }
-}
 
 /// One classified JSON-RPC message.
 pub struct Message {
@@ -64,27 +47,6 @@ pub struct Message {
     tree: OnceLock<Box<Value>>,
 }
 
-/// A key of `params` (or `result`) the gateway reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Key {
-    Name,
-    Task,
-    TaskId,
-    RequestId,
-    ProgressToken,
-    Meta,
-    ProtocolVersion,
-    Progress,
-    Total,
-    Status,
-}
-
-const KEYS: usize = 10;
-
-/// Where the values of the [`Key`]s of one object stand in the message's bytes.
-#[derive(Default, Clone, Debug)]
-struct Fields([Option<Span>; KEYS]);
-
 /// The envelope as serde reads it: each value left as raw text, its key seen once.
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -102,72 +64,14 @@ struct Envelope<'a> {
     error: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct RawFields<'a> {
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    task: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "taskId")]
-    task_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "requestId")]
-    request_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "progressToken")]
-    progress_token: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "protocolVersion")]
-    protocol_version: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    progress: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    total: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    status: Option<&'a RawValue>,
-}
-
 /// A key that is present is `Some`, even when its value is `null` (serde's `Option` reads
 /// `null` as absent; for `id` the two mean different things).
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 
-fn span_in(text: &[u8], part: &RawValue) -> Span {
-    let start = part.get().as_ptr() as usize - text.as_ptr() as usize;
-    Span { start: start as u32, end: (start + part.get().len()) as u32 }
-}
-
 fn invalid(why: &str) -> RpcError {
     RpcError::new(INVALID_REQUEST, format!("invalid request: {why}"))
-}
-
-impl Fields {
-    /// The keys of the object at `at` in `text`; `None` if it is not an object or repeats one.
-    fn read(text: &[u8], at: Span) -> Option<Fields> {
-        let obj = &text[at.range()];
-        if obj.first() != Some(&b'{') {
-            return Some(Fields::default());
-        }
-        let r: RawFields = serde_json::from_slice(obj).ok()?;
-        // In the order of `Key`.
-        let values = [
-            r.name,
-            r.task,
-            r.task_id,
-            r.request_id,
-            r.progress_token,
-            r.meta,
-            r.protocol_version,
-            r.progress,
-            r.total,
-            r.status,
-        ];
-        Some(Fields(values.map(|v| v.map(|v| span_in(text, v)))))
-    }
-
-    fn get(&self, key: Key) -> Option<Span> {
-        self.0[key as usize]
-    }
 }
 
 /// `Some(s)` when `raw` (JSON text) is a string.
@@ -185,9 +89,10 @@ impl Message {
         if text.len() > u32::MAX as usize {
             return Err((None, invalid("the message is larger than 4 GiB")));
         }
-        // serde checks the values it keeps, but not keys it skips: all of it must be UTF-8.
-        if let Err(e) = std::str::from_utf8(&text) {
-            return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: the message is not UTF-8 ({e})"))));
+        // What a tree could not hold is refused here, as a tree parser would refuse it, so
+        // that every message can be read whole later (and no peer is sent what it could not).
+        if let Err(e) = serde_json::from_slice::<Checked>(&text) {
+            return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
         }
         let env: Envelope = match serde_json::from_slice(&text) {
             Ok(e) => e,
@@ -203,7 +108,7 @@ impl Message {
             Err(e) => return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
         };
         let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
-        if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        if env.jsonrpc.and_then(|v| as_str(v.get())).as_deref() != Some("2.0") {
             return Err((id, invalid("\"jsonrpc\" must be \"2.0\"")));
         }
         let id_at = env.id.map(|raw| span_in(&text, raw));
@@ -463,12 +368,6 @@ impl Message {
     }
 }
 
-impl Fields {
-    fn spans_mut(&mut self) -> impl Iterator<Item = &mut Option<Span>> {
-        self.0.iter_mut()
-    }
-}
-
 impl Clone for Message {
     /// The bytes are shared; the tree, if built, is built again when needed.
     fn clone(&self) -> Message {
@@ -570,6 +469,28 @@ mod tests {
         assert_eq!(m.value()["params"]["s"], json!("a\nb"));
         let raw_break_in_a_string = "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{\"s\":\"a\nb\"}}";
         assert_eq!(parse(raw_break_in_a_string).unwrap_err().1.code, PARSE_ERROR, "not JSON, not made JSON");
+    }
+
+    #[test]
+    fn what_a_tree_cannot_hold_is_refused_as_a_tree_parser_would() {
+        let deep = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{{\"a\":{}1{}}}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"n":1e400}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"s":"\ud83d"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"\udead":1}}"#,
+            deep.as_str(),
+        ] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
+            assert_eq!(e.1.code, PARSE_ERROR, "{bad}");
+            assert!(serde_json::from_str::<Value>(bad).is_err(), "a tree parser refuses it too");
+        }
+        assert!(Message::parse(Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"s\":\"\xff\"}")).is_err());
+        let escaped = parse(r#"{"jsonrpc":"2\u002e0","method":"x"}"#).unwrap();
+        assert_eq!(escaped.method_name(), "x", "an escaped version string is still 2.0");
     }
 
     #[test]

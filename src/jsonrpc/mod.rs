@@ -5,14 +5,17 @@
 //! `method`, `result`/`error`) once, and types the keys messages are routed by ([`Method`],
 //! [`ProgressToken`], [`TaskId`]).
 
+mod checked;
 mod error;
+mod fields;
 mod keys;
 mod message;
 mod method;
 
 pub use error::*;
+pub use fields::Key;
 pub use keys::{Id, Kind, ProgressToken, TaskId};
-pub use message::{Key, Message, as_str};
+pub use message::{Message, as_str};
 pub use method::Method;
 
 use bytes::Bytes;
@@ -36,7 +39,9 @@ pub fn parse_body(bytes: Bytes) -> Result<Body, RpcError> {
             if items.is_empty() {
                 return Err(RpcError::new(INVALID_REQUEST, "invalid request: empty batch"));
             }
-            Ok(Body::Batch(items.iter().map(|raw| bytes.slice_ref(raw.get().as_bytes())).collect()))
+            // Each item its own copy: a small item kept (in a replay buffer, say) must not
+            // keep the whole body alive beyond what it is counted as.
+            Ok(Body::Batch(items.iter().map(|raw| Bytes::copy_from_slice(raw.get().as_bytes())).collect()))
         }
         _ => match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             Ok(_) => Err(RpcError::new(INVALID_REQUEST, "invalid request: expected a JSON object or array")),

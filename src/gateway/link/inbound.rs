@@ -163,7 +163,10 @@ impl InboundSink for LinkCore {
                 }
                 match p.waiter {
                     Waiter::Client { client_id, shape } => {
-                        if let Some(task_id) = crate::mcp::tasks::ended_task(&frame) {
+                        // Only a tasks/* answer can show a task ended: a plain result is not
+                        // read for it.
+                        let ended = p.about_task.as_ref().and_then(|_| crate::mcp::tasks::ended_task(&frame));
+                        if let Some(task_id) = ended {
                             self.end_task_route(task_id.as_str());
                         } else if let Some((task_id, is_result)) = &p.about_task
                             && (*is_result || frame.is_error())

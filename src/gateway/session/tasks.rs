@@ -49,7 +49,7 @@ impl Session {
             let Some(s) = me.upgrade() else { return };
             s.state.lock().unwrap().bridges.remove(&id);
             if let Ending::Answer(resp) = ending {
-                s.to_client(Message::made(resp), Route::Response(id));
+                s.answer(id, resp);
             }
         });
         Ok(())
@@ -173,7 +173,7 @@ impl Session {
                 tokio::spawn(async move {
                     let resp = hosted.result(&task_id, me.clone(), &id).await;
                     if let Some(s) = me.upgrade() {
-                        s.to_client(Message::made(resp), Route::Response(id));
+                        s.answer(id, resp);
                     }
                 });
             }
