@@ -50,11 +50,6 @@ pub fn parse_body(bytes: Bytes) -> Result<Body, RpcError> {
     }
 }
 
-/// Classifies a message the gateway holds as a tree (see [`Message::from_value`]).
-pub fn classify(msg: Value) -> Result<Message, (Option<Id>, RpcError)> {
-    Message::from_value(msg)
-}
-
 /// Replaces the `id` of a request or response.
 pub fn set_id(msg: &mut Value, id: &Id) {
     if let Some(obj) = msg.as_object_mut() {
@@ -75,11 +70,6 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-/// The method of a message held as a `Value` (one not classified into a [`Frame`]).
-pub fn method_of(msg: &Value) -> Method {
-    msg.get("method").and_then(Value::as_str).map_or(Method::Other, Method::parse)
-}
-
 /// `params._meta.progressToken` of a request, if it carries one.
 pub fn progress_token(msg: &Value) -> Option<&Value> {
     msg.get("params")?.get("_meta")?.get("progressToken")
@@ -91,13 +81,13 @@ mod tests {
 
     #[test]
     fn classifies_the_three_kinds() {
-        let r = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})).unwrap();
+        let r = Message::from_value(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})).unwrap();
         assert_eq!(r.kind(), Kind::Request);
         assert_eq!(r.id(), Some(&Id::Num(1)));
         assert_eq!((r.method(), r.method_name()), (Method::ToolsList, "tools/list"));
-        let n = classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
+        let n = Message::from_value(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
         assert_eq!(n.kind(), Kind::Notification);
-        let s = classify(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
+        let s = Message::from_value(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
         assert_eq!(s.kind(), Kind::Response);
         assert_eq!(s.id(), Some(&Id::Str("a".into())));
     }

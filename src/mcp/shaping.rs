@@ -78,7 +78,7 @@ pub fn for_client(msg: Message, client: ProtocolVersion) -> Option<Message> {
     if client.has_tasks() {
         return Some(msg);
     }
-    if msg.method() == Method::TaskStatus || msg.method_name().starts_with("notifications/tasks/") {
+    if msg.method_name().starts_with("notifications/tasks/") {
         return None;
     }
     let msg = if tasks::is_tagged(&msg) {
