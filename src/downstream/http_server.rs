@@ -380,10 +380,8 @@ impl HttpServer {
             hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
         };
-        let ids = std::slice::from_ref(&request_id);
-        let opened = if json_only { hs.streams.open_json_post(ids) } else { hs.streams.open_post(ids) };
-        let (_stream, mut rx) = match opened {
-            Ok(x) => x,
+        let stream = match hs.streams.open_single(&request_id, json_only) {
+            Ok(sid) => sid,
             Err(dup) => {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
@@ -395,31 +393,49 @@ impl HttpServer {
                 );
             }
         };
+        // The stream is parked while the session handles the call: an answer that comes at
+        // once (an upstream that answers within the inline budget) is held, and taken below
+        // with one lock, no channel made.
+        let parked = Unpark { streams: &hs.streams, stream };
         hs.session.handle(frame).await;
+        let (held, rx) = hs.streams.attach(stream);
+        drop(parked);
+        let mut held = VecDeque::from(held);
 
         // One request: plain JSON when its response is ready within the window and nothing
         // else came first; otherwise an event stream, so that progress, server requests and
         // keep-alives flow while the call runs. A client that accepts only JSON gets JSON
         // however long it takes (its stream carries nothing else).
-        let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
-        let first = match tokio::time::Instant::now().checked_add(window) {
-            Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
-            None => Ok(rx.recv().await),
+        let first = match (held.pop_front(), rx) {
+            (Some(ev), rx) => Ok((Some(ev), rx)),
+            (None, None) => Ok((None, None)),
+            (None, Some(mut rx)) => {
+                let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
+                let first = match tokio::time::Instant::now().checked_add(window) {
+                    Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
+                    None => Ok(rx.recv().await),
+                };
+                match first {
+                    Ok(ev) => Ok((ev, Some(rx))),
+                    Err(_) => Err(rx),
+                }
+            }
         };
         let session_header = created.then(|| sid.clone());
         match first {
-            Ok(Some(ev)) if ev.is_response => {
+            Ok((Some(ev), _)) if ev.is_response => {
                 hs.streams.unbuffer(&ev);
                 if created && !self.keep_new_session(&sid, &hs).await {
                     return json_response(ev.json, None);
                 }
                 json_response(ev.json, session_header)
             }
-            Ok(Some(ev)) => {
-                sse_response(SseBody::new(VecDeque::new(), VecDeque::from([ev]), Some(rx), keepalive), session_header)
+            Ok((Some(ev), rx)) => {
+                held.push_front(ev);
+                sse_response(SseBody::new(VecDeque::new(), held, rx, keepalive), session_header)
             }
-            Ok(None) => empty(StatusCode::ACCEPTED),
-            Err(_) => sse_response(SseBody::new(VecDeque::new(), VecDeque::new(), Some(rx), keepalive), session_header),
+            Ok((None, _)) => empty(StatusCode::ACCEPTED),
+            Err(rx) => sse_response(SseBody::new(VecDeque::new(), held, Some(rx), keepalive), session_header),
         }
     }
 
@@ -512,6 +528,19 @@ pub async fn bind(
 }
 
 /// Whether a POST's `Accept` allows an event stream (no `Accept` at all does).
+/// Frees what a parked stream holds if its POST goes away before attaching (the client
+/// hung up while the call was being handed on).
+struct Unpark<'a> {
+    streams: &'a Streams,
+    stream: u64,
+}
+
+impl Drop for Unpark<'_> {
+    fn drop(&mut self) {
+        self.streams.unpark(self.stream);
+    }
+}
+
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     let Some(accept) = headers.get(header::ACCEPT) else { return true };
     let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();

@@ -36,6 +36,10 @@ struct Stream {
     /// The POST accepts only `application/json`: the stream carries its responses and
     /// nothing else (what would have gone with them goes where unrelated messages go).
     json_only: bool,
+    /// A single-request POST still being handed to its session: what it gets is held in
+    /// `State::parked` until the POST attaches (most often just its response, which then
+    /// goes out as a JSON body without a channel ever being made).
+    parked: bool,
 }
 
 struct Buffered {
@@ -63,6 +67,9 @@ struct State {
     /// Unrelated messages that found no open stream; flushed to the next GET stream.
     undelivered: VecDeque<Bytes>,
     undelivered_bytes: usize,
+    /// What parked streams got, until their POST attaches (it outlives a stream that
+    /// completed meanwhile). At most `channel_capacity + 1` events a stream.
+    parked: HashMap<u64, Vec<Outgoing>>,
     last_activity: Instant,
     closed: bool,
 }
@@ -110,6 +117,7 @@ impl Streams {
                 get_stream: None,
                 undelivered: VecDeque::new(),
                 undelivered_bytes: 0,
+                parked: HashMap::new(),
                 last_activity: Instant::now(),
                 closed: false,
             }),
@@ -119,35 +127,12 @@ impl Streams {
         }
     }
 
-    /// Opens the stream of a POST carrying `requests`. Fails with the id already in use if a
-    /// request id is still awaiting its response (or appears twice).
-    pub fn open_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
-        self.open_post_as(requests, false)
-    }
-
-    /// Like `open_post`, for a POST that accepts only `application/json`: the stream carries
-    /// nothing but responses; progress and server requests sent while serving them go where
-    /// unrelated messages go (the GET stream, or wait for it).
-    pub fn open_json_post(&self, requests: &[Id]) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
-        self.open_post_as(requests, true)
-    }
-
-    fn open_post_as(&self, requests: &[Id], json_only: bool) -> Result<(u64, mpsc::Receiver<Outgoing>), Id> {
-        let (opened, accepted) = self.open_batch(requests, json_only);
-        if let Some(i) = accepted.iter().position(|ok| !ok) {
-            if let Some((sid, _)) = opened {
-                self.abandon(sid);
-            }
-            return Err(requests[i].clone());
-        }
-        Ok(opened.expect("at least one request was accepted"))
-    }
-
     /// Opens the stream of a batch: each request id is accepted unless it is awaiting its
     /// response already or appeared earlier in the batch (`accepted`, in order). No stream
     /// is opened when none is accepted. The stream ends once every accepted request has its
     /// response; its channel has room for all of them, so a response never finds it full.
-    /// `json_only` as in [`Streams::open_json_post`].
+    /// `json_only`: the POST accepts only `application/json`, and the stream carries nothing
+    /// but responses (progress and server requests go where unrelated messages go).
     pub fn open_batch(&self, requests: &[Id], json_only: bool) -> (Option<(u64, mpsc::Receiver<Outgoing>)>, Vec<bool>) {
         let mut st = self.state.lock().unwrap();
         let mut seen = std::collections::HashSet::new();
@@ -160,7 +145,7 @@ impl Streams {
         let sid = st.next_stream;
         st.next_stream += 1;
         let (tx, rx) = mpsc::channel(self.channel_capacity + n);
-        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: n, json_only });
+        st.streams.insert(sid, Stream { tx: Some(tx), awaiting: n, json_only, parked: false });
         for (id, _) in requests.iter().zip(&accepted).filter(|(_, ok)| **ok) {
             st.request_stream.insert(id.clone(), sid);
         }
@@ -168,11 +153,42 @@ impl Streams {
         (Some((sid, rx)), accepted)
     }
 
-    /// Forgets a POST stream whose requests were never sent.
-    fn abandon(&self, sid: u64) {
+    /// Opens the stream of a POST carrying the one request `id`, parked: no channel yet;
+    /// what it gets waits for [`Streams::attach`]. Fails if `id` is awaiting its response.
+    pub fn open_single(&self, id: &Id, json_only: bool) -> Result<u64, Id> {
         let mut st = self.state.lock().unwrap();
-        st.streams.remove(&sid);
-        st.request_stream.retain(|_, s| *s != sid);
+        if st.request_stream.contains_key(id) {
+            return Err(id.clone());
+        }
+        let sid = st.next_stream;
+        st.next_stream += 1;
+        st.streams.insert(sid, Stream { tx: None, awaiting: 1, json_only, parked: true });
+        st.request_stream.insert(id.clone(), sid);
+        st.parked.insert(sid, Vec::new());
+        st.last_activity = Instant::now();
+        Ok(sid)
+    }
+
+    /// The POST of parked stream `sid` takes what its stream got so far, and the live
+    /// channel if the stream is still open (its response has not come yet).
+    pub fn attach(&self, sid: u64) -> (Vec<Outgoing>, Option<mpsc::Receiver<Outgoing>>) {
+        let mut st = self.state.lock().unwrap();
+        let held = st.parked.remove(&sid).unwrap_or_default();
+        let rx = match st.streams.get_mut(&sid) {
+            Some(s) if s.parked => {
+                let (tx, rx) = mpsc::channel(self.channel_capacity + 1);
+                s.tx = Some(tx);
+                s.parked = false;
+                Some(rx)
+            }
+            _ => None,
+        };
+        (held, rx)
+    }
+
+    /// Forgets what a parked stream holds: its POST is gone before attaching.
+    pub fn unpark(&self, sid: u64) {
+        self.state.lock().unwrap().parked.remove(&sid);
     }
 
     /// Opens the standalone GET stream, replacing an earlier one, and hands it what waited.
@@ -184,7 +200,7 @@ impl Streams {
             st.streams.remove(&old);
         }
         let (tx, rx) = mpsc::channel(self.channel_capacity);
-        st.streams.insert(sid, Stream { tx: None, awaiting: 0, json_only: false });
+        st.streams.insert(sid, Stream { tx: None, awaiting: 0, json_only: false, parked: false });
         let waiting: Vec<Bytes> = st.undelivered.drain(..).collect();
         st.undelivered_bytes = 0;
         let replay = waiting.into_iter().map(|json| self.buffer_event(&mut st, sid, json, false)).collect();
@@ -244,7 +260,16 @@ impl Streams {
     fn push(&self, st: &mut State, stream: u64, json: Bytes, is_response: bool) {
         let ev = self.buffer_event(st, stream, json, is_response);
         let Some(s) = st.streams.get_mut(&stream) else { return };
-        if let Some(tx) = &s.tx
+        if s.parked {
+            // Held as a channel of that size would hold it; past that the POST only gets
+            // what was held (the client can resume the rest), as with a full channel.
+            let held = st.parked.entry(stream).or_default();
+            if held.len() <= self.channel_capacity {
+                held.push(ev);
+            } else {
+                s.parked = false;
+            }
+        } else if let Some(tx) = &s.tx
             && tx.try_send(ev).is_err()
         {
             s.tx = None;
@@ -423,172 +448,4 @@ impl ClientSink for Streams {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// A message carrying `v`: `v` itself when it names a method (with `jsonrpc` added), a
-    /// response when it has only an id, else a notification with `v` as its params.
-    fn m(v: serde_json::Value) -> Message {
-        let mut msg = json!({"jsonrpc": "2.0"});
-        match (v.get("method"), v.get("id")) {
-            (Some(_), _) => {
-                for (k, x) in v.as_object().unwrap() {
-                    msg[k] = x.clone();
-                }
-            }
-            (None, Some(id)) => {
-                msg["id"] = id.clone();
-                msg["result"] = json!({});
-            }
-            (None, None) => {
-                msg["method"] = json!("notifications/message");
-                msg["params"] = v;
-            }
-        }
-        Message::made(msg)
-    }
-
-    fn ids(v: &[i64]) -> Vec<Id> {
-        v.iter().map(|n| Id::Num(*n)).collect()
-    }
-
-    #[test]
-    fn response_ends_its_stream_and_replays_after_disconnect() {
-        let s = Streams::new(16);
-        let (sid, mut rx) = s.open_post(&ids(&[1])).unwrap();
-        s.deliver(m(json!({"n":1})), Route::Related(Id::Num(1)));
-        let first = rx.try_recv().unwrap();
-        assert_eq!(first.stream, sid);
-        drop(rx); // client goes away
-        s.deliver(m(json!({"n":2})), Route::Related(Id::Num(1)));
-        s.deliver(m(json!({"id":1})), Route::Response(Id::Num(1)));
-        let resumed = s.resume(&first.event_id()).unwrap();
-        let got: Vec<&[u8]> = resumed.replay.iter().map(|o| &o.json[..]).collect();
-        let (n2, id1) = (m(json!({"n":2})), m(json!({"id":1})));
-        assert_eq!(got, vec![&n2.bytes()[..], &id1.bytes()[..]]);
-        assert!(resumed.rx.is_none(), "a finished stream stays closed");
-    }
-
-    #[test]
-    fn unrelated_messages_wait_for_a_get_stream() {
-        let s = Streams::new(16);
-        s.deliver(m(json!({"log":1})), Route::Unrelated);
-        let a = s.open_get();
-        assert_eq!(a.replay.len(), 1);
-        s.deliver(m(json!({"log":2})), Route::Unrelated);
-        assert_eq!(a.rx.unwrap().try_recv().unwrap().json, m(json!({"log":2})).into_bytes());
-    }
-
-    #[test]
-    fn a_batch_refuses_ids_in_use_and_duplicates_and_ends_after_the_rest() {
-        let s = Streams::new(16);
-        let (_a, _rx_a) = s.open_post(&ids(&[1])).unwrap();
-        let (opened, accepted) = s.open_batch(&ids(&[1, 2, 2, 3]), false);
-        assert_eq!(accepted, vec![false, true, false, true]);
-        let (sid, mut rx) = opened.unwrap();
-        s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
-        s.deliver(m(json!({"id": 3})), Route::Response(Id::Num(3)));
-        assert_eq!(rx.try_recv().unwrap().stream, sid);
-        assert_eq!(rx.try_recv().unwrap().stream, sid);
-        assert!(rx.try_recv().is_err() && !s.state.lock().unwrap().streams.contains_key(&sid), "the stream ended");
-        assert!(s.open_batch(&ids(&[1]), false).0.is_none(), "nothing accepted, nothing opened");
-        assert!(s.open_post(&ids(&[5, 5])).is_err());
-        assert!(!s.state.lock().unwrap().request_stream.contains_key(&Id::Num(5)), "a refused POST leaves nothing");
-    }
-
-    #[test]
-    fn a_json_only_post_carries_nothing_but_its_response() {
-        let s = Streams::new(16);
-        let (_sid, mut rx) = s.open_json_post(&ids(&[1])).unwrap();
-        s.deliver(m(json!({"progress": 1})), Route::Related(Id::Num(1)));
-        s.deliver(m(json!({"id": "s1", "method": "elicitation/create"})), Route::Related(Id::Num(1)));
-        s.deliver(m(json!({"log": 1})), Route::Unrelated);
-        let get = s.open_get();
-        s.deliver(m(json!({"progress": 2})), Route::Related(Id::Num(1)));
-        s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
-        assert_eq!(rx.try_recv().unwrap().json, m(json!({"id":1})).into_bytes());
-        assert!(rx.try_recv().is_err(), "nothing else on the POST");
-        let waited: Vec<&[u8]> = get.replay.iter().map(|o| &o.json[..]).collect();
-        let (asked, log) = (m(json!({"id":"s1","method":"elicitation/create"})), m(json!({"log":1})));
-        assert_eq!(
-            waited,
-            vec![&asked.bytes()[..], &log.bytes()[..]],
-            "the server request waited; the progress was dropped"
-        );
-        assert_eq!(
-            get.rx.unwrap().try_recv().unwrap().json,
-            m(json!({"progress":2})).into_bytes(),
-            "with a GET stream open, progress goes there"
-        );
-    }
-
-    #[test]
-    fn buffers_are_bounded_in_bytes_and_a_lost_gap_gets_a_fresh_stream() {
-        let s = Streams::with_limits(1000, 4096);
-        let (sid, rx) = s.open_post(&ids(&[7])).unwrap();
-        drop(rx);
-        let kib = "x".repeat(1000);
-        for i in 0..20 {
-            s.deliver(m(json!({"i": i, "pad": kib})), Route::Related(Id::Num(7)));
-        }
-        let (len, bytes) = {
-            let st = s.state.lock().unwrap();
-            (st.buffer.len(), st.buffer.iter().map(|b| b.json.len()).sum::<usize>())
-        };
-        assert!(bytes <= 4096 && len >= 3, "{len} events, {bytes} bytes");
-        // The client saw event 1 only: events 2.. are partly gone, so no replay with a gap.
-        assert!(s.resume(&format!("{sid}-1")).is_none(), "a fresh stream instead");
-        let last_kept = s.state.lock().unwrap().buffer.front().unwrap().seq;
-        let resumed = s.resume(&format!("{sid}-{}", last_kept)).expect("what is kept still replays");
-        assert_eq!(resumed.replay.len(), len - 1);
-        for _ in 0..20 {
-            s.deliver(m(json!({"pad": kib})), Route::Unrelated);
-        }
-        let waiting: usize = s.state.lock().unwrap().undelivered.iter().map(|b| b.len()).sum();
-        assert!(waiting <= 4096, "{waiting} bytes wait for a GET stream");
-    }
-
-    #[test]
-    fn pending_requests_can_all_be_answered_at_once() {
-        let s = Streams::new(16);
-        let (_a, mut rx_a) = s.open_post(&ids(&[1])).unwrap();
-        let (_b, mut rx_b) = s.open_batch(&ids(&[2, 3]), false).0.unwrap();
-        assert_eq!(s.awaiting_responses(), 3);
-        s.answer_pending(|id| json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": 1, "message": "m"}}));
-        assert_eq!(s.awaiting_responses(), 0);
-        assert!(rx_a.try_recv().unwrap().is_response);
-        assert!(rx_b.try_recv().unwrap().is_response && rx_b.try_recv().unwrap().is_response);
-        assert!(matches!(rx_a.try_recv(), Err(mpsc::error::TryRecvError::Disconnected)), "the stream ended");
-    }
-
-    #[tokio::test]
-    async fn all_answered_wakes_when_the_last_response_goes_out() {
-        let s = std::sync::Arc::new(Streams::new(16));
-        let (_a, _rx) = s.open_batch(&ids(&[1, 2]), false).0.unwrap();
-        let waiter = tokio::spawn({
-            let s = s.clone();
-            async move { s.all_answered().await }
-        });
-        s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "one request is still owed its response");
-        s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
-        tokio::time::timeout(std::time::Duration::from_secs(1), waiter).await.unwrap().unwrap();
-    }
-
-    #[test]
-    fn buffer_is_bounded_and_ids_in_use_are_refused() {
-        let s = Streams::new(4);
-        let (_sid, _rx) = s.open_post(&ids(&[7])).unwrap();
-        assert!(s.open_post(&ids(&[7])).is_err());
-        for i in 0..100 {
-            s.deliver(m(json!({"i": i})), Route::Related(Id::Num(7)));
-        }
-        assert!(s.state.lock().unwrap().buffer.len() <= 4);
-        for _ in 0..100 {
-            s.deliver(m(json!({})), Route::Unrelated);
-        }
-        assert!(s.state.lock().unwrap().undelivered.len() <= 4);
-    }
-}
+mod tests;
