@@ -188,7 +188,12 @@ impl Streams {
 
     /// Forgets what a parked stream holds: its POST is gone before attaching.
     pub fn unpark(&self, sid: u64) {
-        self.state.lock().unwrap().parked.remove(&sid);
+        let mut st = self.state.lock().unwrap();
+        st.parked.remove(&sid);
+        // What still comes for it is only buffered, for a client that resumes.
+        if let Some(s) = st.streams.get_mut(&sid) {
+            s.parked = false;
+        }
     }
 
     /// Opens the standalone GET stream, replacing an earlier one, and hands it what waited.
@@ -263,11 +268,9 @@ impl Streams {
         if s.parked {
             // Held as a channel of that size would hold it; past that the POST only gets
             // what was held (the client can resume the rest), as with a full channel.
-            let held = st.parked.entry(stream).or_default();
-            if held.len() <= self.channel_capacity {
-                held.push(ev);
-            } else {
-                s.parked = false;
+            match st.parked.get_mut(&stream) {
+                Some(held) if held.len() <= self.channel_capacity => held.push(ev),
+                _ => s.parked = false,
             }
         } else if let Some(tx) = &s.tx
             && tx.try_send(ev).is_err()

@@ -98,11 +98,13 @@ fn a_parked_post_gets_what_came_while_it_was_handed_on_and_then_a_channel() {
     assert_eq!(held.len(), 1);
     s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
     assert!(rx.expect("still open").try_recv().unwrap().is_response);
-    // A POST gone before attaching leaves nothing held.
+    // A POST gone before attaching leaves nothing held, also for what comes after it went.
     let sid = s.open_single(&Id::Num(3), false).unwrap();
-    s.deliver(m(json!({"id": 3})), Route::Response(Id::Num(3)));
+    s.deliver(m(json!({"p": 3})), Route::Related(Id::Num(3)));
     s.unpark(sid);
+    s.deliver(m(json!({"id": 3})), Route::Response(Id::Num(3)));
     assert!(s.state.lock().unwrap().parked.is_empty());
+    assert!(!s.state.lock().unwrap().streams.contains_key(&sid), "answered, the stream ended");
     // Bounded as a channel is: past its room only what was held.
     let sid = s.open_single(&Id::Num(4), false).unwrap();
     for i in 0..100 {
