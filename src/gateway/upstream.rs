@@ -5,12 +5,12 @@ use crate::config::{Builtin, Transport, UpstreamConfig};
 use crate::demo;
 use crate::jsonrpc::Message;
 use crate::transport::http_client::{HttpClient, HttpConn};
-use crate::transport::stdio::StdioChild;
+use crate::transport::stdio::StdioConn;
 use crate::transport::{self, InboundSink};
 use std::sync::Arc;
 
 pub enum Upstream {
-    Stdio(StdioChild),
+    Stdio(StdioConn),
     Http(HttpConn),
     InProcess(demo::DemoHandle),
 }
@@ -28,7 +28,7 @@ impl Upstream {
             Transport::Stdio { command, args, env, cwd } => {
                 let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
                 let args: Vec<String> = args.iter().map(|a| a.value.clone()).collect();
-                StdioChild::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink).map(Upstream::Stdio)
+                StdioConn::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink).map(Upstream::Stdio)
             }
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
