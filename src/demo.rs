@@ -1,117 +1,163 @@
 //! The built-in demo MCP server: a small, honest fixture for the default config, the tests
 //! and the benchmarks. Tools `echo`, `add`, `slow` (progress), `fail`, `ask` (elicitation);
-//! one resource and one prompt. It runs in-process (`builtin = "demo"`), on stdio, or over
-//! Streamable HTTP (`taskgate demo-server`).
+//! one resource and one prompt.
+//!
+//! It speaks line-delimited JSON-RPC over a byte stream, like any stdio server, and one
+//! serving loop ([`serve`]) serves every stream it runs on: one end of an in-memory duplex
+//! (`builtin = "demo"`, which the gateway reaches through its stdio transport, as it does a
+//! child process), or this process's stdin/stdout (`taskgate demo-server`). Over Streamable
+//! HTTP it is served by the gateway in front of it.
 
 use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
-use crate::transport;
-use crate::transport::InboundSink;
+use crate::transport::lines::{BadKind, BadLine, LineReader};
 use crate::transport::own_stdio::{self, OutQueue};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::{AsyncRead, DuplexStream};
+use tokio::sync::oneshot;
+use tokio::task::{AbortHandle, JoinSet};
 
-/// The in-process end of a demo server.
-pub struct DemoHandle {
-    tx: mpsc::Sender<Message>,
-    task: tokio::task::JoinHandle<()>,
-    demo: Arc<Demo>,
+/// Bytes the in-memory duplex holds in each direction before a writer waits.
+const DUPLEX_BUFFER: usize = 64 * 1024;
+/// The longest line the demo reads, at least.
+const MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// Starts a demo server in-process, serving one end of an in-memory duplex, and returns the
+/// other end. It reads lines of up to `max_line` bytes (at least 4 MiB). Once that end is
+/// shut down or dropped, the server stops its calls, writes what it still holds and ends.
+pub fn spawn(max_line: usize) -> DuplexStream {
+    let (ours, theirs) = tokio::io::duplex(DUPLEX_BUFFER);
+    let (input, output) = tokio::io::split(theirs);
+    let out = OutQueue::spawn(output, own_stdio::OUT_BOUND);
+    tokio::spawn(serve(
+        input,
+        out,
+        Serving { max_line: max_line.max(MAX_LINE), own_process: false, linger: Duration::ZERO },
+    ));
+    ours
 }
 
-impl DemoHandle {
-    pub async fn send(&self, msg: Message) -> Result<(), transport::Error> {
-        self.demo.busy.fetch_add(1, Ordering::SeqCst);
-        self.tx.send(msg).await.map_err(|_| {
-            self.demo.busy.fetch_sub(1, Ordering::SeqCst);
-            transport::Error::DemoStopped
-        })
-    }
+/// Serves the demo on this process's stdin/stdout until stdin closes; then the calls already
+/// read finish (for at most 5 s) and their output is written. Backpressure as for
+/// `taskgate stdio`: no line is read from stdin while more than [`own_stdio::OUT_BOUND`]
+/// bytes wait for the client, and `slow` waits the same way before each progress step, so
+/// nothing is dropped and nothing grows while the client does not read.
+pub async fn serve_stdio() {
+    let out = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
+    serve(own_stdio::stdin(), out, Serving { max_line: MAX_LINE, own_process: true, linger: Duration::from_secs(5) })
+        .await
+}
 
-    pub fn close(&self) {
-        self.task.abort();
+/// How one demo server serves its stream.
+struct Serving {
+    /// The longest line it reads.
+    max_line: usize,
+    /// Whether the demo is a process of its own, which `crash` may end.
+    own_process: bool,
+    /// How long the calls already read may go on once the input has ended: a process on
+    /// stdio finishes them (its client closed stdin and reads what is left), while a server
+    /// in-process, whose gateway closed the connection, stops at once.
+    linger: Duration,
+}
+
+/// The one serving loop: reads messages from `input` until it ends, answers on `out`. No
+/// line is read while `out` holds more than its bound (see [`OutQueue`]). Each tool call
+/// runs as a task of its own, so that one slow call does not hold up the rest, and none
+/// outlives the loop: once the input has ended, what still runs after `linger` is stopped,
+/// what is queued is written (for at most 2 s), and the output is shut down.
+async fn serve<R: AsyncRead + Unpin>(input: R, out: Arc<OutQueue>, how: Serving) {
+    let demo = Arc::new(Demo {
+        out: out.clone(),
+        waiting: Mutex::new(HashMap::new()),
+        running: Mutex::new(HashMap::new()),
+        next_id: Mutex::new(1),
+        cancelled: AtomicU64::new(0),
+        own_process: how.own_process,
+    });
+    let mut calls = JoinSet::new();
+    let mut lines = LineReader::new(input, how.max_line);
+    loop {
+        let next = async {
+            out.room().await;
+            lines.next().await
+        };
+        let line = tokio::select! {
+            line = next => line,
+            // Ended calls are reaped as they end (the reader is cancel-safe).
+            Some(_) = calls.join_next() => continue,
+        };
+        match line {
+            None => break,
+            Some(Ok(line)) => {
+                for m in line.messages {
+                    match m {
+                        Ok(m) => demo.receive(m, &mut calls),
+                        Err((id, e)) => demo.emit(e.response(id.as_ref())),
+                    }
+                }
+            }
+            Some(Err(bad)) => demo.emit(unreadable(&bad)),
+        }
     }
+    let _ = tokio::time::timeout(how.linger, async { while calls.join_next().await.is_some() {} }).await;
+    calls.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), out.drained()).await;
+    out.finish();
+}
+
+/// The answer to a line that cannot be read: under the request's id when a scan of it found
+/// one (so that the request fails now, not at its timeout), else under none.
+fn unreadable(bad: &BadLine) -> Value {
+    let code = match bad.kind {
+        BadKind::TooLong(_) => jsonrpc::INVALID_REQUEST,
+        BadKind::InvalidUtf8 | BadKind::NotJson(_) => jsonrpc::PARSE_ERROR,
+    };
+    let id = bad.id.as_ref().filter(|_| bad.has_method);
+    RpcError::new(code, bad.to_string()).response(id)
 }
 
 struct Demo {
-    out: Arc<dyn InboundSink>,
+    /// What the demo writes, one message a line.
+    out: Arc<OutQueue>,
     /// Requests the demo sent the client, waiting for answers.
     waiting: Mutex<HashMap<Id, oneshot::Sender<Value>>>,
     /// Calls in progress, so that `notifications/cancelled` can stop them.
-    running: Mutex<HashMap<Id, tokio::task::AbortHandle>>,
-    /// Messages sent to the demo and not yet handled, plus calls running: zero once every
-    /// answer due has been sent.
-    busy: AtomicUsize,
+    running: Mutex<HashMap<Id, AbortHandle>>,
     next_id: Mutex<i64>,
     /// Cancellations received for calls still running (reported by `demo://stats`).
-    cancelled: std::sync::atomic::AtomicU64,
-    /// Whether `crash` may end the process (only when the demo is a process of its own).
+    cancelled: AtomicU64,
+    /// Whether `crash` may end the process.
     own_process: bool,
-    /// On stdio: the queue for our stdout, whose room `slow` waits for before each progress
-    /// step (everything else it sends answers a request, and stdin waits for that room).
-    stdout: Option<Arc<OutQueue>>,
-}
-
-/// Starts a demo server whose output goes to `out`.
-pub fn spawn(out: Arc<dyn InboundSink>) -> DemoHandle {
-    spawn_with(out, None)
-}
-
-fn spawn_with(out: Arc<dyn InboundSink>, stdout: Option<Arc<OutQueue>>) -> DemoHandle {
-    let (tx, mut rx) = mpsc::channel::<Message>(1024);
-    let demo = Arc::new(Demo {
-        out,
-        waiting: Mutex::new(HashMap::new()),
-        running: Mutex::new(HashMap::new()),
-        busy: AtomicUsize::new(0),
-        next_id: Mutex::new(1),
-        cancelled: std::sync::atomic::AtomicU64::new(0),
-        own_process: stdout.is_some(),
-        stdout,
-    });
-    let me = demo.clone();
-    let task = tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            me.clone().receive(msg);
-            me.busy.fetch_sub(1, Ordering::SeqCst);
-        }
-    });
-    DemoHandle { tx, task, demo }
 }
 
 impl Demo {
-    /// Sends a message the demo made to its client.
-    fn emit(&self, msg: Value, related: Option<Id>) {
-        self.out.message(Message::made(msg), related);
+    /// Sends a message the demo made to its client (a line on its output).
+    fn emit(&self, msg: Value) {
+        self.out.push(serde_json::to_vec(&msg).expect("a JSON value serializes"));
     }
 
-    fn receive(self: Arc<Self>, frame: Message) {
+    fn receive(self: &Arc<Self>, frame: Message, calls: &mut JoinSet<()>) {
         match frame.kind() {
             Kind::Request => {
                 let id = frame.id().cloned().expect("requests have ids");
-                // Quick methods answer inline; tool calls run as tasks so one slow call
-                // does not hold up the rest.
+                // Quick methods answer inline; tool calls run as tasks.
                 if frame.method() == Method::ToolsCall {
                     let me = self.clone();
                     let task_id = id.clone();
-                    self.busy.fetch_add(1, Ordering::SeqCst);
                     // Locked across the spawn, so that the call cannot end before it is listed.
                     let mut running = self.running.lock().unwrap();
-                    let handle = tokio::spawn(async move {
-                        let result = me.call_tool(&task_id, frame.into_value()).await;
+                    let handle = calls.spawn(async move {
+                        let result = me.call_tool(frame.into_value()).await;
                         me.respond(&task_id, result);
-                        // Whoever takes the entry (this, or a cancellation) ends the call.
-                        if me.running.lock().unwrap().remove(&task_id).is_some() {
-                            me.busy.fetch_sub(1, Ordering::SeqCst);
-                        }
+                        me.running.lock().unwrap().remove(&task_id);
                     });
-                    // An id reused while its first call runs: one entry for two calls.
-                    if running.insert(id, handle.abort_handle()).is_some() {
-                        self.busy.fetch_sub(1, Ordering::SeqCst);
-                    }
+                    // An id reused while its first call runs: the first can no longer be
+                    // cancelled by it.
+                    running.insert(id, handle);
                 } else {
                     let result = self.answer(frame.value());
                     self.respond(&id, result);
@@ -123,8 +169,7 @@ impl Demo {
                     && let Some(h) = self.running.lock().unwrap().remove(&id)
                 {
                     h.abort();
-                    self.busy.fetch_sub(1, Ordering::SeqCst);
-                    self.cancelled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.cancelled.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Kind::Response => {
@@ -142,7 +187,7 @@ impl Demo {
             Ok(r) => jsonrpc::result_response(id, r),
             Err(e) => e.response(Some(id)),
         };
-        self.emit(msg, Some(id.clone()));
+        self.emit(msg);
     }
 
     fn answer(&self, msg: &Value) -> Result<Value, RpcError> {
@@ -175,7 +220,7 @@ impl Demo {
                 }]})),
                 Some("demo://stats") => Ok(json!({"contents": [{
                     "uri": "demo://stats", "mimeType": "application/json",
-                    "text": json!({"cancelled": self.cancelled.load(std::sync::atomic::Ordering::Relaxed)}).to_string()
+                    "text": json!({"cancelled": self.cancelled.load(Ordering::Relaxed)}).to_string()
                 }]})),
                 other => Err(RpcError::new(jsonrpc::INVALID_PARAMS, format!("unknown resource {other:?}"))),
             },
@@ -196,7 +241,7 @@ impl Demo {
         }
     }
 
-    async fn call_tool(self: &Arc<Self>, id: &Id, msg: Value) -> Result<Value, RpcError> {
+    async fn call_tool(self: &Arc<Self>, msg: Value) -> Result<Value, RpcError> {
         let name = msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("");
         let args = msg.pointer("/params/arguments").cloned().unwrap_or(json!({}));
         let token = jsonrpc::progress_token(&msg).cloned();
@@ -237,16 +282,12 @@ impl Demo {
                         tokio::time::sleep(step).await;
                     }
                     if let Some(t) = &token {
-                        if let Some(q) = &self.stdout {
-                            q.room().await;
-                        }
-                        self.emit(
-                            jsonrpc::notification(
-                                "notifications/progress",
-                                json!({"progressToken": t, "progress": i, "total": steps, "message": format!("step {i} of {steps}")}),
-                            ),
-                            Some(id.clone()),
-                        );
+                        // Progress answers nothing: it waits for room, as the reader does.
+                        self.out.room().await;
+                        self.emit(jsonrpc::notification(
+                            "notifications/progress",
+                            json!({"progressToken": t, "progress": i, "total": steps, "message": format!("step {i} of {steps}")}),
+                        ));
                     }
                 }
                 Ok(text(format!("done after {steps} steps")))
@@ -258,7 +299,7 @@ impl Demo {
             "ask" => {
                 let question = args.get("question").and_then(Value::as_str).unwrap_or("What is your answer?");
                 let reply = self
-                    .ask_client(id, "elicitation/create", json!({
+                    .ask_client("elicitation/create", json!({
                         "message": question,
                         "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
                     }))
@@ -278,8 +319,8 @@ impl Demo {
         }
     }
 
-    /// Sends a request to the client while serving request `related`, and waits for the answer.
-    async fn ask_client(&self, related: &Id, method: &str, params: Value) -> Result<Value, RpcError> {
+    /// Sends a request to the client, and waits for the answer.
+    async fn ask_client(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let id = {
             let mut n = self.next_id.lock().unwrap();
             *n += 1;
@@ -287,7 +328,7 @@ impl Demo {
         };
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap().insert(id.clone(), tx);
-        self.emit(jsonrpc::request(&id, method, params), Some(related.clone()));
+        self.emit(jsonrpc::request(&id, method, params));
         rx.await.map_err(|_| RpcError::new(jsonrpc::INTERNAL_ERROR, "the client never answered"))
     }
 }
@@ -318,51 +359,94 @@ fn tools(own_process: bool) -> Value {
     list
 }
 
-/// Serves the demo on this process's stdin/stdout until stdin closes; then the calls already
-/// read finish (for at most 5 s) and their output is written. Backpressure as for
-/// `taskgate stdio`: no line is read from stdin while more than [`own_stdio::OUT_BOUND`]
-/// bytes wait for the client, and `slow` waits the same way before each progress step, so
-/// nothing is dropped and nothing grows while the client does not read.
-pub async fn serve_stdio() {
-    struct Stdout(Arc<OutQueue>);
-    impl InboundSink for Stdout {
-        fn message(&self, msg: Message, _related: Option<Id>) {
-            self.0.push(msg.into_bytes().into());
-        }
-        // The demo fails no request on its way, and its stdout does not close under it.
-        fn request_failed(&self, _id: Id, _why: transport::Error) {}
-        fn closed(&self, _reason: transport::Error) {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
+
+    type Client = (BufReader<ReadHalf<DuplexStream>>, WriteHalf<DuplexStream>);
+
+    fn client() -> Client {
+        let (r, w) = tokio::io::split(spawn(1024));
+        (BufReader::new(r), w)
     }
-    let queue = OutQueue::spawn_stdout(own_stdio::OUT_BOUND);
-    let out = Arc::new(Stdout(queue.clone()));
-    let demo = spawn_with(out.clone(), Some(queue.clone()));
-    let mut lines = crate::transport::lines::LineReader::new(own_stdio::stdin(), 4 * 1024 * 1024);
-    loop {
-        queue.room().await;
-        let Some(line) = lines.next().await else { break };
-        match line {
-            Ok(line) => {
-                for m in line.messages {
-                    match m {
-                        Ok(m) => {
-                            if demo.send(m).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err((id, e)) => out.message(Message::made(e.response(id.as_ref())), None),
-                    }
-                }
-            }
-            Err(bad) => {
-                out.message(Message::made(RpcError::new(jsonrpc::PARSE_ERROR, bad.to_string()).response(None)), None)
-            }
-        }
+
+    async fn send(c: &mut Client, msg: Value) {
+        let mut line = serde_json::to_vec(&msg).unwrap();
+        line.push(b'\n');
+        c.1.write_all(&line).await.unwrap();
     }
-    let calls_done = async {
-        while demo.demo.busy.load(Ordering::SeqCst) > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+
+    /// The next line, or None at the end of the stream.
+    async fn recv(c: &mut Client) -> Option<Value> {
+        let mut line = String::new();
+        (c.0.read_line(&mut line).await.unwrap() > 0).then(|| serde_json::from_str(&line).unwrap())
+    }
+
+    fn slow(id: i64, ms: u64) -> Value {
+        let args = json!({"duration_ms": ms, "steps": ms / 1000});
+        jsonrpc::request(
+            &Id::Num(id),
+            "tools/call",
+            json!({"name": "slow", "arguments": args, "_meta": {"progressToken": "p"}}),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_call_stops_and_is_counted() {
+        let mut c = client();
+        send(&mut c, slow(1, 60_000)).await;
+        assert_eq!(recv(&mut c).await.unwrap()["method"], "notifications/progress");
+        send(&mut c, jsonrpc::notification("notifications/cancelled", json!({"requestId": 1}))).await;
+        send(&mut c, jsonrpc::request(&Id::Num(2), "resources/read", json!({"uri": "demo://stats"}))).await;
+        // Progress already on its way may come first; the call's answer never does.
+        let stats = loop {
+            let m = recv(&mut c).await.unwrap();
+            assert_ne!(m["id"], 1, "the cancelled call answered: {m}");
+            if m["id"] == 2 {
+                break m;
+            }
+        };
+        assert_eq!(stats["result"]["contents"][0]["text"], r#"{"cancelled":1}"#);
+    }
+
+    /// The gateway closing the connection ends the demo at once: no call of it goes on (nor
+    /// any task of it), and its end of the stream closes.
+    #[tokio::test(start_paused = true)]
+    async fn closing_the_stream_ends_the_demo_and_its_calls() {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let before = metrics.num_alive_tasks();
+        let started = tokio::time::Instant::now();
+        let mut c = client();
+        send(&mut c, slow(1, 60_000)).await;
+        assert_eq!(recv(&mut c).await.unwrap()["method"], "notifications/progress");
+        c.1.shutdown().await.unwrap();
+        while let Some(m) = recv(&mut c).await {
+            assert_eq!(m["method"], "notifications/progress", "{m}");
         }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(5), calls_done).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), queue.drained()).await;
+        assert!(started.elapsed() < Duration::from_secs(10), "the call ran on: {:?}", started.elapsed());
+        for _ in 0..100 {
+            if metrics.num_alive_tasks() == before {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(metrics.num_alive_tasks(), before, "a task of the demo is left");
+    }
+
+    /// A request too long to read is answered under its id, at once.
+    #[tokio::test]
+    async fn a_request_too_long_to_read_fails_under_its_id() {
+        let mut c = client();
+        let long = "x".repeat(MAX_LINE + 1);
+        send(&mut c, jsonrpc::request(&Id::Num(3), "tools/call", json!({"name": "echo", "arguments": {"text": long}})))
+            .await;
+        let answer = recv(&mut c).await.unwrap();
+        assert_eq!(
+            (answer["id"].clone(), answer["error"]["code"].clone()),
+            (json!(3), json!(jsonrpc::INVALID_REQUEST))
+        );
+        send(&mut c, jsonrpc::request(&Id::Num(4), "ping", json!({}))).await;
+        assert_eq!(recv(&mut c).await.unwrap()["id"], 4, "still serving");
+    }
 }

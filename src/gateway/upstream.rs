@@ -1,21 +1,28 @@
-//! One connection to an upstream server, whatever carries it: a stdio child, Streamable HTTP,
-//! or the built-in demo server in-process. Links send through this and nothing else.
+//! One connection to an upstream server, whatever carries it: line-delimited JSON-RPC (a
+//! child process's pipes, or the built-in demo server on an in-memory duplex) or Streamable
+//! HTTP. Links send through this and nothing else.
 
 use crate::config::{Builtin, Transport, UpstreamConfig};
 use crate::demo;
 use crate::jsonrpc::Message;
 use crate::transport::http_client::{HttpClient, HttpConn};
-use crate::transport::stdio::StdioChild;
+use crate::transport::stdio::StdioConn;
 use crate::transport::{self, InboundSink};
 use std::sync::Arc;
 
 pub enum Upstream {
-    Stdio(StdioChild),
+    Stdio(StdioConn),
     Http(HttpConn),
-    InProcess(demo::DemoHandle),
 }
 
 impl Upstream {
+    /// Whether the transport says which request a server message relates to: Streamable
+    /// HTTP does (the response stream it came on); a line stream does not, and the link
+    /// must infer it.
+    pub fn tells_related(transport: &Transport) -> bool {
+        matches!(transport, Transport::Http { .. })
+    }
+
     /// Starts the connection; what the upstream sends goes to `sink`.
     pub async fn connect(
         http: &HttpClient,
@@ -28,7 +35,7 @@ impl Upstream {
             Transport::Stdio { command, args, env, cwd } => {
                 let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
                 let args: Vec<String> = args.iter().map(|a| a.value.clone()).collect();
-                StdioChild::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink).map(Upstream::Stdio)
+                StdioConn::spawn(&cfg.name, command, &args, &env, cwd.as_deref(), max_line, sink).map(Upstream::Stdio)
             }
             Transport::Http { url, headers } => {
                 let headers: Vec<(String, String)> =
@@ -45,7 +52,10 @@ impl Upstream {
                 )
                 .map(Upstream::Http)
             }
-            Transport::Builtin(Builtin::Demo) => Ok(Upstream::InProcess(demo::spawn(sink))),
+            // In-process, over the same line transport as a child.
+            Transport::Builtin(Builtin::Demo) => {
+                Ok(Upstream::Stdio(StdioConn::over(&cfg.name, demo::spawn(max_line), max_line, sink)))
+            }
         }
     }
 
@@ -55,16 +65,15 @@ impl Upstream {
         match self {
             Upstream::Stdio(c) => c.send(msg).await,
             Upstream::Http(c) => c.send(msg).await,
-            Upstream::InProcess(d) => d.send(msg).await,
         }
     }
 
-    /// Ends the connection: stops the child, deletes the HTTP session.
+    /// Ends the connection: stops the child (or shuts the demo's stream down), deletes the
+    /// HTTP session.
     pub async fn close(&self) {
         match self {
             Upstream::Stdio(c) => c.close(),
             Upstream::Http(c) => c.close().await,
-            Upstream::InProcess(d) => d.close(),
         }
     }
 }

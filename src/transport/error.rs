@@ -20,9 +20,9 @@ pub enum Error {
     /// A stdio upstream's process ended (its stdout closed).
     #[error("process {} {exit}", pid.map(|p| p.to_string()).unwrap_or_default())]
     Exited { pid: Option<u32>, exit: Exit },
-    /// The in-process demo server has stopped.
-    #[error("the demo server has stopped")]
-    DemoStopped,
+    /// The server on the other end of an in-memory stream closed its end.
+    #[error("the server closed its end of the stream")]
+    StreamClosed,
     /// An HTTP upstream's URL cannot be used.
     #[error("bad url {url}: {reason}")]
     BadUrl { url: String, reason: BoxError },

@@ -275,8 +275,10 @@ struct QueueState {
     bytes: usize,
     /// A write is under way (by the writer task or a `push`): nobody else writes.
     writing: bool,
-    /// The client's end is gone: nothing more can be written.
+    /// The client's end is gone, or the queue was finished: nothing more can be written.
     closed: bool,
+    /// [`OutQueue::finish`] was called: the writer ends once the queue is empty.
+    finishing: bool,
     /// Someone waits in `room` or `drained`.
     waiting: bool,
 }
@@ -343,8 +345,9 @@ impl OutQueue {
                 self.bytes.store(st.bytes, Ordering::Relaxed);
                 st.lines.push_front(Bytes::from(line).slice(sent..));
             }
-            // Lines pushed meanwhile, or the rest of this one, are the writer's.
-            let wake = !st.lines.is_empty();
+            // Lines pushed meanwhile, or the rest of this one, are the writer's (as is the
+            // end, if the queue was finished meanwhile).
+            let wake = !st.lines.is_empty() || st.finishing;
             let waiting = std::mem::take(&mut st.waiting);
             drop(st);
             if wake {
@@ -380,6 +383,13 @@ impl OutQueue {
     /// Waits until everything queued has been written (or the client's end is gone).
     pub async fn drained(&self) {
         self.wait_for(|st| st.bytes == 0 && !st.writing).await
+    }
+
+    /// No more lines will come: the writer writes what is queued, shuts its output down and
+    /// ends (later pushes are refused).
+    pub fn finish(&self) {
+        self.st.lock().unwrap().finishing = true;
+        self.writer.notify_one();
     }
 
     async fn wait_for(&self, done: impl Fn(&QueueState) -> bool) {
@@ -434,7 +444,7 @@ enum Writer<W> {
 async fn write_queue<W: AsyncWrite + Unpin>(q: Arc<OutQueue>, mut out: Writer<W>) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
-        {
+        let finished = {
             let mut st = q.st.lock().unwrap();
             if st.closed {
                 return;
@@ -447,6 +457,16 @@ async fn write_queue<W: AsyncWrite + Unpin>(q: Arc<OutQueue>, mut out: Writer<W>
                 }
                 st.writing = !buf.is_empty();
             }
+            // Finished, and all written: the end.
+            st.closed = buf.is_empty() && !st.writing && st.finishing;
+            st.closed
+        };
+        if finished {
+            q.changed.notify_waiters();
+            if let Writer::Owned(w) = &mut out {
+                let _ = w.shutdown().await;
+            }
+            return;
         }
         if buf.is_empty() {
             q.writer.notified().await;
@@ -530,5 +550,18 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), q.drained()).await.unwrap();
         let want: String = (0..2_000).map(|i| format!("{i:08}\n")).collect();
         assert_eq!(String::from_utf8(all).unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn a_finished_queue_writes_what_it_holds_then_shuts_its_output_down() {
+        use tokio::io::AsyncReadExt;
+        let (mut rx, tx) = tokio::io::duplex(4);
+        let q = OutQueue::spawn(tx, 10_000);
+        assert!(q.push(b"one".to_vec()) && q.push(b"two".to_vec()));
+        q.finish();
+        let mut all = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(5), rx.read_to_end(&mut all)).await.unwrap().unwrap();
+        assert_eq!(all, b"one\ntwo\n", "everything queued, then the end");
+        assert!(!q.push(b"three".to_vec()), "nothing is taken after the end");
     }
 }

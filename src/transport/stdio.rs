@@ -1,4 +1,7 @@
-//! stdio upstreams: line-delimited JSON-RPC over the pipes of a child process. The gateway's
+//! stdio upstreams: line-delimited JSON-RPC over a byte stream, either the pipes of a child
+//! process or one end of an in-memory duplex (the built-in demo server). Both are the same
+//! reader and writer ([`StdioConn`]); only a child has a process to start, a stderr to log,
+//! a way to be stopped (stdin closed, SIGTERM, SIGKILL) and an exit status. The gateway's
 //! own stdin/stdout are in [`own_stdio`](super::own_stdio); the client front that uses them
 //! is `downstream::stdio`.
 
@@ -10,33 +13,26 @@ use crate::transport::{Error, Exit, InboundSink, readable};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
-/// Messages queued for a child's stdin before senders wait.
+/// Messages queued for the server's input before senders wait.
 const WRITE_QUEUE: usize = 1024;
 /// How long a child gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A writer task for a child's stdin: each queued message becomes one line. Ends (closing
-/// the pipe) when all senders are gone, the pipe breaks or `stop` fires.
+/// A writer task for the server's input (a child's stdin): each queued message becomes one
+/// line. Ends (shutting the stream down) when all senders are gone, the stream breaks or
+/// `stop` fires (or its sender is dropped).
 fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
     mut w: W,
     capacity: usize,
-    stop: Option<oneshot::Receiver<()>>,
+    stop: oneshot::Receiver<()>,
 ) -> mpsc::Sender<Bytes> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(capacity);
     tokio::spawn(async move {
-        let stop = async {
-            match stop {
-                Some(s) => {
-                    let _ = s.await;
-                }
-                None => std::future::pending().await,
-            }
-        };
         tokio::pin!(stop);
         loop {
             let mut line = tokio::select! {
@@ -69,8 +65,8 @@ fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
 static LIVE_CHILDREN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static CHILD_REAPED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-/// Waits until every child process started by [`StdioChild::spawn`] has exited and been
-/// reaped (after [`StdioChild::close`], within about two seconds).
+/// Waits until every child process started by [`StdioConn::spawn`] has exited and been
+/// reaped (after [`StdioConn::close`], within about two seconds).
 pub async fn all_children_exited() {
     use std::sync::atomic::Ordering;
     loop {
@@ -84,13 +80,16 @@ pub async fn all_children_exited() {
     }
 }
 
-/// An upstream server running as a child process.
-pub struct StdioChild {
+/// A connection to a server that speaks line-delimited JSON-RPC: a child process on its
+/// pipes, or a server on the other end of an in-memory stream.
+pub struct StdioConn {
     tx: mpsc::Sender<Bytes>,
-    kill: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    /// Ends the connection: for a child, the task that stops it; for a stream, the writer.
+    stop: Mutex<Option<oneshot::Sender<()>>>,
 }
 
-impl StdioChild {
+impl StdioConn {
+    /// Starts `command` as a child process and connects to its stdin and stdout.
     pub fn spawn(
         name: &str,
         command: &str,
@@ -99,7 +98,7 @@ impl StdioChild {
         cwd: Option<&Path>,
         max_line: usize,
         sink: Arc<dyn InboundSink>,
-    ) -> Result<StdioChild, Error> {
+    ) -> Result<StdioConn, Error> {
         let mut cmd = Command::new(command);
         cmd.args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -161,76 +160,100 @@ impl StdioChild {
             });
         });
 
-        let reader_name = name.clone();
-        tokio::spawn(async move {
-            let mut lines = LineReader::new(stdout, max_line);
-            loop {
-                // While our own client has not read what it was sent, the child is not read
-                // either: its pipe fills and it waits, instead of our queue growing.
-                if let Some(out) = client_output() {
-                    out.room().await;
-                }
-                let Some(line) = lines.next().await else { break };
-                match line {
-                    // A 2025-03-26 server may send a batch: each message is delivered on its own.
-                    Ok(line) => line
-                        .messages
-                        .into_iter()
-                        .filter_map(|m| readable(&reader_name, m))
-                        .for_each(|m| sink.message(m, None)),
-                    Err(bad) => {
-                        tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
-                        // The request it answered fails now rather than at its timeout.
-                        if let Some(id) = bad.answers() {
-                            sink.request_failed(id.clone(), bad.kind.into());
-                        }
-                    }
-                }
-            }
-            // stdout closed: the child has exited or is about to. Report its status, waiting
-            // only briefly for it (a child may close stdout and linger).
+        // stdout closed: the child has exited or is about to. Its status is reported, waiting
+        // only briefly for it (a child may close stdout and linger).
+        let ended = async move {
             let exit = tokio::time::timeout(std::time::Duration::from_millis(500), exit_rx)
                 .await
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or(Exit::Unknown);
-            sink.closed(Error::Exited { pid, exit });
-        });
+            Error::Exited { pid, exit }
+        };
+        spawn_reader(name, stdout, max_line, sink, ended);
+        Ok(StdioConn { tx: spawn_writer_until(stdin, WRITE_QUEUE, stdin_rx), stop: Mutex::new(Some(kill_tx)) })
+    }
 
-        Ok(StdioChild {
-            tx: spawn_writer_until(stdin, WRITE_QUEUE, Some(stdin_rx)),
-            kill: std::sync::Mutex::new(Some(kill_tx)),
-        })
+    /// Connects to the server serving the other end of `stream` (an in-memory duplex). When
+    /// the connection closes, the stream is shut down, and the server is expected to end
+    /// (closing its end) once it reads that; its end closing is the connection's end.
+    pub fn over<S: AsyncRead + AsyncWrite + Send + 'static>(
+        name: &str,
+        stream: S,
+        max_line: usize,
+        sink: Arc<dyn InboundSink>,
+    ) -> StdioConn {
+        let (input, output) = tokio::io::split(stream);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        spawn_reader(name.into(), input, max_line, sink, std::future::ready(Error::StreamClosed));
+        StdioConn { tx: spawn_writer_until(output, WRITE_QUEUE, stop_rx), stop: Mutex::new(Some(stop_tx)) }
     }
 
     pub async fn send(&self, msg: Message) -> Result<(), Error> {
         self.tx.send(msg.into_bytes()).await.map_err(|_| Error::NotRunning)
     }
 
-    /// Stops the child: stdin closed, then SIGTERM, then SIGKILL, a second apart.
+    /// Ends the connection. A child is stopped: stdin closed, then SIGTERM, then SIGKILL, a
+    /// second apart. A stream is shut down.
     pub fn close(&self) {
-        if let Some(k) = self.kill.lock().unwrap().take() {
+        if let Some(k) = self.stop.lock().unwrap().take() {
             let _ = k.send(());
         }
     }
+}
+
+/// The reader task: each line the server writes goes to `sink`, message by message; at the
+/// end of the stream, `ended` says why it ended and the sink is told.
+fn spawn_reader<R, E>(name: Arc<str>, output: R, max_line: usize, sink: Arc<dyn InboundSink>, ended: E)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    E: Future<Output = Error> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut lines = LineReader::new(output, max_line);
+        loop {
+            // While our own client has not read what it was sent, the server is not read
+            // either: its pipe fills and it waits, instead of our queue growing.
+            if let Some(out) = client_output() {
+                out.room().await;
+            }
+            let Some(line) = lines.next().await else { break };
+            match line {
+                // A 2025-03-26 server may send a batch: each message is delivered on its own.
+                Ok(line) => {
+                    line.messages.into_iter().filter_map(|m| readable(&name, m)).for_each(|m| sink.message(m, None))
+                }
+                Err(bad) => {
+                    tracing::warn!(upstream = %name, "skipping a stdout {bad}");
+                    // The request it answered fails now rather than at its timeout.
+                    if let Some(id) = bad.answers() {
+                        sink.request_failed(id.clone(), bad.kind.into());
+                    }
+                }
+            }
+        }
+        sink.closed(ended.await);
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jsonrpc::Id;
-    use std::sync::Mutex;
 
-    /// Keeps what the child's reader reports.
+    /// Keeps what the reader reports.
     #[derive(Default)]
     struct Record {
+        messages: Mutex<Vec<Message>>,
         failed: Mutex<Vec<(Id, Error)>>,
         closed: Mutex<Option<Error>>,
         done: tokio::sync::Notify,
     }
 
     impl InboundSink for Record {
-        fn message(&self, _: Message, _: Option<Id>) {}
+        fn message(&self, msg: Message, _: Option<Id>) {
+            self.messages.lock().unwrap().push(msg);
+        }
         fn request_failed(&self, id: Id, why: Error) {
             self.failed.lock().unwrap().push((id, why));
         }
@@ -240,14 +263,14 @@ mod tests {
         }
     }
 
-    fn spawn(script: &str, sink: Arc<Record>) -> Result<StdioChild, Error> {
-        StdioChild::spawn("up", "sh", &["-c".into(), script.into()], &[], None, 1024, sink)
+    fn spawn(script: &str, sink: Arc<Record>) -> Result<StdioConn, Error> {
+        StdioConn::spawn("up", "sh", &["-c".into(), script.into()], &[], None, 1024, sink)
     }
 
     #[tokio::test]
     async fn a_command_that_cannot_start_says_which() {
         let sink = Arc::new(Record::default());
-        let Err(e) = StdioChild::spawn("up", "/nonexistent/server", &[], &[], None, 1024, sink) else {
+        let Err(e) = StdioConn::spawn("up", "/nonexistent/server", &[], &[], None, 1024, sink) else {
             panic!("a missing command started")
         };
         assert!(matches!(&e, Error::Spawn { command, .. } if command == "/nonexistent/server"), "{e}");
@@ -264,5 +287,32 @@ mod tests {
         let closed = sink.closed.lock().unwrap().take().unwrap();
         let Error::Exited { exit: Exit::Status(status), .. } = &closed else { panic!("{closed}") };
         assert_eq!(status.code(), Some(3));
+    }
+
+    /// Over a stream, the lines are the same as over a child's pipes: messages go out one a
+    /// line, lines come back as messages; closing shuts the stream down, and the other end
+    /// closing ends the connection.
+    #[tokio::test]
+    async fn a_stream_carries_lines_both_ways_and_closes_both_ways() {
+        use tokio::io::AsyncBufReadExt;
+        let sink = Arc::new(Record::default());
+        let (ours, theirs) = tokio::io::duplex(64);
+        let conn = StdioConn::over("up", ours, 1024, sink.clone());
+        let (server_in, mut server_out) = tokio::io::split(theirs);
+        let mut server_in = tokio::io::BufReader::new(server_in);
+        conn.send(Message::made(crate::jsonrpc::request(&Id::Num(1), "ping", serde_json::json!({})))).await.unwrap();
+        let mut line = String::new();
+        server_in.read_line(&mut line).await.unwrap();
+        assert_eq!(line, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{}}\n");
+        server_out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n").await.unwrap();
+        conn.close();
+        line.clear();
+        assert_eq!(server_in.read_line(&mut line).await.unwrap(), 0, "closing shuts the stream down");
+        assert!(sink.closed.lock().unwrap().is_none(), "the server's end is still open");
+        drop((server_in, server_out));
+        tokio::time::timeout(std::time::Duration::from_secs(10), sink.done.notified()).await.expect("closed");
+        let got: Vec<_> = sink.messages.lock().unwrap().iter().map(|m| m.value().clone()).collect();
+        assert_eq!(got, [serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}})]);
+        assert!(matches!(sink.closed.lock().unwrap().take(), Some(Error::StreamClosed)));
     }
 }

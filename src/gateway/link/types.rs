@@ -141,8 +141,8 @@ pub struct LinkCore {
     pub(super) link: OnceLock<Weak<Link>>,
     pub(super) me: Weak<LinkCore>,
     pub(super) progress_interval: Duration,
-    /// stdio says nothing about which request a server message belongs to; with exactly one
-    /// request in flight, it belongs to that one.
+    /// A line stream (a stdio child, the in-process demo) says nothing about which request a
+    /// server message belongs to; with exactly one request in flight, it belongs to that one.
     pub(super) infer_related: bool,
     /// Passed-through tasks whose progress route is kept at once.
     pub(super) max_task_routes: usize,
