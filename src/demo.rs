@@ -349,7 +349,7 @@ pub async fn serve_stdio() {
                                 return;
                             }
                         }
-                        Err((id, e)) => out.message(Message::made(e.response(id.as_ref())), None),
+                        Err(r) => out.message(Message::made(r.error.response(r.id.as_ref())), None),
                     }
                 }
             }

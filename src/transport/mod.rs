@@ -41,6 +41,6 @@ pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Message>, j
 }
 
 /// The message, or `None` (logged) for what is not one.
-pub(crate) fn readable(upstream: &str, m: Result<Message, (Option<Id>, jsonrpc::RpcError)>) -> Option<Message> {
-    m.map_err(|(_, e)| tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {e}")).ok()
+pub(crate) fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Message> {
+    m.map_err(|r| tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error)).ok()
 }
