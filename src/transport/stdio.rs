@@ -6,7 +6,7 @@ use crate::jsonrpc::Message;
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
-use crate::transport::{Error, Exit, InboundSink, readable};
+use crate::transport::{Error, Exit, InboundSink, deliver, readable};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
@@ -177,7 +177,7 @@ impl StdioChild {
                         .messages
                         .into_iter()
                         .filter_map(|m| readable(&reader_name, m))
-                        .for_each(|m| sink.message(m, None)),
+                        .for_each(|m| deliver(&*sink, m, None)),
                     Err(bad) => {
                         tracing::warn!(upstream = %reader_name, "skipping a stdout {bad}");
                         // The request it answered fails now rather than at its timeout.
