@@ -108,19 +108,18 @@ impl Message {
         if let Err(e) = serde_json::from_slice::<Checked>(&text) {
             return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
         }
-        // (serde reads a struct from an array too.)
-        let is_object = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        // Not left to serde, which reads a struct from an array too (`["2.0",1,"ping"]`).
+        if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(Refused { id: None, is_response: false, error: invalid("message is not an object") });
+        }
         let env: Envelope = match serde_json::from_slice(&text) {
             Ok(e) => e,
-            Err(e) if e.is_data() => {
-                // Valid JSON that is not an envelope: not an object, or a key twice.
-                let why = if is_object { "a key of the envelope appears twice" } else { "message is not an object" };
-                return Err(refused(invalid(why)));
-            }
+            // Valid JSON, an object, that is not an envelope: a key twice.
+            Err(e) if e.is_data() => return Err(refused(invalid("a key of the envelope appears twice"))),
             Err(e) => return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
         };
         let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
-        let is_response = is_object && env.method.is_none();
+        let is_response = env.method.is_none();
         let refuse = |id: Option<Id>, error: RpcError| Refused { id, is_response, error };
         if env.jsonrpc.and_then(|v| as_str(v.get())).as_deref() != Some("2.0") {
             return Err(refuse(id, invalid("\"jsonrpc\" must be \"2.0\"")));
@@ -468,6 +467,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
             r#"[1]"#,
+            r#"["2.0",1,"ping"]"#,
             r#"7"#,
         ] {
             let e = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
