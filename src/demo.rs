@@ -96,7 +96,7 @@ async fn serve<R: AsyncRead + Unpin>(input: R, out: Arc<OutQueue>, how: Serving)
                 for m in line.messages {
                     match m {
                         Ok(m) => demo.receive(m, &mut calls),
-                        Err((id, e)) => demo.emit(e.response(id.as_ref())),
+                        Err(r) => demo.emit(r.error.response(r.id.as_ref())),
                     }
                 }
             }

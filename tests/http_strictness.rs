@@ -70,3 +70,21 @@ async fn protocol_version_is_checked_on_get_and_delete() {
     assert_eq!(c.get_raw(&[]).await.status(), 200);
     assert_eq!(c.delete().await, 200);
 }
+
+#[tokio::test]
+async fn a_key_the_gateway_reads_twice_is_refused_with_the_request_id() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    // The gateway would route progress by no token, the upstream report it under "b".
+    let twice = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"a","progressToken":"b"}}}"#;
+    let r = c.post_raw(twice.to_vec(), &[]).await;
+    assert_eq!(r.status, 400);
+    let resp = r.json();
+    assert_eq!((resp["id"].clone(), resp["error"]["code"].clone()), (json!(7), json!(-32600)), "{resp}");
+    assert!(resp["error"]["message"].as_str().unwrap().contains("params._meta.progressToken"), "{resp}");
+    // A key it never reads is the upstream's business.
+    let unread = br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x","text":"y"}}}"#;
+    let r = c.post_raw(unread.to_vec(), &[("accept", "application/json")]).await;
+    assert_eq!(r.json()["result"]["content"][0]["text"], "y");
+}

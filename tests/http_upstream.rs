@@ -138,6 +138,52 @@ async fn a_batch_in_an_sse_event_is_delivered_message_by_message() {
     assert!(out.others.iter().any(|m| m["params"]["data"] == "in a batch"), "{:?}", out.others);
 }
 
+#[tokio::test]
+async fn a_response_the_gateway_refuses_fails_its_request_at_once() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}, "logging": {}})),
+        "tools/call" => {
+            let id = &req["id"];
+            match req["params"]["name"].as_str().unwrap() {
+                // A number beyond f64 in a JSON body.
+                "json" => vec![Step::Plain(
+                    200,
+                    vec![("content-type", "application/json".into())],
+                    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"n":1e400}}}}"#),
+                )],
+                // On a stream that stays open: a malformed notification (dropped), then the
+                // answer with its id twice.
+                _ => vec![
+                    Step::Raw(
+                        r#"data: {"jsonrpc":"2.0","method":"notifications/message","method":"x","params":{}}"#
+                            .to_string()
+                            + "\n\n",
+                    ),
+                    Step::Raw(format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"id\":{id},\"result\":{{}}}}\n\n")),
+                    Step::Sleep(15_000),
+                ],
+            }
+        }
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"20s\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let start = Instant::now();
+    let out = c.request("tools/call", json!({"name": "json", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32000, "{}", out.response);
+    let msg = out.response["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("unreadable response: parse error: number out of range"), "{msg}");
+    let out = c.request("tools/call", json!({"name": "sse", "arguments": {}})).await;
+    let why = "invalid request: a key of the envelope appears twice".to_string();
+    out.assert_upstream_failed("up", TransportError::BadResponse(why));
+    assert!(out.others.is_empty(), "{:?}", out.others);
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    // The session goes on.
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+}
+
 /// A priming event (SEP-1699): an id and a reconnection time, no data.
 fn priming(n: u32, retry_ms: u64) -> Step {
     Step::Raw(format!("id: p-{n}\nretry: {retry_ms}\ndata: \n\n"))

@@ -1,5 +1,6 @@
 //! A stdio upstream that misbehaves on its stdout, scripted in bash: a line that is not
-//! UTF-8 or is over the limit fails only the request it answers, and the link lives on.
+//! UTF-8 or is over the limit, or a response the gateway refuses to read, fails only the
+//! request it answers, and the link lives on.
 
 mod common;
 
@@ -16,6 +17,9 @@ const ARMS: &str = r#"
     noisy) printf 'bad \xff\n' >&2; head -c 200000 /dev/zero | tr '\0' x >&2; echo >&2; reply '{"content":[{"type":"text","text":"quiet now"}]}' ;;
     batch) printf '[{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"in a batch"}},{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"batched"}]}}]\n' "$id" ;;
     pid) reply "{\"content\":[{\"type\":\"text\",\"text\":\"$$\"}]}" ;;
+    dup_id) printf '{"jsonrpc":"2.0","id":%s,"id":%s,"result":{"content":[]}}\n' "$id" "$id" ;;
+    dup_task) printf '{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"a","status":"working"},"task":{"taskId":"b","status":"working"}}}\n' "$id" ;;
+    bad_server_request) printf '{"jsonrpc":"2.0","id":"s1","method":"roots/list","method":"ping"}\n'; reply '{"content":[{"type":"text","text":"after"}]}' ;;
 "#;
 
 fn call(name: &str) -> Value {
@@ -74,4 +78,27 @@ async fn a_batch_line_from_a_2025_03_26_upstream_is_delivered_message_by_message
     let out = c.request("tools/call", call("batch")).await;
     assert_eq!(out.result()["content"][0]["text"], "batched");
     assert!(out.others.iter().any(|m| m["params"]["data"] == "in a batch"), "{:?}", out.others);
+}
+
+#[tokio::test]
+async fn a_response_the_gateway_refuses_fails_its_request_at_once() {
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&format!("{}request_timeout = \"20s\"\n", script.upstream("up"))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let start = Instant::now();
+    // An envelope key twice, and a key of `result` the gateway reads twice (the client would
+    // read the last `task`, the gateway none): refused, and their requests fail now.
+    let out = c.request("tools/call", call("dup_id")).await;
+    let why = "invalid request: a key of the envelope appears twice".to_string();
+    out.assert_upstream_failed("up", TransportError::BadResponse(why));
+    let out = c.request("tools/call", call("dup_task")).await;
+    let why = "invalid request: \"result.task\" appears twice (the gateway reads it)".to_string();
+    out.assert_upstream_failed("up", TransportError::BadResponse(why));
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    // A malformed request from the server has no one to fail: it is dropped, and the call
+    // that made it is answered.
+    let out = c.request("tools/call", call("bad_server_request")).await;
+    assert_eq!(out.result()["content"][0]["text"], "after");
+    assert!(out.others.is_empty(), "{:?}", out.others);
 }

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Kind, Message, Method, PARSE_ERROR};
+use taskgate::jsonrpc::{self, Body, INVALID_REQUEST, Id, Key, Kind, Message, Method, PARSE_ERROR, ProgressToken};
 
 fuzz_target!(|data: &[u8]| {
     let items = match jsonrpc::parse_body(Bytes::copy_from_slice(data)) {
@@ -42,7 +42,36 @@ fn check(text: Bytes) {
             }
             assert!(!m.bytes().iter().any(|&b| b == b'\n' || b == b'\r'), "a message fits on one line");
             let _ = (m.tool_name(), m.task_param(), m.task_id_param(), m.request_id_param());
-            let _ = (m.progress_token(), m.progress_values(), m.result_field(jsonrpc::Key::Task));
+            let _ = (m.progress_token(), m.progress_values(), m.result_field(Key::Task));
+            if let Some(tree) = &tree {
+                // No key the gateway reads appears twice: what it reads is what a tree (and so
+                // the peer) reads.
+                let raw = |v: Option<&str>| v.map(|t| serde_json::from_str::<Value>(t).expect("a value"));
+                let meta = |obj: &str, key: &str| {
+                    tree.get(obj)
+                        .filter(|o| o.is_object())
+                        .and_then(|o| o.get("_meta"))
+                        .filter(|m| m.is_object())
+                        .and_then(|m| m.get(key))
+                        .cloned()
+                };
+                let related = |obj: &str| meta(obj, jsonrpc::RELATED_TASK);
+                let related_id =
+                    |obj: &str| related(obj).filter(Value::is_object).and_then(|r| r.get("taskId").cloned());
+                assert_eq!(raw(m.param(Key::RelatedTask)), related("params"));
+                assert_eq!(raw(m.param(Key::RelatedTaskId)), related_id("params"));
+                if m.method() != Method::Progress {
+                    let token = meta("params", "progressToken");
+                    assert_eq!(m.progress_token(), token.as_ref().and_then(ProgressToken::from_value));
+                }
+                if m.kind() == Kind::Response && tree["result"].is_object() {
+                    let result = &tree["result"];
+                    for (key, name) in [(Key::Task, "task"), (Key::TaskId, "taskId"), (Key::Status, "status")] {
+                        assert_eq!(raw(m.result_field(key)), result.get(name).cloned(), "result.{name}");
+                    }
+                    assert_eq!(raw(m.result_field(Key::RelatedTaskId)), related_id("result"));
+                }
+            }
             match m.kind() {
                 Kind::Request => {
                     let id = m.id().cloned().expect("a request has an id");
@@ -84,12 +113,22 @@ fn check(text: Bytes) {
                 }
             }
         }
-        Err((id, e)) => {
+        Err(r) => {
+            let e = &r.error;
             assert!(e.code == INVALID_REQUEST || e.code == PARSE_ERROR, "envelope errors are -32600 or -32700");
-            let resp = e.response(id.as_ref());
+            let resp = e.response(r.id.as_ref());
             assert_eq!(resp["error"]["code"], e.code);
-            if let Some(id) = id {
+            if let Some(id) = &r.id {
                 assert_eq!(resp["id"], id.to_value());
+            }
+            // What the refusal says it read is the message's own.
+            if let Some(obj) = original.as_ref().and_then(Value::as_object) {
+                assert_eq!(r.is_response, !obj.contains_key("method"));
+                if let Some(id) = &r.id {
+                    assert_eq!(obj.get("id"), Some(&id.to_value()));
+                }
+            } else if original.is_some() {
+                assert!(!r.is_response && r.id.is_none(), "what is not an object is no response");
             }
         }
     }

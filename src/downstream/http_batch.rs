@@ -46,7 +46,7 @@ pub(crate) async fn serve(
                 RpcError::new(INVALID_REQUEST, "invalid request: initialize must not be batched").response(f.id()),
             ),
             Ok(f) => frames.push(f),
-            Err((id, e)) => errors.push(e.response(id.as_ref())),
+            Err(r) => errors.push(r.error.response(r.id.as_ref())),
         }
     }
     let request_ids: Vec<Id> =

@@ -313,7 +313,7 @@ impl HttpServer {
         let parsed = match jsonrpc::parse_body(body) {
             Ok(jsonrpc::Body::Single(m)) => match Message::parse(m) {
                 Ok(m) => Ok(m),
-                Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, &e, id.as_ref()),
+                Err(r) => return rpc_error(StatusCode::BAD_REQUEST, &r.error, r.id.as_ref()),
             },
             Ok(jsonrpc::Body::Batch(items)) => Err(items),
             Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e, None),

@@ -133,7 +133,7 @@ pub async fn serve_stdio(
                         _ = crate::transport::inline::serially(session.handle(f)) => {}
                     }
                 }
-                Err((id, e)) => reply(e, id.as_ref()),
+                Err(r) => reply(r.error, r.id.as_ref()),
             }
         }
     }

@@ -372,8 +372,8 @@ impl Session {
     /// The response to client request `id`, made from a tree (a task's stored outcome, a
     /// bridged call's answer): -32603 if the tree is not a message.
     pub(super) fn answer(&self, id: Id, resp: Value) {
-        let msg = Message::from_value(resp).unwrap_or_else(|(_, e)| {
-            let why = format!("the answer could not be sent: {}", e.message);
+        let msg = Message::from_value(resp).unwrap_or_else(|r| {
+            let why = format!("the answer could not be sent: {}", r.error.message);
             Message::made(RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(&id)))
         });
         self.to_client(msg, Route::Response(id));

@@ -9,16 +9,23 @@
 //! What is forwarded unchanged leaves byte for byte as it came, but for line breaks between
 //! tokens, which become spaces so that every message fits on one line (stdio, SSE `data:`).
 //!
-//! An envelope key that appears twice (two `id`s, two `method`s) is refused: the gateway and
-//! the peer behind it could read different ones. So is a duplicate of a `params` key the
-//! gateway routes by (`name`, `task`, `taskId`, `requestId`, `progressToken`, `_meta`,
-//! `protocolVersion`, `progress`, `total`).
+//! A key the gateway reads that appears twice is refused (-32600, with the id when it can be
+//! told): the gateway would read one and the peer behind it, most often, the other. That is
+//! every envelope key (two `id`s, two `method`s); in `params`, `name`, `task`, `taskId`,
+//! `requestId`, `progressToken`, `protocolVersion`, `progress`, `total`, `status` and `_meta`;
+//! in `result` (read at once, in one pass like `params`), `task`, `taskId`, `status`,
+//! `protocolVersion` and `_meta`; in either `_meta`, `progressToken` and the related-task key,
+//! and that key's `taskId`; in `result.task`, `taskId` and `ttl`. A key the gateway never
+//! reads may appear twice: the message passes on as it came, and what it means is the peer's
+//! business. Where the gateway builds a tree (to edit a message), the last of two keys wins,
+//! as it does for most peers, and the message it writes has one.
 
 use super::checked::Checked;
 use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
-use super::fields::{Fields, Key, Span, span_in};
+use super::fields::{Fields, Key, Of, Span, span_in};
 use super::keys::{Id, Kind, ProgressToken, TaskId};
 use super::method::Method;
+use super::refused::{Refused, salvage};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use serde::de::Deserializer;
@@ -41,8 +48,8 @@ pub struct Message {
     params: Fields,
     result_at: Option<Span>,
     has_error: bool,
-    /// The fields of `result` the gateway reads, found on first use.
-    result: OnceLock<Box<Fields>>,
+    /// The fields of `result` the gateway reads (a response's, when `result` is an object).
+    result: Option<Box<Fields>>,
     /// The whole message as a tree, built on first use.
     tree: OnceLock<Box<Value>>,
 }
@@ -84,71 +91,89 @@ pub fn as_str(raw: &str) -> Option<Cow<'_, str>> {
 
 impl Message {
     /// Reads one message (a JSON object) from `text`. Malformed JSON is -32700; what is not
-    /// a JSON-RPC message is -32600, with the id when one could be read.
-    pub fn parse(text: Bytes) -> Result<Message, (Option<Id>, RpcError)> {
+    /// a JSON-RPC message is -32600; either with the id when one can be read.
+    pub fn parse(text: Bytes) -> Result<Message, Refused> {
         if text.len() > u32::MAX as usize {
-            return Err((None, invalid("the message is larger than 4 GiB")));
+            return Err(Refused { id: None, is_response: false, error: invalid("the message is larger than 4 GiB") });
         }
+        let refused = |error: RpcError| {
+            let (id, is_response) = match salvage(&text) {
+                Some((id, has_method)) => (id, !has_method),
+                None => (None, false),
+            };
+            Refused { id, is_response, error }
+        };
         // What a tree could not hold is refused here, as a tree parser would refuse it, so
         // that every message can be read whole later (and no peer is sent what it could not).
         if let Err(e) = serde_json::from_slice::<Checked>(&text) {
-            return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
+            return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
+        }
+        // Not left to serde, which reads a struct from an array too (`["2.0",1,"ping"]`).
+        if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(Refused { id: None, is_response: false, error: invalid("message is not an object") });
         }
         let env: Envelope = match serde_json::from_slice(&text) {
             Ok(e) => e,
-            Err(e) if e.is_data() => {
-                // Valid JSON that is not an envelope: not an object, or a key twice.
-                let why = if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-                    "a key of the envelope appears twice"
-                } else {
-                    "message is not an object"
-                };
-                return Err((None, invalid(why)));
-            }
-            Err(e) => return Err((None, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
+            // Valid JSON, an object, that is not an envelope: a key twice.
+            Err(e) if e.is_data() => return Err(refused(invalid("a key of the envelope appears twice"))),
+            Err(e) => return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
         };
         let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
+        let is_response = env.method.is_none();
+        let refuse = |id: Option<Id>, error: RpcError| Refused { id, is_response, error };
         if env.jsonrpc.and_then(|v| as_str(v.get())).as_deref() != Some("2.0") {
-            return Err((id, invalid("\"jsonrpc\" must be \"2.0\"")));
+            return Err(refuse(id, invalid("\"jsonrpc\" must be \"2.0\"")));
         }
         let id_at = env.id.map(|raw| span_in(&text, raw));
         let params_at = env.params.map(|raw| span_in(&text, raw));
         let result_at = env.result.map(|raw| span_in(&text, raw));
         let (kind, method, other_name) = if let Some(m) = env.method {
             let Some(name) = as_str(m.get()) else {
-                return Err((id, invalid("\"method\" must be a string")));
+                return Err(refuse(id, invalid("\"method\" must be a string")));
             };
             if let Some(p) = env.params
                 && !matches!(p.get().as_bytes().first(), Some(b'{' | b'['))
             {
-                return Err((id, invalid("\"params\" must be an object or array")));
+                return Err(refuse(id, invalid("\"params\" must be an object or array")));
             }
             let method = Method::parse(&name);
             let other = (method == Method::Other).then(|| name.into_owned().into_boxed_str());
             let kind = match env.id {
                 None => Kind::Notification,
                 Some(_) if id.is_some() => Kind::Request,
-                Some(_) => return Err((None, invalid("\"id\" must be a string or integer"))),
+                Some(_) => return Err(refuse(None, invalid("\"id\" must be a string or integer"))),
             };
             (kind, method, other)
         } else {
             if env.result.is_some() == env.error.is_some() || env.id.is_none() {
-                return Err((id, invalid("neither a request, a notification nor a response")));
+                return Err(refuse(id, invalid("neither a request, a notification nor a response")));
             }
             if env.id.is_some_and(|raw| raw.get() != "null") && id.is_none() {
-                return Err((
+                return Err(refuse(
                     None,
                     RpcError::new(INVALID_REQUEST, "invalid response: \"id\" must be a string or integer"),
                 ));
             }
             (Kind::Response, Method::Other, None)
         };
+        let twice = |id: Option<Id>, of: &str, path: &str| {
+            refuse(id, invalid(&format!("\"{of}.{path}\" appears twice (the gateway reads it)")))
+        };
         let params = match &params_at {
-            Some(at) => match Fields::read(&text, *at) {
-                Some(f) => f,
-                None => return Err((id, invalid("a key of \"params\" the gateway reads appears twice"))),
+            Some(at) => match Fields::read(&text, *at, Of::Params) {
+                Ok(f) => f,
+                Err(r) => return Err(twice(id, "params", r.0)),
             },
             None => Fields::default(),
+        };
+        // A response's result is read at once, in one pass: what the gateway routes it by
+        // (a created or ended task, the negotiated version) is known before it is passed on.
+        let result = match &result_at {
+            Some(at) if kind == Kind::Response => match Fields::read(&text, *at, Of::Result) {
+                Ok(f) => Some(Box::new(f)),
+                Err(r) => return Err(twice(id, "result", r.0)),
+            },
+            _ => None,
         };
         let has_error = env.error.is_some();
         // A line break in valid JSON text is white space between tokens (inside strings it is
@@ -169,13 +194,13 @@ impl Message {
             params,
             result_at,
             has_error,
-            result: OnceLock::new(),
+            result,
             tree: OnceLock::new(),
         })
     }
 
     /// A message the gateway made (or edited) as a tree. Its bytes are written once, here.
-    pub fn from_value(v: Value) -> Result<Message, (Option<Id>, RpcError)> {
+    pub fn from_value(v: Value) -> Result<Message, Refused> {
         let text = Bytes::from(serde_json::to_vec(&v).expect("values serialize"));
         let m = Message::parse(text)?;
         let _ = m.tree.set(Box::new(v));
@@ -187,7 +212,7 @@ impl Message {
     /// # Panics
     /// If `v` is not a JSON-RPC message: a programming error.
     pub fn made(v: Value) -> Message {
-        Message::from_value(v).unwrap_or_else(|(_, e)| panic!("the gateway made a malformed message: {e}"))
+        Message::from_value(v).unwrap_or_else(|r| panic!("the gateway made a malformed message: {}", r.error))
     }
 
     pub fn kind(&self) -> Kind {
@@ -262,8 +287,8 @@ impl Message {
         f(&mut tree);
         match Message::from_value(tree) {
             Ok(m) => m,
-            Err((_, e)) => {
-                tracing::warn!("an edit left a message malformed ({e}); it passes on unedited");
+            Err(r) => {
+                tracing::warn!("an edit left a message malformed ({}); it passes on unedited", r.error);
                 self
             }
         }
@@ -292,7 +317,7 @@ impl Message {
         for s in self.params.spans_mut().chain([&mut self.result_at]).flatten() {
             shift(s);
         }
-        if let Some(f) = self.result.get_mut() {
+        if let Some(f) = &mut self.result {
             for s in f.spans_mut().flatten() {
                 shift(s);
             }
@@ -318,12 +343,10 @@ impl Message {
         self.raw(self.params.get(key))
     }
 
-    /// `result[key]` as JSON text (the result's keys are found on first use).
+    /// `result[key]` of a response as JSON text, for a key the gateway reads in `result`
+    /// (`task`, `taskId`, `status`, `protocolVersion`, and those of `_meta`).
     pub fn result_field(&self, key: Key) -> Option<&str> {
-        let fields = self
-            .result
-            .get_or_init(|| Box::new(self.result_at.and_then(|at| Fields::read(&self.text, at)).unwrap_or_default()));
-        self.raw(fields.get(key))
+        self.raw(self.result.as_ref()?.get(key))
     }
 
     /// `params.name` (the tool of a `tools/call`), if it is a string.
@@ -349,16 +372,8 @@ impl Message {
     /// `params._meta.progressToken` of a request, or `params.progressToken` of a progress
     /// notification, if it is a string or a number.
     pub fn progress_token(&self) -> Option<ProgressToken> {
-        if self.method == Method::Progress {
-            return ProgressToken::from_value(&serde_json::from_str(self.param(Key::ProgressToken)?).ok()?);
-        }
-        #[derive(Deserialize)]
-        struct Meta {
-            #[serde(rename = "progressToken")]
-            progress_token: Option<Value>,
-        }
-        let meta: Meta = serde_json::from_str(self.param(Key::Meta)?).ok()?;
-        meta.progress_token.as_ref().and_then(ProgressToken::from_value)
+        let key = if self.method == Method::Progress { Key::ProgressToken } else { Key::MetaProgressToken };
+        ProgressToken::from_value(&serde_json::from_str(self.param(key)?).ok()?)
     }
 
     /// `params.progress` and `params.total` of a progress notification, if they are numbers.
@@ -398,7 +413,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(s: &str) -> Result<Message, (Option<Id>, RpcError)> {
+    fn parse(s: &str) -> Result<Message, Refused> {
         Message::parse(Bytes::copy_from_slice(s.as_bytes()))
     }
 
@@ -429,10 +444,10 @@ mod tests {
         assert_eq!(p.progress_token(), ProgressToken::from_value(&json!(3)));
         let c = parse(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r"}}"#).unwrap();
         assert_eq!(c.request_id_param(), Some(Id::Str("r".into())));
-        let r = parse(r#"{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"t1"},"_meta":{"k":1}}}"#).unwrap();
+        let r = parse(r#"{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"t1"},"_meta":{"k":1,"io.modelcontextprotocol/related-task":{"taskId":"t0"}}}}"#).unwrap();
         assert_eq!(r.result_field(Key::Task), Some(r#"{"taskId":"t1"}"#));
-        assert_eq!(r.result_field(Key::Meta), Some(r#"{"k":1}"#));
-        assert_eq!(r.param(Key::Meta), None);
+        assert_eq!(r.result_field(Key::RelatedTaskId), Some(r#""t0""#));
+        assert_eq!(r.param(Key::RelatedTaskId), None);
         assert_eq!(r.method_name(), "");
         let o = parse(r#"{"jsonrpc":"2.0","id":2,"method":"resources/read"}"#).unwrap();
         assert_eq!((o.method(), o.method_name()), (Method::Other, "resources/read"));
@@ -452,14 +467,62 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
             r#"[1]"#,
+            r#"["2.0",1,"ping"]"#,
             r#"7"#,
         ] {
             let e = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
-            assert_eq!(e.1.code, INVALID_REQUEST, "{bad}");
+            assert_eq!(e.error.code, INVALID_REQUEST, "{bad}");
         }
-        assert_eq!(parse("{nope").unwrap_err().1.code, PARSE_ERROR);
+        assert_eq!(parse("{nope").unwrap_err().error.code, PARSE_ERROR);
         let null_id = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#).unwrap();
         assert_eq!((null_id.kind(), null_id.id()), (Kind::Response, None));
+    }
+
+    #[test]
+    fn a_repeat_of_what_the_gateway_reads_is_refused_with_the_id() {
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"a"},"task":{"taskId":"b"}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"_meta":{},"status":"completed","_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"taskId":"a","status":"working","taskId":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"a","taskId":"b"}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"a","taskId":"b"}}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":1,"progressToken":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"x","params":{"_meta":{"io.modelcontextprotocol/related-task":{},"io.modelcontextprotocol/related-task":{}}}}"#,
+        ] {
+            let r = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
+            assert_eq!((r.error.code, r.id), (INVALID_REQUEST, Some(Id::Num(3))), "{bad}: {}", r.error);
+            assert!(r.error.message.contains("appears twice"), "{}", r.error);
+        }
+        let r = parse(r#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"a","taskId":"b"}}}"#).unwrap_err();
+        assert_eq!(r.error.message, "invalid request: \"result.task.taskId\" appears twice (the gateway reads it)");
+        // What the gateway never reads is the peer's business: passed on as it came.
+        for fine in [
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"content":[],"name":1,"name":2,"_meta":{"k":1,"k":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"task":1,"task":2}],"task":{"ttl":1,"pollInterval":1,"pollInterval":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{"a":1,"a":2},"_meta":{"x":1,"x":2}}}"#,
+        ] {
+            assert_eq!(parse(fine).unwrap().bytes().as_ref(), fine.as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_refusal_says_what_it_could_read() {
+        let refused = |s: &str| parse(s).err().unwrap_or_else(|| panic!("accepted {s}"));
+        let r = refused(r#"{"jsonrpc":"2.0","id":4,"result":{"n":1e400}}"#);
+        assert_eq!((r.error.code, r.answers()), (PARSE_ERROR, Some(&Id::Num(4))));
+        let r = refused(r#"{"jsonrpc":"2.0","id":"a","id":"a","result":{}}"#);
+        assert_eq!((r.error.code, r.answers()), (INVALID_REQUEST, Some(&Id::Str("a".into()))));
+        let r = refused(r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#);
+        assert_eq!((r.id, r.is_response), (None, true), "two ids: neither can be told to be the one");
+        let r = refused(r#"{"jsonrpc":"2.0","id":5,"method":"x","params":{"v":1e400}}"#);
+        assert_eq!((r.id.clone(), r.answers()), (Some(Id::Num(5)), None), "a request is answered, not a response");
+        let r = refused(r#"{"jsonrpc":"2.0","id":5,"method":"x","method":"y"}"#);
+        assert_eq!((r.id, r.is_response), (Some(Id::Num(5)), false));
+        assert_eq!(refused(r#"{"jsonrpc":"1.0","id":6,"result":{}}"#).answers(), Some(&Id::Num(6)));
+        for unreadable in [r#"{"id":7,"result":"#, "[1]", r#"{"id":7,"result":"\ud83d"x}"#] {
+            let r = refused(unreadable);
+            assert_eq!((r.id, r.is_response), (None, false), "{unreadable}");
+        }
     }
 
     #[test]
@@ -468,7 +531,7 @@ mod tests {
         assert_eq!(m.bytes().as_ref(), b"{\"jsonrpc\":\"2.0\",   \"method\":\"x\", \"params\":{\"s\":\"a\\nb\"}}");
         assert_eq!(m.value()["params"]["s"], json!("a\nb"));
         let raw_break_in_a_string = "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{\"s\":\"a\nb\"}}";
-        assert_eq!(parse(raw_break_in_a_string).unwrap_err().1.code, PARSE_ERROR, "not JSON, not made JSON");
+        assert_eq!(parse(raw_break_in_a_string).unwrap_err().error.code, PARSE_ERROR, "not JSON, not made JSON");
     }
 
     #[test]
@@ -485,7 +548,7 @@ mod tests {
             deep.as_str(),
         ] {
             let e = parse(bad).err().unwrap_or_else(|| panic!("accepted {bad}"));
-            assert_eq!(e.1.code, PARSE_ERROR, "{bad}");
+            assert_eq!(e.error.code, PARSE_ERROR, "{bad}");
             assert!(serde_json::from_str::<Value>(bad).is_err(), "a tree parser refuses it too");
         }
         assert!(Message::parse(Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"s\":\"\xff\"}")).is_err());

@@ -11,12 +11,14 @@ mod fields;
 mod keys;
 mod message;
 mod method;
+mod refused;
 
 pub use error::*;
-pub use fields::Key;
+pub use fields::{Key, RELATED_TASK};
 pub use keys::{Id, Kind, ProgressToken, TaskId};
 pub use message::{Message, as_str};
 pub use method::Method;
+pub use refused::Refused;
 
 use bytes::Bytes;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub use crate::jsonrpc::RELATED_TASK;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -101,36 +101,19 @@ pub fn requested_ttl(task: Option<&Value>) -> Result<Option<std::time::Duration>
     }
 }
 
-/// The task a `_meta` object (JSON text) relates its message to.
-fn related_in(meta: Option<&str>) -> Option<TaskId> {
-    #[derive(Deserialize)]
-    struct Related {
-        #[serde(rename = "taskId")]
-        task_id: String,
-    }
-    #[derive(Deserialize)]
-    struct Meta {
-        #[serde(rename = "io.modelcontextprotocol/related-task")]
-        related: Option<Related>,
-    }
-    let meta: Meta = serde_json::from_str(meta?).ok()?;
-    meta.related.map(|r| TaskId::new(r.task_id))
+/// The task a related-task key's `taskId` (JSON text) names, if it is a string.
+fn related_in(task_id: Option<&str>) -> Option<TaskId> {
+    task_id.and_then(as_str).map(TaskId::new)
 }
 
 /// The task a message's `params._meta` relates it to (the related-task key), if any.
 pub fn related_task(msg: &Message) -> Option<TaskId> {
-    related_in(msg.param(Key::Meta))
+    related_in(msg.param(Key::RelatedTaskId))
 }
 
 /// Whether a message carries the related-task key in `params._meta` or `result._meta`.
 pub fn is_tagged(msg: &Message) -> bool {
-    let has = |meta: Option<&str>| {
-        meta.and_then(|m| {
-            serde_json::from_str::<std::collections::HashMap<std::borrow::Cow<str>, serde::de::IgnoredAny>>(m).ok()
-        })
-        .is_some_and(|m| m.contains_key(RELATED_TASK))
-    };
-    has(msg.param(Key::Meta)) || (msg.kind() == crate::jsonrpc::Kind::Response && has(msg.result_field(Key::Meta)))
+    msg.param(Key::RelatedTask).is_some() || msg.result_field(Key::RelatedTask).is_some()
 }
 
 /// A `CreateTaskResult` response: the task's id and its ttl, if it has one.
@@ -159,7 +142,7 @@ pub fn ended_task(resp: &Message) -> Option<TaskId> {
     if is_terminal(resp.result_field(Key::Status)) {
         return resp.result_field(Key::TaskId).and_then(as_str).map(TaskId::new);
     }
-    related_in(resp.result_field(Key::Meta))
+    related_in(resp.result_field(Key::RelatedTaskId))
 }
 
 /// The task a `notifications/tasks/status` shows in a terminal status.

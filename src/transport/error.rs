@@ -75,6 +75,10 @@ pub enum Error {
     /// A response body that is not JSON-RPC (the parser's complaint).
     #[error("unreadable response body: {0}")]
     BadBody(String),
+    /// A response (in a body, an SSE event or a stdout line) that the gateway refuses to read
+    /// (why, as the parser says it: a key it reads twice, a number beyond `f64`, ...).
+    #[error("unreadable response: {0}")]
+    BadResponse(String),
 }
 
 /// How a child process ended, as far as the gateway learnt it.

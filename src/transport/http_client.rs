@@ -347,7 +347,10 @@ impl Inner {
                 Err(e) => return self.fail(&id, e),
             };
             match messages_of(&self.name, body) {
-                Ok(msgs) => msgs.into_iter().for_each(|m| self.deliver(m, &id)),
+                Ok(msgs) => msgs.into_iter().for_each(|m| match m {
+                    Ok(m) => self.deliver(m, &id),
+                    Err((answered, why)) => self.sink.request_failed(answered, why),
+                }),
                 Err(e) => self.fail(&id, Error::BadBody(e.message)),
             }
         }
@@ -444,6 +447,15 @@ impl Inner {
                 };
                 // A 2025-03-26 server may send a batch: each message is delivered on its own.
                 for msg in msgs {
+                    let msg = match msg {
+                        Ok(m) => m,
+                        // A response that cannot be used: its request fails now.
+                        Err((id, why)) => {
+                            answered |= answer_to == Some(&id);
+                            self.sink.request_failed(id, why);
+                            continue;
+                        }
+                    };
                     if let Some(want) = answer_to
                         && msg.kind() == Kind::Response
                         && msg.id() == Some(want)

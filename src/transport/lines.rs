@@ -4,7 +4,7 @@
 //! still be read of such a line, its top-level `"id"` and whether it has a `"method"`, comes
 //! with the report, so that the request it answered can be failed alone.
 
-use crate::jsonrpc::{self, Id, Message, PARSE_ERROR, RpcError};
+use crate::jsonrpc::{self, Id, Message, PARSE_ERROR, Refused};
 use bytes::Bytes;
 use serde_json::Value;
 use std::fmt;
@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 #[derive(Debug)]
 pub struct Line {
     pub is_batch: bool,
-    pub messages: Vec<Result<Message, (Option<Id>, RpcError)>>,
+    pub messages: Vec<Result<Message, Refused>>,
 }
 
 /// Why a line was skipped.
@@ -195,14 +195,16 @@ fn parse_line(line: Vec<u8>) -> Option<Result<Line, BadLine>> {
     let one = |m| Ok(Line { is_batch: false, messages: vec![m] });
     Some(match jsonrpc::parse_body(line.clone()) {
         Ok(jsonrpc::Body::Single(text)) => match Message::parse(text) {
-            Err((_, e)) if e.code == PARSE_ERROR => Err(bad(&line, e.message.trim_start_matches("parse error: "))),
+            Err(r) if r.error.code == PARSE_ERROR => {
+                Err(bad(&line, r.error.message.trim_start_matches("parse error: ")))
+            }
             m => one(m),
         },
         Ok(jsonrpc::Body::Batch(items)) => {
             Ok(Line { is_batch: true, messages: items.into_iter().map(Message::parse).collect() })
         }
         Err(e) if e.code == PARSE_ERROR => Err(bad(&line, e.message.trim_start_matches("parse error: "))),
-        Err(e) => one(Err((None, e))),
+        Err(error) => one(Err(Refused { id: None, is_response: false, error })),
     })
 }
 
@@ -371,7 +373,9 @@ mod tests {
         assert!(matches!(&got[2], Err(BadLine { kind: BadKind::NotJson(_), id: None, .. })));
         assert!(matches!(&got[3], Ok(Line { is_batch: true, messages }) if messages.len() == 1));
         // JSON, but not JSON-RPC: what the envelope says is wrong, with the id it has.
-        assert!(matches!(&got[4], Ok(Line { messages, .. }) if matches!(&messages[..], [Err((Some(Id::Num(5)), _))])));
+        assert!(
+            matches!(&got[4], Ok(Line { messages, .. }) if matches!(&messages[..], [Err(Refused { id: Some(Id::Num(5)), is_response: true, .. })]))
+        );
     }
 
     #[tokio::test]

@@ -29,10 +29,15 @@ pub trait InboundSink: Send + Sync + 'static {
     fn closed(&self, reason: Error);
 }
 
+/// What an upstream sent: a message, or a response that cannot be used, as the id of the
+/// request it answered and why (that request fails at once, instead of at its timeout).
+pub(crate) type Inbound = Result<Message, (Id, Error)>;
+
 /// The messages of a body that holds one message or a batch (array) of them: a 2025-03-26
 /// peer may send batches, and each of their messages goes on alone. What is not a JSON-RPC
-/// message is logged and skipped (`Err` when the body is not JSON at all).
-pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Message>, jsonrpc::RpcError> {
+/// message is logged and skipped, but for a response to a request (see [`readable`]); `Err`
+/// when the body is not JSON at all.
+pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Inbound>, jsonrpc::RpcError> {
     let items = match jsonrpc::parse_body(body)? {
         jsonrpc::Body::Single(m) => vec![m],
         jsonrpc::Body::Batch(items) => items,
@@ -40,7 +45,30 @@ pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Message>, j
     Ok(items.into_iter().filter_map(|text| readable(upstream, Message::parse(text))).collect())
 }
 
-/// The message, or `None` (logged) for what is not one.
-pub(crate) fn readable(upstream: &str, m: Result<Message, (Option<Id>, jsonrpc::RpcError)>) -> Option<Message> {
-    m.map_err(|(_, e)| tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {e}")).ok()
+/// The message; for a refused response with an id, that id and why (logged); `None` (logged)
+/// for anything else that is not a message: a malformed request or notification from the
+/// upstream has no one to be answered to.
+pub(crate) fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Inbound> {
+    match m {
+        Ok(m) => Some(Ok(m)),
+        Err(r) => match r.answers() {
+            Some(id) => {
+                tracing::warn!(upstream = %upstream, "an unreadable response to request {id}: {}", r.error);
+                Some(Err((id.clone(), Error::BadResponse(r.error.message))))
+            }
+            None => {
+                tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error);
+                None
+            }
+        },
+    }
+}
+
+/// Hands what an upstream sent to `sink`: a message, or the failure of the request that a
+/// response which cannot be used answered.
+pub(crate) fn deliver(sink: &dyn InboundSink, m: Inbound, related: Option<Id>) {
+    match m {
+        Ok(m) => sink.message(m, related),
+        Err((id, why)) => sink.request_failed(id, why),
+    }
 }

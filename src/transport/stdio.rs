@@ -9,7 +9,7 @@ use crate::jsonrpc::Message;
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
-use crate::transport::{Error, Exit, InboundSink, readable};
+use crate::transport::{Error, Exit, InboundSink, deliver, readable};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
@@ -221,7 +221,7 @@ where
             match line {
                 // A 2025-03-26 server may send a batch: each message is delivered on its own.
                 Ok(line) => {
-                    line.messages.into_iter().filter_map(|m| readable(&name, m)).for_each(|m| sink.message(m, None))
+                    line.messages.into_iter().filter_map(|m| readable(&name, m)).for_each(|m| deliver(&*sink, m, None))
                 }
                 Err(bad) => {
                     tracing::warn!(upstream = %name, "skipping a stdout {bad}");

@@ -193,7 +193,7 @@ impl Link {
 
     /// A request the gateway made (or a client's, edited), read as a message.
     fn outgoing(msg: Value) -> Result<Message, RpcError> {
-        Message::from_value(msg).map_err(|(_, e)| e)
+        Message::from_value(msg).map_err(|r| r.error)
     }
 
     /// Answers a request the server sent with an error (nobody on the client side can or

@@ -53,7 +53,7 @@ impl ClientSession for Session {
     fn to_client(&self, msg: Value, route: Route) {
         match Message::from_value(msg) {
             Ok(m) => Session::to_client(self, m, route),
-            Err((_, e)) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {e}"),
+            Err(r) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {}", r.error),
         }
     }
 
@@ -67,7 +67,7 @@ impl ClientSession for Session {
     ) {
         match Message::from_value(msg) {
             Ok(m) => Session::relay_server_request(self, link, upstream_id, m, route, task),
-            Err((_, e)) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {e}"),
+            Err(r) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {}", r.error),
         }
     }
 

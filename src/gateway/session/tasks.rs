@@ -204,7 +204,7 @@ impl Session {
                         p.insert("cursor".into(), rest.into());
                     }
                 }
-                let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
+                let msg = Message::from_value(msg).map_err(|r| r.error)?;
                 return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
             }
             Some(_) => return Err(bad_cursor()),
@@ -214,7 +214,7 @@ impl Session {
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("cursor");
             }
-            let msg = Message::from_value(msg).map_err(|(_, e)| e)?;
+            let msg = Message::from_value(msg).map_err(|r| r.error)?;
             return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
         }
         let mut result = json!({"tasks": tasks});
