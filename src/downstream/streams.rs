@@ -235,7 +235,9 @@ impl Streams {
             .filter(|b| b.stream == stream && b.seq > seq)
             .map(|b| Outgoing { stream, seq: b.seq, json: b.json.clone(), is_response: b.is_response })
             .collect();
-        let rx = st.streams.get_mut(&stream).map(|s| {
+        // A parked stream belongs to its POST, which is about to attach: the replay is all
+        // a resuming client gets of it.
+        let rx = st.streams.get_mut(&stream).filter(|s| !s.parked).map(|s| {
             let (tx, rx) = mpsc::channel(self.channel_capacity);
             s.tx = Some(tx);
             rx
@@ -303,7 +305,8 @@ impl Streams {
     pub fn idle_until(&self, idle: std::time::Duration) -> Option<Instant> {
         let st = self.state.lock().unwrap();
         let now = Instant::now();
-        if st.streams.values().any(|s| s.tx.as_ref().is_some_and(|t| !t.is_closed())) {
+        // A parked stream's POST is being served: the session is in use.
+        if st.streams.values().any(|s| s.parked || s.tx.as_ref().is_some_and(|t| !t.is_closed())) {
             return Some(now + idle);
         }
         let due = st.last_activity + idle;

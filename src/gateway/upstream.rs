@@ -54,7 +54,9 @@ impl Upstream {
             }
             // In-process, over the same line transport as a child.
             Transport::Builtin(Builtin::Demo) => {
-                Ok(Upstream::Stdio(StdioConn::over(&cfg.name, demo::spawn(max_line), max_line, sink)))
+                // Its answers may be twice its requests (echo returns its text twice): read up
+                // to twice the limit, as the in-process demo had no limit of its own before.
+                Ok(Upstream::Stdio(StdioConn::over(&cfg.name, demo::spawn(max_line), max_line.saturating_mul(2), sink)))
             }
         }
     }

@@ -44,10 +44,8 @@ pub(super) fn salvage(text: &[u8]) -> Option<(Option<Id>, bool)> {
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                 match key.as_ref() {
                     "id" => ids.push(map.next_value::<&'de RawValue>()?),
-                    "method" => {
-                        has_method = true;
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                    }
+                    // As serde reads the envelope: a null method is no method.
+                    "method" => has_method |= !map.next_value::<&'de RawValue>()?.get().eq("null"),
                     _ => {
                         map.next_value::<serde::de::IgnoredAny>()?;
                     }
@@ -63,4 +61,15 @@ pub(super) fn salvage(text: &[u8]) -> Option<(Option<Id>, bool)> {
     }
     let mut de = serde_json::Deserializer::from_slice(text);
     serde::de::Deserializer::deserialize_map(&mut de, Salvage).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_method_is_no_method_as_the_envelope_reads_it() {
+        assert_eq!(salvage(br#"{"id":7,"method":null,"result":{"n":1e400}}"#), Some((Some(Id::Num(7)), false)));
+        assert_eq!(salvage(br#"{"id":7,"method":"x","params":{"n":1e400}}"#), Some((Some(Id::Num(7)), true)));
+    }
 }

@@ -385,8 +385,8 @@ impl OutQueue {
         self.wait_for(|st| st.bytes == 0 && !st.writing).await
     }
 
-    /// No more lines will come: the writer writes what is queued, shuts its output down and
-    /// ends (later pushes are refused).
+    /// No more lines will come: the writer writes what is queued (and what is pushed before
+    /// it gets there), shuts its output down and ends; pushes after that are refused.
     pub fn finish(&self) {
         self.st.lock().unwrap().finishing = true;
         self.writer.notify_one();

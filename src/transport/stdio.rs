@@ -52,7 +52,13 @@ fn spawn_writer_until<W: AsyncWrite + Unpin + Send + 'static>(
                     Err(_) => break,
                 }
             }
-            if w.write_all(&buf).await.is_err() || w.flush().await.is_err() {
+            // A reader that stopped reading must not keep the writer (and the server) past
+            // `stop`.
+            let written = tokio::select! {
+                r = async { w.write_all(&buf).await?; w.flush().await } => r.is_ok(),
+                _ = &mut stop => false,
+            };
+            if !written {
                 break;
             }
         }
@@ -240,6 +246,18 @@ where
 mod tests {
     use super::*;
     use crate::jsonrpc::Id;
+
+    #[tokio::test]
+    async fn a_writer_blocked_by_a_reader_that_stopped_reading_ends_at_stop() {
+        let (ours, _theirs) = tokio::io::duplex(16);
+        let (stop, stopped) = oneshot::channel();
+        let tx = spawn_writer_until(ours, 4, stopped);
+        tx.send(Bytes::from(vec![b'x'; 1 << 16])).await.unwrap();
+        tokio::task::yield_now().await;
+        let _ = stop.send(());
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(5), tx.closed()).await;
+        assert!(ended.is_ok(), "the writer is still blocked in its write");
+    }
 
     /// Keeps what the reader reports.
     #[derive(Default)]

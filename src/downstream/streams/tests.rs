@@ -115,6 +115,22 @@ fn a_parked_post_gets_what_came_while_it_was_handed_on_and_then_a_channel() {
 }
 
 #[test]
+fn a_parked_post_keeps_its_session_in_use_and_is_not_taken_by_a_resume() {
+    let s = Streams::new(16);
+    let sid = s.open_single(&Id::Num(1), false).unwrap();
+    s.state.lock().unwrap().last_activity = Instant::now() - std::time::Duration::from_secs(60);
+    assert!(s.idle_until(std::time::Duration::from_secs(1)).is_some(), "a call being handed on is activity");
+    s.deliver(m(json!({"p": 1})), Route::Related(Id::Num(1)));
+    let first = s.state.lock().unwrap().parked[&sid][0].event_id();
+    let resumed = s.resume(&first).expect("a stream of ours");
+    assert!(resumed.rx.is_none(), "the POST keeps its stream");
+    let (held, rx) = s.attach(sid);
+    assert_eq!(held.len(), 1);
+    s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
+    assert!(rx.expect("still open").try_recv().unwrap().is_response);
+}
+
+#[test]
 fn a_json_only_post_carries_nothing_but_its_response() {
     let s = Streams::new(16);
     let (_sid, mut rx) = post(&s, 1, true).unwrap();
