@@ -130,6 +130,15 @@ fn plain(status: u16, text: &'static str) -> Response<Body> {
     r
 }
 
+/// Records "GONE /sse" when the event stream it belongs to is dropped.
+struct Gone(Arc<Mutex<Vec<Value>>>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(json!({"http": "GONE", "path": "/sse", "body": null}));
+    }
+}
+
 fn event(name: &str, data: &str) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
@@ -137,7 +146,7 @@ fn event(name: &str, data: &str) -> Bytes {
 async fn answer(
     req: Request<Incoming>,
     script: &Arc<Script>,
-    rec: &Mutex<Vec<Value>>,
+    rec: &Arc<Mutex<Vec<Value>>>,
     streams: &Streams,
     opening: &Opening,
     next: &std::sync::atomic::AtomicU64,
@@ -158,8 +167,10 @@ async fn answer(
                 let _ = tx.try_send(Bytes::from_static(b": no endpoint for you\n\n"));
             }
             streams.lock().unwrap().insert(session, tx);
-            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|b| (Ok(hyper::body::Frame::data(b)), rx))
+            // When the client goes, the body is dropped: recorded as "GONE /sse".
+            let gone = Gone(rec.clone());
+            let stream = futures_util::stream::unfold((rx, gone), |(mut rx, gone)| async move {
+                rx.recv().await.map(|b| (Ok(hyper::body::Frame::data(b)), (rx, gone)))
             });
             let mut r = Response::new(http_body_util::StreamBody::new(stream.boxed()));
             r.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
@@ -245,7 +256,9 @@ async fn messages_go_to_the_endpoint_and_answers_come_on_the_stream() {
     assert!(requests[1..].iter().all(|r| r == "POST /messages?session=1"), "{requests:?}");
     assert_eq!(up.posted_methods(), ["initialize", "notifications/initialized", "tools/call", "tools/call"]);
     // Closing the session ends the stream.
+    assert!(!up.requests().contains(&"GONE /sse".to_string()));
     assert_eq!(c.delete().await, 200);
+    eventually("the event stream was closed", async || up.requests().contains(&"GONE /sse".to_string())).await;
 }
 
 #[tokio::test]
@@ -292,7 +305,7 @@ async fn an_endpoint_on_another_origin_is_refused() {
         let text = error_text(&msg);
         assert!(text.contains("points to another origin") && text.contains("refused"), "{text}");
         assert!(!text.contains("session="), "the endpoint's query is not shown: {text}");
-        assert_eq!(up.requests(), ["GET /sse"], "nothing was sent anywhere");
+        assert!(!up.requests().iter().any(|r| r.starts_with("POST")), "nothing was sent anywhere: {:?}", up.requests());
     }
 }
 
@@ -313,6 +326,7 @@ async fn no_endpoint_event_within_connect_timeout_is_a_clear_error() {
 async fn a_broken_stream_closes_the_link_and_fails_what_is_in_flight_at_once() {
     let up = LegacyServer::start(Opening::default(), |req| match req["params"]["name"].as_str() {
         Some("break") => vec![Act::Break],
+        Some("hang") => vec![],
         _ => echo(req),
     })
     .await;
@@ -321,10 +335,20 @@ async fn a_broken_stream_closes_the_link_and_fails_what_is_in_flight_at_once() {
     let gw = start_gateway(&format!("{}request_timeout = \"10m\"\n", sse_upstream(&up.url(), "sse"))).await;
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2024-11-05").await;
-    let out = c.request("tools/call", json!({"name": "break", "arguments": {}})).await;
-    assert_eq!(out.error_code(), -32000, "{}", out.response);
-    let text = error_text(&out.response);
-    assert!(text.contains(&format!("the HTTP+SSE event stream from {} ended", up.url())), "{text}");
+    // A call left unanswered, and one whose answer is the end of the stream: both fail.
+    let named = |name: &str| json!({"name": name, "arguments": {}});
+    let (hung, broke) = tokio::join!(c.request_owned("tools/call", named("hang")), async {
+        eventually("the first call reached the server", async || {
+            up.received().iter().any(|r| r["body"]["params"]["name"] == "hang")
+        })
+        .await;
+        c.request_owned("tools/call", named("break")).await
+    });
+    for out in [hung, broke] {
+        assert_eq!(out.error_code(), -32000, "{}", out.response);
+        let text = error_text(&out.response);
+        assert!(text.contains(&format!("the HTTP+SSE event stream from {} ended", up.url())), "{text}");
+    }
     // The next request gets a new link: a new stream.
     assert_eq!(c.request("tools/call", call("again")).await.result()["content"][0]["text"], "again");
     assert_eq!(up.requests().iter().filter(|r| *r == "GET /sse").count(), 2, "{:?}", up.requests());
