@@ -62,10 +62,9 @@ pub enum Verdict {
 
 const UNCHANGED: Verdict = Verdict::Deliver { edited: false };
 
-/// A message after [`cross`]: the [`Verdict`], with the message to deliver.
+/// Why [`cross`] did not deliver a message: the [`Verdict`]s other than delivery.
 #[derive(Debug)]
-pub enum Crossing {
-    Deliver(Message),
+pub enum Stopped {
     Drop(String),
     Refuse(RpcError),
     Fail(RpcError),
@@ -73,17 +72,22 @@ pub enum Crossing {
 
 /// [`translate`] on a message on its way: its bytes pass as they came unless the table
 /// changed something. `method` as for [`translate`] (see [`answered_method`]).
-pub fn cross(msg: Message, method: Option<&str>, from: ProtocolVersion, to: ProtocolVersion) -> Crossing {
+pub fn cross(
+    msg: Message,
+    method: Option<&str>,
+    from: ProtocolVersion,
+    to: ProtocolVersion,
+) -> Result<Message, Stopped> {
     if !needs_downgrade(from, to) {
-        return Crossing::Deliver(msg);
+        return Ok(msg);
     }
     let mut tree = msg.value().clone();
     match downgrade(&mut tree, method, to) {
-        Verdict::Deliver { edited: false } => Crossing::Deliver(msg),
-        Verdict::Deliver { edited: true } => Crossing::Deliver(Message::from_value(tree).unwrap_or(msg)),
-        Verdict::Drop(why) => Crossing::Drop(why),
-        Verdict::Refuse(e) => Crossing::Refuse(e),
-        Verdict::Fail(e) => Crossing::Fail(e),
+        Verdict::Deliver { edited: false } => Ok(msg),
+        Verdict::Deliver { edited: true } => Ok(Message::from_value(tree).unwrap_or(msg)),
+        Verdict::Drop(why) => Err(Stopped::Drop(why)),
+        Verdict::Refuse(e) => Err(Stopped::Refuse(e)),
+        Verdict::Fail(e) => Err(Stopped::Fail(e)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! they came.
 
 use super::*;
-use crate::mcp::translate::{self, Crossing};
+use crate::mcp::translate::{self, Stopped};
 
 impl Session {
     /// (client, upstream) versions, once both are negotiated.
@@ -19,9 +19,9 @@ impl Session {
     pub(super) fn upward_request(&self, msg: Message) -> Result<Option<Message>, RpcError> {
         let Some((client, upstream)) = self.versions() else { return Ok(Some(msg)) };
         match translate::cross(msg, None, client, upstream) {
-            Crossing::Deliver(m) => Ok(Some(m)),
-            Crossing::Refuse(e) | Crossing::Fail(e) => Err(e),
-            Crossing::Drop(why) => {
+            Ok(m) => Ok(Some(m)),
+            Err(Stopped::Refuse(e) | Stopped::Fail(e)) => Err(e),
+            Err(Stopped::Drop(why)) => {
                 tracing::debug!(upstream = %self.upstream.name, "not sent upstream: {why}");
                 Ok(None)
             }
@@ -43,9 +43,9 @@ impl Session {
     ) -> Option<Message> {
         let Some((client, upstream)) = self.versions() else { return Some(msg) };
         match translate::cross(msg, answers, client, upstream) {
-            Crossing::Deliver(m) => Some(m),
-            Crossing::Fail(e) | Crossing::Refuse(e) => Some(Message::made(e.response(Some(upstream_id)))),
-            Crossing::Drop(_) => None,
+            Ok(m) => Some(m),
+            Err(Stopped::Fail(e) | Stopped::Refuse(e)) => Some(Message::made(e.response(Some(upstream_id)))),
+            Err(Stopped::Drop(_)) => None,
         }
     }
 
@@ -54,9 +54,9 @@ impl Session {
     pub(super) fn downward_request(&self, msg: Message) -> Result<Message, RpcError> {
         let Some((client, upstream)) = self.versions() else { return Ok(msg) };
         match translate::cross(msg, None, upstream, client) {
-            Crossing::Deliver(m) => Ok(m),
-            Crossing::Refuse(e) | Crossing::Fail(e) => Err(e),
-            Crossing::Drop(why) => Err(RpcError::new(jsonrpc::METHOD_NOT_FOUND, why)),
+            Ok(m) => Ok(m),
+            Err(Stopped::Refuse(e) | Stopped::Fail(e)) => Err(e),
+            Err(Stopped::Drop(why)) => Err(RpcError::new(jsonrpc::METHOD_NOT_FOUND, why)),
         }
     }
 
@@ -71,9 +71,9 @@ impl Session {
         let Some((client, upstream)) = self.versions() else { return Some(msg) };
         let id = msg.id().cloned();
         match translate::cross(msg, answers, upstream, client) {
-            Crossing::Deliver(m) => Some(m),
-            Crossing::Fail(e) | Crossing::Refuse(e) => Some(Message::made(e.response(id.as_ref()))),
-            Crossing::Drop(why) => {
+            Ok(m) => Some(m),
+            Err(Stopped::Fail(e) | Stopped::Refuse(e)) => Some(Message::made(e.response(id.as_ref()))),
+            Err(Stopped::Drop(why)) => {
                 tracing::debug!(upstream = %self.upstream.name, "not sent to the client: {why}");
                 None
             }
