@@ -127,9 +127,14 @@ async fn a_client_of_each_version_in_front_of_a_server_of_each_version() {
                 assert_eq!(tool.pointer(f.path).is_some(), want, "{at}: {} in {tool}", f.path);
             }
             // Hosted for a client with tasks (the server has none): shown as optional.
-            assert_eq!(tool.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("optional"), client == "2025-11-25", "{at}: {tool}");
+            assert_eq!(
+                tool.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("optional"),
+                client == "2025-11-25",
+                "{at}: {tool}"
+            );
 
-            let call = c.request("tools/call", json!({"name": "t", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
+            let call =
+                c.request("tools/call", json!({"name": "t", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
             let result = call.result();
             let content = result["content"].as_array().unwrap();
             let types: Vec<&str> = content.iter().map(|b| b["type"].as_str().unwrap()).collect();
@@ -151,10 +156,18 @@ async fn a_client_of_each_version_in_front_of_a_server_of_each_version() {
             }
             if has(up, "2025-06-18") && !has(client, "2025-06-18") {
                 assert!(texts.iter().any(|t| t.contains("file:///r.txt")), "{at}: the link is described: {texts:?}");
-                assert!(texts.iter().any(|t| serde_json::from_str::<Value>(t).ok() == Some(json!({"n": 1}))), "{at}: {texts:?}");
+                assert!(
+                    texts.iter().any(|t| serde_json::from_str::<Value>(t).ok() == Some(json!({"n": 1}))),
+                    "{at}: {texts:?}"
+                );
             }
-            assert_eq!(result.get("structuredContent").is_some(), has(older(client, up), "2025-06-18"), "{at}: {result}");
-            let progress: Vec<&Value> = call.others.iter().filter(|m| m["method"] == "notifications/progress").collect();
+            assert_eq!(
+                result.get("structuredContent").is_some(),
+                has(older(client, up), "2025-06-18"),
+                "{at}: {result}"
+            );
+            let progress: Vec<&Value> =
+                call.others.iter().filter(|m| m["method"] == "notifications/progress").collect();
             assert_eq!(progress.len(), 1, "{at}: {:?}", call.others);
             let msg = progress[0]["params"].get("message");
             assert_eq!(msg.is_some(), has(older(client, up), "2025-03-26"), "{at}: {}", progress[0]);
@@ -253,7 +266,10 @@ async fn hosted_tasks_for_a_server_of_every_version() {
         let init = c.initialize("2025-11-25").await;
         assert!(init.pointer("/capabilities/tasks/requests/tools/call").is_some(), "server {up}: {init}");
         let created = c.request("tools/call", json!({"name": "t", "arguments": {}, "task": {"ttl": 60000}})).await;
-        let task_id = created.result()["task"]["taskId"].as_str().unwrap_or_else(|| panic!("server {up}: {}", created.response)).to_string();
+        let task_id = created.result()["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("server {up}: {}", created.response))
+            .to_string();
         let result = c.request("tasks/result", json!({"taskId": task_id})).await;
         assert_eq!(result.result()["content"][0]["text"], "hello", "server {up}: {}", result.response);
         let task = c.request("tasks/get", json!({"taskId": task_id})).await;
@@ -357,7 +373,9 @@ async fn an_old_client_is_bridged_to_a_strict_task_server() {
         assert_eq!(out.result()["content"][0]["text"], "job done", "{client}: {}", out.response);
     }
     let received = server.received.lock().unwrap().clone();
-    assert!(received.iter().filter(|m| m["method"] == "initialize").all(|m| m["params"]["protocolVersion"] == "2025-11-25"));
+    assert!(
+        received.iter().filter(|m| m["method"] == "initialize").all(|m| m["params"]["protocolVersion"] == "2025-11-25")
+    );
     assert!(received.iter().any(|m| m["method"] == "tasks/result"));
 }
 
