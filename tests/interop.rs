@@ -371,6 +371,22 @@ fn bridge_a_2025_06_18_client_over_http() {
 }
 
 #[test]
+fn bridge_a_2025_06_18_client_to_a_strictly_versioned_task_server() {
+    // server-everything behind a wrapper that refuses task fields in sessions negotiated before
+    // 2025-11-25: the bridge works only because the gateway negotiates 2025-11-25 upstream on
+    // its own behalf, whatever the client speaks.
+    let mut server = Proc::spawn(
+        Command::new("node")
+            .args([require(&interop_dir().join("ts_server.mjs")), "0".into(), "--everything".into(), "--strict".into()])
+            .current_dir(interop_dir()),
+    );
+    let line = server.wait_for("listening ");
+    let port: u16 = line.split_whitespace().last().unwrap().parse().unwrap();
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"strict\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"));
+    run_client(&gw, "node", &bridge_scenario("2025-06-18", http(gw.url("strict"))));
+}
+
+#[test]
 fn bridge_a_2025_06_18_client_over_stdio() {
     let gw = Gateway::start("");
     run_client(&gw, "node", &bridge_scenario("2025-06-18", stdio(gw.stdio_args("everything"))));
