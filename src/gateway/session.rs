@@ -428,8 +428,11 @@ impl Session {
     /// [`Session::to_client`] for a response to a request of method `answers` (one whose
     /// result the version table rewrites; see [`crate::mcp::translate::answered_method`]).
     pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<&'static str>) {
-        let Some(msg) = self.downward(msg, answers) else { return };
-        let version = self.state.lock().unwrap().version;
+        let (version, upstream) = {
+            let st = self.state.lock().unwrap();
+            (st.version, st.upstream_version)
+        };
+        let Some(msg) = self.downward(msg, answers, version.zip(upstream)) else { return };
         let msg = match version {
             Some(v) => match shaping::for_client(msg, v) {
                 Some(m) => m,

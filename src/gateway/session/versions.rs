@@ -61,14 +61,20 @@ impl Session {
     }
 
     /// A notification or response on its way to the client (`answers`: the method of the
-    /// request it answers). `None`: a notification the client's version lacks, dropped. A
-    /// response it cannot take becomes the error for its request.
-    pub(super) fn downward(&self, msg: Message, answers: Option<&'static str>) -> Option<Message> {
+    /// request it answers), given the session's (client, upstream) versions. `None`: a
+    /// notification the client's version lacks, dropped. A response it cannot take becomes
+    /// the error for its request.
+    pub(super) fn downward(
+        &self,
+        msg: Message,
+        answers: Option<&'static str>,
+        versions: Option<(ProtocolVersion, ProtocolVersion)>,
+    ) -> Option<Message> {
+        let Some((client, upstream)) = versions else { return Some(msg) };
         if msg.kind() == Kind::Request {
             // Translated by relay_server_request, where a refusal can still be answered.
             return Some(msg);
         }
-        let Some((client, upstream)) = self.versions() else { return Some(msg) };
         let id = msg.id().cloned();
         match translate::cross(msg, answers, upstream, client) {
             Ok(m) => Some(m),
