@@ -29,6 +29,7 @@ pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http};
 pub use downstream::stdio::{StdioError, serve_stdio};
 pub use gateway::Gateway;
+pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;
 
 // Parts the benchmarks, fuzz targets and examples drive on their own.

@@ -1,4 +1,4 @@
-//! The `taskgate` command line: serve (default), stdio, check, demo-server.
+//! The `taskgate` command line: serve (default), stdio, check, versions, demo-server.
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +38,9 @@ enum Command {
     },
     /// Validate the config and print the effective settings.
     Check,
+    /// Print the protocol versions the gateway speaks and the table it translates between
+    /// them with (Markdown).
+    Versions,
     /// Run the built-in demo MCP server: on stdio, or over Streamable HTTP at /mcp with --listen.
     DemoServer,
 }
@@ -88,6 +91,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Check => {
             let config = load(cli.config)?;
             print!("{}", config.describe());
+            Ok(())
+        }
+        Command::Versions => {
+            print!("{}", taskgate::version_table());
             Ok(())
         }
         Command::Serve => {

@@ -340,6 +340,23 @@ fn ts_tasks_client_against_python_server_over_stdio_and_http_upstreams() {
     run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("pyhttp"))));
 }
 
+/// Upstreams running the TypeScript SDK release of each older protocol version (no tasks).
+fn old_ts_upstreams() -> String {
+    let script = require(&interop_dir().join("ts_server_old.mjs"));
+    ["2024-11-05", "2025-03-26", "2025-06-18"]
+        .map(|v| format!("[[upstream]]\nname = \"ts-{v}\"\ncommand = \"node\"\nargs = [{script:?}, \"{v}\"]\n\n"))
+        .concat()
+}
+
+#[test]
+fn ts_tasks_client_at_2025_11_25_in_front_of_servers_that_predate_tasks() {
+    // The gateway negotiates each side apart: the client keeps 2025-11-25 (and the gateway's
+    // hosted tasks) whatever the server speaks.
+    let gw = Gateway::start(&old_ts_upstreams());
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("ts-2025-06-18"))));
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], stdio(gw.stdio_args("ts-2024-11-05"))));
+}
+
 #[test]
 fn ts_tasks_client_over_stdio_downstream() {
     let (_py, port) = start_py_server();
@@ -378,6 +395,22 @@ fn bridge_scenario(version: &str, transport: Vec<String>) -> Vec<String> {
 fn bridge_a_2025_06_18_client_over_http() {
     let gw = Gateway::start("");
     run_client(&gw, "node", &bridge_scenario("2025-06-18", http(gw.url("everything"))));
+}
+
+#[test]
+fn bridge_a_2025_06_18_client_to_a_strictly_versioned_task_server() {
+    // server-everything behind a wrapper that refuses task fields in sessions negotiated before
+    // 2025-11-25: the bridge works only because the gateway negotiates 2025-11-25 upstream on
+    // its own behalf, whatever the client speaks.
+    let mut server = Proc::spawn(
+        Command::new("node")
+            .args([require(&interop_dir().join("ts_server.mjs")), "0".into(), "--everything".into(), "--strict".into()])
+            .current_dir(interop_dir()),
+    );
+    let line = server.wait_for("listening ");
+    let port: u16 = line.split_whitespace().last().unwrap().parse().unwrap();
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"strict\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"));
+    run_client(&gw, "node", &bridge_scenario("2025-06-18", http(gw.url("strict"))));
 }
 
 #[test]

@@ -64,6 +64,14 @@ impl Config {
             let _ = writeln!(out, "connect_timeout = \"{}\"", fmt_duration(u.connect_timeout));
             let _ = writeln!(out, "request_timeout = \"{}\"", fmt_duration(u.request_timeout));
             let _ = writeln!(out, "max_request_time = \"{}\"", fmt_duration(u.max_request_time));
+            let ci = &u.client_info;
+            let _ = writeln!(
+                out,
+                "client_info = {{ name = {:?}, version = {:?}{} }}",
+                ci.name,
+                ci.version,
+                ci.title.as_ref().map(|t| format!(", title = {t:?}")).unwrap_or_default()
+            );
             let t = &u.tasks;
             let _ = writeln!(out, "[upstream.tasks]");
             let mode = match t.hosted {

@@ -200,8 +200,20 @@ fn upstream_config(
         connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
         request_timeout: duration(&format!("{at}.request_timeout"), u.request_timeout, Duration::from_secs(300))?,
         max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,
+        client_info: client_info(&at, u.client_info)?,
         tasks: upstream_tasks(&at, u.tasks)?,
     })
+}
+
+fn client_info(at: &str, c: Option<RawClientInfo>) -> Result<ClientInfo, ConfigError> {
+    let d = ClientInfo::default();
+    let Some(c) = c else { return Ok(d) };
+    for (k, v) in [("name", &c.name), ("version", &c.version), ("title", &c.title)] {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return err(format!("{at}.client_info.{k}: must not be empty"));
+        }
+    }
+    Ok(ClientInfo { name: c.name.unwrap_or(d.name), version: c.version.unwrap_or(d.version), title: c.title })
 }
 
 fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks, ConfigError> {

@@ -74,5 +74,14 @@ pub(super) struct RawUpstream {
     pub(super) connect_timeout: Option<String>,
     pub(super) request_timeout: Option<String>,
     pub(super) max_request_time: Option<String>,
+    pub(super) client_info: Option<RawClientInfo>,
     pub(super) tasks: Option<RawUpstreamTasks>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClientInfo {
+    pub(super) name: Option<String>,
+    pub(super) version: Option<String>,
+    pub(super) title: Option<String>,
 }

@@ -100,6 +100,7 @@ impl UpstreamConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(300),
             max_request_time: Duration::from_secs(3600),
+            client_info: ClientInfo::default(),
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
         }
     }
@@ -181,7 +182,34 @@ pub struct UpstreamConfig {
     pub request_timeout: Duration,
     /// A forwarded request fails after this long in all, progress or not.
     pub max_request_time: Duration,
+    /// Who the gateway says it is in its own `initialize` to this upstream.
+    pub client_info: ClientInfo,
     pub tasks: UpstreamTasks,
+}
+
+/// The `clientInfo` the gateway sends an upstream (`[upstream.client_info]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientInfo {
+    pub name: String,
+    pub version: String,
+    pub title: Option<String>,
+}
+
+impl Default for ClientInfo {
+    fn default() -> Self {
+        ClientInfo { name: "taskgate".into(), version: env!("CARGO_PKG_VERSION").into(), title: None }
+    }
+}
+
+impl ClientInfo {
+    /// As it goes in `initialize` params.
+    pub fn to_value(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"name": self.name, "version": self.version});
+        if let Some(t) = &self.title {
+            v["title"] = t.as_str().into();
+        }
+        v
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -1,11 +1,13 @@
 //! One downstream session: the client's negotiated version and capabilities, its current
 //! upstream link, and the routing of every message between the two.
 //!
-//! The session answers what the gateway answers itself (`server/discover`, a second
-//! `initialize`, hosted tasks), shapes responses to the client's version, forwards the rest
-//! through its link, maps the ids of requests the server sends the client, and replaces a
-//! dead link with a fresh one on the client's next request, replaying the client's own
-//! `initialize`.
+//! The client and the upstream negotiate their versions apart: the client with the session
+//! (its `initialize` is answered by the gateway, from what the upstream said of itself), the
+//! upstream with the link (the gateway's own `initialize`). The session answers what the
+//! gateway answers itself (`server/discover`, `initialize`, hosted tasks), translates every
+//! message between the two versions (`versions`), forwards the rest through its link, maps
+//! the ids of requests the server sends the client, and replaces a dead link with a fresh
+//! one on the client's next request.
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 mod from_upstream;
 mod relink;
 mod tasks;
+mod versions;
 
 /// A request the server sent the client, waiting for the client's answer.
 struct ServerRequest {
@@ -32,6 +35,8 @@ struct ServerRequest {
     upstream_id: Id,
     /// The hosted task it was asked for, if any.
     task: Option<Arc<str>>,
+    /// Its method, if the version table rewrites its result (the client's answer).
+    answers: Option<&'static str>,
 }
 
 /// Tool listings are cached per session for task decisions; this bounds the cache.
@@ -45,12 +50,14 @@ const CURSOR_UPSTREAM: &str = "up:";
 
 #[derive(Default)]
 struct SessionState {
+    /// The client's version, once its `initialize` has been answered.
     version: Option<ProtocolVersion>,
-    /// The client's `initialize` params, replayed when a link is replaced.
+    /// The client's `initialize` params (its capabilities are declared to every link).
     init_params: Option<Value>,
-    /// The client id of the `initialize` still waiting for its response.
-    init_pending: Option<Id>,
-    /// The upstream's capabilities, from its `initialize` result.
+    /// The version the current link negotiated.
+    upstream_version: Option<ProtocolVersion>,
+    /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
+    /// version has none: a server that leaks them is not run as a task server).
     upstream_caps: Value,
     /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
     tool_support: HashMap<String, TaskSupport>,
@@ -120,7 +127,7 @@ impl Session {
         &self.upstream.name
     }
 
-    /// The negotiated version, once `initialize` has been answered.
+    /// The client's negotiated version, once `initialize` has been answered.
     pub fn version(&self) -> Option<ProtocolVersion> {
         self.state.lock().unwrap().version
     }
@@ -149,7 +156,7 @@ impl Session {
                 Err(crate::mcp::version::refuse_discover())
             }
             method => {
-                if self.state.lock().unwrap().init_params.is_none() {
+                if self.version().is_none() {
                     if method == Method::Ping {
                         self.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
                         return;
@@ -242,46 +249,59 @@ impl Session {
             }
             _ => Shape::AsIs,
         };
-        self.link().await?.forward(id, frame, shape).await
+        let link = self.link().await?;
+        // Translated for the link's version, which a restart may have changed.
+        let frame = self.upward_request(frame)?.ok_or_else(|| {
+            RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
+        })?;
+        link.forward(id, frame, shape).await
     }
 
+    /// The client's `initialize`: the link is opened and initialized on the gateway's
+    /// behalf, and the client is answered at its own version with what the upstream said
+    /// of itself, translated, plus the task capabilities the gateway adds.
     async fn initialize(&self, id: Id, msg: Message) -> Result<(), RpcError> {
-        if self.state.lock().unwrap().init_params.is_some() {
-            return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
-        }
         // A client newer than the gateway is offered the newest version the gateway speaks:
         // the gateway must understand what it relays.
-        let known =
-            msg.param(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str).and_then(|v| ProtocolVersion::parse(&v));
-        let msg = if known.is_some() {
-            msg
-        } else {
-            msg.edit(|m| {
-                if let Some(params) = m.get_mut("params").and_then(Value::as_object_mut) {
-                    params.insert("protocolVersion".into(), ProtocolVersion::LATEST.as_str().into());
-                }
-            })
-        };
+        let version = msg
+            .param(jsonrpc::Key::ProtocolVersion)
+            .and_then(jsonrpc::as_str)
+            .and_then(|v| ProtocolVersion::parse(&v))
+            .unwrap_or(ProtocolVersion::LATEST);
         {
             let mut st = self.state.lock().unwrap();
             if st.init_params.is_some() {
                 return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
             }
             st.init_params = Some(msg.value().get("params").cloned().unwrap_or(json!({})));
-            st.init_pending = Some(id.clone());
         }
-        let _guard = self.relink.lock().await;
-        let link = match self.start_link().await {
-            Ok(l) => l,
+        let negotiated = {
+            let _guard = self.relink.lock().await;
+            self.open_link().await
+        };
+        let negotiated = match negotiated {
+            Ok(n) => n,
             Err(e) => {
-                let mut st = self.state.lock().unwrap();
-                st.init_params = None;
-                st.init_pending = None;
+                // A failed initialize leaves the session uninitialized; the client may retry.
+                self.state.lock().unwrap().init_params = None;
                 return Err(e);
             }
         };
-        *self.link.lock().unwrap() = Some(link.clone());
-        link.forward(id, msg, Shape::Initialize).await
+        let mut result = negotiated.result;
+        if !result.is_object() {
+            result = json!({});
+        }
+        result["protocolVersion"] = version.as_str().into();
+        let mut resp = jsonrpc::result_response(&id, result);
+        // Nothing is refused in an initialize result: it is only stripped.
+        let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), negotiated.version, version);
+        if let Some(result) = resp.get_mut("result") {
+            shaping::initialize_result(result, version, self.upstream.tasks.hosted != HostedMode::Never);
+        }
+        self.state.lock().unwrap().version = Some(version);
+        tracing::debug!(upstream = %self.upstream.name, client = %version, upstream_version = %negotiated.version, "session initialized");
+        self.to_client(Message::made(resp), Route::Response(id));
+        Ok(())
     }
 
     async fn handle_notification(&self, frame: Message) {
@@ -290,14 +310,23 @@ impl Session {
             // Nothing upstream to tell; a notification never starts a link.
             return;
         };
-        let is_cancel = frame.method() == Method::Cancelled;
         let msg = frame;
-        if is_cancel {
-            let Some(client_id) = msg.request_id_param() else { return };
-            if self.state.lock().unwrap().init_pending.as_ref() == Some(&client_id) {
-                // initialize is not cancelled (the spec forbids it): the handshake goes on.
+        match msg.method() {
+            // The gateway told the upstream itself, when the link was initialized.
+            Method::Initialized => return,
+            Method::Cancelled => {}
+            _ => {
+                let Some(msg) = self.upward_notification(msg) else { return };
+                if let Err(e) = link.send(msg).await {
+                    tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
+                }
                 return;
             }
+        }
+        {
+            // The client's initialize is the gateway's to answer, not in flight upstream: a
+            // cancel of it finds nothing (the spec forbids cancelling it anyway).
+            let Some(client_id) = msg.request_id_param() else { return };
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
@@ -314,10 +343,6 @@ impl Session {
             if link.cancel_client_request(&client_id, reason).await {
                 self.sink.abandon(&client_id);
             }
-            return;
-        }
-        if let Err(e) = link.send(msg).await {
-            tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
         }
     }
 
@@ -331,9 +356,10 @@ impl Session {
         if let Some(task) = &req.task {
             self.hosted().input_answered(task);
         }
-        if let Some(link) = req.link.upgrade()
-            && let Err(e) = link.send(frame.with_id(&req.upstream_id)).await
-        {
+        let Some(link) = req.link.upgrade() else { return };
+        // An answer the upstream's version cannot take is an error for its request.
+        let Some(msg) = self.upward_answer(frame, req.answers, &req.upstream_id) else { return };
+        if let Err(e) = link.send(msg.with_id(&req.upstream_id)).await {
             tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
         }
     }
@@ -348,6 +374,19 @@ impl Session {
         route: Route,
         task: Option<Arc<str>>,
     ) {
+        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        // A request the client's version cannot take is refused upstream, never sent.
+        let msg = match self.downward_request(msg) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!(upstream = %self.upstream.name, "refused a server request the client's version lacks: {}", e.message);
+                if let Some(t) = &task {
+                    self.hosted().input_answered(t);
+                }
+                link.refuse(upstream_id, e);
+                return;
+            }
+        };
         let client_side_id = {
             let mut st = self.state.lock().unwrap();
             if st.server_requests.len() >= self.gateway.limits().max_in_flight {
@@ -357,7 +396,7 @@ impl Session {
                 st.next_client_side_id += 1;
                 st.server_requests.insert(
                     id.clone(),
-                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task },
+                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers },
                 );
                 Some(id)
             }
@@ -370,18 +409,30 @@ impl Session {
     }
 
     /// The response to client request `id`, made from a tree (a task's stored outcome, a
-    /// bridged call's answer): -32603 if the tree is not a message.
-    pub(super) fn answer(&self, id: Id, resp: Value) {
+    /// bridged call's answer): -32603 if the tree is not a message. `answers` as for
+    /// [`Session::to_client_answering`].
+    pub(super) fn answer(&self, id: Id, resp: Value, answers: Option<&'static str>) {
         let msg = Message::from_value(resp).unwrap_or_else(|r| {
             let why = format!("the answer could not be sent: {}", r.error.message);
             Message::made(RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(&id)))
         });
-        self.to_client(msg, Route::Response(id));
+        self.to_client_answering(msg, Route::Response(id), answers);
     }
 
-    /// Everything for the client passes here: shaped to what its version defines.
+    /// Everything for the client passes here (requests first through
+    /// [`Session::relay_server_request`]): translated to the client's version, and shaped.
     pub fn to_client(&self, msg: Message, route: Route) {
-        let version = self.state.lock().unwrap().version;
+        self.to_client_answering(msg, route, None);
+    }
+
+    /// [`Session::to_client`] for a response to a request of method `answers` (one whose
+    /// result the version table rewrites; see [`crate::mcp::translate::answered_method`]).
+    pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<&'static str>) {
+        let (version, upstream) = {
+            let st = self.state.lock().unwrap();
+            (st.version, st.upstream_version)
+        };
+        let Some(msg) = self.downward(msg, answers, version.zip(upstream)) else { return };
         let msg = match version {
             Some(v) => match shaping::for_client(msg, v) {
                 Some(m) => m,

@@ -6,8 +6,6 @@
 
 pub mod shaping;
 pub mod tasks;
-// Not called yet: the next step of issue 10 translates every message that crosses a session.
-#[cfg_attr(not(test), expect(dead_code, reason = "not wired into the session yet (issue 10, item 2)"))]
 pub mod translate;
 pub mod version;
 

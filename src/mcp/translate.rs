@@ -1,10 +1,8 @@
 //! Translation of a message from its sender's protocol version to its receiver's, from one
 //! table ([`table::TABLE`]) of what each version added, read from the schemas.
 //!
-//! **Not wired in yet.** Today the upstream link replays the client's own `initialize`, so both
-//! sides speak one version and translation would be the identity. The next step of issue 10
-//! lets the upstream negotiate its own version and calls [`translate`] on every message that
-//! crosses.
+//! Each session calls [`cross`] on every message between its client and its upstream, which
+//! negotiate their versions apart.
 //!
 //! **Downgrade** (a newer sender, an older receiver) is where the work is:
 //! - a field, capability or `_meta` key the receiver's version lacks is removed;
@@ -42,7 +40,7 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{Message, RpcError};
 use crate::mcp::ProtocolVersion;
 use serde_json::{Map, Value};
 use table::{Older, Place, Shape};
@@ -63,6 +61,54 @@ pub enum Verdict {
 }
 
 const UNCHANGED: Verdict = Verdict::Deliver { edited: false };
+
+/// Why [`cross`] did not deliver a message: the [`Verdict`]s other than delivery.
+#[derive(Debug)]
+pub enum Stopped {
+    Drop(String),
+    Refuse(RpcError),
+    Fail(RpcError),
+}
+
+/// [`translate`] on a message on its way: its bytes pass as they came unless the table
+/// changed something. `method` as for [`translate`] (see [`answered_method`]).
+pub fn cross(
+    msg: Message,
+    method: Option<&str>,
+    from: ProtocolVersion,
+    to: ProtocolVersion,
+) -> Result<Message, Stopped> {
+    if !needs_downgrade(from, to) {
+        return Ok(msg);
+    }
+    let mut tree = msg.value().clone();
+    match downgrade(&mut tree, method, to) {
+        Verdict::Deliver { edited: false } => Ok(msg),
+        Verdict::Deliver { edited: true } => Ok(Message::from_value(tree).unwrap_or(msg)),
+        Verdict::Drop(why) => Err(Stopped::Drop(why)),
+        Verdict::Refuse(e) => Err(Stopped::Refuse(e)),
+        Verdict::Fail(e) => Err(Stopped::Fail(e)),
+    }
+}
+
+/// The requests whose results the table rewrites: the name to keep with a request in flight,
+/// so its response can be translated (`None`: its result passes as it is, `_meta` aside).
+pub fn answered_method(method: &str) -> Option<&'static str> {
+    const ANSWERED: [&str; 11] = [
+        "initialize",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "sampling/createMessage",
+        "elicitation/create",
+        "roots/list",
+    ];
+    ANSWERED.into_iter().find(|m| *m == method)
+}
 
 /// Whether a message from a `from` sender needs any rewriting for a `to` receiver: only when
 /// the receiver is older. The hot path skips the rest when this is false.

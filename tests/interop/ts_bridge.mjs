@@ -136,8 +136,16 @@ function taskTraffic(from = 0) {
 }
 
 // The value a client picks for the clarification: the `const` of the first `oneOf` option.
+// Titled single-select (`oneOf`) is 2025-11-25's; a client of an older version gets the form
+// its schema has, `enum` with `enumNames`, translated by the gateway.
 function interpretationChoice(params) {
   const prop = params?.requestedSchema?.properties?.interpretation;
+  if (!TASKS_VERSION) {
+    assert(prop?.oneOf === undefined, `a ${opts.protocol} client got oneOf, which its version lacks: ${brief(prop)}`);
+    assert(Array.isArray(prop?.enum) && prop.enum.length > 0, `requestedSchema has no enum for "interpretation": ${brief(params?.requestedSchema)}`);
+    assert(Array.isArray(prop.enumNames) && prop.enumNames.length === prop.enum.length, `enumNames do not match enum: ${brief(prop)}`);
+    return prop.enum[0];
+  }
   assert(Array.isArray(prop?.oneOf) && prop.oneOf.length > 0, `requestedSchema has no oneOf for "interpretation": ${brief(params?.requestedSchema)}`);
   assert(typeof prop.oneOf[0].const === 'string', `first oneOf option has no string const: ${brief(prop.oneOf[0])}`);
   return prop.oneOf[0].const;

@@ -7,6 +7,11 @@
 //   node ts_server.mjs <port> --everything  (serve @modelcontextprotocol/server-everything's own
 //                                            server instead, on 127.0.0.1: its CLI binds every
 //                                            interface)
+//   node ts_server.mjs <port> [--everything] --strict
+//                                           (a server that honours the negotiated version: in a
+//                                            session negotiated before 2025-11-25, a request with
+//                                            params.task or a tasks/* request gets -32602 instead
+//                                            of reaching the SDK, which would serve it anyway)
 //
 // Prints `listening <port>` on stdout once ready. Stops on SIGTERM/SIGINT.
 // INTEROP_LOG_HEADERS=1 prints each request's method, path and headers to stderr.
@@ -23,7 +28,13 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CreateMessageResultSchema, ElicitResultSchema, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  isInitializeRequest,
+  LATEST_PROTOCOL_VERSION,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from '@modelcontextprotocol/sdk/types.js';
 
 const HOST = '127.0.0.1';
 const portArg = process.argv[2];
@@ -32,12 +43,13 @@ if (
   portArg === undefined ||
   !/^\d+$/.test(portArg) ||
   Number(portArg) > 65535 ||
-  flags.some((f) => f !== '--everything')
+  flags.some((f) => f !== '--everything' && f !== '--strict')
 ) {
-  console.error('usage: node ts_server.mjs <port> [--everything]');
+  console.error('usage: node ts_server.mjs <port> [--everything] [--strict]');
   process.exit(2);
 }
 const EVERYTHING = flags.includes('--everything');
+const STRICT = flags.includes('--strict');
 const LOG_HEADERS = process.env.INTEROP_LOG_HEADERS === '1';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -170,6 +182,14 @@ function buildServer() {
 // ---------------------------------------------------------------------------
 // HTTP plumbing
 
+// The first request in `body` (one message or a batch) that a session of `version` has no
+// place for: task fields exist from 2025-11-25 on. (Dates order as strings.)
+function taskFieldsBeyond(version, body) {
+  if (version >= '2025-11-25') return undefined;
+  const msgs = Array.isArray(body) ? body : [body];
+  return msgs.find((m) => m && m.id !== undefined && typeof m.method === 'string' && (m.method.startsWith('tasks/') || m.params?.task !== undefined));
+}
+
 // One McpServer (and its cleanup) per session.
 let createSessionServer = () => ({ server: buildServer(), cleanup: () => {} });
 if (EVERYTHING) {
@@ -213,6 +233,12 @@ async function handle(req, res) {
   if (sid !== undefined) {
     const s = sessions.get(sid);
     if (!s) return sendJsonError(res, 404, -32001, 'Session not found');
+    const refused = STRICT && body !== undefined && taskFieldsBeyond(s.version, body);
+    if (refused) {
+      console.error(`ts_server: strict: refused ${refused.method} in a ${s.version} session`);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ jsonrpc: '2.0', id: refused.id, error: { code: -32602, message: `strict: ${refused.method} with task fields is not in protocol ${s.version}` } }));
+    }
     return s.transport.handleRequest(req, res, body);
   }
 
@@ -220,10 +246,14 @@ async function handle(req, res) {
   if (!isInit) return sendJsonError(res, 400, -32000, 'Bad Request: no valid session ID provided');
 
   const { server: mcp, cleanup } = createSessionServer();
+  // The version the SDK answers with: the one asked for if it supports it, else its newest.
+  const init = Array.isArray(body) ? body.find(isInitializeRequest) : body;
+  const asked = init?.params?.protocolVersion;
+  const version = SUPPORTED_PROTOCOL_VERSIONS.includes(asked) ? asked : LATEST_PROTOCOL_VERSION;
   const transport = new StreamableHTTPServerTransport({
     sessionIdGenerator: () => randomUUID(),
     onsessioninitialized: (id) => {
-      sessions.set(id, { transport, mcp, cleanup });
+      sessions.set(id, { transport, mcp, cleanup, version });
     },
   });
   transport.onclose = () => {

@@ -33,6 +33,18 @@ pub(crate) enum LinkError {
     /// `max_links` links are open.
     #[error("too many upstream links open (max_links {0}); try again when running tasks have ended")]
     TooManyLinks(usize),
+    /// The upstream answered the gateway's `initialize` with an error.
+    #[error("upstream '{upstream}' refused to initialize: {error}")]
+    InitRefused { upstream: Arc<str>, error: String },
+    /// The upstream chose a protocol version the gateway does not speak.
+    #[error(
+        "upstream '{upstream}' negotiated protocol version {version:?}, which the gateway does not speak (it speaks {})",
+        crate::mcp::ProtocolVersion::ALL.map(|v| v.as_str()).join(", ")
+    )]
+    UnknownVersion { upstream: Arc<str>, version: String },
+    /// The handshake did not finish within `connect_timeout`.
+    #[error("upstream '{upstream}' did not initialize within connect_timeout ({})", crate::config::fmt_duration(*after))]
+    InitTimedOut { upstream: Arc<str>, after: Duration },
     /// The client reused the id of a request still in flight.
     #[error("request id {0} is already in use")]
     IdInUse(Id),
@@ -92,9 +104,12 @@ impl LinkError {
 
     pub(crate) fn code(&self) -> i64 {
         match self {
-            LinkError::Unavailable { .. } | LinkError::Transport { .. } | LinkError::Closed { .. } => {
-                UPSTREAM_UNAVAILABLE
-            }
+            LinkError::Unavailable { .. }
+            | LinkError::Transport { .. }
+            | LinkError::Closed { .. }
+            | LinkError::InitRefused { .. }
+            | LinkError::UnknownVersion { .. }
+            | LinkError::InitTimedOut { .. } => UPSTREAM_UNAVAILABLE,
             LinkError::TimedOut { .. } | LinkError::NoAnswer { .. } => REQUEST_TIMEOUT,
             LinkError::InFlight { .. } | LinkError::TooManyLinks(_) => GATEWAY_BUSY,
             LinkError::IdInUse(_) => INVALID_REQUEST,

@@ -74,9 +74,9 @@ impl LinkCore {
         for (_, p) in pending {
             // Internal waiters see their sender dropped.
             match p.waiter {
-                Waiter::Client { client_id, shape } => {
+                Waiter::Client { client_id, shape, .. } => {
                     if let Some(ev) = &events {
-                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape);
+                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape, None);
                     }
                 }
                 Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
@@ -101,10 +101,10 @@ impl LinkCore {
             let why = timeout.to_string();
             let err = RpcError::from(LinkError::TimedOut { upstream: core.upstream.clone(), timeout });
             match p.waiter {
-                Waiter::Client { client_id, shape } => {
+                Waiter::Client { client_id, shape, .. } => {
                     tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
                     if let Some(ev) = core.events.upgrade() {
-                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape);
+                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape, None);
                     }
                 }
                 Waiter::Task { task_id } => {
@@ -162,7 +162,7 @@ impl InboundSink for LinkCore {
                     self.deliver_to(&dest, m);
                 }
                 match p.waiter {
-                    Waiter::Client { client_id, shape } => {
+                    Waiter::Client { client_id, shape, answers } => {
                         // Only a tasks/* answer can show a task ended: a plain result is not
                         // read for it.
                         let ended = p.about_task.as_ref().and_then(|_| crate::mcp::tasks::ended_task(&frame));
@@ -177,7 +177,7 @@ impl InboundSink for LinkCore {
                         }
                         let msg = frame.with_id(&client_id);
                         if let Some(ev) = self.events.upgrade() {
-                            ev.response(client_id, msg, shape);
+                            ev.response(client_id, msg, shape, answers);
                         }
                     }
                     Waiter::Task { task_id } => self.tasks.outcome(&task_id, frame.into_value()),

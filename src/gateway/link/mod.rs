@@ -12,10 +12,12 @@
 //! nothing of what they do.
 
 mod error;
+mod handshake;
 mod inbound;
 mod outbound;
 mod routes;
 mod types;
 
 pub use error::CloseReason;
+pub use handshake::Negotiated;
 pub use types::{Link, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};

@@ -142,7 +142,8 @@ impl Link {
 
     /// Forwards a client request; its response comes back through [`LinkEvents::response`].
     pub async fn forward(&self, client_id: Id, msg: Message, shape: Shape) -> Result<(), RpcError> {
-        let up_id = self.register(Waiter::Client { client_id, shape }, &msg)?;
+        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        let up_id = self.register(Waiter::Client { client_id, shape, answers }, &msg)?;
         self.send_registered(up_id, msg).await
     }
 

@@ -22,7 +22,6 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Shape {
     AsIs,
-    Initialize,
     ToolsList,
     /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
     UpstreamTaskPage,
@@ -33,8 +32,9 @@ pub enum Shape {
 
 /// What a link reports to its session. All calls are synchronous and short.
 pub trait LinkEvents: Send + Sync + 'static {
-    /// The response to a client request, already carrying the client's id.
-    fn response(&self, client_id: Id, msg: Message, shape: Shape);
+    /// The response to a client request, already carrying the client's id. `answers`: the
+    /// request's method, when its result is one the version table rewrites.
+    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>);
     /// A request from the server (sampling, elicitation, roots, ping). `related` is the client
     /// request it belongs to, when known.
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Message, related: Option<Id>);
@@ -82,8 +82,9 @@ pub(super) enum Dest {
 }
 
 pub(super) enum Waiter {
-    /// A client request: the id to restore, and how to shape its response.
-    Client { client_id: Id, shape: Shape },
+    /// A client request: the id to restore, how to shape its response, and its method if
+    /// the version table rewrites its result.
+    Client { client_id: Id, shape: Shape, answers: Option<&'static str> },
     /// The background call of a hosted task.
     Task { task_id: Arc<str> },
     /// A request the gateway made itself; what arrives related to it belongs to the client

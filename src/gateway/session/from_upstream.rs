@@ -1,6 +1,6 @@
-//! What reaches the session from its link: responses (the `initialize` that fixes the
-//! version, plain calls the upstream wants as tasks, listings to shape), server requests and
-//! notifications on their way to the client, and the link's end. Also the session as hosted
+//! What reaches the session from its link: responses (plain calls the upstream wants as
+//! tasks, listings to shape), server requests and notifications on their way to the client,
+//! and the link's end. Also the session as hosted
 //! tasks reach it ([`ClientSession`]).
 
 use super::*;
@@ -20,14 +20,14 @@ impl Session {
     fn shape_result(&self, result: &mut Value, shape: Shape) {
         match shape {
             Shape::AsIs | Shape::MayNeedTask => {}
-            Shape::Initialize => {
-                let version = self.state.lock().unwrap().version;
-                if let Some(v) = version {
-                    let hosting = self.upstream.tasks.hosted != HostedMode::Never;
-                    shaping::initialize_result(result, v, hosting);
-                }
-            }
             Shape::ToolsList => {
+                let upstream_has_tasks = self.state.lock().unwrap().upstream_version.is_some_and(|v| v.has_tasks());
+                if !upstream_has_tasks && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
+                    // Task support the upstream's version lacks is not its to declare.
+                    for t in tools.iter_mut().filter_map(Value::as_object_mut) {
+                        t.remove("execution");
+                    }
+                }
                 self.remember_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
@@ -81,35 +81,7 @@ impl ClientSession for Session {
 }
 
 impl LinkEvents for Session {
-    fn response(&self, client_id: Id, mut msg: Message, shape: Shape) {
-        if shape == Shape::Initialize {
-            let mut st = self.state.lock().unwrap();
-            if st.init_pending.as_ref() == Some(&client_id) {
-                st.init_pending = None;
-                if msg.is_error() {
-                    // A refused initialize leaves the session uninitialized; the client may retry.
-                    st.init_params = None;
-                } else {
-                    let got = msg.result_field(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str);
-                    let got = got.as_deref().unwrap_or("").to_string();
-                    match ProtocolVersion::parse(&got) {
-                        Some(v) => {
-                            st.version = Some(v);
-                            st.upstream_caps =
-                                msg.value().pointer("/result/capabilities").cloned().unwrap_or(json!({}));
-                        }
-                        None => {
-                            st.init_params = None;
-                            msg = Message::made(RpcError::new(
-                                jsonrpc::INTERNAL_ERROR,
-                                format!("upstream '{}' negotiated protocol version {got:?}, which the gateway does not speak", self.upstream.name),
-                            )
-                            .response(Some(&client_id)));
-                        }
-                    }
-                }
-            }
-        }
+    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>) {
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
@@ -137,7 +109,7 @@ impl LinkEvents for Session {
             st.known_tasks.push_back(task_id.as_str().to_string());
         }
         let msg = self.shape(msg, shape);
-        self.to_client(msg, Route::Response(client_id));
+        self.to_client_answering(msg, Route::Response(client_id), answers);
     }
 
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Message, related: Option<Id>) {

@@ -1,11 +1,12 @@
-//! The session's link: the live one, or a fresh one started on the client's next request
-//! when it died (the client's own `initialize` replayed, after a backoff that grows while
-//! links keep dying).
+//! The session's link: opened and initialized on the gateway's behalf when the client
+//! initializes, and replaced by a fresh one on the client's next request when it died (after
+//! a backoff that grows while links keep dying). Each link negotiates its own version.
 
 use super::*;
+use crate::gateway::link::Negotiated;
 
 impl Session {
-    /// The live link, restarting one (with the client's `initialize` replayed) if it died.
+    /// The live link, starting a new one if it died.
     pub(super) async fn link(&self) -> Result<Arc<Link>, RpcError> {
         if let Some(l) = self.link.lock().unwrap().clone()
             && !l.is_closed()
@@ -18,55 +19,69 @@ impl Session {
         {
             return Ok(l);
         }
-        let (params, version, backoff) = {
+        let (initialized, before, backoff) = {
             let st = self.state.lock().unwrap();
-            (st.init_params.clone(), st.version, st.restart_backoff)
+            (st.version.is_some(), st.upstream_version, st.restart_backoff)
         };
-        let (Some(mut params), Some(version)) = (params, version) else {
+        if !initialized {
             return Err(RpcError::new(INVALID_REQUEST, "session not initialized"));
-        };
+        }
         if let Some((since, delay)) = backoff {
             tokio::time::sleep_until((since + delay).into()).await;
         }
-        let link = self.start_link().await?;
-        params["protocolVersion"] = version.as_str().into();
-        let handshake = async {
-            let resp = link.request("initialize", params).await?;
-            if let Some(err) = resp.get("error") {
-                return Err(RpcError::new(
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    format!("upstream '{}' refused to re-initialize: {err}", self.upstream.name),
-                ));
-            }
-            let got = resp.pointer("/result/protocolVersion").and_then(Value::as_str);
-            if got != Some(version.as_str()) {
-                return Err(RpcError::new(
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    format!("upstream '{}' restarted with protocol version {got:?}, not {version}", self.upstream.name),
-                ));
-            }
-            link.send(Message::made(jsonrpc::notification("notifications/initialized", json!({})))).await
+        let negotiated = self.open_link().await?;
+        let link = self.link.lock().unwrap().clone().expect("open_link keeps the link it opened");
+        if before != Some(negotiated.version) {
+            tracing::warn!(upstream = %self.upstream.name, "the restarted upstream negotiated protocol version {} (was {}); messages are translated for it",
+                negotiated.version, before.map_or("none", |v| v.as_str()));
+        }
+        tracing::info!(upstream = %self.upstream.name, generation = link.generation(), "upstream link restarted");
+        Ok(link)
+    }
+
+    /// Opens a link and initializes it on the gateway's behalf, declaring the client's own
+    /// capabilities (so the upstream asks only for what the client can serve); on success it
+    /// is the session's link, and what the upstream negotiated is the session's view of it.
+    /// Called with `relink` held.
+    pub(super) async fn open_link(&self) -> Result<Negotiated, RpcError> {
+        let capabilities = {
+            let st = self.state.lock().unwrap();
+            st.init_params.as_ref().and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned()
         };
-        match tokio::time::timeout(self.upstream.connect_timeout, handshake).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
+        let link = self.start_link().await?;
+        let handshake = link.handshake(
+            capabilities.unwrap_or_else(|| json!({})),
+            self.upstream.client_info.to_value(),
+            self.upstream.connect_timeout,
+        );
+        let negotiated = match handshake.await {
+            Ok(n) => n,
+            Err(e) => {
                 link.close().await;
                 return Err(e);
             }
-            Err(_) => {
-                link.close().await;
-                return Err(RpcError::new(
-                    jsonrpc::UPSTREAM_UNAVAILABLE,
-                    format!(
-                        "upstream '{}' did not initialize within {:?}",
-                        self.upstream.name, self.upstream.connect_timeout
-                    ),
-                ));
+        };
+        {
+            let mut st = self.state.lock().unwrap();
+            st.upstream_version = Some(negotiated.version);
+            let mut caps = negotiated.capabilities().clone();
+            if !caps.is_object() {
+                caps = json!({});
             }
+            if !negotiated.version.has_tasks()
+                && let Some(c) = caps.as_object_mut()
+                && c.remove("tasks").is_some()
+            {
+                tracing::info!(upstream = %self.upstream.name, version = %negotiated.version, "the upstream declares tasks its protocol version lacks; they are not used");
+            }
+            st.upstream_caps = caps;
+            // What a previous link listed may not hold for this one.
+            st.tool_support.clear();
+            st.listing_loaded = false;
+            st.listed_task_tools = false;
         }
-        tracing::info!(upstream = %self.upstream.name, generation = link.generation(), "upstream link restarted");
-        *self.link.lock().unwrap() = Some(link.clone());
-        Ok(link)
+        *self.link.lock().unwrap() = Some(link);
+        Ok(negotiated)
     }
 
     pub(super) async fn start_link(&self) -> Result<Arc<Link>, RpcError> {

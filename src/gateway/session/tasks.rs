@@ -49,7 +49,7 @@ impl Session {
             let Some(s) = me.upgrade() else { return };
             s.state.lock().unwrap().bridges.remove(&id);
             if let Ending::Answer(resp) = ending {
-                s.answer(id, resp);
+                s.answer(id, resp, Some("tools/call"));
             }
         });
         Ok(())
@@ -133,6 +133,12 @@ impl Session {
     pub(super) async fn start_hosted(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
         let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
         let link = self.link().await?;
+        if let Some((client, upstream)) = self.versions()
+            && let crate::mcp::translate::Verdict::Refuse(e) =
+                crate::mcp::translate::translate(&mut msg, None, client, upstream)
+        {
+            return Err(e);
+        }
         let rec = self.hosted().create(
             &self.owner,
             &self.client,
@@ -173,7 +179,7 @@ impl Session {
                 tokio::spawn(async move {
                     let resp = hosted.result(&task_id, me.clone(), &id).await;
                     if let Some(s) = me.upgrade() {
-                        s.answer(id, resp);
+                        s.answer(id, resp, Some("tools/call"));
                     }
                 });
             }

@@ -1,0 +1,88 @@
+//! The crossing between the client's version and the upstream's: every message one side
+//! sends is translated for the other by the table in [`crate::mcp::translate`]. When both
+//! speak one version (or the receiver is newer) a message passes untouched, its bytes as
+//! they came.
+
+use super::*;
+use crate::mcp::translate::{self, Stopped};
+
+impl Session {
+    /// (client, upstream) versions, once both are negotiated.
+    pub(super) fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)> {
+        let st = self.state.lock().unwrap();
+        Some((st.version?, st.upstream_version?))
+    }
+
+    /// A request or notification from the client, for the upstream. `Err` for a request the
+    /// upstream's version lacks: the client's answer. A notification it lacks is dropped
+    /// (`Ok(None)`).
+    pub(super) fn upward_request(&self, msg: Message) -> Result<Option<Message>, RpcError> {
+        let Some((client, upstream)) = self.versions() else { return Ok(Some(msg)) };
+        match translate::cross(msg, None, client, upstream) {
+            Ok(m) => Ok(Some(m)),
+            Err(Stopped::Refuse(e) | Stopped::Fail(e)) => Err(e),
+            Err(Stopped::Drop(why)) => {
+                tracing::debug!(upstream = %self.upstream.name, "not sent upstream: {why}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// A notification from the client, for the upstream (`None`: dropped).
+    pub(super) fn upward_notification(&self, msg: Message) -> Option<Message> {
+        self.upward_request(msg).unwrap_or(None)
+    }
+
+    /// The client's answer to server request `upstream_id` (of method `answers`), for the
+    /// upstream: an answer the upstream's version cannot take becomes an error response.
+    pub(super) fn upward_answer(
+        &self,
+        msg: Message,
+        answers: Option<&'static str>,
+        upstream_id: &Id,
+    ) -> Option<Message> {
+        let Some((client, upstream)) = self.versions() else { return Some(msg) };
+        match translate::cross(msg, answers, client, upstream) {
+            Ok(m) => Some(m),
+            Err(Stopped::Fail(e) | Stopped::Refuse(e)) => Some(Message::made(e.response(Some(upstream_id)))),
+            Err(Stopped::Drop(_)) => None,
+        }
+    }
+
+    /// A request from the upstream, for the client: `Err` (the upstream's answer) if the
+    /// client's version lacks it or cannot express this form of it.
+    pub(super) fn downward_request(&self, msg: Message) -> Result<Message, RpcError> {
+        let Some((client, upstream)) = self.versions() else { return Ok(msg) };
+        match translate::cross(msg, None, upstream, client) {
+            Ok(m) => Ok(m),
+            Err(Stopped::Refuse(e) | Stopped::Fail(e)) => Err(e),
+            Err(Stopped::Drop(why)) => Err(RpcError::new(jsonrpc::METHOD_NOT_FOUND, why)),
+        }
+    }
+
+    /// A notification or response on its way to the client (`answers`: the method of the
+    /// request it answers), given the session's (client, upstream) versions. `None`: a
+    /// notification the client's version lacks, dropped. A response it cannot take becomes
+    /// the error for its request.
+    pub(super) fn downward(
+        &self,
+        msg: Message,
+        answers: Option<&'static str>,
+        versions: Option<(ProtocolVersion, ProtocolVersion)>,
+    ) -> Option<Message> {
+        let Some((client, upstream)) = versions else { return Some(msg) };
+        if msg.kind() == Kind::Request {
+            // Translated by relay_server_request, where a refusal can still be answered.
+            return Some(msg);
+        }
+        let id = msg.id().cloned();
+        match translate::cross(msg, answers, upstream, client) {
+            Ok(m) => Some(m),
+            Err(Stopped::Fail(e) | Stopped::Refuse(e)) => Some(Message::made(e.response(id.as_ref()))),
+            Err(Stopped::Drop(why)) => {
+                tracing::debug!(upstream = %self.upstream.name, "not sent to the client: {why}");
+                None
+            }
+        }
+    }
+}
