@@ -38,4 +38,5 @@ pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping};
 pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
+pub use transport::http_target::HttpSettings;
 pub use transport::{Error as TransportError, InboundSink, sse};

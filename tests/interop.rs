@@ -178,10 +178,15 @@ impl Gateway {
 
 /// The Python SDK server of the interop kit (no tasks) over HTTP, on 127.0.0.1.
 fn start_py_server() -> (Proc, u16) {
+    start_py_server_over("--http")
+}
+
+/// The same over `--http` (Streamable HTTP at /mcp) or `--sse` (legacy HTTP+SSE at /sse).
+fn start_py_server_over(transport: &str) -> (Proc, u16) {
     let mut p = Proc::spawn(
         Command::new(python())
             .arg(require(&interop_dir().join("py_server.py")))
-            .args(["--http", "0"])
+            .args([transport, "0"])
             .current_dir(interop_dir()),
     );
     let line = p.wait_for("listening ");
@@ -294,6 +299,28 @@ fn python_client_sees_the_probe_refused_over_stdio() {
         Proc::spawn(Command::new(python()).args(py("demo", &stdio(gw.stdio_args("demo")))).current_dir(interop_dir()));
     assert!(client.finish(CLIENT_TIMEOUT), "{}", client.output());
     assert!(client.output().contains("answered the client's server/discover probe"), "{}", client.output());
+}
+
+// ---- a legacy HTTP+SSE upstream (the Python SDK's SSE server) ----
+
+#[test]
+fn python_sse_server_behind_transport_sse_and_auto() {
+    let (_py, port) = start_py_server_over("--sse");
+    let sse_url = format!("http://127.0.0.1:{port}/sse");
+    let gw = Gateway::start(&format!(
+        "[[upstream]]\nname = \"pysse\"\nurl = \"{sse_url}\"\ntransport = \"sse\"\n\n\
+         [[upstream]]\nname = \"pyauto\"\nurl = \"{sse_url}\"\n"
+    ));
+    // tools/call echo, and progress from `slow`, with each SDK's client.
+    run_client(&gw, &python(), &py("pyserver", &http(gw.url("pysse"))));
+    run_client(&gw, "node", &ts("pyserver", &http(gw.url("pysse"))));
+    // `auto` (the default): the POST on /sse is refused (405), and the gateway goes on over SSE.
+    run_client(&gw, &python(), &py("pyserver", &http(gw.url("pyauto"))));
+    let log = gw.proc.output();
+    assert!(log.contains("trying the legacy HTTP+SSE transport at the same URL"), "{log}");
+    assert!(log.contains("using the legacy HTTP+SSE transport"), "{log}");
+    // Hosted tasks over it: the cancellation reaches the server through the endpoint too.
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("pysse"))));
 }
 
 // ---- hosted tasks (the gateway hosts tasks for upstreams without them) ----

@@ -258,11 +258,19 @@ impl taskgate::InboundSink for NoSink {
 
 #[tokio::test]
 async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
-    use taskgate::{HttpClient, HttpConn};
+    use taskgate::{HttpClient, HttpConn, HttpSettings};
     let up = JsonUpstream::start(false).await;
     let http = HttpClient::new(1 << 20, Duration::from_secs(5));
-    let (connect, max_request_time) = (Duration::from_secs(5), Duration::from_secs(3600));
-    let conn = HttpConn::new(&http, "up", &up.url(), &[], connect, max_request_time, 16, Arc::new(NoSink)).unwrap();
+    let settings = HttpSettings {
+        name: "up".into(),
+        url: up.url(),
+        headers: vec![],
+        connect_timeout: Duration::from_secs(5),
+        max_request_time: Duration::from_secs(3600),
+        max_in_flight: 16,
+        max_batch: 64,
+    };
+    let conn = HttpConn::new(&http, &settings, Arc::new(NoSink)).unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang"}});
     conn.send(taskgate::jsonrpc::Message::made(call)).await.unwrap();
     assert!(up.wait_for(|_, hanging| hanging == 1).await, "the call reached the upstream");

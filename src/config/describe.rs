@@ -50,8 +50,9 @@ impl Config {
                         let _ = writeln!(out, "cwd = {:?}", c.display().to_string());
                     }
                 }
-                Transport::Http { url, headers } => {
+                Transport::Http { url, headers, mode } => {
                     let _ = writeln!(out, "url = {:?}", redact_url(&url.written));
+                    let _ = writeln!(out, "transport = \"{}\"", mode.as_str());
                     for (k, v) in headers {
                         let _ = writeln!(out, "headers.{k} = {v:?}");
                     }

@@ -117,11 +117,14 @@ fn upstream_config(
         .collect();
     if set.len() != 1 {
         return err(format!(
-            "{at}: set exactly one of `command` (stdio child), `url` (Streamable HTTP) or `builtin`; found {}",
+            "{at}: set exactly one of `command` (stdio child), `url` (HTTP) or `builtin`; found {}",
             if set.is_empty() { "none".to_string() } else { set.join(" and ") }
         ));
     }
     let has_headers = u.headers.is_some();
+    if u.transport.is_some() && u.url.is_none() {
+        return err(format!("{at}.transport: only applies to an HTTP upstream (one with `url`)"));
+    }
     let stdio_only = [("args", u.args.is_some()), ("env", u.env.is_some()), ("cwd", u.cwd.is_some())];
     let transport = if let Some(command) = u.command {
         if command.trim().is_empty() {
@@ -167,7 +170,17 @@ fn upstream_config(
                     return err(format!("{at}.headers.{k}: value is not a valid header value"));
                 }
             }
-            Transport::Http { url, headers }
+            let mode = match u.transport.as_deref() {
+                None | Some("auto") => HttpMode::Auto,
+                Some("streamable-http") => HttpMode::StreamableHttp,
+                Some("sse") => HttpMode::Sse,
+                Some(other) => {
+                    return err(format!(
+                        "{at}.transport: \"{other}\" is not one of \"auto\", \"streamable-http\" or \"sse\""
+                    ));
+                }
+            };
+            Transport::Http { url, headers, mode }
         } else {
             if has_headers {
                 return err(format!("{at}.headers: only applies to an HTTP upstream (one with `url`)"));
@@ -337,6 +350,9 @@ mod tests {
             ("[[upstream]]\nname=\"a\"\nurl=\"ftp://h/\"", "upstream \"a\".url"),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"other\"", "upstream \"a\".builtin"),
             ("[[upstream]]\nname=\"a\"\nurl=\"http://h/\"\nargs=[\"x\"]", "upstream \"a\".args"),
+            ("[[upstream]]\nname=\"a\"\nurl=\"http://h/\"\ntransport=\"websocket\"", "upstream \"a\".transport"),
+            ("[[upstream]]\nname=\"a\"\ncommand=\"x\"\ntransport=\"sse\"", "upstream \"a\".transport"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\ntransport=\"auto\"", "upstream \"a\".transport"),
             ("[[upstream]]\nname=\"a\"\ncommand=\"x\"\nenv={K=\"${MISSING}\"}", "MISSING is not set"),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "more than one"),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nbogus=1", "bogus"),
@@ -382,6 +398,23 @@ mod tests {
             let e = parse(text).err().unwrap_or_else(|| panic!("accepted: {text}"));
             assert!(e.0.contains(want), "error {:?} should mention {want:?}", e.0);
         }
+    }
+
+    #[test]
+    fn an_http_upstream_is_auto_detected_unless_its_transport_is_named() {
+        let mode = |extra: &str| {
+            let c = parse(&format!("[[upstream]]\nname=\"a\"\nurl=\"http://h/sse\"\n{extra}")).unwrap();
+            let Transport::Http { mode, .. } = c.upstreams[0].transport else { panic!() };
+            (mode, c.describe())
+        };
+        assert_eq!(mode("").0, HttpMode::Auto);
+        assert_eq!(mode("transport=\"auto\"").0, HttpMode::Auto);
+        assert_eq!(mode("transport=\"streamable-http\"").0, HttpMode::StreamableHttp);
+        let (sse, shown) = mode("transport=\"sse\"");
+        assert_eq!(sse, HttpMode::Sse);
+        assert!(shown.contains("transport = \"sse\""), "{shown}");
+        let e = parse("[[upstream]]\nname=\"a\"\nurl=\"http://h/\"\ntransport=\"SSE\"").unwrap_err();
+        assert_eq!(e.0, "upstream \"a\".transport: \"SSE\" is not one of \"auto\", \"streamable-http\" or \"sse\"");
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub(super) struct RawUpstream {
     pub(super) cwd: Option<PathBuf>,
     pub(super) url: Option<String>,
     pub(super) headers: Option<BTreeMap<String, String>>,
+    pub(super) transport: Option<String>,
     pub(super) builtin: Option<String>,
     pub(super) connect_timeout: Option<String>,
     pub(super) request_timeout: Option<String>,

@@ -215,8 +215,31 @@ impl ClientInfo {
 #[derive(Debug, Clone)]
 pub enum Transport {
     Stdio { command: String, args: Vec<Secret>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
-    Http { url: Secret, headers: Vec<(String, Secret)> },
+    Http { url: Secret, headers: Vec<(String, Secret)>, mode: HttpMode },
     Builtin(Builtin),
+}
+
+/// Which HTTP transport an upstream with a `url` speaks (its `transport` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMode {
+    /// Streamable HTTP, unless the first POST is refused as a legacy HTTP+SSE server refuses
+    /// it (400, 404, 405): then HTTP+SSE at the same URL.
+    Auto,
+    /// Streamable HTTP (2025-03-26 and later) only.
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (2024-11-05): `url` is the SSE endpoint.
+    Sse,
+}
+
+impl HttpMode {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMode::Auto => "auto",
+            HttpMode::StreamableHttp => "streamable-http",
+            HttpMode::Sse => "sse",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -79,6 +79,31 @@ pub enum Error {
     /// (why, as the parser says it: a key it reads twice, a number beyond `f64`, ...).
     #[error("unreadable response: {0}")]
     BadResponse(String),
+    /// A batch (JSON array) from the upstream with more messages than `max_batch`: dropped
+    /// whole; the requests its responses answered fail.
+    #[error("the upstream sent a batch of {len} messages, more than max_batch ({limit})")]
+    BatchTooLarge { limit: usize, len: usize },
+    /// Legacy HTTP+SSE: the GET on the SSE URL was not answered with an event stream.
+    #[error("GET {url} is not an event stream (content-type {content_type:?})")]
+    NotEventStream { url: String, content_type: String },
+    /// Legacy HTTP+SSE: no `endpoint` event within `connect_timeout`.
+    #[error("no `endpoint` event from {url} within connect_timeout ({})", crate::config::fmt_duration(*wait))]
+    NoEndpoint { url: String, wait: Duration },
+    /// Legacy HTTP+SSE: the `endpoint` event names a URI that cannot be used.
+    #[error("the `endpoint` event from {url} is not a usable URI ({endpoint:?}): {reason}")]
+    BadEndpoint { url: String, endpoint: String, reason: String },
+    /// Legacy HTTP+SSE: the `endpoint` event names another origin (scheme, host, port) than
+    /// the SSE URL's. Refused: the gateway would otherwise send everything, with the
+    /// configured headers, to wherever the event points.
+    #[error("the `endpoint` event from {url} points to another origin ({endpoint}); refused")]
+    ForeignEndpoint { url: String, endpoint: String },
+    /// Legacy HTTP+SSE: the event stream ended; the transport has no way to resume it.
+    #[error("the HTTP+SSE event stream from {url} ended{}", cause.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
+    EventStreamEnded { url: String, cause: Option<String> },
+    /// `transport = "auto"`: the first POST was refused as a legacy server would refuse it
+    /// (400, 404, 405), and the legacy HTTP+SSE transport at the same URL failed too.
+    #[error("neither transport works: Streamable HTTP got {post}; legacy HTTP+SSE: {sse}")]
+    NoTransport { post: Box<Error>, sse: Box<Error> },
 }
 
 /// How a child process ended, as far as the gateway learnt it.

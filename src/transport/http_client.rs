@@ -6,6 +6,8 @@
 
 use crate::jsonrpc::{self, Id, Kind, Message};
 use crate::transport::http_conn::{Pool, UpBody};
+use crate::transport::http_target::{HttpSettings, Target, parse_headers};
+use crate::transport::up_body::{read_limited, read_prefix};
 use crate::transport::{Error, InboundSink, inline, messages_of, sse};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -18,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::transport::http_conn::HttpClient;
@@ -28,7 +31,7 @@ const INLINE_BUDGET: Duration = Duration::from_millis(5);
 
 /// Connections a session may have in use beyond its requests in flight (notifications,
 /// responses to the server, the GET stream).
-const EXTRA_CONNS: usize = 4;
+pub(crate) const EXTRA_CONNS: usize = 4;
 
 /// How often in a row a broken SSE stream is resumed without receiving an event before the
 /// request is failed. Every event received resets the count: a server may close the stream
@@ -47,6 +50,20 @@ struct Resume {
     got_event: bool,
 }
 
+/// What the first POST of a connection said about the server, for `transport = "auto"`: a
+/// refusal that a legacy HTTP+SSE server gives a POST on its SSE URL (400, 404 or 405, as
+/// the spec's backwards-compatibility section lists them). Anything else, an answer, a 500,
+/// a connection refused, is Streamable HTTP's to report as usual, and the probe is dropped
+/// without a verdict.
+pub(crate) struct Legacy(pub(crate) Error);
+
+/// Where the verdict of a first POST goes.
+pub(crate) type Probe = oneshot::Sender<Legacy>;
+
+fn legacy_refusal(status: StatusCode) -> bool {
+    matches!(status, StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED)
+}
+
 /// One upstream MCP session over Streamable HTTP.
 pub struct HttpConn {
     inner: Arc<Inner>,
@@ -56,6 +73,7 @@ struct Inner {
     name: Arc<str>,
     pool: Arc<Pool>,
     max_body: usize,
+    max_batch: usize,
     /// The request target (origin form: path and query) and the `Host` header.
     target: Uri,
     host: HeaderValue,
@@ -81,55 +99,23 @@ struct Inner {
 }
 
 impl HttpConn {
-    /// `max_in_flight` bounds the session's requests in flight, and so its connections.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        http: &HttpClient,
-        name: &str,
-        url: &str,
-        headers: &[(String, String)],
-        connect_timeout: Duration,
-        max_request_time: Duration,
-        max_in_flight: usize,
-        sink: Arc<dyn InboundSink>,
-    ) -> Result<HttpConn, Error> {
-        let shown = crate::config::redact_url(url);
-        let bad_url = |reason: crate::transport::http_conn::BoxError| Error::BadUrl { url: shown.clone(), reason };
-        let uri: Uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| bad_url(e.into()))?;
-        let Some(hostname) = uri.host() else { return Err(bad_url("no host".into())) };
-        let default_port = match uri.scheme_str() {
-            Some("https") => 443,
-            _ => 80,
-        };
-        let host = match uri.port_u16().filter(|p| *p != default_port) {
-            Some(port) => HeaderValue::from_str(&format!("{hostname}:{port}")),
-            None => HeaderValue::from_str(hostname),
-        }
-        .map_err(|e| bad_url(e.into()))?;
-        let target = match uri.path_and_query() {
-            Some(pq) => Uri::from(pq.clone()),
-            None => Uri::from_static("/"),
-        };
-        let headers = headers
-            .iter()
-            .map(|(k, v)| {
-                Ok((
-                    HeaderName::from_bytes(k.as_bytes()).map_err(|e| Error::BadHeader(e.into()))?,
-                    HeaderValue::from_str(v).map_err(|e| Error::BadHeader(e.into()))?,
-                ))
-            })
-            .collect::<Result<_, Error>>()?;
+    /// `settings.max_in_flight` bounds the session's requests in flight, and so its
+    /// connections. Nothing is sent yet.
+    pub fn new(http: &HttpClient, settings: &HttpSettings, sink: Arc<dyn InboundSink>) -> Result<HttpConn, Error> {
+        let Target { uri, path, host, shown } = Target::parse(&settings.url)?;
+        let connect_timeout = settings.connect_timeout;
         Ok(HttpConn {
             inner: Arc::new(Inner {
-                name: name.into(),
-                pool: Pool::new(http, uri, max_in_flight.saturating_add(EXTRA_CONNS), connect_timeout),
+                name: settings.name.as_str().into(),
+                pool: Pool::new(http, uri, settings.max_in_flight.saturating_add(EXTRA_CONNS), connect_timeout),
                 max_body: http.max_body,
-                target,
+                max_batch: settings.max_batch,
+                target: path,
                 host,
                 shown,
-                headers,
+                headers: parse_headers(&settings.headers)?,
                 connect_timeout,
-                max_request_time,
+                max_request_time: settings.max_request_time,
                 session_id: Mutex::new(None),
                 version: Mutex::new(None),
                 sink,
@@ -144,6 +130,19 @@ impl HttpConn {
     /// Sends one message. A request is POSTed in the background and its answer arrives at
     /// the sink; a notification or response is POSTed before this returns.
     pub async fn send(&self, msg: Message) -> Result<(), Error> {
+        self.send_with(msg, None).await
+    }
+
+    /// Sends the connection's first message, and tells `probe` if its POST was refused as a
+    /// legacy HTTP+SSE server would refuse it; then nothing else is made of the refusal (the
+    /// request does not fail, the notification is not an error): the caller sends the
+    /// message again over the legacy transport. For a request the verdict comes once the
+    /// response head is in, within `connect_timeout` (past it the request fails as usual).
+    pub(crate) async fn send_probing(&self, msg: Message, probe: Probe) -> Result<(), Error> {
+        self.send_with(msg, Some(probe)).await
+    }
+
+    async fn send_with(&self, msg: Message, probe: Option<Probe>) -> Result<(), Error> {
         if self.inner.closed.load(Ordering::Relaxed) {
             return Err(Error::SessionClosed);
         }
@@ -157,7 +156,7 @@ impl HttpConn {
             self.inner.running.lock().unwrap().insert(id.clone(), stop.clone());
             let job = Box::pin(async move {
                 tokio::select! {
-                    _ = inner.clone().request(body, id.clone()) => {}
+                    _ = inner.clone().request(body, id.clone(), probe) => {}
                     _ = stop.cancelled() => {}
                 }
                 // The link numbers its requests afresh on each connection: the id is this job's.
@@ -181,6 +180,12 @@ impl HttpConn {
             let body = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048))
                 .await
                 .unwrap_or_default();
+            if let Some(probe) = probe
+                && legacy_refusal(status)
+            {
+                let _ = probe.send(Legacy(self.inner.http_error(status, challenge.as_ref(), &body)));
+                return Ok(());
+            }
             if !status.is_success() {
                 let why = self.inner.http_error(status, challenge.as_ref(), &body);
                 tracing::warn!(upstream = %self.inner.name, "a message was refused: {why}");
@@ -280,13 +285,25 @@ impl Inner {
     }
 
     /// POSTs a request and delivers everything that answers it.
-    async fn request(self: Arc<Self>, body: Bytes, id: Id) {
+    /// A first request (`probe`) gets its response head within `connect_timeout`, and a
+    /// refusal such as a legacy server gives is told to `probe` instead of failing it.
+    async fn request(self: Arc<Self>, body: Bytes, id: Id, probe: Option<Probe>) {
         let deadline = tokio::time::Instant::now().checked_add(self.max_request_time);
-        let resp = match self.post(body, None).await {
+        let resp = match self.post(body, probe.as_ref().map(|_| self.connect_timeout)).await {
             Ok(r) => r,
             Err(e) => return self.fail(&id, e),
         };
         let status = resp.status();
+        if let Some(probe) = probe
+            && legacy_refusal(status)
+        {
+            let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
+            let body = tokio::time::timeout(self.connect_timeout, read_prefix(resp.into_body(), 2048))
+                .await
+                .unwrap_or_default();
+            let _ = probe.send(Legacy(self.http_error(status, challenge.as_ref(), &body)));
+            return;
+        }
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
@@ -346,7 +363,7 @@ impl Inner {
                 Ok(b) => b,
                 Err(e) => return self.fail(&id, e),
             };
-            match messages_of(&self.name, body) {
+            match messages_of(&self.name, body, self.max_batch) {
                 Ok(msgs) => msgs.into_iter().for_each(|m| match m {
                     Ok(m) => self.deliver(m, &id),
                     Err((answered, why)) => self.sink.request_failed(answered, why),
@@ -441,9 +458,12 @@ impl Inner {
                 if ev.data.is_empty() || !matches!(ev.event.as_deref(), None | Some("message")) {
                     continue;
                 }
-                let Ok(msgs) = messages_of(&self.name, Bytes::from(ev.data)) else {
-                    tracing::warn!(upstream = %self.name, "skipping an SSE event that is not JSON");
-                    continue;
+                let msgs = match messages_of(&self.name, Bytes::from(ev.data), self.max_batch) {
+                    Ok(msgs) => msgs,
+                    Err(e) => {
+                        tracing::warn!(upstream = %self.name, "skipping an SSE event: {}", e.message);
+                        continue;
+                    }
                 };
                 // A 2025-03-26 server may send a batch: each message is delivered on its own.
                 for msg in msgs {
@@ -519,29 +539,4 @@ impl Inner {
             tokio::time::sleep(resume.retry.unwrap_or(Duration::from_millis(500))).await;
         }
     }
-}
-
-/// The whole body, if it is at most `limit` bytes.
-async fn read_limited(body: UpBody, limit: usize) -> Result<Bytes, Error> {
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge { limit }),
-        Err(e) => Err(Error::BodyBroken(e)),
-    }
-}
-
-/// The first `limit` bytes of a body (the rest is not read).
-async fn read_prefix(mut body: UpBody, limit: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    while out.len() < limit {
-        match body.frame().await {
-            Some(Ok(f)) => {
-                if let Ok(data) = f.into_data() {
-                    out.extend_from_slice(&data[..data.len().min(limit - out.len())]);
-                }
-            }
-            _ => break,
-        }
-    }
-    out
 }

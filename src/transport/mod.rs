@@ -1,16 +1,20 @@
 //! Byte-level I/O: moving JSON-RPC frames over pipes and HTTP. Nothing here knows what a
 //! message means beyond what its transport's own rules require.
 
+pub mod auto;
 mod budget;
 mod error;
 pub mod http_client;
 pub(crate) mod http_conn;
+pub mod http_target;
 pub(crate) mod inline;
 pub mod lines;
 pub mod mcp_http;
 pub mod own_stdio;
 pub mod sse;
+pub mod sse_client;
 pub mod stdio;
+mod up_body;
 
 pub use error::{Error, Exit};
 
@@ -34,21 +38,49 @@ pub trait InboundSink: Send + Sync + 'static {
 pub(crate) type Inbound = Result<Message, (Id, Error)>;
 
 /// The messages of a body that holds one message or a batch (array) of them: a 2025-03-26
-/// peer may send batches, and each of their messages goes on alone. What is not a JSON-RPC
-/// message is logged and skipped, but for a response to a request (see [`readable`]); `Err`
-/// when the body is not JSON at all.
-pub(crate) fn messages_of(upstream: &str, body: Bytes) -> Result<Vec<Inbound>, jsonrpc::RpcError> {
-    let items = match jsonrpc::parse_body(body)? {
-        jsonrpc::Body::Single(m) => vec![m],
-        jsonrpc::Body::Batch(items) => items,
-    };
-    Ok(items.into_iter().filter_map(|text| readable(upstream, Message::parse(text))).collect())
+/// peer may send batches, and each of their messages goes on alone (see [`inbound`]). `Err`
+/// when the body is not JSON at all, or is an empty batch.
+pub(crate) fn messages_of(upstream: &str, body: Bytes, max_batch: usize) -> Result<Vec<Inbound>, jsonrpc::RpcError> {
+    Ok(match jsonrpc::parse_body(body)? {
+        jsonrpc::Body::Single(m) => inbound(upstream, vec![Message::parse(m)], false, max_batch),
+        jsonrpc::Body::Batch(items) => {
+            inbound(upstream, items.into_iter().map(Message::parse).collect(), true, max_batch)
+        }
+    })
+}
+
+/// What one frame from an upstream (a stdio line, a body, an SSE event) holds, message by
+/// message: what is not a JSON-RPC message (an element of a batch that is not an object,
+/// say) is logged and skipped, but for a response to a request (see [`readable`]). A batch
+/// of more than `max_batch` messages is dropped whole (logged), and the requests its
+/// responses answered fail at once.
+pub(crate) fn inbound(
+    upstream: &str,
+    items: Vec<Result<Message, jsonrpc::Refused>>,
+    is_batch: bool,
+    max_batch: usize,
+) -> Vec<Inbound> {
+    if is_batch && items.len() > max_batch {
+        let len = items.len();
+        tracing::warn!(upstream = %upstream, "dropping a batch of {len} messages: more than max_batch ({max_batch})");
+        let answered = |m: Result<Message, jsonrpc::Refused>| match m {
+            Ok(m) if m.kind() == jsonrpc::Kind::Response => m.id().cloned(),
+            Ok(_) => None,
+            Err(r) => r.answers().cloned(),
+        };
+        return items
+            .into_iter()
+            .filter_map(answered)
+            .map(|id| Err((id, Error::BatchTooLarge { limit: max_batch, len })))
+            .collect();
+    }
+    items.into_iter().filter_map(|m| readable(upstream, m)).collect()
 }
 
 /// The message; for a refused response with an id, that id and why (logged); `None` (logged)
 /// for anything else that is not a message: a malformed request or notification from the
 /// upstream has no one to be answered to.
-pub(crate) fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Inbound> {
+fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Inbound> {
     match m {
         Ok(m) => Some(Ok(m)),
         Err(r) => match r.answers() {

@@ -9,7 +9,7 @@ use crate::jsonrpc::Message;
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
-use crate::transport::{Error, Exit, InboundSink, deliver, readable};
+use crate::transport::{Error, Exit, InboundSink, deliver, inbound};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
@@ -95,7 +95,9 @@ pub struct StdioConn {
 }
 
 impl StdioConn {
-    /// Starts `command` as a child process and connects to its stdin and stdout.
+    /// Starts `command` as a child process and connects to its stdin and stdout. A line is
+    /// at most `max_line` bytes, a batch at most `max_batch` messages.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         name: &str,
         command: &str,
@@ -103,6 +105,7 @@ impl StdioConn {
         env: &[(String, String)],
         cwd: Option<&Path>,
         max_line: usize,
+        max_batch: usize,
         sink: Arc<dyn InboundSink>,
     ) -> Result<StdioConn, Error> {
         let mut cmd = Command::new(command);
@@ -176,7 +179,7 @@ impl StdioConn {
                 .unwrap_or(Exit::Unknown);
             Error::Exited { pid, exit }
         };
-        spawn_reader(name, stdout, max_line, sink, ended);
+        spawn_reader(name, stdout, (max_line, max_batch), sink, ended);
         Ok(StdioConn { tx: spawn_writer_until(stdin, WRITE_QUEUE, stdin_rx), stop: Mutex::new(Some(kill_tx)) })
     }
 
@@ -187,11 +190,13 @@ impl StdioConn {
         name: &str,
         stream: S,
         max_line: usize,
+        max_batch: usize,
         sink: Arc<dyn InboundSink>,
     ) -> StdioConn {
         let (input, output) = tokio::io::split(stream);
         let (stop_tx, stop_rx) = oneshot::channel();
-        spawn_reader(name.into(), input, max_line, sink, std::future::ready(Error::StreamClosed));
+        let ended = std::future::ready(Error::StreamClosed);
+        spawn_reader(name.into(), input, (max_line, max_batch), sink, ended);
         StdioConn { tx: spawn_writer_until(output, WRITE_QUEUE, stop_rx), stop: Mutex::new(Some(stop_tx)) }
     }
 
@@ -209,13 +214,15 @@ impl StdioConn {
 }
 
 /// The reader task: each line the server writes goes to `sink`, message by message; at the
-/// end of the stream, `ended` says why it ended and the sink is told.
-fn spawn_reader<R, E>(name: Arc<str>, output: R, max_line: usize, sink: Arc<dyn InboundSink>, ended: E)
+/// end of the stream, `ended` says why it ended and the sink is told. `limits` are the
+/// longest line (bytes) and the longest batch (messages).
+fn spawn_reader<R, E>(name: Arc<str>, output: R, limits: (usize, usize), sink: Arc<dyn InboundSink>, ended: E)
 where
     R: AsyncRead + Unpin + Send + 'static,
     E: Future<Output = Error> + Send + 'static,
 {
     tokio::spawn(async move {
+        let (max_line, max_batch) = limits;
         let mut lines = LineReader::new(output, max_line);
         loop {
             // While our own client has not read what it was sent, the server is not read
@@ -226,9 +233,9 @@ where
             let Some(line) = lines.next().await else { break };
             match line {
                 // A 2025-03-26 server may send a batch: each message is delivered on its own.
-                Ok(line) => {
-                    line.messages.into_iter().filter_map(|m| readable(&name, m)).for_each(|m| deliver(&*sink, m, None))
-                }
+                Ok(line) => inbound(&name, line.messages, line.is_batch, max_batch)
+                    .into_iter()
+                    .for_each(|m| deliver(&*sink, m, None)),
                 Err(bad) => {
                     tracing::warn!(upstream = %name, "skipping a stdout {bad}");
                     // The request it answered fails now rather than at its timeout.
@@ -282,13 +289,13 @@ mod tests {
     }
 
     fn spawn(script: &str, sink: Arc<Record>) -> Result<StdioConn, Error> {
-        StdioConn::spawn("up", "sh", &["-c".into(), script.into()], &[], None, 1024, sink)
+        StdioConn::spawn("up", "sh", &["-c".into(), script.into()], &[], None, 1024, 4, sink)
     }
 
     #[tokio::test]
     async fn a_command_that_cannot_start_says_which() {
         let sink = Arc::new(Record::default());
-        let Err(e) = StdioConn::spawn("up", "/nonexistent/server", &[], &[], None, 1024, sink) else {
+        let Err(e) = StdioConn::spawn("up", "/nonexistent/server", &[], &[], None, 1024, 4, sink) else {
             panic!("a missing command started")
         };
         assert!(matches!(&e, Error::Spawn { command, .. } if command == "/nonexistent/server"), "{e}");
@@ -315,7 +322,7 @@ mod tests {
         use tokio::io::AsyncBufReadExt;
         let sink = Arc::new(Record::default());
         let (ours, theirs) = tokio::io::duplex(64);
-        let conn = StdioConn::over("up", ours, 1024, sink.clone());
+        let conn = StdioConn::over("up", ours, 1024, 4, sink.clone());
         let (server_in, mut server_out) = tokio::io::split(theirs);
         let mut server_in = tokio::io::BufReader::new(server_in);
         conn.send(Message::made(crate::jsonrpc::request(&Id::Num(1), "ping", serde_json::json!({})))).await.unwrap();

@@ -3,9 +3,12 @@
 
 Run it with tests/interop/.venv/bin/python:
 
-    py_client.py <everything|demo> [--mode auto|legacy] <url>
-    py_client.py <everything|demo> [--mode auto|legacy] --http <url>
-    py_client.py <everything|demo> [--mode auto|legacy] --stdio <command> [args...]
+    py_client.py <scenario> [--mode auto|legacy] <url>
+    py_client.py <scenario> [--mode auto|legacy] --http <url>
+    py_client.py <scenario> [--mode auto|legacy] --stdio <command> [args...]
+
+Scenarios: everything (against @modelcontextprotocol/server-everything), demo (against
+taskgate's built-in demo), pyserver (against py_server.py: echo, progress from `slow`).
 
 The default mode is the client's own default, "auto": it sends `server/discover` first and
 falls back to `initialize` on a JSON-RPC error or HTTP 4xx.
@@ -24,8 +27,9 @@ import warnings
 import anyio
 from mcp import Client, StdioServerParameters
 
+SCENARIOS = ("everything", "demo", "pyserver")
 USAGE = (
-    "usage: py_client.py <everything|demo> [--mode auto|legacy] "
+    "usage: py_client.py <everything|demo|pyserver> [--mode auto|legacy] "
     "(<url> | --http <url> | --stdio <command> [args...])"
 )
 TIMEOUT_S = int(os.environ.get("INTEROP_TIMEOUT_MS", "60000")) / 1000.0
@@ -36,7 +40,7 @@ class CheckFailed(Exception):
 
 
 def parse_args(argv: list[str]) -> tuple[str, str, object]:
-    if len(argv) < 2 or argv[0] not in ("everything", "demo"):
+    if len(argv) < 2 or argv[0] not in SCENARIOS:
         raise SystemExit(USAGE)
     scenario, rest = argv[0], argv[1:]
     mode = "auto"
@@ -106,10 +110,7 @@ async def run(scenario: str, mode: str, target: object, r: Runner) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            if scenario == "everything":
-                await everything(client, r)
-            else:
-                await demo(client, r)
+            await {"everything": everything, "demo": demo, "pyserver": pyserver}[scenario](client, r)
     except BaseException as e:
         if connected or isinstance(e, (CheckFailed, anyio.get_cancelled_exc_class())):
             raise
@@ -215,6 +216,12 @@ async def demo(client, r: Runner) -> None:
     await check_resource(client, r, "demo://readme")
     await check_prompt(client, r, "greet", {"name": "interop"}, "interop")
     await check_progress(client, r, "slow", {"duration_ms": 300, "steps": 3}, 2)
+
+
+async def pyserver(client, r: Runner) -> None:
+    await check_tools(client, r, ["echo", "add", "slow", "stats"])
+    await check_echo(client, r, {"text": "hello py_server"}, "hello py_server")
+    await check_progress(client, r, "slow", {"seconds": 0.6, "steps": 3}, 2)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -11,6 +11,10 @@ Run it with tests/interop/.venv/bin/python:
     py_server.py --http <port>    Streamable HTTP on 127.0.0.1:<port>, path /mcp (stateful
                                   sessions); port 0 picks a free port. Prints `listening <port>`
                                   on stdout once it accepts connections. Stops on SIGTERM/SIGINT.
+    py_server.py --sse <port>     the legacy HTTP+SSE transport (2024-11-05) on 127.0.0.1:<port>:
+                                  GET /sse opens the event stream, whose `endpoint` event names
+                                  /messages/?session_id=...; a POST on /sse gets 405. Otherwise
+                                  as --http.
 
 Tools:
     echo  {text}                    -> text
@@ -35,7 +39,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
-USAGE = "usage: py_server.py [--http <port>]"
+USAGE = "usage: py_server.py [--http <port> | --sse <port>]"
 
 app = MCPServer("taskgate-interop-py-server", version="1.0.0", log_level="WARNING")
 
@@ -77,7 +81,7 @@ def stats() -> str:
     return json.dumps(STATS)
 
 
-async def serve_http(port: int) -> None:
+async def serve_http(port: int, transport: str = "http") -> None:
     import uvicorn
 
     # Bind the socket ourselves so that port 0 gives a port we can print before serving.
@@ -88,7 +92,10 @@ async def serve_http(port: int) -> None:
     sock.setblocking(False)
     bound = sock.getsockname()[1]
 
-    starlette_app = app.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    if transport == "sse":
+        starlette_app = app.sse_app(sse_path="/sse", message_path="/messages/", host="127.0.0.1")
+    else:
+        starlette_app = app.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     config = uvicorn.Config(starlette_app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
 
@@ -111,10 +118,10 @@ def main() -> None:
     if not args:
         app.run("stdio")
         return
-    if len(args) != 2 or args[0] != "--http" or not args[1].isdigit() or int(args[1]) > 65535:
+    if len(args) != 2 or args[0] not in ("--http", "--sse") or not args[1].isdigit() or int(args[1]) > 65535:
         print(USAGE, file=sys.stderr)
         sys.exit(2)
-    anyio.run(serve_http, int(args[1]))
+    anyio.run(serve_http, int(args[1]), args[0][2:])
 
 
 if __name__ == "__main__":

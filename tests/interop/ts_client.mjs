@@ -7,6 +7,7 @@
 // Scenarios: everything (against @modelcontextprotocol/server-everything),
 //            tsserver   (against ts_server.mjs),
 //            demo       (against taskgate's built-in demo server),
+//            pyserver   (against py_server.py: echo, add, progress from `slow`),
 //            tasks      (2025-11-25 tasks through the SDK's experimental tasks API, against a
 //                        server that offers one long-running tool as a task: taskgate in
 //                        front of py_server.py or server-everything).
@@ -61,7 +62,7 @@ import {
 } from './harness.mjs';
 
 const USAGE =
-  'usage: node ts_client.mjs <everything|tsserver|demo> (--http <url> | --stdio <command> [args...])\n' +
+  'usage: node ts_client.mjs <everything|tsserver|demo|pyserver> (--http <url> | --stdio <command> [args...])\n' +
   '       node ts_client.mjs tasks [--tool <name>] [--args <json>] [--cancel-args <json>] [--expect-text <text>]\n' +
   '                                [--min-progress <n>] [--ttl <ms>] [--stats-tool <name>] [--no-status-notifications]\n' +
   '                                (--http <url> | --stdio <command> [args...])';
@@ -71,7 +72,7 @@ const usage = makeUsage('ts_client', USAGE);
 // arguments
 
 const scenario = process.argv[2];
-if (!['everything', 'tsserver', 'demo', 'tasks'].includes(scenario)) usage();
+if (!['everything', 'tsserver', 'demo', 'pyserver', 'tasks'].includes(scenario)) usage();
 
 // Scenario options come between the scenario and --http/--stdio.
 const opts = {
@@ -476,6 +477,23 @@ async function scenarioDemo() {
   await checkPing();
 }
 
+async function scenarioPyServer() {
+  await checkConnect();
+  await checkToolsListed(['echo', 'add', 'slow', 'stats']);
+  await check('tools/call echo', async () => {
+    const res = await callTool('echo', { text: 'hello py_server' });
+    assert(!res.isError, `isError: ${brief(allText(res))}`);
+    assert(allText(res) === 'hello py_server', `unexpected echo text: ${brief(allText(res))}`);
+  });
+  await check('tools/call add', async () => {
+    const res = await callTool('add', { a: 2, b: 3 });
+    assert(!res.isError, `isError: ${brief(allText(res))}`);
+    assert(allText(res).trim() === '5', `2 + 3 gave ${brief(allText(res))}`);
+  });
+  await checkProgress('progress', 'slow', { seconds: 0.6, steps: 3 }, 2);
+  await checkPing();
+}
+
 // ---------------------------------------------------------------------------
 // tasks (2025-11-25, SEP-1686) through the SDK's experimental client API
 
@@ -727,6 +745,12 @@ async function scenarioTasks() {
 
 // ---------------------------------------------------------------------------
 
-const scenarios = { everything: scenarioEverything, tsserver: scenarioTsServer, demo: scenarioDemo, tasks: scenarioTasks };
+const scenarios = {
+  everything: scenarioEverything,
+  tsserver: scenarioTsServer,
+  demo: scenarioDemo,
+  pyserver: scenarioPyServer,
+  tasks: scenarioTasks,
+};
 
 await run(scenario, scenarios[scenario]);

@@ -38,7 +38,7 @@ impl Link {
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
         });
-        let conn = Upstream::connect(env.http, env.limits.max_body_bytes, env.limits.max_in_flight, cfg, core.clone())
+        let conn = Upstream::connect(env.http, env.limits, cfg, core.clone())
             .await
             .map_err(|cause| LinkError::Unavailable { upstream: core.upstream.clone(), cause })?;
         let link = Arc::new(Link {
