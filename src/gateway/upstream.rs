@@ -32,6 +32,15 @@ impl Upstream {
         matches!(transport, Transport::Http { mode: HttpMode::StreamableHttp, .. })
     }
 
+    /// [`Upstream::tells_related`] for what the connection turned out to be, once `auto` has
+    /// decided (`None`: nothing more is known than the configuration said).
+    pub fn tells_related_now(&self) -> Option<bool> {
+        match self {
+            Upstream::Auto(c) => c.is_streamable(),
+            _ => None,
+        }
+    }
+
     /// Starts the connection; what the upstream sends goes to `sink`. For the legacy
     /// transport this opens its event stream and waits for its `endpoint` event.
     pub async fn connect(

@@ -58,6 +58,16 @@ impl AutoConn {
         })
     }
 
+    /// Whether the first message went over Streamable HTTP (`Some(false)`: the legacy
+    /// transport; `None`: not decided yet).
+    pub fn is_streamable(&self) -> Option<bool> {
+        match &*self.inner.phase.borrow() {
+            Phase::Streamable => Some(true),
+            Phase::Legacy(_) => Some(false),
+            _ => None,
+        }
+    }
+
     pub async fn send(&self, msg: Message) -> Result<(), Error> {
         let mut phase = self.inner.phase.subscribe();
         loop {

@@ -72,6 +72,10 @@ impl Link {
             if let Err(e) = self.send(initialized).await {
                 tracing::warn!(upstream = %upstream, "notifications/initialized not delivered: {}", e.message);
             }
+            // By now `auto` has decided (a second message waits for the decision).
+            if let Some(tells) = self.conn.tells_related_now() {
+                self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
+            }
             let result = resp.get("result").cloned().unwrap_or(json!({}));
             Ok(Negotiated { version, result })
         };

@@ -33,7 +33,7 @@ impl Link {
             link: OnceLock::new(),
             me: me.clone(),
             progress_interval: env.limits.progress_min_interval,
-            infer_related: !Upstream::tells_related(&cfg.transport),
+            infer_related: (!Upstream::tells_related(&cfg.transport)).into(),
             max_task_routes: env.limits.max_in_flight,
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),

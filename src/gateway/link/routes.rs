@@ -77,7 +77,11 @@ impl LinkCore {
         let request_scoped =
             matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage);
         let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
-        if self.infer_related && request_scoped && !names_a_task && st.pending.len() == 1 {
+        if self.infer_related.load(std::sync::atomic::Ordering::Relaxed)
+            && request_scoped
+            && !names_a_task
+            && st.pending.len() == 1
+        {
             return st.pending.keys().next().copied();
         }
         None

@@ -144,7 +144,9 @@ pub struct LinkCore {
     pub(super) progress_interval: Duration,
     /// A line stream (a stdio child, the in-process demo) says nothing about which request a
     /// server message belongs to; with exactly one request in flight, it belongs to that one.
-    pub(super) infer_related: bool,
+    /// Set from the configured transport, and again once the handshake showed which one
+    /// `auto` chose.
+    pub(super) infer_related: std::sync::atomic::AtomicBool,
     /// Passed-through tasks whose progress route is kept at once.
     pub(super) max_task_routes: usize,
     /// This link's place among `max_links`, given back when it closes.
