@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::mcp_http::{SESSION_HEADER, VERSION_HEADER};
+use crate::transport::mcp_http::SESSION_HEADER;
 
 /// One downstream HTTP session.
 struct HttpSession {
@@ -234,18 +234,10 @@ impl HttpServer {
     }
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
-    /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    /// `MCP-Protocol-Version`, if given (POST, GET and DELETE alike), must be one the gateway
+    /// speaks and the one the session negotiated.
     fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Refusal> {
-        if let Some(v) = headers.get(VERSION_HEADER) {
-            let v = v.to_str().unwrap_or("");
-            if ProtocolVersion::parse(v).is_none() {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    INVALID_REQUEST,
-                    format!("bad request: unsupported MCP-Protocol-Version {v:?}"),
-                ));
-            }
-        }
+        http_guard::check_protocol_version(headers, None)?;
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -253,14 +245,16 @@ impl HttpServer {
                 "bad request: missing Mcp-Session-Id header",
             ));
         };
-        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
-            Some(s) => Ok((id.to_string(), s.clone())),
-            None => Err(Refusal::new(
+        let found = self.sessions.lock().unwrap().get(id).filter(|s| s.path == path).cloned();
+        let Some(s) = found else {
+            return Err(Refusal::new(
                 StatusCode::NOT_FOUND,
                 INVALID_REQUEST,
                 "session not found (it ended or never existed); initialize a new one",
-            )),
-        }
+            ));
+        };
+        http_guard::check_protocol_version(headers, s.session.version())?;
+        Ok((id.to_string(), s))
     }
 
     async fn post(
