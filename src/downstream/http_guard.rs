@@ -1,13 +1,16 @@
-//! Who may talk to the downstream HTTP server: the `Host` header (against DNS rebinding), the
-//! `Origin` of browser requests, and the `MCP-Protocol-Version` a request names.
+//! Who may talk to the downstream HTTP server, on either transport: the `Host` header (against
+//! DNS rebinding), the `Origin` of browser requests, the `MCP-Protocol-Version` a request
+//! names, and how many sessions may be open at once.
 
 use crate::config::ServerConfig;
 use crate::downstream::http_body::Refusal;
-use crate::jsonrpc::INVALID_REQUEST;
+use crate::jsonrpc::{GATEWAY_BUSY, INVALID_REQUEST};
 use crate::mcp::ProtocolVersion;
 use crate::transport::mcp_http::VERSION_HEADER;
 use hyper::StatusCode;
 use hyper::header::{self, HeaderMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Refusal> {
     if !limits.allowed_hosts.iter().any(|h| h == "*") {
@@ -53,6 +56,40 @@ pub(crate) fn check_protocol_version(headers: &HeaderMap, negotiated: Option<Pro
             format!("bad request: MCP-Protocol-Version {sent} is not the version this session negotiated ({n})"),
         )),
         _ => Ok(()),
+    }
+}
+
+/// The open sessions of both transports, counted against `max_sessions`.
+pub(crate) struct SessionSlots {
+    open: AtomicUsize,
+    max: usize,
+}
+
+/// One session's place among `max_sessions`, given back when it is dropped (with the last
+/// reference to its session).
+pub(crate) struct Slot(Arc<SessionSlots>);
+
+impl SessionSlots {
+    pub(crate) fn new(max: usize) -> Arc<SessionSlots> {
+        Arc::new(SessionSlots { open: AtomicUsize::new(0), max })
+    }
+
+    /// A place for a new session, or 503 when `max_sessions` are open.
+    pub(crate) fn take(self: &Arc<Self>) -> Result<Slot, Refusal> {
+        match self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)) {
+            Ok(_) => Ok(Slot(self.clone())),
+            Err(_) => Err(Refusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                GATEWAY_BUSY,
+                format!("too many sessions (limit {}, server.max_sessions)", self.max),
+            )),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -107,5 +144,15 @@ mod tests {
         assert_eq!((unknown.status, unknown.error.code), (StatusCode::BAD_REQUEST, INVALID_REQUEST));
         let other = check_protocol_version(&with("2025-11-25"), n).unwrap_err();
         assert_eq!(other.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn slots_are_given_back() {
+        let slots = SessionSlots::new(2);
+        let a = slots.take().unwrap();
+        let _b = slots.take().unwrap();
+        assert_eq!(slots.take().err().unwrap().status, StatusCode::SERVICE_UNAVAILABLE);
+        drop(a);
+        assert!(slots.take().is_ok());
     }
 }
