@@ -2,7 +2,8 @@
 //!
 //! The modules are layered, each importing only those below it (`tests/layers.rs` checks):
 //!
-//! - `downstream`: the fronts clients reach, Streamable HTTP and stdio;
+//! - `downstream`: the fronts clients reach, Streamable HTTP (with legacy HTTP+SSE beside it)
+//!   and stdio;
 //! - `gateway` (sessions, links) and `tasks` (the store, hosted tasks, bridged calls);
 //! - `demo`: the built-in demo server, started like any other upstream;
 //! - `mcp`: protocol versions and what each defines;

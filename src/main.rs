@@ -103,8 +103,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 config.server.listen = l;
             }
             let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
+            let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
             let server = HttpServer::new(Gateway::new(config.clone()));
-            serve_http(server, config.server.listen, &names.join(", ")).await
+            serve_http(server, config.server.listen, &paths).await
         }
         Command::Stdio { upstream } => {
             let config = load(cli.config)?;

@@ -1,7 +1,8 @@
 //! Interop with the official SDKs as real peers, through the `taskgate` binary:
 //! the TypeScript SDK client over Streamable HTTP and over stdio, against server-everything
 //! (stdio upstream), a TypeScript SDK server (HTTP upstream) and the built-in demo; the
-//! Python `mcp` client in its default mode (it probes `server/discover` first).
+//! Python `mcp` client in its default mode (it probes `server/discover` first); a 2024-11-05
+//! client (TypeScript SDK 1.0.4) over the legacy HTTP+SSE transport.
 //!
 //! The peers are installed at pinned versions by `scripts/setup-interop`, which the test
 //! command runs first. A missing peer fails the test; nothing here skips.
@@ -429,6 +430,30 @@ fn bridge_a_2024_11_05_client_over_http() {
 fn bridge_a_2025_11_25_client_plainly_and_as_a_task() {
     let gw = Gateway::start("");
     run_client(&gw, "node", &bridge_scenario("2025-11-25", http(gw.url("everything"))));
+}
+
+// ---- legacy HTTP+SSE (the 2024-11-05 transport) at /sse/<name> ----
+
+/// The TypeScript SDK 1.0.4 client (it speaks only 2024-11-05) over its `SSEClientTransport`
+/// to `/sse/<upstream>`; when it closes its stream, the gateway ends the session.
+fn legacy_sse_client(gw: &mut Gateway, scenario: &str, upstream: &str) {
+    let script = require(&interop_dir().join("ts_sse_client.mjs"));
+    require(&interop_dir().join("node_modules/sdk-2024-11-05/package.json"));
+    let url = format!("http://{}/sse/{upstream}", gw.addr);
+    run_client(gw, "node", &[script, scenario.into(), url]);
+    gw.proc.wait_for("ended with its stream");
+}
+
+#[test]
+fn a_2024_11_05_client_over_http_sse_to_the_builtin_demo() {
+    let mut gw = Gateway::start("");
+    legacy_sse_client(&mut gw, "demo", "demo");
+}
+
+#[test]
+fn a_2024_11_05_client_over_http_sse_to_server_everything() {
+    let mut gw = Gateway::start("");
+    legacy_sse_client(&mut gw, "everything", "everything");
 }
 
 /// The helper itself: a shell that started two sleepers is stopped with both, and nothing of

@@ -1,13 +1,15 @@
-//! The response bodies of the downstream HTTP server: a whole body or an event stream, and
-//! the small constructors every handler uses.
+//! The bodies of the downstream HTTP server, both transports: reading a request's (bounded),
+//! and the responses: a whole body or an event stream, and the small constructors every
+//! handler uses.
 
 use crate::downstream::streams::Outgoing;
-use crate::jsonrpc::{Id, RpcError};
+use crate::jsonrpc::{INVALID_REQUEST, Id, RpcError};
 use crate::transport::mcp_http::SESSION_HEADER;
 use crate::transport::sse;
 use bytes::Bytes;
-use hyper::body::Frame as BodyFrame;
-use hyper::header::{self, HeaderValue};
+use http_body_util::BodyExt;
+use hyper::body::{Frame as BodyFrame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -16,10 +18,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// Every response body the server sends: a whole body, or an event stream.
+/// Every response body the server sends: a whole body, or an event stream (a Streamable
+/// HTTP one, or another made frame by frame, such as the legacy transport's).
 pub enum Body {
     Full(Option<Bytes>),
     Sse(SseBody),
+    Frames(Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>),
 }
 
 impl hyper::body::Body for Body {
@@ -30,6 +34,7 @@ impl hyper::body::Body for Body {
         match self.get_mut() {
             Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(BodyFrame::data(b)))),
             Body::Sse(s) => s.poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
+            Body::Frames(s) => s.as_mut().poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
         }
     }
 
@@ -129,7 +134,12 @@ pub(crate) fn json_response(json: Bytes, session: Option<String>) -> Response<Bo
 }
 
 pub(crate) fn sse_response(body: SseBody, session: Option<String>) -> Response<Body> {
-    let mut r = Response::new(Body::Sse(body));
+    event_stream_response(Body::Sse(body), session)
+}
+
+/// An event stream response (`body` is one of the event stream bodies).
+pub(crate) fn event_stream_response(body: Body, session: Option<String>) -> Response<Body> {
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -138,4 +148,64 @@ pub(crate) fn sse_response(body: SseBody, session: Option<String>) -> Response<B
         h.insert(SESSION_HEADER, HeaderValue::from_str(&s).expect("hex is a valid header"));
     }
     r
+}
+
+/// Whether a request's `Accept` allows an event stream (no `Accept` at all does).
+pub(crate) fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT) else { return true };
+    let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();
+    accept
+        .split(',')
+        .map(|r| r.split(';').next().unwrap_or("").trim())
+        .any(|range| matches!(range, "text/event-stream" | "text/*" | "*/*"))
+}
+
+/// A `Content-Type`, if given, must be JSON (415 otherwise).
+pub(crate) fn check_json_content_type(headers: &HeaderMap) -> Result<(), Refusal> {
+    match headers.get(header::CONTENT_TYPE) {
+        Some(ct) if !ct.to_str().unwrap_or("").to_ascii_lowercase().contains("application/json") => Err(Refusal::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            INVALID_REQUEST,
+            "unsupported media type: send application/json",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Reads a request body of at most `limit` bytes within `timeout` of its headers: 413 when
+/// it is larger, 408 (and the connection closed) when it is late.
+pub(crate) async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Result<Bytes, Response<Body>> {
+    match tokio::time::timeout(timeout, read_limited(body, limit)).await {
+        Ok(read) => read,
+        Err(_) => {
+            let mut r = rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                &RpcError::new(INVALID_REQUEST, format!("request timeout: the body did not arrive within {timeout:?}")),
+                None,
+            );
+            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(r)
+        }
+    }
+}
+
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>> {
+    use hyper::body::Body as _;
+    let too_large = || {
+        rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &RpcError::new(INVALID_REQUEST, format!("payload too large: the limit is {limit} bytes")),
+            None,
+        )
+    };
+    if body.size_hint().lower() > limit as u64 {
+        return Err(too_large());
+    }
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => {
+            Err(rpc_error(StatusCode::BAD_REQUEST, &RpcError::new(INVALID_REQUEST, format!("bad request: {e}")), None))
+        }
+    }
 }

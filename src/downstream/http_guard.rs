@@ -1,11 +1,16 @@
-//! Who may talk to the downstream HTTP server: the `Host` header (against DNS rebinding) and
-//! the `Origin` of browser requests.
+//! Who may talk to the downstream HTTP server, on either transport: the `Host` header (against
+//! DNS rebinding), the `Origin` of browser requests, the `MCP-Protocol-Version` a request
+//! names, and how many sessions may be open at once.
 
 use crate::config::ServerConfig;
 use crate::downstream::http_body::Refusal;
-use crate::jsonrpc::INVALID_REQUEST;
+use crate::jsonrpc::{GATEWAY_BUSY, INVALID_REQUEST};
+use crate::mcp::ProtocolVersion;
+use crate::transport::mcp_http::VERSION_HEADER;
 use hyper::StatusCode;
 use hyper::header::{self, HeaderMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Refusal> {
     if !limits.allowed_hosts.iter().any(|h| h == "*") {
@@ -29,6 +34,63 @@ pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) 
         }
     }
     Ok(())
+}
+
+/// The request's `MCP-Protocol-Version`, which must name a version the gateway speaks and,
+/// once the session has negotiated one (`negotiated`), that version. An absent header is
+/// accepted (the spec says to assume 2025-03-26 then).
+pub(crate) fn check_protocol_version(headers: &HeaderMap, negotiated: Option<ProtocolVersion>) -> Result<(), Refusal> {
+    let Some(v) = headers.get(VERSION_HEADER) else { return Ok(()) };
+    let text = v.to_str().unwrap_or("");
+    let Some(sent) = ProtocolVersion::parse(text) else {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            format!("bad request: unsupported MCP-Protocol-Version {text:?}"),
+        ));
+    };
+    match negotiated {
+        Some(n) if n != sent => Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            format!("bad request: MCP-Protocol-Version {sent} is not the version this session negotiated ({n})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The open sessions of both transports, counted against `max_sessions`.
+pub(crate) struct SessionSlots {
+    open: AtomicUsize,
+    max: usize,
+}
+
+/// One session's place among `max_sessions`, given back when it is dropped (with the last
+/// reference to its session).
+pub(crate) struct Slot(Arc<SessionSlots>);
+
+impl SessionSlots {
+    pub(crate) fn new(max: usize) -> Arc<SessionSlots> {
+        Arc::new(SessionSlots { open: AtomicUsize::new(0), max })
+    }
+
+    /// A place for a new session, or 503 when `max_sessions` are open.
+    pub(crate) fn take(self: &Arc<Self>) -> Result<Slot, Refusal> {
+        match self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)) {
+            Ok(_) => Ok(Slot(self.clone())),
+            Err(_) => Err(Refusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                GATEWAY_BUSY,
+                format!("too many sessions (limit {}, server.max_sessions)", self.max),
+            )),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn host_name(host: &str) -> &str {
@@ -65,5 +127,32 @@ mod tests {
         assert_eq!(host_name("127.0.0.1:8700"), "127.0.0.1");
         assert_eq!(host_name("[::1]:8700"), "::1");
         assert_eq!(host_name("localhost"), "localhost");
+    }
+
+    #[test]
+    fn protocol_versions() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(VERSION_HEADER, v.parse().unwrap());
+            h
+        };
+        let n = Some(ProtocolVersion::V2025_06_18);
+        assert!(check_protocol_version(&HeaderMap::new(), n).is_ok(), "absent is accepted");
+        assert!(check_protocol_version(&with("2025-06-18"), n).is_ok());
+        assert!(check_protocol_version(&with("2025-03-26"), None).is_ok(), "nothing negotiated yet");
+        let unknown = check_protocol_version(&with("1999-01-01"), n).unwrap_err();
+        assert_eq!((unknown.status, unknown.error.code), (StatusCode::BAD_REQUEST, INVALID_REQUEST));
+        let other = check_protocol_version(&with("2025-11-25"), n).unwrap_err();
+        assert_eq!(other.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn slots_are_given_back() {
+        let slots = SessionSlots::new(2);
+        let a = slots.take().unwrap();
+        let _b = slots.take().unwrap();
+        assert_eq!(slots.take().err().unwrap().status, StatusCode::SERVICE_UNAVAILABLE);
+        drop(a);
+        assert!(slots.take().is_ok());
     }
 }

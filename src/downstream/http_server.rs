@@ -1,19 +1,23 @@
 //! Downstream Streamable HTTP (protocol 2025-03-26 … 2025-11-25): POST with JSON or SSE
 //! responses, the GET stream, DELETE, session ids, Origin/Host checks, body limits, and
-//! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`.
+//! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`; the legacy HTTP+SSE
+//! transport's `/sse/<name>` is routed to [`legacy_sse`](crate::downstream::legacy_sse), with
+//! the same guards and one `max_sessions` for both.
 
 use crate::config::UpstreamConfig;
 use crate::downstream::http_batch;
-use crate::downstream::http_body::{Body, Refusal, SseBody, empty, json_response, plain, rpc_error, sse_response};
-use crate::downstream::http_guard;
+use crate::downstream::http_body::{
+    Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_response, plain, read_body,
+    rpc_error, sse_response,
+};
+use crate::downstream::http_guard::{self, SessionSlots, Slot};
+use crate::downstream::legacy_sse::Legacy;
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
 use crate::mcp::ProtocolVersion;
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -25,7 +29,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::mcp_http::{SESSION_HEADER, VERSION_HEADER};
+use crate::transport::mcp_http::SESSION_HEADER;
 
 /// One downstream HTTP session.
 struct HttpSession {
@@ -33,6 +37,7 @@ struct HttpSession {
     streams: Arc<Streams>,
     /// The path it was created on: it is not found on any other.
     path: String,
+    _slot: Slot,
 }
 
 /// The HTTP front of the gateway: routes, sessions, and their limits.
@@ -47,22 +52,38 @@ pub struct HttpServer {
     /// Cancelled when shutdown begins: no new connections, and open ones close once their
     /// current request is answered.
     stopping: CancellationToken,
+    /// Places for sessions, shared with the legacy transport (`max_sessions`).
+    slots: Arc<SessionSlots>,
+    /// The legacy HTTP+SSE transport at `/sse/<name>`.
+    legacy: Arc<Legacy>,
 }
 
 impl HttpServer {
-    /// Serves every configured upstream at `/mcp/<name>`.
+    /// Serves every configured upstream at `/mcp/<name>`, and over the legacy HTTP+SSE
+    /// transport at `/sse/<name>`.
     pub fn new(gateway: Arc<Gateway>) -> Arc<HttpServer> {
-        let routes =
-            gateway.config.upstreams.iter().map(|u| (format!("/mcp/{}", u.name), Arc::new(u.clone()))).collect();
-        Self::with_routes(gateway, routes)
+        let upstreams: Vec<_> = gateway.config.upstreams.iter().map(|u| Arc::new(u.clone())).collect();
+        let routes = upstreams.iter().map(|u| (format!("/mcp/{}", u.name), u.clone())).collect();
+        Self::build(gateway, routes, upstreams)
     }
 
-    /// Serves the given paths (the demo server uses `/mcp`).
+    /// Serves the given paths over Streamable HTTP only (the demo server uses `/mcp`).
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
+        Self::build(gateway, routes, Vec::new())
+    }
+
+    fn build(
+        gateway: Arc<Gateway>,
+        routes: HashMap<String, Arc<UpstreamConfig>>,
+        legacy: Vec<Arc<UpstreamConfig>>,
+    ) -> Arc<HttpServer> {
         let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
         let stopping = CancellationToken::new();
         let idle = Deadlines::new(gateway.limits().session_idle_timeout, Duration::MAX);
-        Arc::new(HttpServer { gateway, routes, sessions: Mutex::new(HashMap::new()), idle, connections, stopping })
+        let slots = SessionSlots::new(gateway.limits().max_sessions);
+        let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
+        let sessions = Mutex::new(HashMap::new());
+        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy })
     }
 
     /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
@@ -164,9 +185,10 @@ impl HttpServer {
                 break;
             }
         }
+        let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
+        self.legacy.shut_down(deadline, &shutting_down).await;
         self.idle.close();
         let all: Vec<_> = self.sessions.lock().unwrap().drain().map(|(_, s)| s).collect();
-        let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
         for s in &all {
             s.streams.answer_pending(|id| shutting_down.response(Some(id)));
             s.streams.close();
@@ -184,8 +206,9 @@ impl HttpServer {
         self.sessions.lock().unwrap().values().cloned().collect()
     }
 
+    /// Sessions open now, of both transports.
     pub fn session_count(&self) -> usize {
-        self.sessions.lock().unwrap().len()
+        self.sessions.lock().unwrap().len() + self.legacy.session_count()
     }
 
     /// Ends each session once it is idle: its deadline is checked when it comes (no sweep of
@@ -215,12 +238,17 @@ impl HttpServer {
 
     async fn handle(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
-        let Some(upstream) = self.routes.get(&path).cloned() else {
-            return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name>\n");
-        };
+        let upstream = self.routes.get(&path).cloned();
+        let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
+        if upstream.is_none() && legacy.is_none() {
+            return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name> and /sse/<name>\n");
+        }
         if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return refused.into_response();
         }
+        let Some(upstream) = upstream else {
+            return self.legacy.handle(req, legacy.expect("routed"), peer).await;
+        };
         match *req.method() {
             Method::POST => self.post(req, upstream, path, peer).await,
             Method::GET => self.get(req, &path),
@@ -234,18 +262,10 @@ impl HttpServer {
     }
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
-    /// `MCP-Protocol-Version`, if given, must be one the gateway speaks.
+    /// `MCP-Protocol-Version`, if given (POST, GET and DELETE alike), must be one the gateway
+    /// speaks and the one the session negotiated.
     fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Refusal> {
-        if let Some(v) = headers.get(VERSION_HEADER) {
-            let v = v.to_str().unwrap_or("");
-            if ProtocolVersion::parse(v).is_none() {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    INVALID_REQUEST,
-                    format!("bad request: unsupported MCP-Protocol-Version {v:?}"),
-                ));
-            }
-        }
+        http_guard::check_protocol_version(headers, None)?;
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -253,14 +273,16 @@ impl HttpServer {
                 "bad request: missing Mcp-Session-Id header",
             ));
         };
-        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
-            Some(s) => Ok((id.to_string(), s.clone())),
-            None => Err(Refusal::new(
+        let found = self.sessions.lock().unwrap().get(id).filter(|s| s.path == path).cloned();
+        let Some(s) = found else {
+            return Err(Refusal::new(
                 StatusCode::NOT_FOUND,
                 INVALID_REQUEST,
                 "session not found (it ended or never existed); initialize a new one",
-            )),
-        }
+            ));
+        };
+        http_guard::check_protocol_version(headers, s.session.version())?;
+        Ok((id.to_string(), s))
     }
 
     async fn post(
@@ -272,14 +294,8 @@ impl HttpServer {
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
-        if let Some(ct) = headers.get(header::CONTENT_TYPE)
-            && !ct.to_str().unwrap_or("").to_ascii_lowercase().contains("application/json")
-        {
-            return rpc_error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                &RpcError::new(INVALID_REQUEST, "unsupported media type: send application/json"),
-                None,
-            );
+        if let Err(refused) = check_json_content_type(headers) {
+            return refused.into_response();
         }
         let json_only = !accepts_event_stream(headers);
         if let Some(accept) = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()) {
@@ -293,21 +309,9 @@ impl HttpServer {
             }
         }
         let limits = self.gateway.limits();
-        let body = match tokio::time::timeout(limits.body_read_timeout, read_body(body, limits.max_body_bytes)).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(resp)) => return resp,
-            Err(_) => {
-                let mut r = rpc_error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    &RpcError::new(
-                        INVALID_REQUEST,
-                        format!("request timeout: the body did not arrive within {:?}", limits.body_read_timeout),
-                    ),
-                    None,
-                );
-                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-                return r;
-            }
+        let body = match read_body(body, limits.max_body_bytes, limits.body_read_timeout).await {
+            Ok(b) => b,
+            Err(resp) => return resp,
         };
         // One message is read once, here; a batch is split, each read in `http_batch`.
         let parsed = match jsonrpc::parse_body(body) {
@@ -458,14 +462,7 @@ impl HttpServer {
         path: String,
         peer: SocketAddr,
     ) -> Result<(String, Arc<HttpSession>), Refusal> {
-        let mut map = self.sessions.lock().unwrap();
-        if map.len() >= self.gateway.limits().max_sessions {
-            return Err(Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                jsonrpc::GATEWAY_BUSY,
-                format!("too many sessions (limit {})", self.gateway.limits().max_sessions),
-            ));
-        }
+        let slot = self.slots.take()?;
         let limits = self.gateway.limits();
         let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
         // Until authentication exists, a client is its remote address: per-client limits
@@ -473,8 +470,8 @@ impl HttpServer {
         let client = Some(peer.ip().to_string());
         let session = Session::for_client(self.gateway.clone(), upstream, streams.clone(), client);
         let id = crate::random::id128();
-        let hs = Arc::new(HttpSession { session, streams, path });
-        map.insert(id.clone(), hs.clone());
+        let hs = Arc::new(HttpSession { session, streams, path, _slot: slot });
+        self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         self.idle.insert(id.clone());
         Ok((id, hs))
     }
@@ -527,7 +524,6 @@ pub async fn bind(
     Ok((addr, tokio::spawn(server.serve(listener))))
 }
 
-/// Whether a POST's `Accept` allows an event stream (no `Accept` at all does).
 /// Frees what a parked stream holds if its POST goes away before attaching (the client
 /// hung up while the call was being handed on).
 struct Unpark<'a> {
@@ -541,36 +537,6 @@ impl Drop for Unpark<'_> {
     }
 }
 
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT) else { return true };
-    let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();
-    accept
-        .split(',')
-        .map(|r| r.split(';').next().unwrap_or("").trim())
-        .any(|range| matches!(range, "text/event-stream" | "text/*" | "*/*"))
-}
-
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
-}
-
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Response<Body>> {
-    use hyper::body::Body as _;
-    let too_large = || {
-        rpc_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &RpcError::new(INVALID_REQUEST, format!("payload too large: the limit is {limit} bytes")),
-            None,
-        )
-    };
-    if body.size_hint().lower() > limit as u64 {
-        return Err(too_large());
-    }
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => {
-            Err(rpc_error(StatusCode::BAD_REQUEST, &RpcError::new(INVALID_REQUEST, format!("bad request: {e}")), None))
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! The downstream fronts: how clients reach the gateway. The Streamable HTTP server (with its
-//! batches, bodies, guards and per-session streams) and the stdio front. They sit on top:
+//! batches, bodies, guards and per-session streams), the legacy HTTP+SSE transport beside it,
+//! and the stdio front. They sit on top:
 //! each turns its wire into calls on a [`Session`](crate::gateway::session::Session) and
 //! implements [`ClientSink`](crate::gateway::client::ClientSink) for what goes back.
 
@@ -7,5 +8,6 @@ mod http_batch;
 mod http_body;
 mod http_guard;
 pub mod http_server;
+mod legacy_sse;
 pub mod stdio;
 pub mod streams;
