@@ -116,6 +116,41 @@ fn shaping(c: &mut Criterion) {
     g.finish();
 }
 
+/// Crossing between versions ([`translate::cross`]): between peers of one version (the fast
+/// path, which builds nothing), and a newer upstream's answer for an older client (the
+/// structured result becomes a text block; a 100-tool listing loses its newer fields).
+fn translation(c: &mut Criterion) {
+    use taskgate::{ProtocolVersion as V, translate};
+    let response = Message::parse(Bytes::from_static(RESPONSE)).expect("valid message");
+    let tools: Vec<Value> = (0..100)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("tool_{i}"), "title": format!("Tool {i}"),
+                "description": "A tool of a realistic listing, with a schema and annotations",
+                "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true},
+                "icons": [{"src": "https://example.com/i.png"}], "execution": {"taskSupport": "optional"}
+            })
+        })
+        .collect();
+    let listing = Message::made(jsonrpc::result_response(&Id::Num(3), serde_json::json!({"tools": tools})));
+    let mut g = c.benchmark_group("translate");
+    for (name, msg, method, from, to) in [
+        ("call_result/same_version", &response, "tools/call", V::V2025_11_25, V::V2025_11_25),
+        ("call_result/2025-11-25_to_2025-03-26", &response, "tools/call", V::V2025_11_25, V::V2025_03_26),
+        ("tools_list_100/2025-11-25_to_2024-11-05", &listing, "tools/list", V::V2025_11_25, V::V2024_11_05),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || msg.clone(),
+                |m| translate::cross(m, Some(method), from, to).map(|m| m.into_bytes()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 /// The task store with 10 000 tasks retained (1 KiB results): insert, get and complete.
 fn task_store(c: &mut Criterion) {
     use taskgate::TaskStatus;
@@ -189,6 +224,6 @@ fn progress(c: &mut Criterion) {
 criterion_group! {
     name = core;
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = frames, ids, shaping, task_store, progress
+    targets = frames, ids, shaping, translation, task_store, progress
 }
 criterion_main!(core);

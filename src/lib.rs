@@ -36,7 +36,7 @@ pub use transport::stdio::all_children_exited;
 // Parts the benchmarks, fuzz targets and examples drive on their own.
 pub use gateway::progress::ProgressGate;
 pub use mcp::tasks::TaskStatus;
-pub use mcp::{ProtocolVersion, shaping};
+pub use mcp::{ProtocolVersion, shaping, translate};
 pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
 pub use transport::http_target::HttpSettings;
