@@ -397,3 +397,26 @@ async fn no_bridge_over_a_link_whose_version_has_no_tasks() {
     assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
     assert!(!received.iter().any(|m| m["method"].as_str().unwrap_or("").starts_with("tasks/")), "{received:?}");
 }
+
+#[tokio::test]
+async fn a_listing_the_gateway_reads_itself_does_not_make_an_old_link_a_task_server() {
+    // The server speaks 2025-06-18 and marks `job` required. The client's first call of it
+    // is task-augmented, before any tools/list of its own: the gateway reads the listing
+    // itself, and what it reads there must count no more than what the client is shown.
+    let server = strict_task_server("2025-06-18").await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let created = c.request("tools/call", json!({"name": "job", "arguments": {}, "task": {"ttl": 60000}})).await;
+    assert!(
+        created.response.pointer("/result/task/taskId").is_some_and(Value::is_string),
+        "hosted, as for every server without tasks: {}",
+        created.response
+    );
+    // A plain call is a plain call: never bridged over a link without tasks.
+    let plain = c.request("tools/call", json!({"name": "job", "arguments": {}})).await;
+    assert_eq!(plain.error_code(), -32601, "the server's own refusal: {}", plain.response);
+    let received = server.received.lock().unwrap().clone();
+    assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
+    assert!(!received.iter().any(|m| m["method"].as_str().unwrap_or("").starts_with("tasks/")), "{received:?}");
+}
