@@ -420,3 +420,37 @@ async fn a_listing_the_gateway_reads_itself_does_not_make_an_old_link_a_task_ser
     assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
     assert!(!received.iter().any(|m| m["method"].as_str().unwrap_or("").starts_with("tasks/")), "{received:?}");
 }
+
+/// A server at `version` whose `initialize` result has these capabilities (`None`: none at all).
+async fn server_with_capabilities(version: &'static str, caps: Option<Value>) -> Scripted {
+    Scripted::start(move |req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => {
+            let mut result = json!({"protocolVersion": version, "serverInfo": {"name": "odd", "version": "1"}});
+            if let Some(c) = &caps {
+                result["capabilities"] = c.clone();
+            }
+            vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": result}))]
+        }
+        "tools/list" => vec![reply(req, json!({"tools": [tool_of(version)]}))],
+        _ => vec![reply(req, json!({"content": [{"type": "text", "text": "ok"}]}))],
+    })
+    .await
+}
+
+#[tokio::test]
+async fn capabilities_that_are_not_an_object_still_get_the_gateways_tasks() {
+    for caps in [None, Some(Value::Null), Some(json!("tools")), Some(json!([]))] {
+        let server = server_with_capabilities("2025-06-18", caps.clone()).await;
+        let gw = start_gateway(&http_upstream("up", &server.url())).await;
+        let mut c = HttpMcp::new(&gw.url("up"));
+        let init = c.initialize("2025-11-25").await;
+        assert!(init["capabilities"].is_object(), "{caps:?}: capabilities must be an object: {init}");
+        // The tools are shown hosted: the capability that lets the client use them is there.
+        let list = c.request("tools/list", json!({})).await;
+        assert_eq!(list.result()["tools"][0]["execution"]["taskSupport"], "optional", "{caps:?}");
+        assert!(init.pointer("/capabilities/tasks/requests/tools/call").is_some(), "{caps:?}: {init}");
+        let mut old = HttpMcp::new(&gw.url("up"));
+        let init = old.initialize("2025-06-18").await;
+        assert_eq!(init["capabilities"], json!({}), "{caps:?}: {init}");
+    }
+}

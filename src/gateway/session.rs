@@ -291,6 +291,11 @@ impl Session {
         if !result.is_object() {
             result = json!({});
         }
+        // As the session reads them (`upstream_caps`): capabilities that are not an object are
+        // none, and the gateway's own are added to them below.
+        if !result.get("capabilities").is_some_and(Value::is_object) {
+            result["capabilities"] = json!({});
+        }
         result["protocolVersion"] = version.as_str().into();
         let mut resp = jsonrpc::result_response(&id, result);
         // Nothing is refused in an initialize result: it is only stripped.
