@@ -199,7 +199,10 @@ async fn the_gateway_declares_the_clients_capabilities_and_its_own_client_info()
     let received = server.received.lock().unwrap().clone();
     let init = received.iter().find(|m| m["method"] == "initialize").unwrap();
     assert_eq!(init["params"]["clientInfo"], json!({"name": "acme-gateway", "version": "7.1", "title": "Acme"}));
-    assert_eq!(init["params"]["capabilities"], init_params("2025-03-26")["capabilities"], "the client's own");
+    // The client's own, as its version has them (2025-03-26 has no elicitation).
+    let mut own = init_params("2025-03-26")["capabilities"].clone();
+    own.as_object_mut().unwrap().remove("elicitation");
+    assert_eq!(init["params"]["capabilities"], own);
 }
 
 #[tokio::test]
@@ -452,5 +455,35 @@ async fn capabilities_that_are_not_an_object_still_get_the_gateways_tasks() {
         let mut old = HttpMcp::new(&gw.url("up"));
         let init = old.initialize("2025-06-18").await;
         assert_eq!(init["capabilities"], json!({}), "{caps:?}: {init}");
+    }
+}
+
+#[tokio::test]
+async fn the_clients_capabilities_are_declared_as_its_version_has_them() {
+    // Clients that declare more than their version has: the upstream must not be told the
+    // client can serve what its version cannot carry.
+    let server = server_of("2025-11-25").await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let caps = json!({
+        "roots": {"listChanged": true},
+        "sampling": {"context": {}, "tools": {}},
+        "elicitation": {"form": {}, "url": {}},
+        "tasks": {"requests": {"elicitation": {"create": {}}}}
+    });
+    let cases = [
+        ("2025-03-26", json!({"roots": {"listChanged": true}, "sampling": {}})),
+        ("2025-06-18", json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})),
+        ("2025-11-25", caps.clone()),
+    ];
+    for (version, want) in cases {
+        let c = HttpMcp::new(&gw.url("up"));
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": caps, "clientInfo": {"name": "lax", "version": "0"}
+        }});
+        let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+        assert_eq!(r.status, 200, "{version}");
+        let received = server.received.lock().unwrap().clone();
+        let declared = &received.iter().rfind(|m| m["method"] == "initialize").unwrap()["params"]["capabilities"];
+        assert_eq!(declared, &want, "{version}");
     }
 }

@@ -273,7 +273,13 @@ impl Session {
             if st.init_params.is_some() {
                 return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
             }
-            st.init_params = Some(msg.value().get("params").cloned().unwrap_or(json!({})));
+            let mut params = msg.value().get("params").cloned().unwrap_or(json!({}));
+            // What the client's version cannot carry is not the client's to declare: the
+            // upstream (and the bridge) must not ask it for that.
+            if let Some(caps) = params.get_mut("capabilities") {
+                crate::mcp::translate::client_capabilities(caps, version);
+            }
+            st.init_params = Some(params);
         }
         let negotiated = {
             let _guard = self.relink.lock().await;
