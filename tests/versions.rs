@@ -487,3 +487,34 @@ async fn the_clients_capabilities_are_declared_as_its_version_has_them() {
         assert_eq!(declared, &want, "{version}");
     }
 }
+
+#[tokio::test]
+async fn a_server_request_before_the_handshake_ends_is_translated_for_the_client() {
+    // A server that asks for elicitation while it initializes (before its initialize result):
+    // the client's version (2025-03-26) has no elicitation, so the server is refused, as it
+    // would be at any other time, instead of the request reaching the client.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => vec![
+            Step::Send(json!({"jsonrpc": "2.0", "id": 77, "method": "elicitation/create", "params": {
+                "message": "early", "requestedSchema": {"type": "object", "properties": {}}
+            }})),
+            Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "eager", "version": "1"}
+            }})),
+        ],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let received = server.received.clone();
+    eventually("the server hears -32601 for its elicitation", async || {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.get("method").is_none() && m["id"] == 77 && m["error"]["code"] == -32601)
+    })
+    .await;
+}

@@ -52,6 +52,9 @@ const CURSOR_UPSTREAM: &str = "up:";
 struct SessionState {
     /// The client's version, once its `initialize` has been answered.
     version: Option<ProtocolVersion>,
+    /// The version the client's `initialize` is to be answered at, from the moment it
+    /// arrives: what the upstream sends while the handshake runs is translated for it.
+    asked: Option<ProtocolVersion>,
     /// The client's `initialize` params (its capabilities are declared to every link).
     init_params: Option<Value>,
     /// The version the current link negotiated.
@@ -280,6 +283,7 @@ impl Session {
                 crate::mcp::translate::client_capabilities(caps, version);
             }
             st.init_params = Some(params);
+            st.asked = Some(version);
         }
         let negotiated = {
             let _guard = self.relink.lock().await;
@@ -289,7 +293,9 @@ impl Session {
             Ok(n) => n,
             Err(e) => {
                 // A failed initialize leaves the session uninitialized; the client may retry.
-                self.state.lock().unwrap().init_params = None;
+                let mut st = self.state.lock().unwrap();
+                st.init_params = None;
+                st.asked = None;
                 return Err(e);
             }
         };
@@ -441,9 +447,9 @@ impl Session {
     pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<&'static str>) {
         let (version, upstream) = {
             let st = self.state.lock().unwrap();
-            (st.version, st.upstream_version)
+            (st.version.or(st.asked), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
         };
-        let Some(msg) = self.downward(msg, answers, version.zip(upstream)) else { return };
+        let Some(msg) = self.downward(msg, answers, version.map(|v| (v, upstream))) else { return };
         let msg = match version {
             Some(v) => match shaping::for_client(msg, v) {
                 Some(m) => m,

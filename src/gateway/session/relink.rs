@@ -48,6 +48,8 @@ impl Session {
             let st = self.state.lock().unwrap();
             st.init_params.as_ref().and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned()
         };
+        // Until this link has negotiated, its version is not the last one's.
+        self.state.lock().unwrap().upstream_version = None;
         let link = self.start_link().await?;
         let handshake = link.handshake(
             capabilities.unwrap_or_else(|| json!({})),
