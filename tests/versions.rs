@@ -518,3 +518,37 @@ async fn a_server_request_before_the_handshake_ends_is_translated_for_the_client
     })
     .await;
 }
+
+/// The raw body of a POST of `msg`, read to its end.
+async fn raw_post(c: &HttpMcp, msg: Value) -> String {
+    let r = c.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    String::from_utf8(r.body.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn progress_between_two_sides_of_one_version_keeps_its_bytes() {
+    // The server writes progress in a form of its own (spaces, `1.50`): between two sides of
+    // one version it reaches the client as it was written, for every version.
+    const PROGRESS: &str = r#"{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1.50, "total": 2}}"#;
+    for v in VERSIONS {
+        let server = Scripted::start(move |req| match req["method"].as_str().unwrap_or("") {
+            "initialize" => vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
+                "protocolVersion": v, "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}
+            }}))],
+            "tools/call" => vec![
+                Step::Raw(format!("data: {PROGRESS}\n\n")),
+                Step::Sleep(20),
+                reply(req, json!({"content": [{"type": "text", "text": "done"}]})),
+            ],
+            _ => vec![reply(req, json!({}))],
+        })
+        .await;
+        let cfg = http_upstream("up", &server.url()) + "[upstream.tasks]\nhosted = \"never\"\n";
+        let gw = start_gateway(&cfg).await;
+        let mut c = HttpMcp::new(&gw.url("up"));
+        c.initialize(v).await;
+        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t", "arguments": {}, "_meta": {"progressToken": "p"}}});
+        let body = raw_post(&c, call).await;
+        assert!(body.contains(PROGRESS), "{v}: {body}");
+    }
+}
