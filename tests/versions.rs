@@ -552,3 +552,26 @@ async fn progress_between_two_sides_of_one_version_keeps_its_bytes() {
         assert!(body.contains(PROGRESS), "{v}: {body}");
     }
 }
+
+#[tokio::test]
+async fn an_initialize_its_client_abandons_ends_its_session_and_its_link() {
+    // A slow upstream handshake, and a client that hangs up before it ends: nobody holds the
+    // session's id, so the session goes, and so does the link the handshake had opened.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => {
+            let mut steps = vec![Step::Sleep(400)];
+            steps.extend(init_result(req, json!({"tools": {}})));
+            steps
+        }
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
+    let posted = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]);
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(100), posted).await.is_err());
+    drop(c);
+    eventually("the session ends", async || gw.server.session_count() == 0).await;
+    eventually("the upstream session is deleted", async || server.received_http().iter().any(|m| m == "DELETE")).await;
+}
