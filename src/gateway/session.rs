@@ -39,6 +39,20 @@ struct ServerRequest {
     answers: Option<&'static str>,
 }
 
+/// Held while the client's `initialize` runs: if it ends without the session initialized,
+/// the session is as before it.
+struct Unfinished<'a>(&'a Session);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock().unwrap();
+        if st.version.is_none() {
+            st.init_params = None;
+            st.asked = None;
+        }
+    }
+}
+
 /// Tool listings are cached per session for task decisions; this bounds the cache.
 const MAX_CACHED_TOOLS: usize = 10_000;
 /// `tools/list` pages read for one task decision.
@@ -285,20 +299,13 @@ impl Session {
             st.init_params = Some(params);
             st.asked = Some(version);
         }
+        // An initialize that fails, or is dropped before it ends (its POST went away), leaves
+        // the session uninitialized: the client may send it again.
+        let _unfinished = Unfinished(self);
         let negotiated = {
             let _guard = self.relink.lock().await;
             self.open_link().await
-        };
-        let negotiated = match negotiated {
-            Ok(n) => n,
-            Err(e) => {
-                // A failed initialize leaves the session uninitialized; the client may retry.
-                let mut st = self.state.lock().unwrap();
-                st.init_params = None;
-                st.asked = None;
-                return Err(e);
-            }
-        };
+        }?;
         let mut result = negotiated.result;
         if !result.is_object() {
             result = json!({});
