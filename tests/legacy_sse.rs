@@ -455,3 +455,26 @@ async fn shutdown_drains_then_answers_what_is_left_and_ends_the_stream() {
     tokio::time::timeout(STEP, shutdown).await.expect("shutdown is bounded").unwrap();
     assert_eq!(gw.server.session_count(), 0);
 }
+
+#[tokio::test]
+async fn an_initialize_whose_post_goes_away_may_be_sent_again() {
+    // A slow upstream handshake, and a client whose POST of initialize gives up before it
+    // ends: the session is the client's (it holds the stream), and is not left half
+    // initialized, refusing every initialize and every request after.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => {
+            let mut steps = vec![Step::Sleep(400)];
+            steps.extend(init_result(req, json!({"tools": {}})));
+            steps
+        }
+        _ => vec![reply(req, json!({"content": [{"type": "text", "text": "still here"}]}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = Legacy::open(&gw, "up").await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2024-11-05")});
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(100), c.post(&init)).await.is_err());
+    let again = c.initialize("2024-11-05").await;
+    assert_eq!(again["protocolVersion"], "2024-11-05");
+    still_works(&mut c).await;
+}

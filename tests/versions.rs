@@ -199,7 +199,10 @@ async fn the_gateway_declares_the_clients_capabilities_and_its_own_client_info()
     let received = server.received.lock().unwrap().clone();
     let init = received.iter().find(|m| m["method"] == "initialize").unwrap();
     assert_eq!(init["params"]["clientInfo"], json!({"name": "acme-gateway", "version": "7.1", "title": "Acme"}));
-    assert_eq!(init["params"]["capabilities"], init_params("2025-03-26")["capabilities"], "the client's own");
+    // The client's own, as its version has them (2025-03-26 has no elicitation).
+    let mut own = init_params("2025-03-26")["capabilities"].clone();
+    own.as_object_mut().unwrap().remove("elicitation");
+    assert_eq!(init["params"]["capabilities"], own);
 }
 
 #[tokio::test]
@@ -396,4 +399,179 @@ async fn no_bridge_over_a_link_whose_version_has_no_tasks() {
     let received = server.received.lock().unwrap().clone();
     assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
     assert!(!received.iter().any(|m| m["method"].as_str().unwrap_or("").starts_with("tasks/")), "{received:?}");
+}
+
+#[tokio::test]
+async fn a_listing_the_gateway_reads_itself_does_not_make_an_old_link_a_task_server() {
+    // The server speaks 2025-06-18 and marks `job` required. The client's first call of it
+    // is task-augmented, before any tools/list of its own: the gateway reads the listing
+    // itself, and what it reads there must count no more than what the client is shown.
+    let server = strict_task_server("2025-06-18").await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let created = c.request("tools/call", json!({"name": "job", "arguments": {}, "task": {"ttl": 60000}})).await;
+    assert!(
+        created.response.pointer("/result/task/taskId").is_some_and(Value::is_string),
+        "hosted, as for every server without tasks: {}",
+        created.response
+    );
+    // A plain call is a plain call: never bridged over a link without tasks.
+    let plain = c.request("tools/call", json!({"name": "job", "arguments": {}})).await;
+    assert_eq!(plain.error_code(), -32601, "the server's own refusal: {}", plain.response);
+    let received = server.received.lock().unwrap().clone();
+    assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
+    assert!(!received.iter().any(|m| m["method"].as_str().unwrap_or("").starts_with("tasks/")), "{received:?}");
+}
+
+/// A server at `version` whose `initialize` result has these capabilities (`None`: none at all).
+async fn server_with_capabilities(version: &'static str, caps: Option<Value>) -> Scripted {
+    Scripted::start(move |req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => {
+            let mut result = json!({"protocolVersion": version, "serverInfo": {"name": "odd", "version": "1"}});
+            if let Some(c) = &caps {
+                result["capabilities"] = c.clone();
+            }
+            vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": result}))]
+        }
+        "tools/list" => vec![reply(req, json!({"tools": [tool_of(version)]}))],
+        _ => vec![reply(req, json!({"content": [{"type": "text", "text": "ok"}]}))],
+    })
+    .await
+}
+
+#[tokio::test]
+async fn capabilities_that_are_not_an_object_still_get_the_gateways_tasks() {
+    for caps in [None, Some(Value::Null), Some(json!("tools")), Some(json!([]))] {
+        let server = server_with_capabilities("2025-06-18", caps.clone()).await;
+        let gw = start_gateway(&http_upstream("up", &server.url())).await;
+        let mut c = HttpMcp::new(&gw.url("up"));
+        let init = c.initialize("2025-11-25").await;
+        assert!(init["capabilities"].is_object(), "{caps:?}: capabilities must be an object: {init}");
+        // The tools are shown hosted: the capability that lets the client use them is there.
+        let list = c.request("tools/list", json!({})).await;
+        assert_eq!(list.result()["tools"][0]["execution"]["taskSupport"], "optional", "{caps:?}");
+        assert!(init.pointer("/capabilities/tasks/requests/tools/call").is_some(), "{caps:?}: {init}");
+        let mut old = HttpMcp::new(&gw.url("up"));
+        let init = old.initialize("2025-06-18").await;
+        assert_eq!(init["capabilities"], json!({}), "{caps:?}: {init}");
+    }
+}
+
+#[tokio::test]
+async fn the_clients_capabilities_are_declared_as_its_version_has_them() {
+    // Clients that declare more than their version has: the upstream must not be told the
+    // client can serve what its version cannot carry.
+    let server = server_of("2025-11-25").await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let caps = json!({
+        "roots": {"listChanged": true},
+        "sampling": {"context": {}, "tools": {}},
+        "elicitation": {"form": {}, "url": {}},
+        "tasks": {"requests": {"elicitation": {"create": {}}}}
+    });
+    let cases = [
+        ("2025-03-26", json!({"roots": {"listChanged": true}, "sampling": {}})),
+        ("2025-06-18", json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}})),
+        ("2025-11-25", caps.clone()),
+    ];
+    for (version, want) in cases {
+        let c = HttpMcp::new(&gw.url("up"));
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": caps, "clientInfo": {"name": "lax", "version": "0"}
+        }});
+        let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+        assert_eq!(r.status, 200, "{version}");
+        let received = server.received.lock().unwrap().clone();
+        let declared = &received.iter().rfind(|m| m["method"] == "initialize").unwrap()["params"]["capabilities"];
+        assert_eq!(declared, &want, "{version}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_request_before_the_handshake_ends_is_translated_for_the_client() {
+    // A server that asks for elicitation while it initializes (before its initialize result):
+    // the client's version (2025-03-26) has no elicitation, so the server is refused, as it
+    // would be at any other time, instead of the request reaching the client.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => vec![
+            Step::Send(json!({"jsonrpc": "2.0", "id": 77, "method": "elicitation/create", "params": {
+                "message": "early", "requestedSchema": {"type": "object", "properties": {}}
+            }})),
+            Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "eager", "version": "1"}
+            }})),
+        ],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let received = server.received.clone();
+    eventually("the server hears -32601 for its elicitation", async || {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.get("method").is_none() && m["id"] == 77 && m["error"]["code"] == -32601)
+    })
+    .await;
+}
+
+/// The raw body of a POST of `msg`, read to its end.
+async fn raw_post(c: &HttpMcp, msg: Value) -> String {
+    let r = c.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    String::from_utf8(r.body.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn progress_between_two_sides_of_one_version_keeps_its_bytes() {
+    // The server writes progress in a form of its own (spaces, `1.50`): between two sides of
+    // one version it reaches the client as it was written, for every version.
+    const PROGRESS: &str = r#"{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1.50, "total": 2}}"#;
+    for v in VERSIONS {
+        let server = Scripted::start(move |req| match req["method"].as_str().unwrap_or("") {
+            "initialize" => vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
+                "protocolVersion": v, "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}
+            }}))],
+            "tools/call" => vec![
+                Step::Raw(format!("data: {PROGRESS}\n\n")),
+                Step::Sleep(20),
+                reply(req, json!({"content": [{"type": "text", "text": "done"}]})),
+            ],
+            _ => vec![reply(req, json!({}))],
+        })
+        .await;
+        let cfg = http_upstream("up", &server.url()) + "[upstream.tasks]\nhosted = \"never\"\n";
+        let gw = start_gateway(&cfg).await;
+        let mut c = HttpMcp::new(&gw.url("up"));
+        c.initialize(v).await;
+        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t", "arguments": {}, "_meta": {"progressToken": "p"}}});
+        let body = raw_post(&c, call).await;
+        assert!(body.contains(PROGRESS), "{v}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn an_initialize_its_client_abandons_ends_its_session_and_its_link() {
+    // A slow upstream handshake, and a client that hangs up before it ends: nobody holds the
+    // session's id, so the session goes, and so does the link the handshake had opened.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => {
+            let mut steps = vec![Step::Sleep(400)];
+            steps.extend(init_result(req, json!({"tools": {}})));
+            steps
+        }
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-06-18")});
+    let posted = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]);
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(100), posted).await.is_err());
+    drop(c);
+    eventually("the session ends", async || gw.server.session_count() == 0).await;
+    eventually("the upstream session is deleted", async || server.received_http().iter().any(|m| m == "DELETE")).await;
 }

@@ -357,6 +357,9 @@ impl HttpServer {
                 Err(refused) => return refused.into_response(),
             }
         };
+        // A session `initialize` created is the client's once it has its answer: if the POST
+        // goes away first (the client hung up during the handshake), the session goes too.
+        let mut unclaimed = created.then(|| Unclaimed { server: self, sid: &sid, hs: &hs, armed: true });
         hs.streams.touch();
         let keepalive = self.gateway.limits().sse_keepalive;
         let frame = match parsed {
@@ -402,6 +405,9 @@ impl HttpServer {
         // with one lock, no channel made.
         let parked = Unpark { streams: &hs.streams, stream };
         hs.session.handle(frame).await;
+        if let Some(u) = &mut unclaimed {
+            u.armed = false;
+        }
         let (held, rx) = hs.streams.attach(stream);
         drop(parked);
         let mut held = VecDeque::from(held);
@@ -522,6 +528,35 @@ pub async fn bind(
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     Ok((addr, tokio::spawn(server.serve(listener))))
+}
+
+/// A session created by an `initialize` still being handled: ended if its POST goes away
+/// before the session has answered (nobody holds its id).
+struct Unclaimed<'a> {
+    server: &'a HttpServer,
+    sid: &'a str,
+    hs: &'a Arc<HttpSession>,
+    armed: bool,
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::info!(
+            upstream = self.hs.session.upstream_name(),
+            "session {} ends: its client hung up during initialize",
+            short(self.sid)
+        );
+        self.server.sessions.lock().unwrap().remove(self.sid);
+        self.server.idle.remove(&self.sid.to_string());
+        self.hs.streams.close();
+        let session = self.hs.session.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { session.close().await });
+        }
+    }
 }
 
 /// Frees what a parked stream holds if its POST goes away before attaching (the client

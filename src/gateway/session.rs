@@ -39,6 +39,20 @@ struct ServerRequest {
     answers: Option<&'static str>,
 }
 
+/// Held while the client's `initialize` runs: if it ends without the session initialized,
+/// the session is as before it.
+struct Unfinished<'a>(&'a Session);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock().unwrap();
+        if st.version.is_none() {
+            st.init_params = None;
+            st.asked = None;
+        }
+    }
+}
+
 /// Tool listings are cached per session for task decisions; this bounds the cache.
 const MAX_CACHED_TOOLS: usize = 10_000;
 /// `tools/list` pages read for one task decision.
@@ -52,6 +66,9 @@ const CURSOR_UPSTREAM: &str = "up:";
 struct SessionState {
     /// The client's version, once its `initialize` has been answered.
     version: Option<ProtocolVersion>,
+    /// The version the client's `initialize` is to be answered at, from the moment it
+    /// arrives: what the upstream sends while the handshake runs is translated for it.
+    asked: Option<ProtocolVersion>,
     /// The client's `initialize` params (its capabilities are declared to every link).
     init_params: Option<Value>,
     /// The version the current link negotiated.
@@ -273,23 +290,30 @@ impl Session {
             if st.init_params.is_some() {
                 return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
             }
-            st.init_params = Some(msg.value().get("params").cloned().unwrap_or(json!({})));
+            let mut params = msg.value().get("params").cloned().unwrap_or(json!({}));
+            // What the client's version cannot carry is not the client's to declare: the
+            // upstream (and the bridge) must not ask it for that.
+            if let Some(caps) = params.get_mut("capabilities") {
+                crate::mcp::translate::client_capabilities(caps, version);
+            }
+            st.init_params = Some(params);
+            st.asked = Some(version);
         }
+        // An initialize that fails, or is dropped before it ends (its POST went away), leaves
+        // the session uninitialized: the client may send it again.
+        let _unfinished = Unfinished(self);
         let negotiated = {
             let _guard = self.relink.lock().await;
             self.open_link().await
-        };
-        let negotiated = match negotiated {
-            Ok(n) => n,
-            Err(e) => {
-                // A failed initialize leaves the session uninitialized; the client may retry.
-                self.state.lock().unwrap().init_params = None;
-                return Err(e);
-            }
-        };
+        }?;
         let mut result = negotiated.result;
         if !result.is_object() {
             result = json!({});
+        }
+        // As the session reads them (`upstream_caps`): capabilities that are not an object are
+        // none, and the gateway's own are added to them below.
+        if !result.get("capabilities").is_some_and(Value::is_object) {
+            result["capabilities"] = json!({});
         }
         result["protocolVersion"] = version.as_str().into();
         let mut resp = jsonrpc::result_response(&id, result);
@@ -430,9 +454,9 @@ impl Session {
     pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<&'static str>) {
         let (version, upstream) = {
             let st = self.state.lock().unwrap();
-            (st.version, st.upstream_version)
+            (st.version.or(st.asked), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
         };
-        let Some(msg) = self.downward(msg, answers, version.zip(upstream)) else { return };
+        let Some(msg) = self.downward(msg, answers, version.map(|v| (v, upstream))) else { return };
         let msg = match version {
             Some(v) => match shaping::for_client(msg, v) {
                 Some(m) => m,

@@ -1,7 +1,7 @@
 //! Shaping what reaches a client to what its negotiated version defines, and to what the
 //! gateway itself offers (hosted tasks).
 
-use crate::jsonrpc::{Message, Method};
+use crate::jsonrpc::Message;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::{self, TaskSupport};
 use serde_json::{Value, json};
@@ -81,6 +81,8 @@ pub fn for_client(msg: Message, client: ProtocolVersion) -> Option<Message> {
     if msg.method_name().starts_with("notifications/tasks/") {
         return None;
     }
+    // (Progress `message`, which 2024-11-05 lacks, is the version table's: it is removed when
+    // the sender is newer. Between two sides of one version a message keeps its bytes.)
     let msg = if tasks::is_tagged(&msg) {
         msg.edit(|m| {
             for field in ["params", "result"] {
@@ -90,14 +92,6 @@ pub fn for_client(msg: Message, client: ProtocolVersion) -> Option<Message> {
     } else {
         msg
     };
-    // Progress notifications gained `message` in 2025-03-26.
-    if client == ProtocolVersion::V2024_11_05 && msg.method() == Method::Progress {
-        return Some(msg.edit(|m| {
-            if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
-                p.remove("message");
-            }
-        }));
-    }
     Some(msg)
 }
 
@@ -158,9 +152,12 @@ mod tests {
         let resp = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}});
         let resp = for_client(msg(resp), ProtocolVersion::V2025_06_18).unwrap();
         assert_eq!(resp.value()["result"], json!({"content": []}));
-        let p = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1, "message": "m"}});
-        let p = for_client(msg(p), ProtocolVersion::V2024_11_05).unwrap();
-        assert!(p.value()["params"].get("message").is_none(), "2024-11-05 progress has no message");
+        let p = Message::parse(bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1, "progress":1.50}}"#,
+        ))
+        .unwrap();
+        let same = for_client(p.clone(), ProtocolVersion::V2024_11_05).unwrap();
+        assert_eq!(same.bytes(), p.bytes(), "progress keeps its bytes (`message` is the version table's)");
         let plain = Message::parse(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0", "id":3,"result":{"content":[ ]}}"#))
             .unwrap();
         let same = for_client(plain.clone(), ProtocolVersion::V2024_11_05).unwrap();

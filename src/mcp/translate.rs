@@ -110,6 +110,12 @@ pub fn answered_method(method: &str) -> Option<&'static str> {
     ANSWERED.into_iter().find(|m| *m == method)
 }
 
+/// A client's capabilities as its version `v` has them: what `v` lacks is removed, so that
+/// a client that declares more than its version carries is not asked for it.
+pub fn client_capabilities(caps: &mut Value, v: ProtocolVersion) {
+    Cx { to: v, edited: false }.capabilities(Some(caps), Shape::ClientCapabilities);
+}
+
 /// Whether a message from a `from` sender needs any rewriting for a `to` receiver: only when
 /// the receiver is older. The hot path skips the rest when this is false.
 pub fn needs_downgrade(from: ProtocolVersion, to: ProtocolVersion) -> bool {

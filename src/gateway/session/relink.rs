@@ -48,13 +48,18 @@ impl Session {
             let st = self.state.lock().unwrap();
             st.init_params.as_ref().and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned()
         };
+        // Until this link has negotiated, its version is not the last one's.
+        self.state.lock().unwrap().upstream_version = None;
         let link = self.start_link().await?;
         let handshake = link.handshake(
             capabilities.unwrap_or_else(|| json!({})),
             self.upstream.client_info.to_value(),
             self.upstream.connect_timeout,
         );
-        let negotiated = match handshake.await {
+        let mut opening = Opening(Some(link.clone()));
+        let negotiated = handshake.await;
+        opening.0 = None;
+        let negotiated = match negotiated {
             Ok(n) => n,
             Err(e) => {
                 link.close().await;
@@ -92,5 +97,19 @@ impl Session {
         };
         let events: Weak<dyn LinkEvents> = self.me.clone();
         Link::connect(self.gateway.link_env(), &self.upstream, generation, events).await
+    }
+}
+
+/// A link whose handshake is under way: closed (its child stopped, its upstream session
+/// deleted) rather than just dropped if the handshake is cut short (the client hung up).
+struct Opening(Option<Arc<Link>>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(link) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move { link.close().await });
+        }
     }
 }

@@ -111,11 +111,15 @@ impl Session {
         Ok(self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
     }
 
+    /// Learns each tool's `taskSupport` from a listing, the client's or the gateway's own. An
+    /// upstream whose version has no tasks has none to declare: its tools count as forbidden,
+    /// whatever they are marked.
     pub(super) fn remember_tools(&self, result: &Value) {
         let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
         let mut st = self.state.lock().unwrap();
+        let upstream_has_tasks = st.upstream_version.is_some_and(|v| v.has_tasks());
         for t in tools {
-            let support = TaskSupport::of_tool(t);
+            let support = if upstream_has_tasks { TaskSupport::of_tool(t) } else { TaskSupport::Forbidden };
             // A server whose listing marks tools for tasks has tasks, whatever its
             // capabilities say.
             st.listed_task_tools |= support != TaskSupport::Forbidden;

@@ -7,10 +7,12 @@ use super::*;
 use crate::mcp::translate::{self, Stopped};
 
 impl Session {
-    /// (client, upstream) versions, once both are negotiated.
+    /// (client, upstream) versions, from the moment the client's `initialize` arrives. While
+    /// a link's handshake runs, its upstream may speak anything up to the newest version the
+    /// gateway offered it: what it sends meanwhile is translated from that.
     pub(super) fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)> {
         let st = self.state.lock().unwrap();
-        Some((st.version?, st.upstream_version?))
+        Some((st.version.or(st.asked)?, st.upstream_version.unwrap_or(ProtocolVersion::LATEST)))
     }
 
     /// A request or notification from the client, for the upstream. `Err` for a request the
