@@ -575,3 +575,25 @@ async fn an_initialize_its_client_abandons_ends_its_session_and_its_link() {
     eventually("the session ends", async || gw.server.session_count() == 0).await;
     eventually("the upstream session is deleted", async || server.received_http().iter().any(|m| m == "DELETE")).await;
 }
+
+#[tokio::test]
+async fn a_task_asked_for_by_a_client_whose_version_has_none_is_not_passed_up() {
+    // A server that makes a task of any call asked as one.
+    let server = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+        "tools/list" => vec![reply(req, json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))],
+        "tools/call" if req["params"].get("task").is_some() => vec![reply(req, json!({"task": {
+            "taskId": "x", "status": "working", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 1000
+        }}))],
+        "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "plain"}]}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &server.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "t", "arguments": {}, "task": {"ttl": 1000}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "plain", "{}", out.response);
+    let received = server.received.lock().unwrap().clone();
+    assert!(!received.iter().any(|m| m["params"].get("task").is_some()), "{received:?}");
+}

@@ -196,6 +196,18 @@ impl Session {
     /// A request of an initialized session: served by the gateway, or forwarded.
     async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
         let client_has_tasks = self.version().is_some_and(|v| v.has_tasks());
+        // A task asked for by a client whose version has none is not its to ask: the call
+        // goes up plain (else a task created upstream would answer a client that cannot
+        // read it, and run on with nobody to cancel it).
+        let frame = if !client_has_tasks && frame.method() == Method::ToolsCall && frame.task_param().is_some() {
+            frame.edit(|m| {
+                if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+                    p.remove("task");
+                }
+            })
+        } else {
+            frame
+        };
         let shape = match frame.method() {
             Method::ToolsList => Shape::ToolsList,
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {

@@ -81,10 +81,16 @@ pub fn cross(
     if !needs_downgrade(from, to) {
         return Ok(msg);
     }
-    let mut tree = msg.value().clone();
+    // The tree is taken, not copied; an unedited message is read again from its bytes (its
+    // envelope only), so that they pass as they came.
+    let bytes = msg.bytes().clone();
+    let mut tree = msg.into_value();
     match downgrade(&mut tree, method, to) {
-        Verdict::Deliver { edited: false } => Ok(msg),
-        Verdict::Deliver { edited: true } => Ok(Message::from_value(tree).unwrap_or(msg)),
+        Verdict::Deliver { edited: false } => Message::parse(bytes)
+            .or_else(|_| Message::from_value(tree))
+            .map_err(|r| Stopped::Drop(format!("the message could not be read again: {}", r.error.message))),
+        Verdict::Deliver { edited: true } => Message::from_value(tree)
+            .map_err(|r| Stopped::Drop(format!("the translated message could not be written: {}", r.error.message))),
         Verdict::Drop(why) => Err(Stopped::Drop(why)),
         Verdict::Refuse(e) => Err(Stopped::Refuse(e)),
         Verdict::Fail(e) => Err(Stopped::Fail(e)),

@@ -19,12 +19,16 @@ impl Session {
         {
             return Ok(l);
         }
-        let (initialized, before, backoff) = {
+        let (initialized, closed, before, backoff) = {
             let st = self.state.lock().unwrap();
-            (st.version.is_some(), st.upstream_version, st.restart_backoff)
+            (st.version.is_some(), st.closed, st.upstream_version, st.restart_backoff)
         };
         if !initialized {
             return Err(RpcError::new(INVALID_REQUEST, "session not initialized"));
+        }
+        if closed {
+            // An ended session opens nothing more upstream.
+            return Err(RpcError::new(INVALID_REQUEST, "the session has ended"));
         }
         if let Some((since, delay)) = backoff {
             tokio::time::sleep_until((since + delay).into()).await;
