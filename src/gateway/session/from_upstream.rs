@@ -116,12 +116,9 @@ impl LinkEvents for Session {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
-        let method = msg.method_name().to_string();
-        if bridged && !self.client_can_answer(&method) {
-            link.refuse(
-                upstream_id,
-                RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}")),
-            );
+        if bridged && !self.client_can_answer(&msg) {
+            let why = format!("the client does not support {}", msg.method_name());
+            link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
             return;
         }
         if bridged {
