@@ -173,6 +173,11 @@ impl LinkEvents for Session {
         if st.closed {
             return;
         }
+        if self.upstream.share {
+            // The gateway keeps a shared link's backoff, and the link said it was lost.
+            tracing::debug!(upstream = %self.upstream.name, generation, "shared link lost ({reason})");
+            return;
+        }
         let delay = match st.restart_backoff {
             Some((since, d)) if since.elapsed() < MAX_BACKOFF => (d * 2).min(MAX_BACKOFF),
             _ => Duration::from_millis(100),
