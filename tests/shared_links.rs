@@ -232,6 +232,9 @@ const ARMS: &str = r#"
         printf '{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n'
         reply '{"content":[]}' ;;
     hang) echo "$id" >> "$LOG" ;;
+    tokask) tok=$(sed -n 's/.*"progressToken":"\([^"]*\)".*/\1/p' <<<"$line")
+        printf '{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":5,"_meta":{"progressToken":"%s"}}}\n' "$tok"
+        IFS= read -r answer; reply "{\"content\":[],\"answer\":$answer}" ;;
     die) exit 3 ;;
 "#;
 
@@ -265,6 +268,24 @@ async fn a_server_request_that_relates_to_no_session_is_refused_upstream_and_a_p
     // A ping is the gateway's to answer: it is the server's client.
     let out = a.request("tools/call", json!({"name": "ping", "arguments": {}})).await;
     assert_eq!(out.result()["answer"], json!({"jsonrpc": "2.0", "id": "p1", "result": {}}));
+}
+
+#[tokio::test]
+async fn a_server_request_carrying_a_requests_token_goes_to_that_session_with_the_clients_token() {
+    let (script, log) = script();
+    let gw = start_gateway(&shared(&table(&script, &log))).await;
+    let (mut a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    // B's request stays in flight: with two, a line stream's server request cannot be placed
+    // by elimination, only by the link's token it carries.
+    let hang = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}});
+    let _b_stream = b.post_streaming(serde_json::to_vec(&hang).unwrap(), &[]).await;
+    eventually("B's call reached the upstream", async || log_lines(&log).len() == 1).await;
+    let out =
+        a.request("tools/call", json!({"name": "tokask", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
+    let asked: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "sampling/createMessage").collect();
+    assert_eq!(asked.len(), 1, "{:?}", out.others);
+    assert_eq!(asked[0]["params"]["_meta"]["progressToken"], "p", "the client sees its own token: {}", asked[0]);
+    assert_eq!(out.result()["answer"]["result"]["content"]["text"], "sampled", "{}", out.response);
 }
 
 // ---- notifications tied to no request ----
