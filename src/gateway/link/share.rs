@@ -48,8 +48,9 @@ impl Shared {
 }
 
 impl LinkState {
-    /// The sessions a notification tied to no request goes to (see the module's doc).
-    fn unrelated_targets(&self, msg: &Message) -> Vec<Weak<dyn LinkEvents>> {
+    /// The sessions a notification tied to no request goes to (see the module's doc); `uri`
+    /// is a `notifications/resources/updated`'s.
+    fn unrelated_targets(&self, msg: &Message, uri: Option<&str>) -> Vec<Weak<dyn LinkEvents>> {
         let Some(shared) = &self.shared else { return self.sessions.values().cloned().collect() };
         let of = |tags: &mut dyn Iterator<Item = &SessionTag>| -> Vec<Weak<dyn LinkEvents>> {
             tags.filter_map(|t| self.sessions.get(t).cloned()).collect()
@@ -61,8 +62,7 @@ impl LinkState {
             // Each session looks for the request the server cancels among its own.
             Method::Cancelled => self.sessions.values().cloned().collect(),
             Method::ResourcesUpdated => {
-                let uri = msg.value().pointer("/params/uri").and_then(Value::as_str).unwrap_or_default();
-                shared.subscribers.get(uri).map(|s| of(&mut s.iter())).unwrap_or_default()
+                uri.and_then(|u| shared.subscribers.get(u)).map(|s| of(&mut s.iter())).unwrap_or_default()
             }
             Method::TaskStatus => {
                 let task = msg.task_id_param();
@@ -78,9 +78,14 @@ impl LinkCore {
     /// A notification from the server tied to no request: to the one session of a
     /// per-session link; on a shared link, to the sessions the module's doc says.
     pub(super) fn unrelated(&self, msg: Message) {
-        let targets = self.state.lock().unwrap().unrelated_targets(&msg);
+        // Read before the lock: it builds the message's tree.
+        let uri = match msg.method() {
+            Method::ResourcesUpdated if self.shared => msg.value().pointer("/params/uri").and_then(Value::as_str),
+            _ => None,
+        };
+        let targets = self.state.lock().unwrap().unrelated_targets(&msg, uri);
         if targets.is_empty() {
-            tracing::debug!(upstream = %self.upstream, method = msg.method_name(), "dropped a notification that no session of the shared link is the one to get");
+            tracing::debug!(upstream = %self.upstream, method = msg.method_name(), "dropped a notification tied to no request: no session of the link is the one to get it");
             return;
         }
         let mut targets = targets.into_iter().filter_map(|w| w.upgrade()).peekable();
