@@ -625,3 +625,13 @@ async fn bridged_calls_run_on_a_shared_link_each_with_its_own_progress() {
     assert_eq!(tokens.len(), 2);
     assert_ne!(tokens[0], tokens[1], "the upstream sees two tokens: {tokens:?}");
 }
+
+#[tokio::test]
+async fn the_stdio_front_serves_its_one_client_over_a_shared_link() {
+    let mut c = StdioMcp::start(&shared(&stdio_demo_upstream("up")), "up").await;
+    c.initialize("2025-06-18").await;
+    let out = c
+        .request("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": 1}}))
+        .await;
+    assert_eq!(text(&out), "hi");
+}
