@@ -461,9 +461,19 @@ async fn a_session_that_ends_leaves_the_link_to_the_others() {
     let up = slow_server().await;
     let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
     let (a, mut b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    // A ends with a call in flight: that call is cancelled upstream, and nothing else is.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"who": "A", "ms": 5000}}});
+    let _a_stream = a.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    eventually("A's call reached the upstream", async || calls_to(&up, "tools/call").len() == 1).await;
     assert_eq!(a.delete().await, 200);
+    let a_up = calls_to(&up, "tools/call")[0]["id"].clone();
+    eventually("A's call cancelled upstream", async || {
+        calls_to(&up, "notifications/cancelled").iter().any(|m| m["params"]["requestId"] == a_up)
+    })
+    .await;
     let out = b.request("tools/call", json!({"name": "slow", "arguments": {"who": "B", "ms": 0}})).await;
     assert_eq!(text(&out), "done for B");
+    assert_eq!(calls_to(&up, "notifications/cancelled").len(), 1);
     let mut c = session(&gw, "2025-06-18").await;
     assert_eq!(
         text(&c.request("tools/call", json!({"name": "slow", "arguments": {"who": "C", "ms": 0}})).await),
