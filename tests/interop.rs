@@ -341,6 +341,26 @@ fn ts_tasks_client_against_python_server_over_stdio_and_http_upstreams() {
     run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("pyhttp"))));
 }
 
+#[test]
+fn ts_tasks_clients_side_by_side_over_shared_links_to_the_python_server() {
+    // One Python server process (stdio) and one upstream HTTP session serve both clients.
+    let (_py, port) = start_py_server();
+    let shared = py_upstreams(port).replace("\n\n[[upstream]]", "\nshare = true\n\n[[upstream]]") + "share = true\n";
+    assert_eq!(shared.matches("share = true").count(), 2, "{shared}");
+    let gw = Gateway::start(&shared);
+    for upstream in ["py", "pyhttp"] {
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url(upstream))))
+                });
+            }
+        });
+    }
+    let log = gw.proc.output();
+    assert_eq!(log.matches("shared upstream link open").count(), 2, "one link per upstream for all clients:\n{log}");
+}
+
 /// Upstreams running the TypeScript SDK release of each older protocol version (no tasks).
 fn old_ts_upstreams() -> String {
     let script = require(&interop_dir().join("ts_server_old.mjs"));

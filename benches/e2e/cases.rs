@@ -1,6 +1,6 @@
 //! Each case's sides: which processes to start, in front of what, and what load to put on them.
 
-use crate::http_load::{http_echo, progress};
+use crate::http_load::{UPSTREAM, http_echo, progress};
 use crate::lean::{self, Mode};
 use crate::measure::wait_for_quiet;
 use crate::procs::{path_str, report_log_warnings, spawn_listening, spawn_stdio, write_config};
@@ -18,7 +18,7 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
             let direct = {
                 wait_for_quiet(plan).await;
                 let (up, addr) = spawn_listening("lean-direct", &lean_exe, &[&lean_args], dir)?;
-                let run = http_echo(addr, "/mcp", case.c, plan, &[("lean upstream", &up)]).await;
+                let run = http_echo(addr, "/mcp", case.c, plan, &[("lean upstream", &up)], None).await;
                 up.stop();
                 run?
             };
@@ -29,7 +29,8 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
                 let config = write_config(dir, "http", &format!("url = \"http://{up_addr}/mcp\"\n"))?;
                 let (gw, addr) =
                     spawn_listening("gateway-http", TASKGATE, &["serve", "--config", path_str(&config)], dir)?;
-                let run = http_echo(addr, "/mcp/demo", case.c, plan, &[("gateway", &gw), ("lean upstream", &up)]).await;
+                let run =
+                    http_echo(addr, "/mcp/demo", case.c, plan, &[("gateway", &gw), ("lean upstream", &up)], None).await;
                 gw.stop();
                 up.stop();
                 run?
@@ -110,6 +111,46 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
             report_log_warnings(dir, "gateway-tasks");
             Ok(Line::gateway_only(case, &run))
         }
+        Workload::SharedLink => {
+            println!(
+                "  `tools/call echo` over HTTP in front of a stdio demo upstream (`taskgate demo-server`): a child per \
+                 session (share = false) against one child for all sessions (share = true); cpu and rss of the \
+                 upstream processes summed"
+            );
+            let mut sides = Vec::new();
+            for (label, share) in [("per-session", false), ("shared", true)] {
+                wait_for_quiet(plan).await;
+                let transport = format!("command = {TASKGATE:?}\nargs = [\"demo-server\"]\nshare = {share}\n");
+                let config = write_config(dir, label, &transport)?;
+                let name = format!("gateway-{label}");
+                let (gw, addr) = spawn_listening(&name, TASKGATE, &["serve", "--config", path_str(&config)], dir)?;
+                let run = http_echo(addr, "/mcp/demo", case.c, plan, &[("gateway", &gw)], Some(&gw)).await;
+                // Stops the demo children too, and says so if one outlived the gateway.
+                gw.stop();
+                let mut run = run?;
+                let upstreams = collapse_upstreams(&mut run);
+                run.print(label, "req");
+                report_log_warnings(dir, &name);
+                sides.push((run, upstreams));
+            }
+            let [(per_session, n0), (shared, n1)] = &sides[..] else { unreachable!("two sides") };
+            for (label, run, n) in [("per-session", per_session, n0), ("shared", shared, n1)] {
+                println!(
+                    "  {label:<11} gateway {:.1} µs/req + {n} upstream process(es) {:.1} µs/req; peak rss gateway {:.1} + \
+                     upstreams {:.1} = {:.1} MiB",
+                    run.cpu_per(0),
+                    run.cpu_per(1),
+                    run.hwm_kb[0].1 as f64 / 1024.0,
+                    run.hwm_kb.get(1).map_or(0, |h| h.1) as f64 / 1024.0,
+                    total_rss_mb(run)
+                );
+            }
+            // The line's `direct` side is the per-session gateway, its `gateway` side the shared
+            // one; its rss is the shared side's gateway and upstream together.
+            let mut line = Line::compare(case, per_session, shared);
+            line.rss_mb = total_rss_mb(shared);
+            Ok(line)
+        }
         Workload::TasksRetained => {
             println!(
                 "  hosted tasks, gateway only: {RETAINED_TASKS} tasks echoing {RETAINED_TEXT_LEN} characters, each \
@@ -141,6 +182,27 @@ fn tasks_config(max_ttl: &str, max_tasks: usize) -> String {
         "builtin = \"demo\"\n\n[upstream.tasks]\nttl = \"{max_ttl}\"\nmax_ttl = \"{max_ttl}\"\n\
          max_tasks_per_owner = {max_tasks}\n\n[tasks]\nmax_tasks = {max_tasks}\n"
     )
+}
+
+/// Folds the watched upstream processes of a run into one entry (CPU and peak RSS summed,
+/// after the gateway's); returns how many there were.
+fn collapse_upstreams(run: &mut Run) -> usize {
+    let n = run.cpu_us.iter().filter(|(role, _)| role == UPSTREAM).count();
+    let cpu: f64 = run.cpu_us.iter().filter(|(role, _)| role == UPSTREAM).map(|(_, us)| us).sum();
+    let hwm: u64 = run.hwm_kb.iter().filter(|(role, _)| role == UPSTREAM).map(|(_, kb)| kb).sum();
+    run.cpu_us.retain(|(role, _)| role != UPSTREAM);
+    run.hwm_kb.retain(|(role, _)| role != UPSTREAM);
+    let role = format!("{n} upstream(s)");
+    run.cpu_us.push((role.clone(), cpu));
+    run.hwm_kb.push((role.clone(), hwm));
+    let others: Vec<&str> = run.pids.split(", ").filter(|p| !p.starts_with(UPSTREAM)).collect();
+    run.pids = format!("{}, {role}", others.join(", "));
+    n
+}
+
+/// Peak RSS of a run's processes together (gateway and upstreams), MiB.
+fn total_rss_mb(run: &Run) -> f64 {
+    run.hwm_kb.iter().map(|(_, kb)| *kb as f64).sum::<f64>() / 1024.0
 }
 
 /// What the lean upstream costs per request by itself (its CPU over the direct window) and

@@ -16,6 +16,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+/// The role of a gateway's stdio upstream among the watched processes.
+pub(crate) const UPSTREAM: &str = "upstream";
+
 /// One client session on its own keep-alive HTTP/1.1 connection.
 pub(crate) struct HttpClient {
     pub(crate) send: SendRequest<Full<Bytes>>,
@@ -159,15 +162,21 @@ pub(crate) async fn connect_sessions(
     Ok(clients)
 }
 
+/// The echo loop of `c` sessions. `upstream_children_of`: a gateway whose stdio upstreams
+/// (started by the sessions' initialize) are watched too, each as `upstream`.
 pub(crate) async fn http_echo(
     addr: SocketAddr,
     path: &str,
     c: usize,
     plan: Plan,
     watch: &[(&str, &Proc)],
+    upstream_children_of: Option<&Proc>,
 ) -> Result<Run, String> {
     let clients = connect_sessions(addr, path, c, PROTOCOL_VERSION).await?;
-    let watched: Vec<_> = watch.iter().map(|(role, p)| p.watch(role)).collect();
+    let mut watched: Vec<_> = watch.iter().map(|(role, p)| p.watch(role)).collect();
+    if let Some(p) = upstream_children_of {
+        watched.extend(children_of(p.pid()).into_iter().map(|pid| (UPSTREAM.to_string(), pid)));
+    }
     let window = Window::after_warmup(plan);
     let work = async move {
         let tasks: Vec<_> = clients.into_iter().map(|cl| tokio::spawn(echo_loop(cl, window))).collect();

@@ -105,6 +105,14 @@ pub(crate) enum Workload {
     /// session holds anyway (its bounded SSE replay buffer keeps responses too) from what the
     /// retained tasks cost.
     TasksRetained,
+    /// Shared against per-session links (`share`): `tools/call echo` over HTTP from `c`
+    /// sessions, through `taskgate serve` in front of a stdio demo upstream, once with a child
+    /// per session (`share = false`, the `direct` column of the e2e line) and once with one
+    /// child for all (`share = true`, the `gateway` column). The gateway's CPU per call and its
+    /// upstream processes' (summed) are printed side by side, and so is the peak RSS of the
+    /// gateway and of its upstreams; the line's `rss_mb` is the shared side's gateway and
+    /// upstream together.
+    SharedLink,
 }
 
 pub(crate) struct Case {
@@ -122,6 +130,7 @@ const CASES: &[Case] = &[
     Case { name: "tasks", c: 1, workload: Workload::Tasks },
     Case { name: "tasks", c: 32, workload: Workload::Tasks },
     Case { name: "tasks_retained", c: 32, workload: Workload::TasksRetained },
+    Case { name: "shared_stdio", c: 32, workload: Workload::SharedLink },
 ];
 
 #[derive(Clone, Copy)]

@@ -72,6 +72,7 @@ impl Config {
                 ci.version,
                 ci.title.as_ref().map(|t| format!(", title = {t:?}")).unwrap_or_default()
             );
+            let _ = writeln!(out, "share = {}", u.share);
             let t = &u.tasks;
             let _ = writeln!(out, "[upstream.tasks]");
             let mode = match t.hosted {

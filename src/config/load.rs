@@ -201,6 +201,7 @@ fn upstream_config(
         request_timeout: duration(&format!("{at}.request_timeout"), u.request_timeout, Duration::from_secs(300))?,
         max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,
         client_info: client_info(&at, u.client_info)?,
+        share: u.share.unwrap_or(false),
         tasks: upstream_tasks(&at, u.tasks)?,
     })
 }
@@ -332,6 +333,10 @@ mod tests {
         let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\n").unwrap();
         assert!(c.server.listen.ip().is_loopback());
         assert!(c.server.max_sessions > 0 && c.server.event_buffer > 0 && c.server.max_body_bytes > 0);
+        assert!(!c.upstreams[0].share, "a link per session unless told otherwise");
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nshare = true\n").unwrap();
+        assert!(c.upstreams[0].share);
+        assert!(parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nshare = \"yes\"\n").is_err());
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub(super) struct RawUpstream {
     pub(super) request_timeout: Option<String>,
     pub(super) max_request_time: Option<String>,
     pub(super) client_info: Option<RawClientInfo>,
+    pub(super) share: Option<bool>,
     pub(super) tasks: Option<RawUpstreamTasks>,
 }
 

@@ -101,6 +101,7 @@ impl UpstreamConfig {
             request_timeout: Duration::from_secs(300),
             max_request_time: Duration::from_secs(3600),
             client_info: ClientInfo::default(),
+            share: false,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
         }
     }
@@ -184,6 +185,9 @@ pub struct UpstreamConfig {
     pub max_request_time: Duration,
     /// Who the gateway says it is in its own `initialize` to this upstream.
     pub client_info: ClientInfo,
+    /// One link serves every session of this upstream (`share = true`), instead of a link
+    /// per session.
+    pub share: bool,
     pub tasks: UpstreamTasks,
 }
 

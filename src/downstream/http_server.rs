@@ -196,8 +196,8 @@ impl HttpServer {
         for s in all {
             s.session.close().await;
         }
-        // Links that outlive their sessions while hosted tasks run are closed too.
-        self.gateway.hosted.shut_down().await;
+        // Shared links, and links that outlive their sessions while hosted tasks run, close too.
+        self.gateway.close_links().await;
         let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
         let _ = tokio::time::timeout(Duration::from_secs(2), self.connections.acquire_many(max)).await;
     }

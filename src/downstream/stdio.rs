@@ -147,6 +147,7 @@ pub async fn serve_stdio(
         }
     }
     session.close().await;
+    gateway.close_links().await;
     // What is queued reaches the client, if it still reads (briefly: it may have gone).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), out.drained()).await;
     Ok(())

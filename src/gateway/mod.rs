@@ -5,16 +5,21 @@
 //! one implements: the transport's `InboundSink` (the link), the link's [`link::LinkEvents`]
 //! (the session) and [`link::TaskCalls`] / [`link::TaskFollower`] (hosted tasks, bridges), and
 //! [`client::ClientSink`] (the fronts). No module here names one above it.
+//!
+//! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
 
 pub mod client;
 pub mod deadline;
 pub mod link;
 pub mod progress;
 pub mod session;
+pub mod shared;
 pub mod upstream;
 
-use crate::config::{Config, ServerConfig};
-use crate::gateway::link::LinkEnv;
+use crate::config::{Config, ServerConfig, UpstreamConfig};
+use crate::gateway::link::{Link, LinkEnv, Negotiated};
+use crate::gateway::shared::SharedLinks;
+use crate::jsonrpc::RpcError;
 use crate::tasks::hosted::Hosted;
 use crate::transport::http_client::HttpClient;
 use std::sync::Arc;
@@ -28,6 +33,8 @@ pub struct Gateway {
     /// One permit per open upstream link (`max_links`): a link outlives its session while
     /// hosted tasks run on it, so sessions alone do not bound upstream processes.
     pub links: Arc<tokio::sync::Semaphore>,
+    /// The links of upstreams with `share = true`, one each.
+    shared: SharedLinks,
 }
 
 impl Gateway {
@@ -42,6 +49,7 @@ impl Gateway {
             http: HttpClient::new(config.server.max_body_bytes, connect_timeout),
             hosted,
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
+            shared: SharedLinks::default(),
             config,
         })
     }
@@ -49,6 +57,18 @@ impl Gateway {
     /// What a link it opens needs of it.
     pub fn link_env(&self) -> LinkEnv<'_> {
         LinkEnv { http: &self.http, permits: &self.links, limits: &self.config.server, tasks: self.hosted.clone() }
+    }
+
+    /// The shared link of upstream `cfg` (`share = true`), opened if none is live.
+    pub async fn shared_link(&self, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
+        self.shared.get(self.link_env(), cfg).await
+    }
+
+    /// Shutdown: the shared links close, and so do the links hosted tasks still run on
+    /// (their children stopped gently); what still runs on them fails saying so.
+    pub async fn close_links(&self) {
+        self.shared.close_all().await;
+        self.hosted.shut_down().await;
     }
 
     pub fn limits(&self) -> &ServerConfig {

@@ -7,12 +7,13 @@
 //! gateway answers itself (`server/discover`, `initialize`, hosted tasks), translates every
 //! message between the two versions (`versions`), forwards the rest through its link, maps
 //! the ids of requests the server sends the client, and replaces a dead link with a fresh
-//! one on the client's next request.
+//! one on the client's next request. Its link is its own, or its upstream's shared link
+//! (`shared`), which it joins under its tag.
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSession, ClientSink, Route};
-use crate::gateway::link::{Link, LinkEvents, Shape};
+use crate::gateway::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
 mod relink;
+mod shared;
 mod tasks;
 mod versions;
 
@@ -107,6 +109,8 @@ pub struct Session {
     /// authentication exists.
     client: String,
     me: Weak<Session>,
+    /// How links tell this session apart from the others (a shared link serves many).
+    tag: SessionTag,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -126,7 +130,9 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
     ) -> Arc<Session> {
+        static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let owner = crate::random::id128();
+        let tag = NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new_cyclic(|me| Session {
             gateway,
             upstream,
@@ -134,6 +140,7 @@ impl Session {
             client: client.unwrap_or_else(|| owner.clone()),
             owner,
             me: me.clone(),
+            tag,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..Default::default() }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
@@ -151,6 +158,11 @@ impl Session {
 
     fn hosted(&self) -> &Arc<Hosted> {
         &self.gateway.hosted
+    }
+
+    /// Request `id` of this session's client, as its link knows it.
+    fn client_ref(&self, id: Id) -> ClientRef {
+        ClientRef { session: self.tag, id }
     }
 
     /// Handles one message from the client.
@@ -268,13 +280,25 @@ impl Session {
                 if self.hosted().visible(task_id.as_str(), &self.owner) {
                     return self.serve_task_request(id, method, task_id.as_str()).await;
                 }
-                if !self.upstream_has_tasks() {
+                // On a shared link, only the session's own upstream tasks exist for it.
+                if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()) {
                     return Err(hosted::not_found(task_id.as_str()));
                 }
                 Shape::AsIs
             }
-            Method::TasksList if client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never => {
+            // Passed upstream, a shared link's listing would show every session's tasks.
+            Method::TasksList
+                if self.upstream.share || (client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never) =>
+            {
                 return self.list_tasks(id, frame.into_value()).await;
+            }
+            method if self.upstream.share && method.is_task_request() => {
+                // A client without tasks made none upstream.
+                let task_id = frame.task_id_param();
+                return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
+            }
+            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe if self.upstream.share => {
+                return self.shared_subscription(id, frame).await;
             }
             _ => Shape::AsIs,
         };
@@ -283,7 +307,7 @@ impl Session {
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
         })?;
-        link.forward(id, frame, shape).await
+        link.forward(self.client_ref(id), frame, shape).await
     }
 
     /// The client's `initialize`: the link is opened and initialized on the gateway's
@@ -316,7 +340,7 @@ impl Session {
         let _unfinished = Unfinished(self);
         let negotiated = {
             let _guard = self.relink.lock().await;
-            self.open_link().await
+            if self.upstream.share { self.join_shared().await } else { self.open_link().await }
         }?;
         let mut result = negotiated.result;
         if !result.is_object() {
@@ -376,7 +400,7 @@ impl Session {
             // freed, and the client gets nothing more for that id. A request no longer in
             // flight has nothing to cancel.
             self.state.lock().unwrap().retry.remove(&client_id);
-            if link.cancel_client_request(&client_id, reason).await {
+            if link.cancel_client_request(&self.client_ref(client_id.clone()), reason).await {
                 self.sink.abandon(&client_id);
             }
         }
@@ -411,6 +435,17 @@ impl Session {
         task: Option<Arc<str>>,
     ) {
         let answers = crate::mcp::translate::answered_method(msg.method_name());
+        // A shared link declared what any client can serve; this one may not (a per-session
+        // link declared its own client's capabilities).
+        if self.upstream.share && !self.client_can_answer(&msg) {
+            tracing::info!(upstream = %self.upstream.name, method = msg.method_name(), "refused a server request the client did not declare it can answer");
+            if let Some(t) = &task {
+                self.hosted().input_answered(t);
+            }
+            let why = format!("the client does not support {}", msg.method_name());
+            link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
+            return;
+        }
         // A request the client's version cannot take is refused upstream, never sent.
         let msg = match self.downward_request(msg) {
             Ok(m) => m,
@@ -480,21 +515,25 @@ impl Session {
     }
 
     /// Whether the client declared the capability a server request needs, for the requests
-    /// the gateway itself causes (bridged calls).
-    fn client_can_answer(&self, method: &str) -> bool {
-        let st = self.state.lock().unwrap();
-        let caps = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
-        let need = match method {
-            "elicitation/create" => "elicitation",
-            "sampling/createMessage" => "sampling",
-            "roots/list" => "roots",
+    /// the gateway itself causes (bridged calls) and those of a shared link (which declared
+    /// every capability). URL-mode elicitation needs `elicitation.url`.
+    fn client_can_answer(&self, msg: &Message) -> bool {
+        let need = match msg.method() {
+            Method::ElicitationCreate => "elicitation",
+            Method::SamplingCreateMessage => "sampling",
+            Method::RootsList => "roots",
             _ => return true,
         };
-        caps.and_then(|c| c.get(need)).is_some()
+        let url_mode =
+            need == "elicitation" && msg.value().pointer("/params/mode").and_then(Value::as_str) == Some("url");
+        let st = self.state.lock().unwrap();
+        let cap = st.init_params.as_ref().and_then(|p| p.get("capabilities")).and_then(|c| c.get(need));
+        cap.is_some_and(|c| !url_mode || c.get("url").is_some())
     }
 
     /// Ends the session. Its link closes now, or when the last hosted task running on it
-    /// ends (a task outlives the session that created it).
+    /// ends (a task outlives the session that created it); a shared link lives on for the
+    /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
         let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
@@ -507,8 +546,10 @@ impl Session {
             c.cancel();
         }
         let link = self.link.lock().unwrap().take();
-        if let Some(link) = link {
-            link.close_when_idle().await;
+        match link {
+            Some(link) if link.is_shared() => link.detach(self.tag),
+            Some(link) => link.close_when_idle().await,
+            None => {}
         }
     }
 }

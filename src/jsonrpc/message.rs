@@ -333,6 +333,20 @@ impl Message {
         self
     }
 
+    /// The same message with its progress token (as [`Message::progress_token`] reads it)
+    /// replaced by `token`, the rest of its bytes unchanged; as it was if it has none.
+    pub fn with_progress_token(self, token: &ProgressToken) -> Message {
+        let key = if self.method == Method::Progress { Key::ProgressToken } else { Key::MetaProgressToken };
+        let Some(at) = self.params.get(key) else { return self };
+        let new = serde_json::to_vec(&token.to_value()).expect("tokens serialize");
+        let mut out = BytesMut::with_capacity(self.text.len() - at.len() + new.len());
+        out.put_slice(&self.text[..at.start as usize]);
+        out.put_slice(&new);
+        out.put_slice(&self.text[at.end as usize..]);
+        // Read again: the envelope's places moved (a token is valid JSON in valid JSON).
+        Message::parse(out.freeze()).unwrap_or(self)
+    }
+
     fn raw(&self, at: Option<Span>) -> Option<&str> {
         // The spans are of values serde read from this UTF-8 text.
         at.map(|s| std::str::from_utf8(&self.text[s.range()]).expect("a JSON value is UTF-8"))

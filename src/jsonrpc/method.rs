@@ -22,13 +22,18 @@ pub enum Method {
     Progress,
     TaskStatus,
     ToolsListChanged,
+    ResourcesListChanged,
+    PromptsListChanged,
+    ResourcesUpdated,
+    ResourcesSubscribe,
+    ResourcesUnsubscribe,
     LogMessage,
     /// Anything else: passed through by name.
     Other,
 }
 
 /// Each known method and its name on the wire.
-const NAMES: [(Method, &str); 19] = [
+const NAMES: [(Method, &str); 24] = [
     (Method::Initialize, "initialize"),
     (Method::Ping, "ping"),
     (Method::ServerDiscover, "server/discover"),
@@ -47,6 +52,11 @@ const NAMES: [(Method, &str); 19] = [
     (Method::Progress, "notifications/progress"),
     (Method::TaskStatus, "notifications/tasks/status"),
     (Method::ToolsListChanged, "notifications/tools/list_changed"),
+    (Method::ResourcesListChanged, "notifications/resources/list_changed"),
+    (Method::PromptsListChanged, "notifications/prompts/list_changed"),
+    (Method::ResourcesUpdated, "notifications/resources/updated"),
+    (Method::ResourcesSubscribe, "resources/subscribe"),
+    (Method::ResourcesUnsubscribe, "resources/unsubscribe"),
     (Method::LogMessage, "notifications/message"),
 ];
 
@@ -73,6 +83,11 @@ impl Method {
             "notifications/progress" => Method::Progress,
             "notifications/tasks/status" => Method::TaskStatus,
             "notifications/tools/list_changed" => Method::ToolsListChanged,
+            "notifications/resources/list_changed" => Method::ResourcesListChanged,
+            "notifications/prompts/list_changed" => Method::PromptsListChanged,
+            "notifications/resources/updated" => Method::ResourcesUpdated,
+            "resources/subscribe" => Method::ResourcesSubscribe,
+            "resources/unsubscribe" => Method::ResourcesUnsubscribe,
             "notifications/message" => Method::LogMessage,
             _ => Method::Other,
         }

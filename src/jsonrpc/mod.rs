@@ -108,6 +108,26 @@ mod tests {
     }
 
     #[test]
+    fn a_progress_token_is_replaced_in_the_bytes_and_nothing_else_is() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p","k":[1]},"z":"{\"a\":1}"}}"#;
+        let m = Message::parse(Bytes::from_static(text.as_bytes())).unwrap();
+        let new = ProgressToken::Str("tg-12".into());
+        let m = m.with_progress_token(&new);
+        assert_eq!(m.progress_token(), Some(new));
+        assert_eq!(m.bytes().as_ref(), text.replace(r#""progressToken":"p""#, r#""progressToken":"tg-12""#).as_bytes());
+        assert_eq!(m.tool_name().as_deref(), Some("x"), "the envelope is read again");
+        let m = m.with_id(&Id::Num(99)).with_progress_token(&ProgressToken::Num(3.into()));
+        assert_eq!(m.value()["params"]["_meta"], json!({"progressToken": 3, "k": [1]}));
+        assert_eq!(m.id(), Some(&Id::Num(99)));
+        let note =
+            Message::made(notification("notifications/progress", json!({"progressToken": "tg-1", "progress": 2})));
+        let note = note.with_progress_token(&ProgressToken::Str("p".into()));
+        assert_eq!(note.value()["params"], json!({"progressToken": "p", "progress": 2}));
+        let plain = Message::made(request(&Id::Num(1), "ping", json!({})));
+        assert_eq!(plain.clone().with_progress_token(&ProgressToken::Str("p".into())).bytes(), plain.bytes());
+    }
+
+    #[test]
     fn unknown_fields_survive_id_rewriting() {
         let mut m = json!({"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":[1,2]}},"extra":true});
         set_id(&mut m, &Id::Num(99));

@@ -13,7 +13,7 @@
 //! pushes them back, and nothing fails when they pass).
 
 use crate::gateway::deadline::{Deadlines, Expiry};
-use crate::gateway::link::{Link, TaskFollower};
+use crate::gateway::link::{ClientRef, Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
 use serde_json::{Value, json};
@@ -27,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 /// One bridged call, over its link (a [`Link`]; see [`BridgeLink`]).
 pub struct Bridge<L: BridgeLink = Link> {
     pub link: Arc<L>,
-    pub client_id: Id,
+    /// The client's plain call, by its session and id.
+    pub client: ClientRef,
     /// The client's plain `tools/call`.
     pub call: Value,
     /// Retention asked of the upstream for the task.
@@ -44,22 +45,25 @@ pub struct Bridge<L: BridgeLink = Link> {
 pub trait BridgeLink: Send + Sync + 'static {
     fn upstream_name(&self) -> &str;
     /// As [`Link::request_for`].
-    fn request_for(&self, msg: Value, on_behalf_of: Option<Id>)
-    -> impl Future<Output = Result<Value, RpcError>> + Send;
+    fn request_for(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// As [`Link::request`].
     fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// As [`Link::start_bridge`].
     fn start_bridge(
         &self,
         task_id: &str,
-        client_id: &Id,
+        client: &ClientRef,
         token: Option<&ProgressToken>,
         follower: Arc<dyn TaskFollower>,
     );
     /// As [`Link::end_bridge`].
-    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>);
+    fn end_bridge(&self, task_id: &str);
     /// As [`Link::synthesize_progress`].
-    fn synthesize_progress(&self, token: &ProgressToken, message: &str);
+    fn synthesize_progress(&self, task_id: &str, message: &str);
 }
 
 impl BridgeLink for Link {
@@ -70,7 +74,7 @@ impl BridgeLink for Link {
     fn request_for(
         &self,
         msg: Value,
-        on_behalf_of: Option<Id>,
+        on_behalf_of: Option<ClientRef>,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send {
         Link::request_for(self, msg, on_behalf_of)
     }
@@ -82,19 +86,19 @@ impl BridgeLink for Link {
     fn start_bridge(
         &self,
         task_id: &str,
-        client_id: &Id,
+        client: &ClientRef,
         token: Option<&ProgressToken>,
         follower: Arc<dyn TaskFollower>,
     ) {
-        Link::start_bridge(self, task_id, client_id, token, follower)
+        Link::start_bridge(self, task_id, client, token, follower)
     }
 
-    fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>) {
-        Link::end_bridge(self, task_id, token)
+    fn end_bridge(&self, task_id: &str) {
+        Link::end_bridge(self, task_id)
     }
 
-    fn synthesize_progress(&self, token: &ProgressToken, message: &str) {
-        Link::synthesize_progress(self, token, message)
+    fn synthesize_progress(&self, task_id: &str, message: &str) {
+        Link::synthesize_progress(self, task_id, message)
     }
 }
 
@@ -147,7 +151,7 @@ impl<L: BridgeLink> Bridge<L> {
         let deadline = Deadlines::new(self.request_timeout, self.max_request_time);
         deadline.insert_until((), started + self.max_request_time);
 
-        let create = self.link.request_for(call, Some(self.client_id.clone()));
+        let create = self.link.request_for(call, Some(self.client.clone()));
         tokio::pin!(create);
         let created = tokio::select! {
             r = &mut create => r,
@@ -162,7 +166,7 @@ impl<L: BridgeLink> Bridge<L> {
         };
         let created = match created {
             Ok(resp) => resp,
-            Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+            Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
         };
         let Some(task) = created.pointer("/result/task").cloned() else {
             // An error, or a server that ran the call plainly after all: that is the answer.
@@ -170,7 +174,7 @@ impl<L: BridgeLink> Bridge<L> {
         };
         let Some(task_id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
             let e = RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's CreateTaskResult has no taskId");
-            return Ending::Answer(e.response(Some(&self.client_id)));
+            return Ending::Answer(e.response(Some(&self.client.id)));
         };
         let poll = task
             .get("pollInterval")
@@ -181,19 +185,19 @@ impl<L: BridgeLink> Bridge<L> {
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
 
         let (tx, mut events) = mpsc::channel(64);
-        self.link.start_bridge(&task_id, &self.client_id, token.as_ref(), Arc::new(Follower(tx)));
+        self.link.start_bridge(&task_id, &self.client, token.as_ref(), Arc::new(Follower(tx)));
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
         statuses.observe(&task);
         deadline.insert_since((), started);
         let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), &deadline, &mut statuses).await;
-        if let (Some(t), Ending::Answer(_)) = (token.as_ref(), &ending) {
+        if let (Some(_), Ending::Answer(_)) = (&token, &ending) {
             // What the client was not told yet goes out before the answer.
             for msg in statuses.take_unsent() {
-                self.link.synthesize_progress(t, &msg);
+                self.link.synthesize_progress(&task_id, &msg);
             }
         }
-        self.link.end_bridge(&task_id, token.as_ref());
+        self.link.end_bridge(&task_id);
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
             self.cancel_task(&task_id).await;
         }
@@ -229,7 +233,7 @@ impl<L: BridgeLink> Bridge<L> {
         statuses: &mut StatusTracker,
     ) -> Ending {
         let result_req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
-        let result = self.link.request_for(result_req, Some(self.client_id.clone()));
+        let result = self.link.request_for(result_req, Some(self.client.clone()));
         tokio::pin!(result);
         let mut result_done = false;
         let mut next_poll = Instant::now() + poll;
@@ -239,9 +243,9 @@ impl<L: BridgeLink> Bridge<L> {
             let synth_at = statuses.next_due();
             tokio::select! {
                 _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
-                    if let Some(t) = token {
+                    if token.is_some() {
                         for msg in statuses.take_due(Instant::now()) {
-                            self.link.synthesize_progress(t, &msg);
+                            self.link.synthesize_progress(task_id, &msg);
                         }
                     }
                 }
@@ -256,7 +260,7 @@ impl<L: BridgeLink> Bridge<L> {
                                 _ => return Ending::Answer(self.for_client(resp)),
                             }
                         }
-                        Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+                        Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
                     }
                 }
                 ev = events.recv(), if events_open => {
@@ -291,13 +295,13 @@ impl<L: BridgeLink> Bridge<L> {
                             if is_terminal(&t) && result_done {
                                 // The fallback: the task ended, fetch its result now.
                                 let req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
-                                return match self.link.request_for(req, Some(self.client_id.clone())).await {
+                                return match self.link.request_for(req, Some(self.client.clone())).await {
                                     Ok(resp) => Ending::Answer(self.for_client(resp)),
-                                    Err(e) => Ending::Answer(e.response(Some(&self.client_id))),
+                                    Err(e) => Ending::Answer(e.response(Some(&self.client.id))),
                                 };
                             }
                         }
-                        Err(e) => return Ending::Answer(e.response(Some(&self.client_id))),
+                        Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
                     }
                 }
                 _ = self.cancel.cancelled() => return Ending::Cancelled,
@@ -330,7 +334,7 @@ impl<L: BridgeLink> Bridge<L> {
     /// The upstream's response as the answer to the client's own request: its id, and no
     /// task `_meta` (the client made a plain call).
     fn for_client(&self, mut resp: Value) -> Value {
-        jsonrpc::set_id(&mut resp, &self.client_id);
+        jsonrpc::set_id(&mut resp, &self.client.id);
         if let Some(meta) = resp.pointer_mut("/result/_meta").and_then(Value::as_object_mut) {
             meta.remove(RELATED_TASK);
             if meta.is_empty() {
@@ -345,7 +349,7 @@ impl<L: BridgeLink> Bridge<L> {
             REQUEST_TIMEOUT,
             format!("request timed out: upstream '{}' task: {why}", self.link.upstream_name()),
         );
-        Ending::Answer(e.response(Some(&self.client_id)))
+        Ending::Answer(e.response(Some(&self.client.id)))
     }
 }
 

@@ -25,10 +25,10 @@ impl LinkCore {
                 if let Some(t) = &p.token
                     && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
                 {
-                    st.tokens.remove(t);
+                    st.remove_token(t);
                 }
-                if let Waiter::Client { client_id, .. } = &p.waiter {
-                    st.by_client_id.remove(client_id);
+                if let Waiter::Client { client, .. } = &p.waiter {
+                    st.by_client_id.remove(client);
                 }
             }
             p
@@ -54,37 +54,43 @@ impl LinkCore {
     }
 
     pub(super) fn fail_all(&self, reason: CloseReason, report: bool) {
-        let pending = {
+        let (pending, sessions) = {
             let mut st = self.state.lock().unwrap();
             if st.closed.is_some() {
                 return;
             }
             st.closed = Some(reason.clone());
+            st.closed_at = Some(std::time::Instant::now());
             st.by_client_id.clear();
             st.tokens.clear();
             st.bridges.clear();
             st.task_tokens.clear();
             st.tasks_running = 0;
-            std::mem::take(&mut st.pending)
+            if let Some(shared) = st.shared.as_mut() {
+                // A new connection knows nothing of this one's tokens, tasks or subscriptions.
+                **shared = Default::default();
+            }
+            (std::mem::take(&mut st.pending), st.sessions.clone())
         };
         self.permit.lock().unwrap().take();
         self.deadlines.close();
         let err = self.closed_error(&reason);
-        let events = self.events.upgrade();
         for (_, p) in pending {
             // Internal waiters see their sender dropped.
             match p.waiter {
-                Waiter::Client { client_id, shape, .. } => {
-                    if let Some(ev) = &events {
-                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape, None);
+                Waiter::Client { client, shape, .. } => {
+                    if let Some(ev) = sessions.get(&client.session).and_then(Weak::upgrade) {
+                        ev.response(client.id.clone(), Message::made(err.response(Some(&client.id))), shape, None);
                     }
                 }
                 Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
                 Waiter::Internal { .. } => {}
             }
         }
-        if report && let Some(ev) = events {
-            ev.closed(self.generation, &reason);
+        if report {
+            for ev in sessions.values().filter_map(Weak::upgrade) {
+                ev.closed(self.generation, &reason);
+            }
         }
     }
 
@@ -101,10 +107,10 @@ impl LinkCore {
             let why = timeout.to_string();
             let err = RpcError::from(LinkError::TimedOut { upstream: core.upstream.clone(), timeout });
             match p.waiter {
-                Waiter::Client { client_id, shape, .. } => {
-                    tracing::warn!(upstream = %core.upstream, "request {client_id} timed out: {why}");
-                    if let Some(ev) = core.events.upgrade() {
-                        ev.response(client_id.clone(), Message::made(err.response(Some(&client_id))), shape, None);
+                Waiter::Client { client, shape, .. } => {
+                    tracing::warn!(upstream = %core.upstream, "request {} timed out: {why}", client.id);
+                    if let Some(ev) = core.events_of(client.session) {
+                        ev.response(client.id.clone(), Message::made(err.response(Some(&client.id))), shape, None);
                     }
                 }
                 Waiter::Task { task_id } => {
@@ -135,11 +141,28 @@ impl InboundSink for LinkCore {
                     return;
                 };
                 // The latest progress always gets out before the result; a task-augmented
-                // call's token lives on with its task.
+                // call's token lives on with its task (and on a shared link, the task is its
+                // session's).
                 let held = {
                     let mut st = self.state.lock().unwrap();
-                    let token = st.pending.get(&up_id).and_then(|p| p.token.clone());
-                    let created = if token.is_some() { crate::mcp::tasks::created_task(&frame) } else { None };
+                    let (token, session) = match st.pending.get(&up_id) {
+                        Some(p) => (
+                            p.token.clone(),
+                            match &p.waiter {
+                                Waiter::Client { client, .. } if self.shared => Some(client.session),
+                                _ => None,
+                            },
+                        ),
+                        None => (None, None),
+                    };
+                    let created = if token.is_some() || session.is_some() {
+                        crate::mcp::tasks::created_task(&frame)
+                    } else {
+                        None
+                    };
+                    if let (Some((task_id, _)), Some(session), Some(shared)) = (&created, session, st.shared.as_mut()) {
+                        shared.own_task(task_id.clone(), session, self.max_task_routes);
+                    }
                     match created {
                         Some((task_id, ttl)) => {
                             if let Some(t) = token.filter(|t| st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id)))
@@ -162,22 +185,28 @@ impl InboundSink for LinkCore {
                     self.deliver_to(&dest, m);
                 }
                 match p.waiter {
-                    Waiter::Client { client_id, shape, answers } => {
+                    Waiter::Client { client, shape, answers } => {
                         // Only a tasks/* answer can show a task ended: a plain result is not
                         // read for it.
                         let ended = p.about_task.as_ref().and_then(|_| crate::mcp::tasks::ended_task(&frame));
-                        if let Some(task_id) = ended {
-                            self.end_task_route(task_id.as_str());
-                        } else if let Some((task_id, is_result)) = &p.about_task
-                            && (*is_result || frame.is_error())
-                        {
+                        let ended = match (ended, &p.about_task) {
+                            (Some(task_id), _) => Some(task_id),
                             // tasks/result's answer (a result or the task's error), or an
                             // upstream that no longer knows the task: it is over.
+                            (None, Some((task_id, is_result))) if *is_result || frame.is_error() => {
+                                Some(task_id.clone())
+                            }
+                            _ => None,
+                        };
+                        if let Some(task_id) = ended {
                             self.end_task_route(task_id.as_str());
+                            if let Some(shared) = self.state.lock().unwrap().shared.as_mut() {
+                                shared.forget_task(task_id.as_str());
+                            }
                         }
-                        let msg = frame.with_id(&client_id);
-                        if let Some(ev) = self.events.upgrade() {
-                            ev.response(client_id, msg, shape, answers);
+                        let msg = frame.with_id(&client.id);
+                        if let Some(ev) = self.events_of(client.session) {
+                            ev.response(client.id, msg, shape, answers);
                         }
                     }
                     Waiter::Task { task_id } => self.tasks.outcome(&task_id, frame.into_value()),
@@ -188,35 +217,37 @@ impl InboundSink for LinkCore {
             }
             Kind::Request => {
                 let id = frame.id().cloned().expect("requests have ids");
-                let dest = self.route(&frame, related.clone());
+                let (frame, by_token) = self.token_back(frame);
+                let dest = self.route(&frame, related.clone()).or(by_token);
                 // A question from the server is a sign of life of the request it serves.
                 if let Some(Id::Num(up)) = &related {
                     self.deadlines.touch(up);
                 }
                 let Some(link) = self.link.get().and_then(Weak::upgrade) else { return };
-                match (dest, self.events.upgrade()) {
-                    (Some(Dest::Task(task_id)), _) => self.tasks.input_request(&task_id, &link, id, frame.into_value()),
-                    (dest, Some(ev)) => {
-                        let client_id = match dest {
-                            Some(Dest::Client(c)) => Some(c),
-                            _ => None,
-                        };
-                        ev.server_request(&link, id, frame, client_id);
+                let (events, client_id) = match dest {
+                    Some(Dest::Task(task_id)) => {
+                        return self.tasks.input_request(&task_id, &link, id, frame.into_value());
                     }
-                    (_, None) => {
-                        // The session is gone and nobody else can answer.
-                        link.refuse(id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer"));
-                    }
+                    Some(Dest::Client(c)) => (self.events_of(c.session), Some(c.id)),
+                    // A shared link's sessions are many: none is the one to ask.
+                    None if self.shared => return link.no_session_for(id, &frame),
+                    None => (self.state.lock().unwrap().sessions.values().next().and_then(Weak::upgrade), None),
+                };
+                match events {
+                    Some(ev) => ev.server_request(&link, id, frame, client_id),
+                    // The session is gone and nobody else can answer.
+                    None => link.refuse(id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client is connected to answer")),
                 }
             }
             Kind::Notification => {
+                let mut ended_status = None;
                 match frame.method() {
                     Method::Progress => return self.on_progress(frame),
                     Method::TaskStatus => {
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.task_id_param();
                         if let Some(follower) =
-                            task.and_then(|t| self.state.lock().unwrap().bridges.get(&t).map(|b| b.1.clone()))
+                            task.and_then(|t| self.state.lock().unwrap().bridges.get(&t).map(|b| b.follower.clone()))
                         {
                             follower.status(frame.into_value());
                             return;
@@ -224,16 +255,23 @@ impl InboundSink for LinkCore {
                         // Progress of a task stops at its terminal status.
                         if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame) {
                             self.end_task_route(task_id.as_str());
+                            ended_status = Some(task_id);
                         }
                     }
                     _ => {}
                 }
-                let related = match self.route(&frame, related) {
-                    Some(Dest::Client(c)) => Some(c),
-                    _ => None,
-                };
-                if let Some(ev) = self.events.upgrade() {
-                    ev.notification(frame, related);
+                let (frame, by_token) = self.token_back(frame);
+                match self.route(&frame, related).or(by_token) {
+                    Some(Dest::Client(c)) => {
+                        if let Some(ev) = self.events_of(c.session) {
+                            ev.notification(frame, Some(c.id));
+                        }
+                    }
+                    // A hosted task's call is the gateway's: what else it hears is unrelated.
+                    Some(Dest::Task(_)) | None => self.unrelated(frame),
+                }
+                if let (Some(task_id), Some(shared)) = (ended_status, self.state.lock().unwrap().shared.as_mut()) {
+                    shared.forget_task(task_id.as_str());
                 }
             }
         }

@@ -7,6 +7,10 @@
 //! (via [`LinkEvents`], the session), a hosted task's background call (via [`TaskCalls`]), or a
 //! request of the gateway's own (a oneshot).
 //!
+//! A link serves one session, or (`share = true`) every session of its upstream: then ids
+//! and progress tokens are kept apart per session and server messages go only where they
+//! belong (`share`).
+//!
 //! Hosted tasks and bridged calls subscribe to it through [`TaskCalls`] and
 //! [`TaskFollower`]: the link routes by key (request id, progress token, task id) and knows
 //! nothing of what they do.
@@ -16,8 +20,9 @@ mod handshake;
 mod inbound;
 mod outbound;
 mod routes;
+mod share;
 mod types;
 
 pub use error::CloseReason;
 pub use handshake::Negotiated;
-pub use types::{Link, LinkEnv, LinkEvents, Shape, TaskCalls, TaskFollower};
+pub use types::{ClientRef, Link, LinkEnv, LinkEvents, SessionTag, Shape, TaskCalls, TaskFollower};

@@ -15,20 +15,23 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 impl Link {
-    /// Opens a connection to the upstream. No MCP traffic is sent yet.
+    /// Opens a connection to the upstream. No MCP traffic is sent yet, and no session uses
+    /// it until one [`attach`](Link::attach)es. A `shared` link serves every session of its
+    /// upstream (see `share`).
     pub async fn connect(
         env: LinkEnv<'_>,
         cfg: &UpstreamConfig,
         generation: u64,
-        events: Weak<dyn LinkEvents>,
+        shared: bool,
     ) -> Result<Arc<Link>, RpcError> {
         let permit =
             env.permits.clone().try_acquire_owned().map_err(|_| LinkError::TooManyLinks(env.limits.max_links))?;
+        let state = LinkState { next_id: 1, shared: shared.then(Default::default), ..Default::default() };
         let core = Arc::new_cyclic(|me| LinkCore {
             generation,
             upstream: cfg.name.as_str().into(),
-            state: Mutex::new(LinkState { next_id: 1, ..Default::default() }),
-            events,
+            state: Mutex::new(state),
+            shared,
             tasks: env.tasks,
             link: OnceLock::new(),
             me: me.clone(),
@@ -64,7 +67,15 @@ impl Link {
         self.core.state.lock().unwrap().closed.is_some()
     }
 
-    pub(super) fn register(&self, waiter: Waiter, msg: &Message) -> Result<i64, RpcError> {
+    /// When the connection died, if it did.
+    pub fn closed_at(&self) -> Option<Instant> {
+        self.core.state.lock().unwrap().closed_at
+    }
+
+    /// Registers request `msg` under a new id of the link's; returns the id and the message
+    /// to send (on a shared link, with the link's own progress token in place of the
+    /// client's).
+    pub(super) fn register(&self, waiter: Waiter, msg: Message) -> Result<(i64, Message), RpcError> {
         let token = msg.progress_token();
         let mut st = self.core.state.lock().unwrap();
         if let Some(reason) = &st.closed {
@@ -73,17 +84,17 @@ impl Link {
         if st.pending.len() >= self.max_in_flight {
             return Err(LinkError::InFlight { upstream: self.core.upstream.clone(), limit: self.max_in_flight }.into());
         }
-        if let Waiter::Client { client_id, .. } = &waiter
-            && st.by_client_id.contains_key(client_id)
+        if let Waiter::Client { client, .. } = &waiter
+            && st.by_client_id.contains_key(client)
         {
-            return Err(LinkError::IdInUse(client_id.clone()).into());
+            return Err(LinkError::IdInUse(client.id.clone()).into());
         }
         let up_id = st.next_id;
         st.next_id += 1;
         let dest = match &waiter {
-            Waiter::Client { client_id, .. } => {
-                st.by_client_id.insert(client_id.clone(), up_id);
-                Some(Dest::Client(client_id.clone()))
+            Waiter::Client { client, .. } => {
+                st.by_client_id.insert(client.clone(), up_id);
+                Some(Dest::Client(client.clone()))
             }
             Waiter::Task { task_id } => {
                 st.tasks_running += 1;
@@ -91,28 +102,44 @@ impl Link {
             }
             Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
         };
+        // On a shared link the upstream sees a token of the link's, unique to this request;
+        // the route is found by it and the client sees its own again.
+        let (key, client_token) = match (token, self.core.shared) {
+            (Some(t), true) => (Some(Shared::link_token(up_id)), Some(t)),
+            (t, _) => (t, None),
+        };
+        // The route the client's token already has, if any (by the token itself, or on a
+        // shared link by the session's own mapping).
+        let held = match (&client_token, &dest) {
+            (Some(ct), Some(Dest::Client(c))) => {
+                st.shared.as_ref().and_then(|s| s.client_tokens.get(&(c.session, ct.clone())).cloned())
+            }
+            (Some(_), _) => None,
+            (None, _) => key.clone(),
+        };
         // A token a bridged call holds for its task keeps its route. One a passed-through
         // task held is free again once the client reuses it: the client saw that task end.
-        if let Some(t) = &token
+        if let Some(t) = &held
             && st.tokens.get(t).is_some_and(|r| r.owner.is_none() && r.activity.is_none())
         {
-            let task = st.task_tokens.iter().find(|(_, (tok, _))| tok == t).map(|(k, _)| k.clone());
-            if let Some(task) = task {
-                st.task_tokens.remove(&task);
-            }
-            st.tokens.remove(t);
+            st.task_tokens.retain(|_, (tok, _)| tok != t);
+            st.remove_token(t);
         }
-        if let (Some(t), Some(dest)) = (&token, dest)
-            && !st.tokens.contains_key(t)
-        {
+        // A token still in use by another request of the client's gets no second route.
+        let taken = held.as_ref().is_some_and(|t| st.tokens.contains_key(t));
+        if let (Some(k), Some(dest), false) = (&key, dest, taken) {
+            if let (Some(ct), Dest::Client(c), Some(shared)) = (&client_token, &dest, st.shared.as_mut()) {
+                shared.client_tokens.insert((c.session, ct.clone()), k.clone());
+            }
             st.tokens.insert(
-                t.clone(),
+                k.clone(),
                 TokenRoute {
                     dest,
                     gate: ProgressGate::default(),
                     owner: Some(up_id),
                     activity: None,
                     upstream_progress: false,
+                    client_token: client_token.clone(),
                 },
             );
         }
@@ -128,8 +155,13 @@ impl Link {
         if !matches!(waiter, Waiter::Internal { .. }) {
             self.core.deadlines.insert(up_id);
         }
-        st.pending.insert(up_id, Pending { waiter, token, about_task });
-        Ok(up_id)
+        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task });
+        drop(st);
+        let msg = match (&key, client_token.is_some()) {
+            (Some(k), true) => msg.with_progress_token(k),
+            _ => msg,
+        };
+        Ok((up_id, msg))
     }
 
     pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
@@ -140,10 +172,11 @@ impl Link {
         Ok(())
     }
 
-    /// Forwards a client request; its response comes back through [`LinkEvents::response`].
-    pub async fn forward(&self, client_id: Id, msg: Message, shape: Shape) -> Result<(), RpcError> {
+    /// Forwards a client request; its response comes back through [`LinkEvents::response`]
+    /// of the client's session.
+    pub async fn forward(&self, client: ClientRef, msg: Message, shape: Shape) -> Result<(), RpcError> {
         let answers = crate::mcp::translate::answered_method(msg.method_name());
-        let up_id = self.register(Waiter::Client { client_id, shape, answers }, &msg)?;
+        let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
         self.send_registered(up_id, msg).await
     }
 
@@ -151,7 +184,7 @@ impl Link {
     /// Returns the upstream id, for cancellation.
     pub async fn start_task_call(&self, task_id: Arc<str>, msg: Value) -> Result<i64, RpcError> {
         let msg = Self::outgoing(msg)?;
-        let up_id = self.register(Waiter::Task { task_id }, &msg)?;
+        let (up_id, msg) = self.register(Waiter::Task { task_id }, msg)?;
         self.send_registered(up_id, msg).await?;
         Ok(up_id)
     }
@@ -176,11 +209,11 @@ impl Link {
     /// and server requests that belong to it go to that client request.
     /// A caller that stops waiting (its future is dropped) frees the request's slot and the
     /// upstream is told to stop (except for `initialize`, which must not be cancelled).
-    pub async fn request_for(&self, msg: Value, on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
+    pub async fn request_for(&self, msg: Value, on_behalf_of: Option<ClientRef>) -> Result<Value, RpcError> {
         let msg = Self::outgoing(msg)?;
         let (tx, rx) = oneshot::channel();
         let cancellable = msg.method() != Method::Initialize;
-        let up_id = self.register(Waiter::Internal { tx, on_behalf_of }, &msg)?;
+        let (up_id, msg) = self.register(Waiter::Internal { tx, on_behalf_of }, msg)?;
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered(up_id, msg).await?;
         let answer = rx.await.map_err(|_| {
@@ -228,8 +261,8 @@ impl Link {
     /// The client cancelled its request `client_id`: the slot is freed, the upstream is told
     /// once (with the client's `reason`), and nothing more is delivered for it. Returns
     /// whether the request was in flight.
-    pub async fn cancel_client_request(&self, client_id: &Id, reason: Option<Value>) -> bool {
-        let up_id = self.core.state.lock().unwrap().by_client_id.get(client_id).copied();
+    pub async fn cancel_client_request(&self, client: &ClientRef, reason: Option<Value>) -> bool {
+        let up_id = self.core.state.lock().unwrap().by_client_id.get(client).copied();
         let Some(up_id) = up_id else { return false };
         if self.core.take_pending(up_id).is_none() {
             return false;
@@ -242,58 +275,73 @@ impl Link {
         true
     }
 
-    /// A bridged call follows upstream task `task_id` for client request `client_id`: the
-    /// task's status notifications, progress under `token` and the server's requests tagged
-    /// with the task come to `follower` (and to that client request) until [`Link::end_bridge`].
+    /// A bridged call follows upstream task `task_id` for client request `client`: the
+    /// task's status notifications, progress under `token` (the client's, which its call
+    /// carried) and the server's requests tagged with the task come to `follower` (and to
+    /// that client request) until [`Link::end_bridge`].
     pub fn start_bridge(
         &self,
         task_id: &str,
-        client_id: &Id,
+        client: &ClientRef,
         token: Option<&ProgressToken>,
         follower: Arc<dyn TaskFollower>,
     ) {
         let mut st = self.core.state.lock().unwrap();
-        st.bridges.insert(TaskId::new(task_id), (client_id.clone(), follower.clone()));
-        if let Some(t) = token {
-            let route = st.tokens.entry(t.clone()).or_insert_with(|| TokenRoute {
-                dest: Dest::Client(client_id.clone()),
+        // On a shared link the route is under the link's token the call went up with.
+        let key = match (&st.shared, token) {
+            (Some(shared), Some(t)) => shared.client_tokens.get(&(client.session, t.clone())).cloned(),
+            (None, t) => t.cloned(),
+            (Some(_), None) => None,
+        };
+        st.bridges.insert(
+            TaskId::new(task_id),
+            Bridged { client: client.clone(), follower: follower.clone(), token: key.clone() },
+        );
+        if let Some(t) = key {
+            let route = st.tokens.entry(t).or_insert_with(|| TokenRoute {
+                dest: Dest::Client(client.clone()),
                 gate: ProgressGate::default(),
                 owner: None,
                 activity: None,
                 upstream_progress: false,
+                client_token: None,
             });
             route.owner = None;
             route.activity = Some(follower);
         }
     }
 
-    /// The bridged call is over: its routes go, and progress still held is delivered first.
-    pub fn end_bridge(&self, task_id: &str, token: Option<&ProgressToken>) {
+    /// The bridged call of upstream task `task_id` is over: its routes go, and progress
+    /// still held is delivered first.
+    pub fn end_bridge(&self, task_id: &str) {
         let held = {
             let mut st = self.core.state.lock().unwrap();
-            st.bridges.remove(task_id);
-            token.and_then(|t| st.tokens.remove(t)).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
+            let token = st.bridges.remove(task_id).and_then(|b| b.token);
+            token.and_then(|t| st.remove_token(&t)).and_then(|mut r| r.gate.finish().map(|m| (r.dest, m)))
         };
         if let Some((dest, m)) = held {
             self.core.deliver_to(&dest, m);
         }
     }
 
-    /// A progress notification made by the gateway (from a task's status message) under
-    /// `token`, with a value above every value sent so far and never past the total; none
-    /// once the upstream has sent progress of its own.
-    pub fn synthesize_progress(&self, token: &ProgressToken, message: &str) {
+    /// A progress notification made by the gateway (from a task's status message) for the
+    /// bridged call of upstream task `task_id`, under its client's token, with a value above
+    /// every value sent so far and never past the total; none once the upstream has sent
+    /// progress of its own.
+    pub fn synthesize_progress(&self, task_id: &str, message: &str) {
         let now = Instant::now();
         let out = {
             let mut st = self.core.state.lock().unwrap();
-            let Some(route) = st.tokens.get_mut(token) else { return };
+            let Some(token) = st.bridges.get(task_id).and_then(|b| b.token.clone()) else { return };
+            let Some(route) = st.tokens.get_mut(&token) else { return };
             if route.upstream_progress {
                 return;
             }
             let Some(next) = route.gate.next_value() else { return };
+            let shown = route.client_token.as_ref().unwrap_or(&token);
             let msg = Message::made(jsonrpc::notification(
                 "notifications/progress",
-                json!({"progressToken": token.to_value(), "progress": next, "message": message}),
+                json!({"progressToken": shown.to_value(), "progress": next, "message": message}),
             ));
             match route.gate.offer(msg, Duration::ZERO, now) {
                 (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),

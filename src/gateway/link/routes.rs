@@ -43,9 +43,21 @@ impl LinkState {
     pub(super) fn drop_task_route(&mut self, task_id: &str) -> Option<TokenRoute> {
         let (token, _) = self.task_tokens.remove(task_id)?;
         match self.tokens.get(&token) {
-            Some(r) if r.owner.is_none() && r.activity.is_none() => self.tokens.remove(&token),
+            Some(r) if r.owner.is_none() && r.activity.is_none() => self.remove_token(&token),
             _ => None,
         }
+    }
+
+    /// Removes the route of `token` (and, on a shared link, the client's token that maps to it).
+    pub(super) fn remove_token(&mut self, token: &ProgressToken) -> Option<TokenRoute> {
+        let route = self.tokens.remove(token)?;
+        if let (Some(shared), Some(ct), Dest::Client(c)) = (self.shared.as_mut(), &route.client_token, &route.dest) {
+            let key = (c.session, ct.clone());
+            if shared.client_tokens.get(&key) == Some(token) {
+                shared.client_tokens.remove(&key);
+            }
+        }
+        Some(route)
     }
 }
 
@@ -90,7 +102,7 @@ impl LinkCore {
     /// Where a server message related to pending request `up_id` goes.
     pub(super) fn dest_of(st: &LinkState, up_id: i64) -> Option<Dest> {
         match &st.pending.get(&up_id)?.waiter {
-            Waiter::Client { client_id, .. } => Some(Dest::Client(client_id.clone())),
+            Waiter::Client { client, .. } => Some(Dest::Client(client.clone())),
             Waiter::Task { task_id } => Some(Dest::Task(task_id.clone())),
             Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
         }
@@ -101,9 +113,9 @@ impl LinkCore {
     pub(super) fn route(&self, msg: &Message, related: Option<Id>) -> Option<Dest> {
         let st = self.state.lock().unwrap();
         if let Some(task) = crate::mcp::tasks::related_task(msg)
-            && let Some((client_id, _)) = st.bridges.get(&task)
+            && let Some(b) = st.bridges.get(&task)
         {
-            return Some(Dest::Client(client_id.clone()));
+            return Some(Dest::Client(b.client.clone()));
         }
         let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
         // Only input requests make a hosted task wait for input; anything else the server
@@ -117,9 +129,9 @@ impl LinkCore {
 
     pub(super) fn deliver_to(&self, dest: &Dest, msg: Message) {
         match dest {
-            Dest::Client(client_id) => {
-                if let Some(ev) = self.events.upgrade() {
-                    ev.notification(msg, Some(client_id.clone()));
+            Dest::Client(c) => {
+                if let Some(ev) = self.events_of(c.session) {
+                    ev.notification(msg, Some(c.id.clone()));
                 }
             }
             Dest::Task(task_id) => self.tasks.progress(task_id, msg.into_value()),
@@ -128,6 +140,15 @@ impl LinkCore {
 
     pub(super) fn on_progress(&self, msg: Message) {
         let Some(key) = msg.progress_token() else { return };
+        // On a shared link the client gets its own token back (read apart, so that the
+        // bytes are rewritten outside the lock).
+        let msg = match self.shared {
+            true => match self.state.lock().unwrap().tokens.get(&key).and_then(|r| r.client_token.clone()) {
+                Some(ct) => msg.with_progress_token(&ct),
+                None => msg,
+            },
+            false => msg,
+        };
         let now = Instant::now();
         let (dest, verdict, out) = {
             let mut st = self.state.lock().unwrap();

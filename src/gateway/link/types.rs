@@ -1,8 +1,9 @@
 //! The link's types: the handle sessions hold ([`Link`]), the part the transport calls into
-//! ([`LinkCore`]), who waits for what ([`LinkState`]), and the traits of those the link
+//! ([`LinkCore`]), who waits for what ([`LinkState`]), the sessions it serves (by
+//! [`SessionTag`]; a client request is a [`ClientRef`]), and the traits of those the link
 //! reports to ([`LinkEvents`], [`TaskCalls`], [`TaskFollower`]). Their behaviour is in the
-//! sibling modules: `outbound` (what goes upstream), `inbound` (what comes back) and
-//! `routes` (where server messages and progress go).
+//! sibling modules: `outbound` (what goes upstream), `inbound` (what comes back), `routes`
+//! (where server messages and progress go) and `share` (what a shared link adds).
 
 use super::error::CloseReason;
 use crate::config::ServerConfig;
@@ -28,6 +29,17 @@ pub enum Shape {
     /// A plain `tools/call` that may come back saying it must be a task (then it is retried
     /// as a bridged call, once).
     MayNeedTask,
+}
+
+/// A session's tag, unique in the process: how a link tells the sessions it serves apart.
+pub type SessionTag = u64;
+
+/// A client request as a link knows it: the session that sent it and its id there. Sessions
+/// of one shared link may use the same ids; their requests never meet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClientRef {
+    pub session: SessionTag,
+    pub id: Id,
 }
 
 /// What a link reports to its session. All calls are synchronous and short.
@@ -77,19 +89,19 @@ pub struct LinkEnv<'a> {
 /// Where progress for a token goes.
 #[derive(Clone, Debug)]
 pub(super) enum Dest {
-    Client(Id),
+    Client(ClientRef),
     Task(Arc<str>),
 }
 
 pub(super) enum Waiter {
-    /// A client request: the id to restore, how to shape its response, and its method if
-    /// the version table rewrites its result.
-    Client { client_id: Id, shape: Shape, answers: Option<&'static str> },
+    /// A client request: the session and id to restore, how to shape its response, and its
+    /// method if the version table rewrites its result.
+    Client { client: ClientRef, shape: Shape, answers: Option<&'static str> },
     /// The background call of a hosted task.
     Task { task_id: Arc<str> },
     /// A request the gateway made itself; what arrives related to it belongs to the client
     /// request `on_behalf_of`, if any (a bridged call's `tasks/result`).
-    Internal { tx: oneshot::Sender<Value>, on_behalf_of: Option<Id> },
+    Internal { tx: oneshot::Sender<Value>, on_behalf_of: Option<ClientRef> },
 }
 
 pub(super) struct Pending {
@@ -110,17 +122,28 @@ pub(super) struct TokenRoute {
     pub(super) activity: Option<Arc<dyn TaskFollower>>,
     /// The upstream sent progress under this token: the gateway makes up none.
     pub(super) upstream_progress: bool,
+    /// On a shared link, the client's own token (the route's key is the link's, which the
+    /// upstream sees).
+    pub(super) client_token: Option<ProgressToken>,
+}
+
+/// A bridged client call following its upstream task.
+pub(super) struct Bridged {
+    pub(super) client: ClientRef,
+    pub(super) follower: Arc<dyn TaskFollower>,
+    /// The key of its progress route (the link's token on a shared link), if it has one.
+    pub(super) token: Option<ProgressToken>,
 }
 
 #[derive(Default)]
 pub(super) struct LinkState {
     pub(super) next_id: i64,
     pub(super) pending: HashMap<i64, Pending>,
-    pub(super) by_client_id: HashMap<Id, i64>,
+    pub(super) by_client_id: HashMap<ClientRef, i64>,
     /// Progress token → where its notifications go.
     pub(super) tokens: HashMap<ProgressToken, TokenRoute>,
     /// Upstream task id → the bridged client call following it.
-    pub(super) bridges: HashMap<TaskId, (Id, Arc<dyn TaskFollower>)>,
+    pub(super) bridges: HashMap<TaskId, Bridged>,
     /// Upstream task id → the progress token (key of `tokens`) its task-augmented call
     /// carried, kept until the task ends (or its ttl passes): the token stays in use for
     /// the task's whole life.
@@ -130,6 +153,26 @@ pub(super) struct LinkState {
     /// The session ended while tasks ran: close once the last one ends.
     pub(super) close_when_idle: bool,
     pub(super) closed: Option<CloseReason>,
+    /// When the connection died (for the backoff before the next).
+    pub(super) closed_at: Option<Instant>,
+    /// The sessions this link serves: one, or (shared) all of its upstream's.
+    pub(super) sessions: HashMap<SessionTag, Weak<dyn LinkEvents>>,
+    /// What only a shared link keeps.
+    pub(super) shared: Option<Box<Shared>>,
+}
+
+/// What only a shared link keeps, under the link's lock.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// (session, the client's token) → the link's token its request went upstream with.
+    pub(super) client_tokens: HashMap<(SessionTag, ProgressToken), ProgressToken>,
+    /// Resource uri → the sessions subscribed to it.
+    pub(super) subscribers: HashMap<String, Vec<SessionTag>>,
+    /// Subscriptions per session (each at most the limit `Link::subscribe` is given).
+    pub(super) subscriptions: HashMap<SessionTag, usize>,
+    /// Upstream task → the session whose request created it, and when (for eviction).
+    pub(super) task_owners: HashMap<TaskId, (SessionTag, u64)>,
+    pub(super) next_owned: u64,
 }
 
 /// The part of a link that the transport calls into.
@@ -137,7 +180,8 @@ pub struct LinkCore {
     pub generation: u64,
     pub(super) upstream: Arc<str>,
     pub(super) state: Mutex<LinkState>,
-    pub(super) events: Weak<dyn LinkEvents>,
+    /// It serves every session of its upstream (`share = true`).
+    pub(super) shared: bool,
     pub(super) tasks: Arc<dyn TaskCalls>,
     pub(super) link: OnceLock<Weak<Link>>,
     pub(super) me: Weak<LinkCore>,

@@ -116,12 +116,9 @@ impl LinkEvents for Session {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
         let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
-        let method = msg.method_name().to_string();
-        if bridged && !self.client_can_answer(&method) {
-            link.refuse(
-                upstream_id,
-                RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the client does not support {method}")),
-            );
+        if bridged && !self.client_can_answer(&msg) {
+            let why = format!("the client does not support {}", msg.method_name());
+            link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
             return;
         }
         if bridged {
@@ -174,6 +171,11 @@ impl LinkEvents for Session {
         let mut st = self.state.lock().unwrap();
         st.server_requests.retain(|_, r| r.link.strong_count() > 0);
         if st.closed {
+            return;
+        }
+        if self.upstream.share {
+            // The gateway keeps a shared link's backoff, and the link said it was lost.
+            tracing::debug!(upstream = %self.upstream.name, generation, "shared link lost ({reason})");
             return;
         }
         let delay = match st.restart_backoff {

@@ -1,6 +1,7 @@
 //! The session's link: opened and initialized on the gateway's behalf when the client
-//! initializes, and replaced by a fresh one on the client's next request when it died (after
-//! a backoff that grows while links keep dying). Each link negotiates its own version.
+//! initializes (or, `share = true`, the upstream's shared link joined), and replaced by a
+//! fresh one on the client's next request when it died (after a backoff that grows while
+//! links keep dying). Each link negotiates its own version.
 
 use super::*;
 use crate::gateway::link::Negotiated;
@@ -30,11 +31,16 @@ impl Session {
             // An ended session opens nothing more upstream.
             return Err(RpcError::new(INVALID_REQUEST, "the session has ended"));
         }
-        if let Some((since, delay)) = backoff {
-            tokio::time::sleep_until((since + delay).into()).await;
-        }
-        let negotiated = self.open_link().await?;
-        let link = self.link.lock().unwrap().clone().expect("open_link keeps the link it opened");
+        let negotiated = if self.upstream.share {
+            // The gateway keeps a shared link's backoff: it is every session's.
+            self.join_shared().await?
+        } else {
+            if let Some((since, delay)) = backoff {
+                tokio::time::sleep_until((since + delay).into()).await;
+            }
+            self.open_link().await?
+        };
+        let link = self.link.lock().unwrap().clone().expect("a session keeps the link it opened or joined");
         if before != Some(negotiated.version) {
             tracing::warn!(upstream = %self.upstream.name, "the restarted upstream negotiated protocol version {} (was {}); messages are translated for it",
                 negotiated.version, before.map_or("none", |v| v.as_str()));
@@ -70,27 +76,30 @@ impl Session {
                 return Err(e);
             }
         };
-        {
-            let mut st = self.state.lock().unwrap();
-            st.upstream_version = Some(negotiated.version);
-            let mut caps = negotiated.capabilities().clone();
-            if !caps.is_object() {
-                caps = json!({});
-            }
-            if !negotiated.version.has_tasks()
-                && let Some(c) = caps.as_object_mut()
-                && c.remove("tasks").is_some()
-            {
-                tracing::info!(upstream = %self.upstream.name, version = %negotiated.version, "the upstream declares tasks its protocol version lacks; they are not used");
-            }
-            st.upstream_caps = caps;
-            // What a previous link listed may not hold for this one.
-            st.tool_support.clear();
-            st.listing_loaded = false;
-            st.listed_task_tools = false;
-        }
+        self.adopt(&negotiated);
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
+    }
+
+    /// What a (new) link negotiated becomes the session's view of the upstream.
+    pub(super) fn adopt(&self, negotiated: &Negotiated) {
+        let mut st = self.state.lock().unwrap();
+        st.upstream_version = Some(negotiated.version);
+        let mut caps = negotiated.capabilities().clone();
+        if !caps.is_object() {
+            caps = json!({});
+        }
+        if !negotiated.version.has_tasks()
+            && let Some(c) = caps.as_object_mut()
+            && c.remove("tasks").is_some()
+        {
+            tracing::info!(upstream = %self.upstream.name, version = %negotiated.version, "the upstream declares tasks its protocol version lacks; they are not used");
+        }
+        st.upstream_caps = caps;
+        // What a previous link listed may not hold for this one.
+        st.tool_support.clear();
+        st.listing_loaded = false;
+        st.listed_task_tools = false;
     }
 
     pub(super) async fn start_link(&self) -> Result<Arc<Link>, RpcError> {
@@ -99,8 +108,10 @@ impl Session {
             st.generation += 1;
             st.generation
         };
+        let link = Link::connect(self.gateway.link_env(), &self.upstream, generation, false).await?;
         let events: Weak<dyn LinkEvents> = self.me.clone();
-        Link::connect(self.gateway.link_env(), &self.upstream, generation, events).await
+        link.attach(self.tag, events);
+        Ok(link)
     }
 }
 

@@ -32,7 +32,7 @@ impl Session {
         }
         let bridge = Bridge {
             link: link.clone(),
-            client_id: id.clone(),
+            client: self.client_ref(id.clone()),
             call: msg,
             // The upstream must keep the task at least as long as the call may run.
             ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
@@ -192,7 +192,8 @@ impl Session {
     }
 
     /// `tasks/list`: the tasks this session created, then (if the upstream lists tasks of
-    /// its own) the upstream's pages, behind one opaque cursor.
+    /// its own) the upstream's pages, behind one opaque cursor. On a shared link the
+    /// upstream's pages are the upstream tasks this session created (see `shared`).
     pub(super) async fn list_tasks(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
         let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
         let cursor = match msg.pointer("/params/cursor") {
@@ -200,12 +201,21 @@ impl Session {
             Some(Value::String(c)) => Some(c.clone()),
             Some(_) => return Err(bad_cursor()),
         };
-        let upstream_lists = self.state.lock().unwrap().upstream_caps.pointer("/tasks/list").is_some();
+        let upstream_lists = {
+            let st = self.state.lock().unwrap();
+            match self.upstream.share {
+                true => st.upstream_caps.get("tasks").is_some() && !st.known_tasks.is_empty(),
+                false => st.upstream_caps.pointer("/tasks/list").is_some(),
+            }
+        };
         match cursor.as_deref() {
             None => {}
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {}
             Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
                 let rest = &c[CURSOR_UPSTREAM.len()..];
+                if self.upstream.share {
+                    return self.own_upstream_tasks(id, rest).await;
+                }
                 let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
                 if let Some(p) = params {
                     if rest.is_empty() {
@@ -215,17 +225,20 @@ impl Session {
                     }
                 }
                 let msg = Message::from_value(msg).map_err(|r| r.error)?;
-                return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
+                return self.link().await?.forward(self.client_ref(id), msg, Shape::UpstreamTaskPage).await;
             }
             Some(_) => return Err(bad_cursor()),
         };
         let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
+            if self.upstream.share {
+                return self.own_upstream_tasks(id, "").await;
+            }
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("cursor");
             }
             let msg = Message::from_value(msg).map_err(|r| r.error)?;
-            return self.link().await?.forward(id, msg, Shape::UpstreamTaskPage).await;
+            return self.link().await?.forward(self.client_ref(id), msg, Shape::UpstreamTaskPage).await;
         }
         let mut result = json!({"tasks": tasks});
         match next {

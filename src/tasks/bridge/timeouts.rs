@@ -51,7 +51,7 @@ impl BridgeLink for Upstream {
         "up"
     }
 
-    async fn request_for(&self, msg: Value, _on_behalf_of: Option<Id>) -> Result<Value, RpcError> {
+    async fn request_for(&self, msg: Value, _on_behalf_of: Option<ClientRef>) -> Result<Value, RpcError> {
         let method = msg["method"].as_str().unwrap().to_string();
         self.sent.lock().unwrap().push(method.clone());
         match method.as_str() {
@@ -70,15 +70,15 @@ impl BridgeLink for Upstream {
         Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
     }
 
-    fn start_bridge(&self, _: &str, _: &Id, _: Option<&ProgressToken>, follower: Arc<dyn TaskFollower>) {
+    fn start_bridge(&self, _: &str, _: &ClientRef, _: Option<&ProgressToken>, follower: Arc<dyn TaskFollower>) {
         *self.follower.lock().unwrap() = Some(follower);
     }
 
-    fn end_bridge(&self, _: &str, _: Option<&ProgressToken>) {
+    fn end_bridge(&self, _: &str) {
         self.follower.lock().unwrap().take();
     }
 
-    fn synthesize_progress(&self, _: &ProgressToken, _: &str) {}
+    fn synthesize_progress(&self, _: &str, _: &str) {}
 }
 
 /// Starts a bridged call over `up`; it runs until the test awaits it.
@@ -86,7 +86,7 @@ fn start(up: &Arc<Upstream>) -> (tokio::task::JoinHandle<Ending>, CancellationTo
     let cancel = CancellationToken::new();
     let bridge = Bridge {
         link: up.clone(),
-        client_id: Id::Num(7),
+        client: ClientRef { session: 1, id: Id::Num(7) },
         call: jsonrpc::request(&Id::Num(7), "tools/call", json!({"name": "research", "_meta": {"progressToken": "p"}})),
         ttl: secs(3600),
         request_timeout: secs(REQUEST_TIMEOUT_S),

@@ -1,0 +1,93 @@
+//! Shared links (`share = true`): per upstream, one link the gateway holds for all of that
+//! upstream's sessions. The first session's `initialize` opens it; it is initialized once,
+//! on the gateway's behalf, declaring every client capability the gateway can relay (the
+//! union of what its clients can serve: each session refuses, request by request, what its
+//! own client cannot). A link that died is replaced on the next request that needs it, after
+//! a backoff that grows while links keep dying. A session's end does not close it; shutdown
+//! does ([`SharedLinks::close_all`]). It holds one place among `max_links`.
+
+use crate::config::UpstreamConfig;
+use crate::gateway::link::{CloseReason, Link, LinkEnv, Negotiated};
+use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The shared link of each upstream configured with `share = true`.
+#[derive(Default)]
+pub struct SharedLinks {
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    stopping: AtomicBool,
+}
+
+#[derive(Default)]
+struct Slot {
+    link: Option<(Arc<Link>, Negotiated)>,
+    generation: u64,
+    /// When the last link died, and the delay before the next may start.
+    backoff: Option<(Instant, Duration)>,
+}
+
+/// The client capabilities a shared link declares: all that the gateway relays.
+pub fn relayed_capabilities() -> Value {
+    json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}})
+}
+
+impl SharedLinks {
+    /// The live shared link of upstream `cfg` and what it negotiated, opening (and
+    /// initializing) one if there is none or the last died. Sessions that ask meanwhile wait
+    /// for the one being opened.
+    pub async fn get(&self, env: LinkEnv<'_>, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
+        let slot = self.slots.lock().unwrap().entry(cfg.name.clone()).or_default().clone();
+        let mut slot = slot.lock().await;
+        if let Some((link, negotiated)) = &slot.link
+            && !link.is_closed()
+        {
+            return Ok((link.clone(), negotiated.clone()));
+        }
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err(RpcError::new(UPSTREAM_UNAVAILABLE, "the gateway is shutting down"));
+        }
+        if let Some((dead, _)) = slot.link.take() {
+            let died = dead.closed_at().unwrap_or_else(Instant::now);
+            let delay = match slot.backoff {
+                Some((since, d)) if died.saturating_duration_since(since) < MAX_BACKOFF => (d * 2).min(MAX_BACKOFF),
+                _ => FIRST_BACKOFF,
+            };
+            slot.backoff = Some((died, delay));
+            tokio::time::sleep_until((died + delay).into()).await;
+        }
+        slot.generation += 1;
+        let link = Link::connect(env, cfg, slot.generation, true).await?;
+        let handshake = link.handshake(relayed_capabilities(), cfg.client_info.to_value(), cfg.connect_timeout);
+        match handshake.await {
+            Ok(negotiated) => {
+                tracing::info!(upstream = %cfg.name, generation = slot.generation, version = %negotiated.version, "shared upstream link open");
+                slot.link = Some((link.clone(), negotiated.clone()));
+                Ok((link, negotiated))
+            }
+            Err(e) => {
+                link.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes every shared link (the gateway is shutting down): what is in flight on them
+    /// fails saying so, and none is opened again.
+    pub async fn close_all(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let slots: Vec<_> = self.slots.lock().unwrap().values().cloned().collect();
+        for slot in slots {
+            let link = slot.lock().await.link.take();
+            if let Some((link, _)) = link {
+                link.close_because(CloseReason::ShuttingDown).await;
+            }
+        }
+    }
+}
