@@ -1,10 +1,16 @@
 //! Protocol knowledge: which versions exist, what each of them defines, and how messages are
-//! shaped for a client of a given version.
+//! shaped for a client of a given version; the 2026-07-28 era (`modern`) and the translation
+//! between the two task dialects (`task_dialects`).
 //!
 //! Every decision that depends on the negotiated protocol version is made from here, so that
 //! adding a generation touches one place.
 
+// Not called yet: issue 11 wires the modern era and the task dialects into sessions and links.
+#[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 1)"))]
+pub mod modern;
 pub mod shaping;
+#[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 3)"))]
+pub mod task_dialects;
 pub mod tasks;
 pub mod translate;
 pub mod version;

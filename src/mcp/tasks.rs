@@ -18,6 +18,19 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Working,
+        TaskStatus::InputRequired,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    /// The status named `s` on the wire (the same five names in both task dialects).
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Working => "working",

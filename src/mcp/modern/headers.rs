@@ -1,0 +1,302 @@
+//! The 2026-07-28 Streamable HTTP request headers that mirror the body, and their rules
+//! (`basic/transports/streamable-http.mdx`, "Request Metadata" and "Server Validation").
+//!
+//! | header | mirrors | on |
+//! |---|---|---|
+//! | `MCP-Protocol-Version` | `params._meta["io.modelcontextprotocol/protocolVersion"]` | every POST |
+//! | `Mcp-Method` | `method` | every request |
+//! | `Mcp-Name` | `params.name` | `tools/call`, `prompts/get` |
+//! | `Mcp-Name` | `params.uri` | `resources/read` |
+//! | `Mcp-Name` | `params.taskId` | `tasks/get`, `tasks/update`, `tasks/cancel` (tasks extension) |
+//!
+//! A server that reads the body rejects a request whose headers are missing, malformed or
+//! disagree with it: HTTP 400 with -32020 ([`HeaderProblem`]). `Mcp-Name` (and
+//! `Mcp-Param-*`) may carry a value that is not plain header-safe ASCII as
+//! `=?base64?{Base64 of its UTF-8}?=`, lowercase markers exactly; a plain value that looks like
+//! that form is encoded too, so that decoding is never ambiguous ([`encode_value`],
+//! [`decode_value`]). Header names are case-insensitive (the caller's HTTP layer finds them);
+//! values are compared exactly.
+//!
+//! Not here: `Mcp-Param-{Name}` headers, which a tool's `inputSchema` asks for with
+//! `x-mcp-header`; checking them needs the tool's schema, and an intermediary that does not
+//! recognise one must forward it untouched. Notification POSTs: the revision defines no
+//! header requirement for them beyond `MCP-Protocol-Version`, so a notification is checked
+//! only for the headers it carries.
+
+use super::{HeaderProblem, key};
+use serde_json::Value;
+use std::borrow::Cow;
+
+pub const PROTOCOL_VERSION: &str = "MCP-Protocol-Version";
+pub const METHOD: &str = "Mcp-Method";
+pub const NAME: &str = "Mcp-Name";
+/// Prefix of the headers a tool's `x-mcp-header` annotations ask for.
+pub const PARAM_PREFIX: &str = "Mcp-Param-";
+
+const OPEN: &str = "=?base64?";
+const CLOSE: &str = "?=";
+
+/// The `params` member `Mcp-Name` mirrors for `method`, if the method has one.
+pub fn name_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    }
+}
+
+/// The mirrored headers of one POST, as received (bytes: a value need not be valid text).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestHeaders<'a> {
+    pub protocol_version: Option<&'a [u8]>,
+    pub method: Option<&'a [u8]>,
+    pub name: Option<&'a [u8]>,
+}
+
+/// Whether a character may stand in a plain header value (RFC 9110 field-value: visible
+/// ASCII, space, horizontal tab).
+fn header_safe(c: char) -> bool {
+    matches!(c, '\u{21}'..='\u{7e}' | ' ' | '\t')
+}
+
+/// A value as `Mcp-Name` (or `Mcp-Param-*`) carries it: as is when it is plain header-safe
+/// ASCII without leading or trailing whitespace and does not look encoded; else encoded.
+pub fn encode_value(value: &str) -> Cow<'_, str> {
+    let encode = !value.chars().all(header_safe)
+        || value.starts_with([' ', '\t'])
+        || value.ends_with([' ', '\t'])
+        || (value.starts_with(OPEN) && value.ends_with(CLOSE));
+    if encode { Cow::Owned(format!("{OPEN}{}{CLOSE}", base64_encode(value.as_bytes()))) } else { Cow::Borrowed(value) }
+}
+
+/// The value a received `Mcp-Name` (or `Mcp-Param-*`) header stands for.
+pub fn decode_value(raw: &[u8]) -> Result<String, &'static str> {
+    let text = std::str::from_utf8(raw).map_err(|_| "not ASCII")?;
+    if !text.chars().all(header_safe) {
+        return Err("contains characters a header value may not");
+    }
+    match text.strip_prefix(OPEN).and_then(|rest| rest.strip_suffix(CLOSE)) {
+        Some(encoded) => {
+            let bytes = base64_decode(encoded).ok_or("invalid base64 between =?base64? and ?=")?;
+            String::from_utf8(bytes).map_err(|_| "base64 value is not UTF-8")
+        }
+        None => Ok(text.to_string()),
+    }
+}
+
+/// A header that is never encoded (`MCP-Protocol-Version`, `Mcp-Method`), as text.
+fn plain(header: &'static str, raw: &[u8]) -> Result<String, HeaderProblem> {
+    std::str::from_utf8(raw)
+        .ok()
+        .filter(|t| t.chars().all(header_safe))
+        .map(str::to_string)
+        .ok_or(HeaderProblem::Invalid { header, why: "contains characters a header value may not" })
+}
+
+fn agree(header: &'static str, header_value: String, body_value: &str) -> Result<(), HeaderProblem> {
+    if header_value == body_value {
+        Ok(())
+    } else {
+        Err(HeaderProblem::Mismatch { header, header_value, body_value: body_value.to_string() })
+    }
+}
+
+/// Checks a POST's mirrored headers against its body (one JSON-RPC request or notification).
+///
+/// Only what the body states is compared: a body without a protocol version in `_meta`, or
+/// a `tools/call` without a string `name`, is the `_meta` reader's or the method's -32602 to
+/// report, not a header mismatch.
+pub fn check(headers: &RequestHeaders<'_>, body: &Value) -> Result<(), HeaderProblem> {
+    let is_request = body.get("id").is_some();
+    let version = headers.protocol_version.ok_or(HeaderProblem::Missing(PROTOCOL_VERSION))?;
+    let version = plain(PROTOCOL_VERSION, version)?;
+    if let Some(v) = body.pointer("/params/_meta").and_then(|m| m.get(key::PROTOCOL_VERSION)).and_then(Value::as_str) {
+        agree(PROTOCOL_VERSION, version, v)?;
+    }
+    let body_method = body.get("method").and_then(Value::as_str);
+    match (headers.method, body_method) {
+        (None, _) if is_request => return Err(HeaderProblem::Missing(METHOD)),
+        (Some(raw), Some(m)) => agree(METHOD, plain(METHOD, raw)?, m)?,
+        _ => {}
+    }
+    let Some(param) = body_method.and_then(name_param) else { return Ok(()) };
+    let Some(body_name) = body.get("params").and_then(|p| p.get(param)).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    match headers.name {
+        None if is_request => Err(HeaderProblem::Missing(NAME)),
+        None => Ok(()),
+        Some(raw) => {
+            let name = decode_value(raw).map_err(|why| HeaderProblem::Invalid { header: NAME, why })?;
+            agree(NAME, name, body_name)
+        }
+    }
+}
+
+/// The mirrored headers a client (the gateway, toward a modern upstream) sets for a body:
+/// each as (name, value), the value encoded where the rules allow and require it.
+pub fn for_body(body: &Value) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(3);
+    if let Some(v) = body.pointer("/params/_meta").and_then(|m| m.get(key::PROTOCOL_VERSION)).and_then(Value::as_str) {
+        out.push((PROTOCOL_VERSION, v.to_string()));
+    }
+    let Some(method) = body.get("method").and_then(Value::as_str) else { return out };
+    out.push((METHOD, method.to_string()));
+    let name = name_param(method).and_then(|p| body.get("params")?.get(p)?.as_str());
+    if let Some(name) = name {
+        out.push((NAME, encode_value(name).into_owned()));
+    }
+    out
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard Base64 (RFC 4648 §4), padded.
+fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Standard Base64, padding optional; `None` for any other character or a length no
+/// encoding has.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.strip_suffix("==").or_else(|| text.strip_suffix('=')).unwrap_or(text);
+    if text.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for chunk in text.as_bytes().chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            let v = ALPHABET.iter().position(|a| a == c)? as u32;
+            n |= v << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The encoding examples of "Value Encoding".
+    const EXAMPLES: [(&str, &str); 5] = [
+        ("us-west1", "us-west1"),
+        ("Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+        (" padded ", "=?base64?IHBhZGRlZCA=?="),
+        ("line1\nline2", "=?base64?bGluZTEKbGluZTI=?="),
+        ("=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
+    ];
+
+    #[test]
+    fn values_encode_and_decode_as_the_spec_shows() {
+        assert_eq!(format!("{PARAM_PREFIX}Region"), "Mcp-Param-Region", "the same encoding serves these headers");
+        for (value, header) in EXAMPLES {
+            assert_eq!(encode_value(value), header, "{value:?}");
+            assert_eq!(decode_value(header.as_bytes()).as_deref(), Ok(value), "{header}");
+        }
+        for s in ["", "a", "ab", "abc", "abcd", "🦀 crab"] {
+            assert_eq!(base64_decode(&base64_encode(s.as_bytes())).unwrap(), s.as_bytes());
+        }
+        assert_eq!(base64_decode("SGk"), Some(b"Hi".to_vec()), "padding is optional");
+        assert_eq!(decode_value(b"=?base64?***?="), Err("invalid base64 between =?base64? and ?="));
+        assert_eq!(decode_value(b"=?base64?/w==?="), Err("base64 value is not UTF-8"));
+        assert!(decode_value(b"a\x01b").is_err());
+        assert!(decode_value("caf\u{e9}".as_bytes()).is_err(), "raw UTF-8 is not a header value");
+        assert_eq!(decode_value(b"=?BASE64?abc?=").as_deref(), Ok("=?BASE64?abc?="), "markers are lowercase");
+    }
+
+    fn call(name: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": name, "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}
+        }})
+    }
+
+    fn hdrs<'a>(v: &'a str, m: &'a str, n: Option<&'a str>) -> RequestHeaders<'a> {
+        RequestHeaders { protocol_version: Some(v.as_bytes()), method: Some(m.as_bytes()), name: n.map(str::as_bytes) }
+    }
+
+    #[test]
+    fn headers_are_checked_against_the_body() {
+        use HeaderProblem::*;
+        assert_eq!(check(&hdrs("2026-07-28", "tools/call", Some("get_weather")), &call("get_weather")), Ok(()));
+        let encoded = encode_value("Hello, 世界").into_owned();
+        assert_eq!(check(&hdrs("2026-07-28", "tools/call", Some(&encoded)), &call("Hello, 世界")), Ok(()));
+        assert_eq!(
+            check(&hdrs("2026-07-28", "tools/call", Some("foo")), &call("bar")),
+            Err(Mismatch { header: NAME, header_value: "foo".into(), body_value: "bar".into() })
+        );
+        assert_eq!(check(&hdrs("2026-07-28", "tools/call", None), &call("x")), Err(Missing(NAME)));
+        assert!(matches!(
+            check(&hdrs("2025-11-25", "tools/call", Some("x")), &call("x")),
+            Err(Mismatch { header: PROTOCOL_VERSION, .. })
+        ));
+        assert!(matches!(
+            check(&hdrs("2026-07-28", "tools/list", Some("x")), &call("x")),
+            Err(Mismatch { header: METHOD, .. })
+        ));
+        assert!(matches!(
+            check(&hdrs("2026-07-28", "Tools/Call", Some("x")), &call("x")),
+            Err(Mismatch { header: METHOD, .. })
+        ));
+        let none = RequestHeaders { method: Some(b"tools/call"), name: Some(b"x"), ..Default::default() };
+        assert_eq!(check(&none, &call("x")), Err(Missing(PROTOCOL_VERSION)));
+        let no_method = RequestHeaders { protocol_version: Some(b"2026-07-28"), ..Default::default() };
+        assert_eq!(check(&no_method, &call("x")), Err(Missing(METHOD)));
+        assert!(matches!(
+            check(&hdrs("2026-07-28", "tools/call", Some("=?base64?!!?=")), &call("x")),
+            Err(Invalid { header: NAME, .. })
+        ));
+        let bad = RequestHeaders { protocol_version: Some(b"2026-07-28\x7f"), ..hdrs("", "tools/call", Some("x")) };
+        assert!(matches!(check(&bad, &call("x")), Err(Invalid { header: PROTOCOL_VERSION, .. })));
+    }
+
+    #[test]
+    fn which_methods_carry_a_name() {
+        let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+            "params": {"uri": "file:///projects/myapp/config.json"}});
+        let h = hdrs("2026-07-28", "resources/read", Some("file:///projects/myapp/config.json"));
+        assert_eq!(check(&h, &read), Ok(()));
+        let get = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
+            "params": {"taskId": "786512e2-9e0d-44bd-8f29-789f320fe840"}});
+        let h = hdrs("2026-07-28", "tasks/get", None);
+        assert_eq!(check(&h, &get), Err(HeaderProblem::Missing(NAME)));
+        let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}});
+        assert_eq!(check(&hdrs("2026-07-28", "tools/list", None), &list), Ok(()));
+        assert_eq!(name_param("prompts/get"), Some("name"));
+        assert_eq!(name_param("tasks/update"), Some("taskId"));
+        assert_eq!(name_param("tasks/result"), None);
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+        let only_version = RequestHeaders { protocol_version: Some(b"2026-07-28"), ..Default::default() };
+        assert_eq!(check(&only_version, &note), Ok(()), "a notification: only the version is required");
+    }
+
+    #[test]
+    fn a_client_sets_what_the_server_checks() {
+        for body in [call("get_weather"), call("Hello, 世界"), call(" padded ")] {
+            let set = for_body(&body);
+            let find = |h: &str| set.iter().find(|(n, _)| *n == h).map(|(_, v)| v.as_bytes());
+            let h = RequestHeaders { protocol_version: find(PROTOCOL_VERSION), method: find(METHOD), name: find(NAME) };
+            assert_eq!(check(&h, &body), Ok(()), "{set:?}");
+        }
+        let set = for_body(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}));
+        assert_eq!(set, vec![(METHOD, "tools/list".to_string())]);
+    }
+}
