@@ -2,7 +2,9 @@
 //! the TypeScript SDK client over Streamable HTTP and over stdio, against server-everything
 //! (stdio upstream), a TypeScript SDK server (HTTP upstream) and the built-in demo; the
 //! Python `mcp` client in its default mode (it probes `server/discover` first); a 2024-11-05
-//! client (TypeScript SDK 1.0.4) over the legacy HTTP+SSE transport.
+//! client (TypeScript SDK 1.0.4) over the legacy HTTP+SSE transport; and, directly without the
+//! gateway, the wire facts of the rmcp 3.11 task server (`tests/interop/rmcp_server`: the tasks
+//! extension `io.modelcontextprotocol/tasks`, both eras, stdio and Streamable HTTP).
 //!
 //! The peers are installed at pinned versions by `scripts/setup-interop`, which the test
 //! command runs first. A missing peer fails the test; nothing here skips.
@@ -14,11 +16,11 @@
 #[path = "common/proc_tree.rs"]
 mod proc_tree;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -57,19 +59,36 @@ struct Proc {
 
 impl Proc {
     fn spawn(cmd: &mut Command) -> Proc {
+        Proc::spawn_with(cmd, Stdio::null(), None)
+    }
+
+    /// Like `spawn`, with stdin piped (returned) and every stdout line also sent to a channel.
+    fn spawn_piped(cmd: &mut Command) -> (Proc, ChildStdin, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel();
+        let mut p = Proc::spawn_with(cmd, Stdio::piped(), Some(tx));
+        let stdin = p.child.stdin.take().unwrap();
+        (p, stdin, rx)
+    }
+
+    fn spawn_with(cmd: &mut Command, stdin: Stdio, stdout_lines: Option<mpsc::Sender<String>>) -> Proc {
         let mut child = proc_tree::own_group(cmd)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
         let log = Arc::new(Mutex::new(String::new()));
-        for pipe in
-            [Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, Box::new(child.stderr.take().unwrap())]
-        {
+        let pipes = [
+            (Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, stdout_lines),
+            (Box::new(child.stderr.take().unwrap()), None),
+        ];
+        for (pipe, lines) in pipes {
             let log = log.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if let Some(tx) = &lines {
+                        let _ = tx.send(line.clone());
+                    }
                     let mut l = log.lock().unwrap();
                     l.push_str(&line);
                     l.push('\n');
@@ -499,4 +518,531 @@ fn stopping_a_process_stops_its_whole_tree() {
     assert!(left.is_empty(), "left behind: {left:?}");
     assert!(tree.iter().all(|&d| !proc_tree::alive(d)), "a sleeper survived: {tree:?}");
     assert!(proc_tree::group_members(pid).is_empty());
+}
+
+// ---- the rmcp task server (tests/interop/rmcp_server), directly, without the gateway ----
+//
+// These pin the wire facts of rmcp 3.11 that the gateway's 2026-07-28 dialect relies on
+// (recorded in tests/interop/README.md, "What rmcp 3.11 sends").
+
+const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
+
+fn rmcp_server() -> String {
+    require(&interop_dir().join("rmcp_server/target/release/taskgate-interop-rmcp-server"))
+}
+
+/// The `_meta` of a 2026-07-28 request; `extension` declares the tasks extension.
+fn modern_meta(version: &str, extension: bool) -> serde_json::Value {
+    let capabilities =
+        if extension { serde_json::json!({"extensions": {TASKS_EXT: {}}}) } else { serde_json::json!({}) };
+    serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "taskgate-interop-test", "version": "0"},
+    })
+}
+
+/// A raw JSON-RPC client on the rmcp server's stdin/stdout, one message per line.
+struct RawStdio {
+    proc: Proc,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next_id: i64,
+    /// Notifications received while waiting for responses, in order.
+    notifications: Vec<serde_json::Value>,
+}
+
+impl RawStdio {
+    fn start() -> RawStdio {
+        let (proc, stdin, lines) = Proc::spawn_piped(&mut Command::new(rmcp_server()));
+        RawStdio { proc, stdin, lines, next_id: 0, notifications: Vec::new() }
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).and_then(|()| self.stdin.flush()).unwrap_or_else(|e| {
+            panic!("writing to the rmcp server: {e}\n{}", self.proc.output());
+        });
+    }
+
+    fn recv(&mut self, timeout: Duration) -> Option<serde_json::Value> {
+        let line = self.lines.recv_timeout(timeout).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON from the rmcp server ({e}): {line}")))
+    }
+
+    /// Sends a request and returns its whole response message (`result` or `error`), keeping
+    /// the notifications that come before it.
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.recv(left) else {
+                panic!("no response to {method} (id {id}) within 10 s:\n{}", self.proc.output());
+            };
+            if message.get("id") == Some(&serde_json::json!(id)) {
+                assert!(message.get("method").is_none(), "a request from the server: {message}");
+                return message;
+            }
+            assert!(message.get("id").is_none(), "a response to another id: {message}");
+            self.notifications.push(message);
+        }
+    }
+
+    fn result(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let response = self.request(method, params);
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {response}"),
+        }
+    }
+
+    fn error(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let response = self.request(method, params);
+        match response.get("error") {
+            Some(error) => error.clone(),
+            None => panic!("{method} did not fail: {response}"),
+        }
+    }
+
+    /// Polls `tasks/get` until the task's status is `until` (or terminal), bounded.
+    fn poll(&mut self, task_id: &str, until: &str, meta: &serde_json::Value) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut seen = Vec::new();
+        loop {
+            let got = self.result("tasks/get", serde_json::json!({"taskId": task_id, "_meta": meta}));
+            let status = got["status"].as_str().unwrap_or_default().to_string();
+            seen.push(got);
+            if status == until || ["completed", "failed", "cancelled"].contains(&status.as_str()) {
+                return seen;
+            }
+            assert!(Instant::now() < deadline, "task {task_id} not {until} within 15 s: {seen:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn keys(value: &serde_json::Value) -> Vec<&str> {
+    let mut k: Vec<&str> = value.as_object().expect("an object").keys().map(String::as_str).collect();
+    k.sort_unstable();
+    k
+}
+
+fn text_of(result: &serde_json::Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}"))
+}
+
+const RMCP_VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+
+#[test]
+fn rmcp_server_answers_server_discover_and_serves_extension_tasks_over_stdio() {
+    let mut s = RawStdio::start();
+    let ext = modern_meta("2026-07-28", true);
+    let plain = modern_meta("2026-07-28", false);
+
+    // server/discover: every version it knows, the extension declared, serverInfo in _meta.
+    let discover = s.result("server/discover", serde_json::json!({"_meta": ext}));
+    assert_eq!(
+        discover,
+        serde_json::json!({
+            "resultType": "complete",
+            "supportedVersions": RMCP_VERSIONS,
+            "capabilities": {"extensions": {TASKS_EXT: {}}, "tools": {}},
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"}},
+        })
+    );
+    // Without the per-request _meta, even server/discover is refused.
+    let e = s.error("server/discover", serde_json::json!({}));
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("io.modelcontextprotocol/protocolVersion"), "{e}");
+
+    let tools = s.result("tools/list", serde_json::json!({"_meta": ext}));
+    assert_eq!(tools["resultType"], "complete");
+    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo", "slow", "ask", "stats"]);
+    assert!(tools["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()), "{tools}");
+
+    // The server decides: echo is never a task, even for a client that declared the extension.
+    let echo = s.result("tools/call", serde_json::json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": ext}));
+    assert_eq!(
+        echo,
+        serde_json::json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}], "isError": false})
+    );
+
+    // slow: a flat CreateTaskResult.
+    let created = s.result(
+        "tools/call",
+        serde_json::json!({"name": "slow", "arguments": {"seconds": 0.6, "steps": 3}, "_meta": ext}),
+    );
+    assert_eq!(
+        keys(&created),
+        ["createdAt", "lastUpdatedAt", "pollIntervalMs", "resultType", "status", "statusMessage", "taskId", "ttlMs"],
+        "{created}"
+    );
+    assert_eq!(created["resultType"], "task");
+    assert_eq!(created["status"], "working");
+    assert_eq!(created["statusMessage"], "step 0 of 3");
+    assert_eq!(created["ttlMs"], 300_000);
+    assert_eq!(created["pollIntervalMs"], 250);
+    assert_eq!(created["createdAt"], created["lastUpdatedAt"]);
+    let task_id = created["taskId"].as_str().unwrap().to_string();
+    assert_eq!(task_id.len(), 36, "a UUID: {task_id}");
+
+    // tasks/get: a DetailedTask with resultType "complete"; the result inlined at completion.
+    let polls = s.poll(&task_id, "completed", &ext);
+    for got in &polls {
+        assert_eq!(got["resultType"], "complete", "{got}");
+        assert_eq!(got["taskId"], task_id.as_str());
+        assert_eq!(got["createdAt"], created["createdAt"], "createdAt is stable: {got}");
+        assert_eq!((&got["ttlMs"], &got["pollIntervalMs"]), (&created["ttlMs"], &created["pollIntervalMs"]));
+        let message = got["statusMessage"].as_str().unwrap();
+        assert!(message.starts_with("step ") && message.ends_with(" of 3"), "{got}");
+    }
+    let done = polls.last().unwrap();
+    assert_eq!(done["status"], "completed", "{polls:?}");
+    assert_eq!(done["statusMessage"], "step 3 of 3");
+    assert!(done.get("error").is_none() && done.get("inputRequests").is_none(), "{done}");
+    assert_eq!(
+        done["result"],
+        serde_json::json!({
+            "content": [{"type": "text", "text": "slow done after 3 steps"}],
+            "isError": false,
+            "resultType": "complete",
+        })
+    );
+    assert_ne!(done["lastUpdatedAt"], created["lastUpdatedAt"]);
+    // No progress or task notifications on stdio for a task.
+    assert!(s.notifications.is_empty(), "{:?}", s.notifications);
+
+    // tasks/cancel: an empty ack; the running task settles as cancelled.
+    let long = s.result(
+        "tools/call",
+        serde_json::json!({"name": "slow", "arguments": {"seconds": 30, "steps": 30}, "_meta": ext}),
+    );
+    let long_id = long["taskId"].as_str().unwrap().to_string();
+    let ack = s.result("tasks/cancel", serde_json::json!({"taskId": long_id, "_meta": ext}));
+    assert_eq!(ack, serde_json::json!({"resultType": "complete"}));
+    let cancelled = s.poll(&long_id, "cancelled", &ext).pop().unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert!(cancelled.get("result").is_none() && cancelled.get("error").is_none(), "{cancelled}");
+    // Cancelling a terminal task is acknowledged the same way, and changes nothing.
+    assert_eq!(s.result("tasks/cancel", serde_json::json!({"taskId": long_id, "_meta": ext})), ack);
+    assert_eq!(s.poll(&long_id, "cancelled", &ext).pop().unwrap()["status"], "cancelled");
+    let stats = s.result("tools/call", serde_json::json!({"name": "stats", "arguments": {}, "_meta": ext}));
+    let counters: serde_json::Value = serde_json::from_str(text_of(&stats)).unwrap();
+    assert_eq!(counters, serde_json::json!({"slow_started": 2, "slow_finished": 1, "slow_cancelled": 1}));
+
+    // Unknown task: -32602. tasks/result and tasks/list do not exist: -32601.
+    let e = s.error("tasks/get", serde_json::json!({"taskId": "no-such-task", "_meta": ext}));
+    assert_eq!(e, serde_json::json!({"code": -32602, "message": "unknown task: no-such-task"}));
+    for method in ["tasks/result", "tasks/list"] {
+        let e = s.error(method, serde_json::json!({"taskId": task_id, "_meta": ext}));
+        assert_eq!(e, serde_json::json!({"code": -32601, "message": method}));
+    }
+
+    // Input during a task: input_required with inputRequests, answered by tasks/update.
+    let asked = s.result(
+        "tools/call",
+        serde_json::json!({"name": "ask", "arguments": {"question": "Which colour?"}, "_meta": ext}),
+    );
+    assert_eq!(asked["resultType"], "task");
+    let ask_id = asked["taskId"].as_str().unwrap().to_string();
+    let waiting = s.poll(&ask_id, "input_required", &ext).pop().unwrap();
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert_eq!(
+        waiting["inputRequests"],
+        serde_json::json!({"answer": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "Which colour?",
+                "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+            },
+        }})
+    );
+    let update = serde_json::json!({
+        "taskId": ask_id,
+        "inputResponses": {"answer": {"action": "accept", "content": {"answer": "blue"}}},
+        "_meta": ext,
+    });
+    assert_eq!(s.result("tasks/update", update), serde_json::json!({"resultType": "complete"}));
+    let answered = s.poll(&ask_id, "completed", &ext).pop().unwrap();
+    assert_eq!(answered["status"], "completed", "{answered}");
+    assert!(answered.get("inputRequests").is_none(), "{answered}");
+    assert_eq!(text_of(&answered["result"]), "answer: blue");
+
+    // Without the extension on the request: -32021 for slow and for tasks/*, plain results
+    // for tools that are never tasks.
+    let missing = serde_json::json!({
+        "code": -32021,
+        "message": "Missing required client capability",
+        "data": {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}},
+    });
+    let e = s.error("tools/call", serde_json::json!({"name": "slow", "arguments": {"seconds": 0.1}, "_meta": plain}));
+    assert_eq!(e, missing);
+    for method in ["tasks/get", "tasks/cancel"] {
+        assert_eq!(s.error(method, serde_json::json!({"taskId": task_id, "_meta": plain})), missing, "{method}");
+    }
+    let e = s.error("tasks/update", serde_json::json!({"taskId": task_id, "inputResponses": {}, "_meta": plain}));
+    assert_eq!(e, missing);
+    let echo = s.result("tools/call", serde_json::json!({"name": "echo", "arguments": {"text": "x"}, "_meta": plain}));
+    assert_eq!(text_of(&echo), "x");
+
+    // A version it does not know: -32022 with the supported list; no _meta: -32602; no ping.
+    let e = s.error("tools/list", serde_json::json!({"_meta": modern_meta("2099-01-01", true)}));
+    assert_eq!(e["code"], -32022, "{e}");
+    assert_eq!(e["data"], serde_json::json!({"requested": "2099-01-01", "supported": RMCP_VERSIONS}));
+    assert_eq!(s.error("tools/list", serde_json::json!({}))["code"], -32602);
+    assert_eq!(
+        s.error("ping", serde_json::json!({"_meta": ext})),
+        serde_json::json!({"code": -32601, "message": "ping"})
+    );
+    assert!(s.notifications.is_empty(), "{:?}", s.notifications);
+
+    // It exits at the end of its input.
+    drop(s.stdin);
+    assert!(s.proc.finish(Duration::from_secs(10)), "no clean exit at EOF:\n{}", s.proc.output());
+}
+
+#[test]
+fn rmcp_server_is_dual_era_an_initialize_opens_a_legacy_session_over_stdio() {
+    // initialize answers every legacy version it is asked for, and 2025-11-25 for anything
+    // else (2026-07-28 has no handshake). It declares the extension in legacy sessions too.
+    for (asked, answered) in
+        RMCP_VERSIONS.iter().zip(["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2025-11-25"])
+    {
+        let mut s = RawStdio::start();
+        let init = s.result(
+            "initialize",
+            serde_json::json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+        );
+        assert_eq!(
+            init,
+            serde_json::json!({
+                "protocolVersion": answered,
+                "capabilities": {"extensions": {TASKS_EXT: {}}, "tools": {}},
+                "serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"},
+            }),
+            "initialize at {asked}"
+        );
+    }
+
+    let mut s = RawStdio::start();
+    // A server/discover first does not choose the era; the initialize after it does.
+    let discover = s.result("server/discover", serde_json::json!({"_meta": modern_meta("2026-07-28", true)}));
+    assert_eq!(discover["supportedVersions"], serde_json::json!(RMCP_VERSIONS));
+    s.result(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    s.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    // Legacy results carry no resultType.
+    let tools = s.result("tools/list", serde_json::json!({}));
+    assert!(tools.get("resultType").is_none(), "{tools}");
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(s.result("ping", serde_json::json!({})), serde_json::json!({}));
+
+    // slow in a legacy session: a plain call with progress per step.
+    let slow = s.result(
+        "tools/call",
+        serde_json::json!({"name": "slow", "arguments": {"seconds": 0.3, "steps": 3}, "_meta": {"progressToken": "p1"}}),
+    );
+    assert_eq!(
+        slow,
+        serde_json::json!({"content": [{"type": "text", "text": "slow done after 3 steps"}], "isError": false})
+    );
+    let progress: Vec<serde_json::Value> = std::mem::take(&mut s.notifications);
+    assert_eq!(
+        progress,
+        (1..=3)
+            .map(|i| serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                "progressToken": "p1", "progress": f64::from(i), "total": 3.0, "message": format!("step {i} of 3"),
+            }}))
+            .collect::<Vec<_>>()
+    );
+    // A 2025-11-25 task-augmented call is served plainly: rmcp has no 2025-11-25 tasks.
+    let augmented = s.result(
+        "tools/call",
+        serde_json::json!({"name": "slow", "arguments": {"seconds": 0.1, "steps": 1}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(text_of(&augmented), "slow done after 1 steps");
+    assert!(augmented.get("task").is_none(), "{augmented}");
+    // tasks/*: -32021 for a session whose initialize did not declare the extension;
+    // tasks/result and tasks/list: -32601.
+    let e = s.error("tasks/get", serde_json::json!({"taskId": "x"}));
+    assert_eq!(e["code"], -32021, "{e}");
+    assert_eq!(s.error("tasks/result", serde_json::json!({"taskId": "x"}))["code"], -32601);
+    assert_eq!(s.error("tasks/list", serde_json::json!({}))["code"], -32601);
+    let ask = s.result("tools/call", serde_json::json!({"name": "ask", "arguments": {"question": "q"}}));
+    assert_eq!(ask["isError"], true, "{ask}");
+
+    // notifications/cancelled stops a plain call: no response, no more progress.
+    s.next_id += 1;
+    let id = s.next_id;
+    s.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 20, "steps": 20}, "_meta": {"progressToken": "p2"},
+    }}));
+    let first = s.recv(Duration::from_secs(10)).expect("a first progress");
+    assert_eq!(first["params"]["progressToken"], "p2", "{first}");
+    s.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    let mut after = Vec::new();
+    while let Some(m) = s.recv(Duration::from_millis(1500)) {
+        after.push(m);
+    }
+    // At most a progress already in flight when the cancellation arrived.
+    assert!(after.len() <= 1 && after.iter().all(|m| m["method"] == "notifications/progress"), "{after:?}");
+    let stats = s.result("tools/call", serde_json::json!({"name": "stats", "arguments": {}}));
+    let counters: serde_json::Value = serde_json::from_str(text_of(&stats)).unwrap();
+    assert_eq!(counters["slow_cancelled"], 1, "{counters}");
+
+    // In a legacy session, a request whose own _meta names 2026-07-28 is served as modern.
+    let modern = s.result(
+        "tools/call",
+        serde_json::json!({"name": "slow", "arguments": {"seconds": 0.1, "steps": 1}, "_meta": modern_meta("2026-07-28", true)}),
+    );
+    assert_eq!(modern["resultType"], "task", "{modern}");
+}
+
+/// One HTTP/1.1 POST to 127.0.0.1:`port`/mcp on a connection of its own: the status, the
+/// headers (lower-cased names) and the JSON-RPC messages of the body (the `data:` lines of an
+/// event stream, or a JSON body).
+fn rmcp_http_post(
+    port: u16,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> (u16, String, Vec<serde_json::Value>) {
+    use std::net::TcpStream;
+    let body = body.to_string();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    // The server ends a stateless response's stream after the response (connection: close).
+    stream
+        .read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("reading the response: {e}: {:?}", String::from_utf8_lossy(&raw)));
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, mut rest) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end: {raw:?}"));
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let head = head.to_ascii_lowercase();
+    let mut payload = String::new();
+    if head.contains("transfer-encoding: chunked") {
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            payload.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+    } else {
+        payload.push_str(rest);
+    }
+    let messages = if head.contains("content-type: text/event-stream") {
+        payload
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    } else {
+        vec![serde_json::from_str(&payload).unwrap_or_else(|e| panic!("{e}: {payload:?}"))]
+    };
+    (status, head, messages)
+}
+
+#[test]
+fn rmcp_server_over_streamable_http_serves_stateless_task_requests_and_legacy_sessions() {
+    let mut p = Proc::spawn(Command::new(rmcp_server()).args(["--http", "0"]));
+    let port: u16 = p.wait_for("listening ").split_whitespace().last().unwrap().parse().unwrap();
+    let ext = modern_meta("2026-07-28", true);
+    let modern = |method: &'static str, name: Option<&'static str>| {
+        let mut h = vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)];
+        if let Some(n) = name {
+            h.push(("mcp-name", n));
+        }
+        h
+    };
+    let call = |id: i64, method: &str, params: serde_json::Value| serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+
+    // Stateless 2026-07-28: each POST answered on an event stream with the response alone,
+    // no session id.
+    let (status, head, messages) = rmcp_http_post(
+        port,
+        &modern("server/discover", None),
+        &call(1, "server/discover", serde_json::json!({"_meta": ext})),
+    );
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("content-type: text/event-stream") && !head.contains("mcp-session-id"), "{head}");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["result"]["capabilities"]["extensions"], serde_json::json!({TASKS_EXT: {}}));
+
+    let slow = serde_json::json!({"name": "slow", "arguments": {"seconds": 0.3, "steps": 2}, "_meta": ext});
+    let (status, _, messages) = rmcp_http_post(port, &modern("tools/call", Some("slow")), &call(2, "tools/call", slow));
+    assert_eq!(status, 200);
+    assert_eq!(messages[0]["result"]["resultType"], "task", "{messages:?}");
+    let task_id = messages[0]["result"]["taskId"].as_str().unwrap().to_string();
+    // The task outlives its request: later POSTs (new connections) find it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let get = call(3, "tasks/get", serde_json::json!({"taskId": task_id, "_meta": ext}));
+        let mut headers = modern("tasks/get", None);
+        headers.push(("mcp-name", &task_id));
+        let (status, _, messages) = rmcp_http_post(port, &headers, &get);
+        assert_eq!(status, 200, "{messages:?}");
+        let result = messages[0]["result"].clone();
+        if result["status"] == "completed" {
+            break result;
+        }
+        assert!(Instant::now() < deadline, "{result}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(text_of(&done["result"]), "slow done after 2 steps");
+
+    // Header checks: HTTP 400 with a JSON-RPC -32020 body.
+    let echo = call(4, "tools/call", serde_json::json!({"name": "echo", "arguments": {"text": "a"}, "_meta": ext}));
+    for (headers, message) in [
+        (vec![], "request _meta protocolVersion requires MCP-Protocol-Version header"),
+        (vec![("mcp-protocol-version", "2026-07-28")], "missing required Mcp-Method header"),
+        (modern("tools/call", Some("slow")), "Mcp-Name header `slow` does not match body value `echo`"),
+        (
+            vec![("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "echo")],
+            "MCP-Protocol-Version header (2025-11-25) does not match request _meta protocolVersion (2026-07-28)",
+        ),
+    ] {
+        let (status, head, messages) = rmcp_http_post(port, &headers, &echo);
+        assert_eq!(status, 400, "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert_eq!(messages[0]["error"], serde_json::json!({"code": -32020, "message": message}));
+    }
+
+    // initialize opens a legacy session (Mcp-Session-Id) on the same endpoint.
+    let init = call(
+        5,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    let (status, head, messages) = rmcp_http_post(port, &[], &init);
+    assert_eq!(status, 200);
+    assert!(head.contains("mcp-session-id: "), "{head}");
+    assert_eq!(messages[0]["result"]["protocolVersion"], "2025-11-25", "{messages:?}");
+    p.stop();
 }
