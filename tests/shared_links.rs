@@ -647,3 +647,53 @@ async fn the_stdio_front_serves_its_one_client_over_a_shared_link() {
         .await;
     assert_eq!(text(&out), "hi");
 }
+
+// ---- review: what must not cross from one session to another ----
+
+/// `late` notes its id and, once `$LOG.go` exists, goes on serving the call as if nobody had
+/// told it to stop: it asks for sampling and logs, then answers `wait`'s call (its id in
+/// `$LOG.a`). `wait` only notes its id.
+const LATE_ARMS: &str = r#"
+    late) echo "late $id" >> "$LOG"
+        ( for _ in $(seq 1000); do [ -f "$LOG.go" ] && break; sleep 0.01; done
+          printf '{"jsonrpc":"2.0","id":"s9","method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"for B only"}}],"maxTokens":5}}\n'
+          printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"of B only"}}\n'
+          printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}\n' "$(cat "$LOG.a")" ) &
+        ;;
+    wait) echo "$id" > "$LOG.a"; echo "wait $id" >> "$LOG" ;;
+"#;
+
+/// B's call is given up on (B cancels it, or B's session ends) while the server still serves
+/// it; then A's call is the only one in flight when the server asks for B's.
+async fn late_request_of_a_call_given_up_on(end_session: bool) {
+    let script = StdioScript::new(LATE_ARMS);
+    let log = script.path().with_file_name("log");
+    let gw = start_gateway(&shared(&table(&script, &log))).await;
+    let (a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "late", "arguments": {}}});
+    let b_stream = b.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    eventually("B's call reached the upstream", async || log_lines(&log).iter().any(|l| l.starts_with("late"))).await;
+    if end_session {
+        assert_eq!(b.delete().await, 200);
+    } else {
+        assert_eq!(b.notify("notifications/cancelled", json!({"requestId": 2})).await, 202);
+    }
+    let (out, ()) = tokio::join!(a.request_owned("tools/call", json!({"name": "wait", "arguments": {}})), async {
+        eventually("A's call reached the upstream", async || log_lines(&log).iter().any(|l| l.starts_with("wait")))
+            .await;
+        std::fs::write(log.with_extension("go"), "").unwrap();
+    });
+    assert_eq!(out.result()["content"], json!([]), "{}", out.response);
+    assert!(out.others.is_empty(), "A is asked nothing and told nothing of B's call: {:?}", out.others);
+    drop(b_stream);
+}
+
+#[tokio::test]
+async fn a_server_request_for_a_cancelled_call_is_not_put_to_another_session() {
+    late_request_of_a_call_given_up_on(false).await;
+}
+
+#[tokio::test]
+async fn a_server_request_for_the_call_of_an_ended_session_is_not_put_to_another_session() {
+    late_request_of_a_call_given_up_on(true).await;
+}

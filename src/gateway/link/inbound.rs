@@ -65,6 +65,7 @@ impl LinkCore {
             st.tokens.clear();
             st.bridges.clear();
             st.task_tokens.clear();
+            st.abandoned.clear();
             st.tasks_running = 0;
             if let Some(shared) = st.shared.as_mut() {
                 // A new connection knows nothing of this one's tokens, tasks or subscriptions.
@@ -102,6 +103,7 @@ impl LinkCore {
         while let Some((up_id, expiry)) = deadlines.expired().await {
             let Some(core) = me.upgrade() else { return };
             let Some(p) = core.take_pending(up_id) else { continue };
+            core.abandoned(up_id);
             let timeout = if expiry == Expiry::Lifetime { Timeout::Lifetime(max) } else { Timeout::Idle(idle) };
             // Also the reason the upstream is given when told to stop.
             let why = timeout.to_string();
@@ -178,6 +180,8 @@ impl InboundSink for LinkCore {
                     }
                 };
                 let Some(p) = self.take_pending(up_id) else {
+                    // A request given up on that the upstream answered after all: it is done.
+                    self.state.lock().unwrap().abandoned.remove(&up_id);
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
                     return;
                 };

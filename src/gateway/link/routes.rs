@@ -89,10 +89,12 @@ impl LinkCore {
         let request_scoped =
             matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage);
         let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
+        let now = Instant::now();
         if self.infer_related.load(std::sync::atomic::Ordering::Relaxed)
             && request_scoped
             && !names_a_task
             && st.pending.len() == 1
+            && !st.abandoned.values().any(|until| *until > now)
         {
             return st.pending.keys().next().copied();
         }

@@ -20,6 +20,7 @@ use super::types::*;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 impl Shared {
     /// The token the link sends upstream for its request `up_id`: unique on the link for
@@ -75,6 +76,26 @@ impl LinkState {
 }
 
 impl LinkCore {
+    /// Request `up_id` was given up on (cancelled, timed out, its session ended), and the
+    /// upstream may still be serving it: on a shared link that places server messages by
+    /// elimination, none is for `request_timeout` (the silence after which the gateway gives
+    /// up on a request anyway), or until its answer comes. At most `max_in_flight` are kept:
+    /// the soonest to expire goes first, and the newest keeps elimination off the longest.
+    pub(super) fn abandoned(&self, up_id: i64) {
+        if !self.shared || !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let now = Instant::now();
+        let mut st = self.state.lock().unwrap();
+        st.abandoned.retain(|_, until| *until > now);
+        if st.abandoned.len() >= self.max_task_routes.max(1)
+            && let Some(soonest) = st.abandoned.iter().min_by_key(|(_, until)| **until).map(|(k, _)| *k)
+        {
+            st.abandoned.remove(&soonest);
+        }
+        st.abandoned.insert(up_id, now + self.deadlines.idle());
+    }
+
     /// A notification from the server tied to no request: to the one session of a
     /// per-session link; on a shared link, to the sessions the module's doc says.
     pub(super) fn unrelated(&self, msg: Message) {

@@ -148,6 +148,12 @@ pub(super) struct LinkState {
     /// carried, kept until the task ends (or its ttl passes): the token stays in use for
     /// the task's whole life.
     pub(super) task_tokens: HashMap<TaskId, (ProgressToken, Instant)>,
+    /// On a shared link that places server messages by elimination (a line stream), the
+    /// requests the gateway gave up on (cancelled, timed out, their session ended) and until
+    /// when the upstream may still be serving them: while one may, nothing is placed by
+    /// elimination, since what comes could be that request's and the one left in flight
+    /// another session's.
+    pub(super) abandoned: HashMap<i64, Instant>,
     /// Hosted tasks whose background call runs on this link.
     pub(super) tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.
