@@ -697,3 +697,75 @@ async fn a_server_request_for_a_cancelled_call_is_not_put_to_another_session() {
 async fn a_server_request_for_the_call_of_an_ended_session_is_not_put_to_another_session() {
     late_request_of_a_call_given_up_on(true).await;
 }
+
+/// A task server whose task ids start again with each upstream session (`task-1`, ...), as
+/// a restarted server's do; `die` ends the upstream session (HTTP 404). A task's status
+/// message and result name who created it.
+async fn renumbering_task_server() -> Scripted {
+    let owners: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    Scripted::start(move |req| {
+        let task = |id: &str, msg: &str| {
+            json!({"taskId": id, "status": "working", "statusMessage": msg, "createdAt": "2026-01-01T00:00:00Z",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100})
+        };
+        let owner_of = |id: &Value| -> String {
+            let n: usize = id.as_str().and_then(|s| s.strip_prefix("task-")).and_then(|n| n.parse().ok()).unwrap_or(0);
+            owners.lock().unwrap().get(n.wrapping_sub(1)).cloned().unwrap_or_default()
+        };
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => {
+                owners.lock().unwrap().clear();
+                init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}}))
+            }
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+                    {"name": "die", "inputSchema": {"type": "object"}}]}),
+            )],
+            "tools/call" if req["params"]["name"] == "die" => vec![Step::Plain(404, vec![], String::new())],
+            "tools/call" => {
+                let mut owners = owners.lock().unwrap();
+                owners.push(req["params"]["arguments"]["who"].as_str().unwrap_or("?").to_string());
+                let id = format!("task-{}", owners.len());
+                vec![reply(req, json!({"task": task(&id, &format!("for {}", owners.last().unwrap()))}))]
+            }
+            "tasks/get" => {
+                let who = owner_of(&req["params"]["taskId"]);
+                vec![reply(req, task(req["params"]["taskId"].as_str().unwrap_or(""), &format!("for {who}")))]
+            }
+            "tasks/result" => {
+                let who = owner_of(&req["params"]["taskId"]);
+                vec![reply(req, json!({"content": [{"type": "text", "text": format!("result for {who}")}]}))]
+            }
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn after_a_relink_a_session_cannot_reach_another_sessions_task_of_an_id_it_once_had() {
+    let up = renumbering_task_server().await;
+    let gw =
+        start_gateway(&format!("{}[upstream.tasks]\nhosted = \"never\"\n", shared(&http_upstream("up", &up.url()))))
+            .await;
+    let (mut a, mut b) = (session(&gw, "2025-11-25").await, session(&gw, "2025-11-25").await);
+    let job = |who: &str| json!({"name": "job", "arguments": {"who": who}, "task": {"ttl": 60000}});
+    assert_eq!(a.request("tools/call", job("A")).await.result()["task"]["taskId"], "task-1");
+    // The upstream session ends; the next request opens another, where ids start again.
+    let died = a.request("tools/call", json!({"name": "die", "arguments": {}})).await;
+    assert_eq!(died.error_code(), -32000, "{}", died.response);
+    assert_eq!(b.request("tools/call", job("B")).await.result()["task"]["taskId"], "task-1");
+    assert_eq!(calls_to(&up, "initialize").len(), 2, "relinked");
+    // task-1 is B's now: A's was on the lost link.
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let out = a.request(method, json!({"taskId": "task-1"})).await;
+        assert_eq!(out.error_code(), -32602, "{method}: A must not reach B's task: {}", out.response);
+    }
+    let listed = a.request("tasks/list", json!({})).await;
+    assert!(!listed.response.to_string().contains("for B"), "A's listing shows B's task: {}", listed.response);
+    assert_eq!(
+        b.request("tasks/result", json!({"taskId": "task-1"})).await.result()["content"][0]["text"],
+        "result for B"
+    );
+}

@@ -281,7 +281,7 @@ impl Session {
                     return self.serve_task_request(id, method, task_id.as_str()).await;
                 }
                 // On a shared link, only the session's own upstream tasks exist for it.
-                if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()) {
+                if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()).await? {
                     return Err(hosted::not_found(task_id.as_str()));
                 }
                 Shape::AsIs
