@@ -769,3 +769,52 @@ async fn after_a_relink_a_session_cannot_reach_another_sessions_task_of_an_id_it
         "result for B"
     );
 }
+
+/// The next message on a GET stream, if one comes within 5 s.
+async fn within(events: &mut SseReader) -> Option<Value> {
+    tokio::time::timeout(std::time::Duration::from_secs(5), next(events)).await.ok()
+}
+
+/// `change` tells, on the call's own stream, that the tools changed and that file:///a was
+/// updated, then answers.
+async fn changing_server() -> Scripted {
+    Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}})),
+        "tools/call" => vec![
+            Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
+            Step::Send(
+                json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///a"}}),
+            ),
+            reply(req, json!({"content": []})),
+        ],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await
+}
+
+#[tokio::test]
+async fn list_changes_and_resource_updates_sent_on_one_sessions_call_reach_the_sessions_they_are_for() {
+    let up = changing_server().await;
+    let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
+    let (mut a, mut b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    assert_eq!(b.request("resources/subscribe", json!({"uri": "file:///a"})).await.result(), &json!({}));
+    let mut b_get = SseReader::new(b.get_raw(&[]).await.into_body());
+    let out = a.request("tools/call", json!({"name": "change", "arguments": {}})).await;
+    assert!(
+        !out.others.iter().any(|m| m["method"] == "notifications/resources/updated"),
+        "A did not subscribe to file:///a: {:?}",
+        out.others
+    );
+    let first = within(&mut b_get).await;
+    assert_eq!(
+        first.as_ref().map(|m| m["method"].clone()),
+        Some(json!("notifications/tools/list_changed")),
+        "B hears the list change"
+    );
+    let second = within(&mut b_get).await;
+    assert_eq!(
+        second.as_ref().map(|m| m["params"]["uri"].clone()),
+        Some(json!("file:///a")),
+        "B, the subscriber, hears the update"
+    );
+}

@@ -247,6 +247,17 @@ impl InboundSink for LinkCore {
                 let mut ended_status = None;
                 match frame.method() {
                     Method::Progress => return self.on_progress(frame),
+                    // On a shared link these are about the server's state, not the request
+                    // whose stream carried them: they go to every session or to the
+                    // subscribers, whichever stream they came on.
+                    Method::ToolsListChanged
+                    | Method::ResourcesListChanged
+                    | Method::PromptsListChanged
+                    | Method::ResourcesUpdated
+                        if self.shared =>
+                    {
+                        return self.unrelated(frame);
+                    }
                     Method::TaskStatus => {
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.task_id_param();
