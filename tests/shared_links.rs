@@ -818,3 +818,22 @@ async fn list_changes_and_resource_updates_sent_on_one_sessions_call_reach_the_s
         "B, the subscriber, hears the update"
     );
 }
+
+#[tokio::test]
+async fn a_session_that_ends_leaves_no_server_request_of_its_unanswered_upstream() {
+    let up = asking_server().await;
+    let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
+    let a = session(&gw, "2025-06-18").await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask", "arguments": {"who": "A"}}});
+    let a_stream = a.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    let mut events = SseReader::new(a_stream.into_body());
+    assert_eq!(next(&mut events).await["method"], "sampling/createMessage");
+    // A's client goes away without answering.
+    assert_eq!(a.delete().await, 200);
+    eventually("the upstream's sampling request answered", async || {
+        up.received.lock().unwrap().iter().any(|m| m.get("method").is_none() && m["id"] == "ask-A")
+    })
+    .await;
+    let answer = up.received.lock().unwrap().iter().find(|m| m.get("method").is_none() && m["id"] == "ask-A").cloned();
+    assert!(answer.unwrap().get("error").is_some(), "refused: nobody can answer it now");
+}
