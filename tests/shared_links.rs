@@ -837,3 +837,27 @@ async fn a_session_that_ends_leaves_no_server_request_of_its_unanswered_upstream
     let answer = up.received.lock().unwrap().iter().find(|m| m.get("method").is_none() && m["id"] == "ask-A").cloned();
     assert!(answer.unwrap().get("error").is_some(), "refused: nobody can answer it now");
 }
+
+#[tokio::test]
+async fn shutdown_does_not_wait_out_the_backoff_of_a_shared_link_that_keeps_dying() {
+    let (script, log) = script();
+    let gw = start_gateway(&shared_with("drain_timeout = \"200ms\"\n", &table(&script, &log))).await;
+    let mut a = session(&gw, "2025-06-18").await;
+    // Each death within 30 s of the last doubles the wait before the next link: 100 ms, then
+    // 200, ... 3.2 s before the seventh.
+    for _ in 0..6 {
+        assert_eq!(a.request("tools/call", json!({"name": "die", "arguments": {}})).await.error_code(), -32000);
+    }
+    let waiting =
+        tokio::spawn(async move { a.request_owned("tools/call", json!({"name": "pid", "arguments": {}})).await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Past drain_timeout, shutdown is the sessions' end: not the rest of the backoff, and no
+    // new link opened to be closed at once.
+    let started = std::time::Instant::now();
+    gw.server.shutdown().await;
+    assert!(started.elapsed() < std::time::Duration::from_millis(1500), "shutdown took {:?}", started.elapsed());
+    // The request fails, or its connection closed with the gateway: no new link opened.
+    if let Ok(out) = waiting.await {
+        assert!(out.response.get("error").is_some(), "no new link during shutdown: {}", out.response);
+    }
+}
