@@ -861,3 +861,33 @@ async fn shutdown_does_not_wait_out_the_backoff_of_a_shared_link_that_keeps_dyin
         assert!(out.response.get("error").is_some(), "no new link during shutdown: {}", out.response);
     }
 }
+
+#[tokio::test]
+async fn a_subscription_the_upstream_refuses_is_held_by_no_session() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"resources": {"subscribe": true}})),
+        "resources/subscribe" => vec![
+            Step::Sleep(300),
+            Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(),
+                "error": {"code": -32602, "message": "no such resource"}})),
+        ],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
+    let (mut a, mut b, mut c) =
+        (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    let sub = json!({"uri": "file:///nope"});
+    // B subscribes while the upstream has not yet answered A's subscribe, which it refuses.
+    let (ra, rb) = tokio::join!(a.request("resources/subscribe", sub.clone()), async {
+        eventually("A's subscribe reached the upstream", async || calls_to(&up, "resources/subscribe").len() == 1)
+            .await;
+        b.request("resources/subscribe", sub.clone()).await
+    });
+    assert_eq!(ra.error_code(), -32602, "{}", ra.response);
+    assert_eq!(rb.error_code(), -32602, "B is not told it holds what the upstream refused: {}", rb.response);
+    // Nobody holds it: the next subscriber asks the upstream again.
+    let rc = c.request("resources/subscribe", sub).await;
+    assert_eq!(rc.error_code(), -32602, "{}", rc.response);
+    assert_eq!(calls_to(&up, "resources/subscribe").len(), 3);
+}

@@ -199,11 +199,36 @@ impl Link {
                 link.cancel(up_id, "the client's session ended").await;
             }
             for uri in last_uris {
+                let gate = link.subscription_gate(&uri);
+                let _decided = gate.lock().await;
+                // A session that subscribed since holds the upstream's subscription now.
+                if link.is_subscribed(&uri) {
+                    continue;
+                }
                 if let Err(e) = link.request("resources/unsubscribe", json!({"uri": uri})).await {
                     tracing::debug!(upstream = %link.core.upstream, "resources/unsubscribe after the last subscriber left: {e}");
                 }
             }
         });
+    }
+
+    /// The lock of `uri`'s subscription on a shared link, held by a subscribe or unsubscribe
+    /// from its decision until the upstream answered it: the next decides on its outcome.
+    pub fn subscription_gate(&self, uri: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut st = self.core.state.lock().unwrap();
+        let Some(shared) = st.shared.as_mut() else { return Arc::default() };
+        shared.subscription_gates.retain(|_, g| g.strong_count() > 0);
+        if let Some(gate) = shared.subscription_gates.get(uri).and_then(Weak::upgrade) {
+            return gate;
+        }
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        shared.subscription_gates.insert(uri.to_string(), Arc::downgrade(&gate));
+        gate
+    }
+
+    /// Whether a session of this shared link holds `uri`.
+    fn is_subscribed(&self, uri: &str) -> bool {
+        self.core.state.lock().unwrap().shared.as_ref().is_some_and(|s| s.subscribers.contains_key(uri))
     }
 
     /// Session `session` subscribes to `uri`: `Ok(true)` if it is the first session to and

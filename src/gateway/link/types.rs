@@ -176,6 +176,10 @@ pub(super) struct Shared {
     pub(super) subscribers: HashMap<String, Vec<SessionTag>>,
     /// Subscriptions per session (each at most the limit `Link::subscribe` is given).
     pub(super) subscriptions: HashMap<SessionTag, usize>,
+    /// Resource uri → the lock that a subscribe or unsubscribe of it holds from its decision
+    /// until the upstream answered, so that each decides on the last one's outcome (kept
+    /// while one holds it).
+    pub(super) subscription_gates: HashMap<String, Weak<tokio::sync::Mutex<()>>>,
     /// Upstream task → the session whose request created it, and when (for eviction).
     pub(super) task_owners: HashMap<TaskId, (SessionTag, u64)>,
     pub(super) next_owned: u64,

@@ -44,6 +44,11 @@ impl Session {
             return Err(RpcError::new(INVALID_PARAMS, format!("{}: params.uri must be a string", frame.method_name())));
         };
         let link = self.link().await?;
+        // Decided once the upstream answered the last subscribe or unsubscribe of the uri: a
+        // session that came meanwhile is not told it holds what the upstream then refused,
+        // and a subscribe never overtakes the unsubscribe before it.
+        let gate = link.subscription_gate(&uri);
+        let _decided = gate.lock().await;
         let subscribe = frame.method() == Method::ResourcesSubscribe;
         let ask_upstream = if subscribe {
             link.subscribe(self.tag, &uri, self.gateway.limits().max_in_flight)?
