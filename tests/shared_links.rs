@@ -891,3 +891,19 @@ async fn a_subscription_the_upstream_refuses_is_held_by_no_session() {
     assert_eq!(rc.error_code(), -32602, "{}", rc.response);
     assert_eq!(calls_to(&up, "resources/subscribe").len(), 3);
 }
+
+#[tokio::test]
+async fn a_listing_cursor_past_every_task_gets_an_empty_page() {
+    let up = task_server().await;
+    let gw =
+        start_gateway(&format!("{}[upstream.tasks]\nhosted = \"never\"\n", shared(&http_upstream("up", &up.url()))))
+            .await;
+    let mut a = session(&gw, "2025-11-25").await;
+    let created = a.request("tools/call", json!({"name": "job", "arguments": {}, "task": {"ttl": 60000}})).await;
+    assert_eq!(created.result()["task"]["taskId"], "task-1");
+    for cursor in [format!("up:{}", usize::MAX), format!("up:{}", usize::MAX - 1)] {
+        let out = a.request("tasks/list", json!({"cursor": cursor})).await;
+        assert_eq!(out.result(), &json!({"tasks": []}), "{cursor}: {}", out.response);
+    }
+    assert_eq!(a.request("tasks/list", json!({"cursor": "up:x"})).await.error_code(), -32602);
+}

@@ -96,17 +96,19 @@ impl Session {
         let page = self.gateway.config.tasks.list_page_size;
         // Joined first: a new link forgets the last one's tasks.
         let link = self.link().await?;
+        // The client's cursor may be any number: past the end, the page is empty.
+        let end = start.saturating_add(page);
         let (ids, more) = {
             let st = self.state.lock().unwrap();
             let ids: Vec<String> = st.known_tasks.iter().skip(start).take(page).cloned().collect();
-            (ids, st.known_tasks.len() > start + page)
+            (ids, st.known_tasks.len() > end)
         };
         let got =
             futures_util::future::join_all(ids.iter().map(|t| link.request("tasks/get", json!({"taskId": t})))).await;
         let tasks: Vec<Value> = got.into_iter().filter_map(|r| r.ok()?.get("result").cloned()).collect();
         let mut result = json!({"tasks": tasks});
         if more {
-            result["nextCursor"] = format!("{CURSOR_UPSTREAM}{}", start + page).into();
+            result["nextCursor"] = format!("{CURSOR_UPSTREAM}{end}").into();
         }
         self.answer(id.clone(), jsonrpc::result_response(&id, result), None);
         Ok(())
