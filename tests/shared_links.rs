@@ -907,3 +907,39 @@ async fn a_listing_cursor_past_every_task_gets_an_empty_page() {
     }
     assert_eq!(a.request("tasks/list", json!({"cursor": "up:x"})).await.error_code(), -32602);
 }
+
+/// `mktask` answers a task-augmented call with a task (`t-<id>`) and notes the link's token
+/// it carried in `$LOG.tok`; `asklater` notes its id, and once `$LOG.go` exists asks for
+/// sampling under that token (the task's, as a server may while the task runs), then
+/// answers the call.
+const TOKEN_ARMS: &str = r#"
+    mktask) sed -n 's/.*"progressToken":"\([^"]*\)".*/\1/p' <<<"$line" > "$LOG.tok"
+        reply "{\"task\":{\"taskId\":\"t-$id\",\"status\":\"working\",\"createdAt\":\"2026-01-01T00:00:00Z\",\"lastUpdatedAt\":\"2026-01-01T00:00:00Z\",\"ttl\":60000}}" ;;
+    asklater) echo "$id" > "$LOG.a"; echo "asklater $id" >> "$LOG"
+        ( for _ in $(seq 1000); do [ -f "$LOG.go" ] && break; sleep 0.01; done
+          printf '{"jsonrpc":"2.0","id":"s7","method":"sampling/createMessage","params":{"messages":[],"maxTokens":5,"_meta":{"progressToken":"%s"}}}\n' "$(cat "$LOG.tok")"
+          printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}\n' "$(cat "$LOG.a")" ) &
+        ;;
+"#;
+
+#[tokio::test]
+async fn a_server_request_carrying_a_tasks_token_goes_to_that_session_even_with_one_other_call_in_flight() {
+    let script = StdioScript::new(TOKEN_ARMS);
+    let log = script.path().with_file_name("log");
+    let gw = start_gateway(&format!("{}[upstream.tasks]\nhosted = \"never\"\n", shared(&table(&script, &log)))).await;
+    let (a, mut b) = (session(&gw, "2025-11-25").await, session(&gw, "2025-11-25").await);
+    let mut b_get = SseReader::new(b.get_raw(&[]).await.into_body());
+    let call = json!({"name": "mktask", "arguments": {}, "task": {"ttl": 60000}, "_meta": {"progressToken": "b"}});
+    assert!(b.request("tools/call", call).await.result()["task"]["taskId"].is_string());
+    // B's task keeps its token; A's call is the only request in flight when the server asks
+    // under B's token.
+    let (out, ()) = tokio::join!(a.request_owned("tools/call", json!({"name": "asklater", "arguments": {}})), async {
+        eventually("A's call reached the upstream", async || !log_lines(&log).is_empty()).await;
+        std::fs::write(log.with_extension("go"), "").unwrap();
+    });
+    assert_eq!(out.result()["content"], json!([]), "{}", out.response);
+    assert!(out.others.is_empty(), "A is not asked under B's token: {:?}", out.others);
+    let asked = within(&mut b_get).await.expect("B is asked");
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    assert_eq!(asked["params"]["_meta"]["progressToken"], "b", "under B's own token: {asked}");
+}

@@ -222,7 +222,7 @@ impl InboundSink for LinkCore {
             Kind::Request => {
                 let id = frame.id().cloned().expect("requests have ids");
                 let (frame, by_token) = self.token_back(frame);
-                let dest = self.route(&frame, related.clone()).or(by_token);
+                let dest = self.route(&frame, related.clone(), by_token);
                 // A question from the server is a sign of life of the request it serves.
                 if let Some(Id::Num(up)) = &related {
                     self.deadlines.touch(up);
@@ -276,7 +276,7 @@ impl InboundSink for LinkCore {
                     _ => {}
                 }
                 let (frame, by_token) = self.token_back(frame);
-                match self.route(&frame, related).or(by_token) {
+                match self.route(&frame, related, by_token) {
                     Some(Dest::Client(c)) => {
                         if let Some(ev) = self.events_of(c.session) {
                             ev.notification(frame, Some(c.id));
