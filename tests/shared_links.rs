@@ -943,3 +943,70 @@ async fn a_server_request_carrying_a_tasks_token_goes_to_that_session_even_with_
     assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
     assert_eq!(asked["params"]["_meta"]["progressToken"], "b", "under B's own token: {asked}");
 }
+
+#[tokio::test]
+async fn tokens_of_any_type_and_of_the_links_own_form_stay_each_sessions_own() {
+    let up = slow_server().await;
+    let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
+    let (a, b, c, d) = (
+        session(&gw, "2025-06-18").await,
+        session(&gw, "2025-06-18").await,
+        session(&gw, "2025-06-18").await,
+        session(&gw, "2025-06-18").await,
+    );
+    // The link's tokens are "tg-<its request id>": these are what some of them will be.
+    let tokens = [json!(7), json!("7"), json!("tg-1"), json!("tg-3")];
+    let call =
+        |who: &str, tok: &Value| json!({"name": "slow", "arguments": {"who": who}, "_meta": {"progressToken": tok}});
+    let (ra, rb, rc, rd) = tokio::join!(
+        a.request_owned("tools/call", call("A", &tokens[0])),
+        b.request_owned("tools/call", call("B", &tokens[1])),
+        c.request_owned("tools/call", call("C", &tokens[2])),
+        d.request_owned("tools/call", call("D", &tokens[3])),
+    );
+    for ((who, out), tok) in [("A", ra), ("B", rb), ("C", rc), ("D", rd)].into_iter().zip(&tokens) {
+        assert_eq!(text(&out), format!("done for {who}"));
+        assert_eq!(out.progress(), vec![1.0, 2.0], "{who}: {:?}", out.others);
+        assert!(out.others.iter().all(|m| &m["params"]["progressToken"] == tok), "{who}: {:?}", out.others);
+    }
+}
+
+#[tokio::test]
+async fn subscribing_twice_and_unsubscribing_what_one_does_not_hold_change_nothing_upstream() {
+    let (script, log) = script();
+    let gw = start_gateway(&shared(&table(&script, &log))).await;
+    let (mut a, mut b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    let sub = json!({"uri": "file:///a"});
+    for _ in 0..2 {
+        assert_eq!(a.request("resources/subscribe", sub.clone()).await.result(), &json!({}));
+    }
+    assert_eq!(b.request("resources/unsubscribe", sub.clone()).await.result(), &json!({}));
+    assert_eq!(b.request("resources/unsubscribe", json!({"uri": "file:///never"})).await.result(), &json!({}));
+    assert_eq!(log_lines(&log).len(), 1, "one subscribe, no unsubscribe: {:?}", log_lines(&log));
+    let bad = a.request("resources/subscribe", json!({"uri": 3})).await;
+    assert_eq!(bad.error_code(), -32602, "{}", bad.response);
+    // A held it once: its one unsubscribe lets go, upstream too.
+    assert_eq!(a.request("resources/unsubscribe", sub).await.result(), &json!({}));
+    let lines = log_lines(&log);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("resources/unsubscribe"), "{lines:?}");
+}
+
+#[tokio::test]
+async fn a_client_cannot_answer_a_server_request_sent_to_another() {
+    let up = asking_server().await;
+    let gw = start_gateway(&shared(&http_upstream("up", &up.url()))).await;
+    let (a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask", "arguments": {"who": "A"}}});
+    let mut events = SseReader::new(a.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await.into_body());
+    let asked = next(&mut events).await;
+    assert_eq!(asked["method"], "sampling/createMessage");
+    // B answers the id A was asked under (B's own numbering would give it the same id).
+    let forged = json!({"jsonrpc": "2.0", "id": asked["id"].clone(), "result": {"role": "assistant",
+        "content": {"type": "text", "text": "forged by B"}, "model": "b"}});
+    assert_eq!(b.post_raw(serde_json::to_vec(&forged).unwrap(), &[]).await.status, 202);
+    let r = a.post_raw(serde_json::to_vec(&answer(&asked)).unwrap(), &[]).await;
+    assert_eq!(r.status, 202);
+    let resp = next(&mut events).await;
+    assert_eq!(resp["result"]["content"][0]["text"], "sampled", "A's own answer reached the upstream: {resp}");
+}
