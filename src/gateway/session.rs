@@ -535,26 +535,11 @@ impl Session {
     /// ends (a task outlives the session that created it); a shared link lives on for the
     /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
-        let (bridges, unanswered) = {
+        let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;
-            // A shared link lives on, and so would the upstream's wait for what this client
-            // was asked (but a hosted task's question, which is its task's).
-            let unanswered: Vec<ServerRequest> = match self.upstream.share {
-                true => {
-                    let ids: Vec<Id> =
-                        st.server_requests.iter().filter(|(_, r)| r.task.is_none()).map(|(id, _)| id.clone()).collect();
-                    ids.iter().filter_map(|id| st.server_requests.remove(id)).collect()
-                }
-                false => Vec::new(),
-            };
-            (st.bridges.drain().map(|(_, c)| c).collect::<Vec<CancellationToken>>(), unanswered)
+            st.bridges.drain().map(|(_, c)| c).collect()
         };
-        for r in unanswered {
-            if let Some(link) = r.link.upgrade() {
-                link.refuse(r.upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
-            }
-        }
         // A bridged call's upstream task is cancelled when its session ends (a client that
         // only disconnected from a stream has not cancelled).
         for c in bridges {
@@ -565,6 +550,26 @@ impl Session {
             Some(link) if link.is_shared() => link.detach(self.tag),
             Some(link) => link.close_when_idle().await,
             None => {}
+        }
+        if self.upstream.share {
+            self.refuse_unanswered();
+        }
+    }
+
+    /// A shared link lives on, and so would the upstream's wait for what this ended
+    /// session's client was asked: refused (but a hosted task's question, which is its
+    /// task's). Called once the link routes nothing more to the session.
+    fn refuse_unanswered(&self) {
+        let unanswered: Vec<ServerRequest> = {
+            let mut st = self.state.lock().unwrap();
+            let ids: Vec<Id> =
+                st.server_requests.iter().filter(|(_, r)| r.task.is_none()).map(|(id, _)| id.clone()).collect();
+            ids.iter().filter_map(|id| st.server_requests.remove(id)).collect()
+        };
+        for r in unanswered {
+            if let Some(link) = r.link.upgrade() {
+                link.refuse(r.upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
+            }
         }
     }
 }
