@@ -11,9 +11,9 @@ use crate::gateway::link::{CloseReason, Link, LinkEnv, Negotiated};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -22,7 +22,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub struct SharedLinks {
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
-    stopping: AtomicBool,
+    /// Shutdown began: no link opens, and a backoff under way ends at once (it holds the
+    /// slot that shutdown waits for).
+    stopping: CancellationToken,
 }
 
 #[derive(Default)]
@@ -50,8 +52,9 @@ impl SharedLinks {
         {
             return Ok((link.clone(), negotiated.clone()));
         }
-        if self.stopping.load(Ordering::Relaxed) {
-            return Err(RpcError::new(UPSTREAM_UNAVAILABLE, "the gateway is shutting down"));
+        let shutting_down = || RpcError::new(UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
+        if self.stopping.is_cancelled() {
+            return Err(shutting_down());
         }
         if let Some((dead, _)) = slot.link.take() {
             let died = dead.closed_at().unwrap_or_else(Instant::now);
@@ -60,7 +63,10 @@ impl SharedLinks {
                 _ => FIRST_BACKOFF,
             };
             slot.backoff = Some((died, delay));
-            tokio::time::sleep_until((died + delay).into()).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until((died + delay).into()) => {}
+                _ = self.stopping.cancelled() => return Err(shutting_down()),
+            }
         }
         slot.generation += 1;
         let link = Link::connect(env, cfg, slot.generation, true).await?;
@@ -81,7 +87,7 @@ impl SharedLinks {
     /// Closes every shared link (the gateway is shutting down): what is in flight on them
     /// fails saying so, and none is opened again.
     pub async fn close_all(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.stopping.cancel();
         let slots: Vec<_> = self.slots.lock().unwrap().values().cloned().collect();
         for slot in slots {
             let link = slot.lock().await.link.take();

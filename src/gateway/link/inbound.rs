@@ -65,6 +65,7 @@ impl LinkCore {
             st.tokens.clear();
             st.bridges.clear();
             st.task_tokens.clear();
+            st.abandoned.clear();
             st.tasks_running = 0;
             if let Some(shared) = st.shared.as_mut() {
                 // A new connection knows nothing of this one's tokens, tasks or subscriptions.
@@ -102,6 +103,7 @@ impl LinkCore {
         while let Some((up_id, expiry)) = deadlines.expired().await {
             let Some(core) = me.upgrade() else { return };
             let Some(p) = core.take_pending(up_id) else { continue };
+            core.abandoned(up_id);
             let timeout = if expiry == Expiry::Lifetime { Timeout::Lifetime(max) } else { Timeout::Idle(idle) };
             // Also the reason the upstream is given when told to stop.
             let why = timeout.to_string();
@@ -178,6 +180,8 @@ impl InboundSink for LinkCore {
                     }
                 };
                 let Some(p) = self.take_pending(up_id) else {
+                    // A request given up on that the upstream answered after all: it is done.
+                    self.state.lock().unwrap().abandoned.remove(&up_id);
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
                     return;
                 };
@@ -218,7 +222,7 @@ impl InboundSink for LinkCore {
             Kind::Request => {
                 let id = frame.id().cloned().expect("requests have ids");
                 let (frame, by_token) = self.token_back(frame);
-                let dest = self.route(&frame, related.clone()).or(by_token);
+                let dest = self.route(&frame, related.clone(), by_token);
                 // A question from the server is a sign of life of the request it serves.
                 if let Some(Id::Num(up)) = &related {
                     self.deadlines.touch(up);
@@ -243,6 +247,17 @@ impl InboundSink for LinkCore {
                 let mut ended_status = None;
                 match frame.method() {
                     Method::Progress => return self.on_progress(frame),
+                    // On a shared link these are about the server's state, not the request
+                    // whose stream carried them: they go to every session or to the
+                    // subscribers, whichever stream they came on.
+                    Method::ToolsListChanged
+                    | Method::ResourcesListChanged
+                    | Method::PromptsListChanged
+                    | Method::ResourcesUpdated
+                        if self.shared =>
+                    {
+                        return self.unrelated(frame);
+                    }
                     Method::TaskStatus => {
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.task_id_param();
@@ -261,7 +276,7 @@ impl InboundSink for LinkCore {
                     _ => {}
                 }
                 let (frame, by_token) = self.token_back(frame);
-                match self.route(&frame, related).or(by_token) {
+                match self.route(&frame, related, by_token) {
                     Some(Dest::Client(c)) => {
                         if let Some(ev) = self.events_of(c.session) {
                             ev.notification(frame, Some(c.id));

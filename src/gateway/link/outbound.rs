@@ -253,6 +253,7 @@ impl Link {
     /// Stops waiting for request `up_id` and tells the upstream it is cancelled.
     pub async fn cancel(&self, up_id: i64, reason: &str) {
         if self.core.take_pending(up_id).is_some() {
+            self.core.abandoned(up_id);
             let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
             let _ = self.send(Message::made(note)).await;
         }
@@ -267,6 +268,7 @@ impl Link {
         if self.core.take_pending(up_id).is_none() {
             return false;
         }
+        self.core.abandoned(up_id);
         let mut params = json!({"requestId": up_id});
         if let Some(r) = reason {
             params["reason"] = r;
@@ -400,6 +402,7 @@ impl Drop for AbandonGuard<'_> {
         if !self.armed || self.core.take_pending(self.up_id).is_none() || !self.cancel_upstream {
             return;
         }
+        self.core.abandoned(self.up_id);
         if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
             let note = Message::made(jsonrpc::notification(
                 "notifications/cancelled",

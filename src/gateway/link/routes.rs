@@ -89,10 +89,12 @@ impl LinkCore {
         let request_scoped =
             matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage);
         let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
+        let now = Instant::now();
         if self.infer_related.load(std::sync::atomic::Ordering::Relaxed)
             && request_scoped
             && !names_a_task
             && st.pending.len() == 1
+            && !st.abandoned.values().any(|until| *until > now)
         {
             return st.pending.keys().next().copied();
         }
@@ -109,13 +111,18 @@ impl LinkCore {
     }
 
     /// The destination of a server message: the bridged call whose task it names, else the
-    /// request it relates to.
-    pub(super) fn route(&self, msg: &Message, related: Option<Id>) -> Option<Dest> {
+    /// request it relates to, else `by_token` (where the link's progress token it carries
+    /// goes, on a shared link). With no transport's hint, the token goes before elimination:
+    /// the one request in flight may be another session's than the token's.
+    pub(super) fn route(&self, msg: &Message, related: Option<Id>, by_token: Option<Dest>) -> Option<Dest> {
         let st = self.state.lock().unwrap();
         if let Some(task) = crate::mcp::tasks::related_task(msg)
             && let Some(b) = st.bridges.get(&task)
         {
             return Some(Dest::Client(b.client.clone()));
+        }
+        if related.is_none() && by_token.is_some() {
+            return by_token;
         }
         let dest = self.related_up_id(&st, msg, related).and_then(|u| Self::dest_of(&st, u));
         // Only input requests make a hosted task wait for input; anything else the server
@@ -125,6 +132,7 @@ impl LinkCore {
             Some(Dest::Task(_)) if !is_input && msg.id().is_some() => None,
             d => d,
         }
+        .or(by_token)
     }
 
     pub(super) fn deliver_to(&self, dest: &Dest, msg: Message) {

@@ -20,6 +20,7 @@ use super::types::*;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 impl Shared {
     /// The token the link sends upstream for its request `up_id`: unique on the link for
@@ -75,6 +76,26 @@ impl LinkState {
 }
 
 impl LinkCore {
+    /// Request `up_id` was given up on (cancelled, timed out, its session ended), and the
+    /// upstream may still be serving it: on a shared link that places server messages by
+    /// elimination, none is for `request_timeout` (the silence after which the gateway gives
+    /// up on a request anyway), or until its answer comes. At most `max_in_flight` are kept:
+    /// the soonest to expire goes first, and the newest keeps elimination off the longest.
+    pub(super) fn abandoned(&self, up_id: i64) {
+        if !self.shared || !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let now = Instant::now();
+        let mut st = self.state.lock().unwrap();
+        st.abandoned.retain(|_, until| *until > now);
+        if st.abandoned.len() >= self.max_task_routes.max(1)
+            && let Some(soonest) = st.abandoned.iter().min_by_key(|(_, until)| **until).map(|(k, _)| *k)
+        {
+            st.abandoned.remove(&soonest);
+        }
+        st.abandoned.insert(up_id, now + self.deadlines.idle());
+    }
+
     /// A notification from the server tied to no request: to the one session of a
     /// per-session link; on a shared link, to the sessions the module's doc says.
     pub(super) fn unrelated(&self, msg: Message) {
@@ -178,11 +199,36 @@ impl Link {
                 link.cancel(up_id, "the client's session ended").await;
             }
             for uri in last_uris {
+                let gate = link.subscription_gate(&uri);
+                let _decided = gate.lock().await;
+                // A session that subscribed since holds the upstream's subscription now.
+                if link.is_subscribed(&uri) {
+                    continue;
+                }
                 if let Err(e) = link.request("resources/unsubscribe", json!({"uri": uri})).await {
                     tracing::debug!(upstream = %link.core.upstream, "resources/unsubscribe after the last subscriber left: {e}");
                 }
             }
         });
+    }
+
+    /// The lock of `uri`'s subscription on a shared link, held by a subscribe or unsubscribe
+    /// from its decision until the upstream answered it: the next decides on its outcome.
+    pub fn subscription_gate(&self, uri: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut st = self.core.state.lock().unwrap();
+        let Some(shared) = st.shared.as_mut() else { return Arc::default() };
+        shared.subscription_gates.retain(|_, g| g.strong_count() > 0);
+        if let Some(gate) = shared.subscription_gates.get(uri).and_then(Weak::upgrade) {
+            return gate;
+        }
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        shared.subscription_gates.insert(uri.to_string(), Arc::downgrade(&gate));
+        gate
+    }
+
+    /// Whether a session of this shared link holds `uri`.
+    fn is_subscribed(&self, uri: &str) -> bool {
+        self.core.state.lock().unwrap().shared.as_ref().is_some_and(|s| s.subscribers.contains_key(uri))
     }
 
     /// Session `session` subscribes to `uri`: `Ok(true)` if it is the first session to and

@@ -148,6 +148,12 @@ pub(super) struct LinkState {
     /// carried, kept until the task ends (or its ttl passes): the token stays in use for
     /// the task's whole life.
     pub(super) task_tokens: HashMap<TaskId, (ProgressToken, Instant)>,
+    /// On a shared link that places server messages by elimination (a line stream), the
+    /// requests the gateway gave up on (cancelled, timed out, their session ended) and until
+    /// when the upstream may still be serving them: while one may, nothing is placed by
+    /// elimination, since what comes could be that request's and the one left in flight
+    /// another session's.
+    pub(super) abandoned: HashMap<i64, Instant>,
     /// Hosted tasks whose background call runs on this link.
     pub(super) tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.
@@ -170,6 +176,10 @@ pub(super) struct Shared {
     pub(super) subscribers: HashMap<String, Vec<SessionTag>>,
     /// Subscriptions per session (each at most the limit `Link::subscribe` is given).
     pub(super) subscriptions: HashMap<SessionTag, usize>,
+    /// Resource uri → the lock that a subscribe or unsubscribe of it holds from its decision
+    /// until the upstream answered, so that each decides on the last one's outcome (kept
+    /// while one holds it).
+    pub(super) subscription_gates: HashMap<String, Weak<tokio::sync::Mutex<()>>>,
     /// Upstream task → the session whose request created it, and when (for eviction).
     pub(super) task_owners: HashMap<TaskId, (SessionTag, u64)>,
     pub(super) next_owned: u64,

@@ -16,14 +16,23 @@ impl Session {
         let events: Weak<dyn LinkEvents> = self.me.clone();
         link.attach(self.tag, events);
         self.adopt(&negotiated);
+        // The upstream tasks its requests created on a link that died are no longer its to
+        // ask about: on this one, their ids may be another session's tasks (a restarted
+        // server, or a new upstream session, numbers them again).
+        self.state.lock().unwrap().known_tasks.clear();
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
     }
 
     /// Whether the session may ask the upstream about upstream task `task_id`: on a shared
-    /// link, only about one its own request created.
-    pub(super) fn may_ask_about(&self, task_id: &str) -> bool {
-        !self.upstream.share || self.state.lock().unwrap().known_tasks.iter().any(|t| t == task_id)
+    /// link, only about one its own request created on the live link (joined first: a new
+    /// link forgets the last one's tasks).
+    pub(super) async fn may_ask_about(&self, task_id: &str) -> Result<bool, RpcError> {
+        if !self.upstream.share {
+            return Ok(true);
+        }
+        self.link().await?;
+        Ok(self.state.lock().unwrap().known_tasks.iter().any(|t| t == task_id))
     }
 
     /// `resources/subscribe` or `resources/unsubscribe` on a shared link: the upstream is
@@ -35,6 +44,11 @@ impl Session {
             return Err(RpcError::new(INVALID_PARAMS, format!("{}: params.uri must be a string", frame.method_name())));
         };
         let link = self.link().await?;
+        // Decided once the upstream answered the last subscribe or unsubscribe of the uri: a
+        // session that came meanwhile is not told it holds what the upstream then refused,
+        // and a subscribe never overtakes the unsubscribe before it.
+        let gate = link.subscription_gate(&uri);
+        let _decided = gate.lock().await;
         let subscribe = frame.method() == Method::ResourcesSubscribe;
         let ask_upstream = if subscribe {
             link.subscribe(self.tag, &uri, self.gateway.limits().max_in_flight)?
@@ -80,18 +94,21 @@ impl Session {
             s => s.parse().map_err(|_| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
         };
         let page = self.gateway.config.tasks.list_page_size;
+        // Joined first: a new link forgets the last one's tasks.
+        let link = self.link().await?;
+        // The client's cursor may be any number: past the end, the page is empty.
+        let end = start.saturating_add(page);
         let (ids, more) = {
             let st = self.state.lock().unwrap();
             let ids: Vec<String> = st.known_tasks.iter().skip(start).take(page).cloned().collect();
-            (ids, st.known_tasks.len() > start + page)
+            (ids, st.known_tasks.len() > end)
         };
-        let link = self.link().await?;
         let got =
             futures_util::future::join_all(ids.iter().map(|t| link.request("tasks/get", json!({"taskId": t})))).await;
         let tasks: Vec<Value> = got.into_iter().filter_map(|r| r.ok()?.get("result").cloned()).collect();
         let mut result = json!({"tasks": tasks});
         if more {
-            result["nextCursor"] = format!("{CURSOR_UPSTREAM}{}", start + page).into();
+            result["nextCursor"] = format!("{CURSOR_UPSTREAM}{end}").into();
         }
         self.answer(id.clone(), jsonrpc::result_response(&id, result), None);
         Ok(())
