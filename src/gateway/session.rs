@@ -177,7 +177,8 @@ impl Session {
     async fn handle_request(&self, frame: Message) {
         let id = frame.id().cloned().expect("requests have ids");
         let result = match frame.method() {
-            Method::Initialize => self.initialize(id.clone(), frame).await,
+            // Boxed: a once-per-session handshake must not size every request's future.
+            Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
             Method::ServerDiscover => {

@@ -90,8 +90,13 @@ impl Upstream {
         match self {
             Upstream::Stdio(c) => c.send(msg).await,
             Upstream::Http(c) => c.send(msg).await,
-            Upstream::Sse(c) => c.send(msg).await,
-            Upstream::Auto(c) => c.send(msg).await,
+            // Boxed: a send that may still probe, or a legacy POST, is large, and every
+            // request's future would carry its state; a settled `auto` sends as `Http` does.
+            Upstream::Sse(c) => Box::pin(c.send(msg)).await,
+            Upstream::Auto(c) => match c.streamable() {
+                Some(http) => http.send(msg).await,
+                None => Box::pin(c.send(msg)).await,
+            },
         }
     }
 

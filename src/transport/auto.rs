@@ -68,6 +68,12 @@ impl AutoConn {
         }
     }
 
+    /// The Streamable HTTP connection, once the first message settled on it: sent through
+    /// directly, so that a settled connection's sends cost what a plain one's do.
+    pub fn streamable(&self) -> Option<&HttpConn> {
+        matches!(&*self.inner.phase.borrow(), Phase::Streamable).then_some(&self.inner.http)
+    }
+
     pub async fn send(&self, msg: Message) -> Result<(), Error> {
         let mut phase = self.inner.phase.subscribe();
         loop {
@@ -85,7 +91,9 @@ impl AutoConn {
                         unprobed
                     });
                     if first {
-                        return self.probe(msg).await;
+                        // Boxed: sent once per connection, and large; every other send's
+                        // future would carry its state.
+                        return Box::pin(self.probe(msg)).await;
                     }
                 }
                 Phase::Probing => {

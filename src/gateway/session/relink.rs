@@ -14,6 +14,12 @@ impl Session {
         {
             return Ok(l);
         }
+        // Boxed: the handshake's state is large, and every request's future would carry it.
+        Box::pin(self.replace_link()).await
+    }
+
+    /// [`Session::link`] when the link died: a new one, after the backoff.
+    async fn replace_link(&self) -> Result<Arc<Link>, RpcError> {
         let _guard = self.relink.lock().await;
         if let Some(l) = self.link.lock().unwrap().clone()
             && !l.is_closed()
