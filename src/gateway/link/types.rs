@@ -205,6 +205,8 @@ pub struct Link {
     pub(super) max_in_flight: usize,
     /// Bounds the requests the gateway makes on its own account (listings, task polls).
     pub(super) request_timeout: Duration,
+    /// Set while the link speaks the modern era (from its `server/discover` probe on).
+    pub(super) modern: super::modern::ModernState,
 }
 
 impl Drop for LinkCore {
