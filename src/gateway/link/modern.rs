@@ -11,15 +11,7 @@ use crate::jsonrpc::{Kind, Message};
 use crate::mcp::modern::headers;
 use crate::mcp::modern::meta::{LogLevel, RequestMeta};
 use crate::transport;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The link's era and, when modern, the fields its requests carry.
-#[derive(Default)]
-pub struct ModernState {
-    on: AtomicBool,
-    meta: Mutex<Option<RequestMeta>>,
-}
+use std::sync::atomic::Ordering;
 
 impl Link {
     /// Whether the link speaks the modern era.
