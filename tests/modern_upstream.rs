@@ -37,9 +37,8 @@ fn refusal(req: &Value, h: &hyper::HeaderMap) -> Option<Vec<Step>> {
     let Some(version) = header(h, "mcp-protocol-version") else {
         return Some(err(400, req, -32020, "MCP-Protocol-Version is required"));
     };
-    if req.get("id").is_none() {
-        return None;
-    }
+    // A notification carries no `_meta` of its own to check.
+    req.get("id")?;
     if meta["io.modelcontextprotocol/protocolVersion"] != MODERN
         || !meta["io.modelcontextprotocol/clientCapabilities"].is_object()
     {
