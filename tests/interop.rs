@@ -1019,6 +1019,8 @@ fn http_post(
             .filter(|d| !d.is_empty())
             .map(|d| serde_json::from_str(d).unwrap())
             .collect()
+    } else if payload.is_empty() {
+        vec![] // 202 Accepted
     } else {
         vec![serde_json::from_str(&payload).unwrap_or_else(|e| panic!("{e}: {payload:?}"))]
     };
