@@ -203,11 +203,12 @@ fn start_py_server() -> (Proc, u16) {
 
 /// The same over `--http` (Streamable HTTP at /mcp) or `--sse` (legacy HTTP+SSE at /sse).
 fn start_py_server_over(transport: &str) -> (Proc, u16) {
+    start_py_server_with(&[transport, "0"])
+}
+
+fn start_py_server_with(args: &[&str]) -> (Proc, u16) {
     let mut p = Proc::spawn(
-        Command::new(python())
-            .arg(require(&interop_dir().join("py_server.py")))
-            .args([transport, "0"])
-            .current_dir(interop_dir()),
+        Command::new(python()).arg(require(&interop_dir().join("py_server.py"))).args(args).current_dir(interop_dir()),
     );
     let line = p.wait_for("listening ");
     let port = line.split_whitespace().last().unwrap().parse().unwrap();
@@ -493,6 +494,51 @@ fn a_2024_11_05_client_over_http_sse_to_the_builtin_demo() {
 fn a_2024_11_05_client_over_http_sse_to_server_everything() {
     let mut gw = Gateway::start("");
     legacy_sse_client(&mut gw, "everything", "everything");
+}
+
+/// The Python server in 2026-07-28-only mode (`--modern`), behind the gateway: the
+/// TypeScript SDK 1.32.2 client at 2025-11-25 and the SDK 1.0.4 client (2024-11-05, over
+/// legacy HTTP+SSE) get a session the gateway synthesizes from `server/discover`, and tools
+/// and progress work through stateless requests. Under `era = "auto"` as under `"modern"`.
+#[test]
+fn legacy_clients_in_front_of_the_python_server_in_modern_mode() {
+    let (_server, port) = start_py_server_with(&["--http", "0", "--modern"]);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut gw = Gateway::start(&format!(
+        "[[upstream]]\nname = \"pymodern\"\nurl = \"{url}\"\n\n[[upstream]]\nname = \"pyonly\"\nurl = \"{url}\"\nera = \"modern\"\n"
+    ));
+    run_client(&gw, "node", &ts("pyserver", &http(gw.url("pymodern"))));
+    run_client(&gw, "node", &ts("pyserver", &http(gw.url("pyonly"))));
+    legacy_sse_client(&mut gw, "pyserver", "pymodern");
+    let log = gw.proc.output();
+    assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
+}
+
+/// The rmcp server is dual era: the probe finds it modern, and plain tools (`echo`) work
+/// for a legacy client through stateless requests.
+#[test]
+fn the_dual_era_rmcp_server_is_spoken_to_as_modern_for_plain_tools() {
+    use serde_json::json;
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"rmcp\"\ncommand = {:?}\n", rmcp_server()));
+    let port = gw.addr.port();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, head, msgs) = http_post(port, "/mcp/rmcp", &[], &init);
+    assert_eq!(status, 200, "{msgs:?}\n{}", gw.proc.output());
+    let result = &msgs[0]["result"];
+    assert_eq!(result["serverInfo"]["name"], "taskgate-interop-rmcp-server", "{result}");
+    assert!(result["capabilities"].get("extensions").is_none(), "{result}");
+    let sid = head.lines().find_map(|l| l.strip_prefix("mcp-session-id:")).unwrap().trim().to_string();
+    let hs = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = http_post(port, "/mcp/rmcp", &hs, &note);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi rmcp"}}});
+    let (_, _, msgs) = http_post(port, "/mcp/rmcp", &hs, &call);
+    let echo = msgs.iter().find(|m| m["id"] == 2).unwrap_or_else(|| panic!("{msgs:?}"));
+    assert_eq!(text_of(&echo["result"]), "hi rmcp", "{echo}");
+    assert!(echo["result"].get("resultType").is_none(), "{echo}");
+    let log = gw.proc.output();
+    assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
 }
 
 /// The helper itself: a shell that started two sleepers is stopped with both, and nothing of
@@ -917,10 +963,20 @@ fn rmcp_http_post(
     headers: &[(&str, &str)],
     body: &serde_json::Value,
 ) -> (u16, String, Vec<serde_json::Value>) {
+    http_post(port, "/mcp", headers, body)
+}
+
+/// [`rmcp_http_post`] to any path.
+fn http_post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> (u16, String, Vec<serde_json::Value>) {
     use std::net::TcpStream;
     let body = body.to_string();
     let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
          accept: application/json, text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n",
         body.len()
     );
@@ -963,6 +1019,8 @@ fn rmcp_http_post(
             .filter(|d| !d.is_empty())
             .map(|d| serde_json::from_str(d).unwrap())
             .collect()
+    } else if payload.is_empty() {
+        vec![] // 202 Accepted
     } else {
         vec![serde_json::from_str(&payload).unwrap_or_else(|e| panic!("{e}: {payload:?}"))]
     };

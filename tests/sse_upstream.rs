@@ -222,8 +222,10 @@ fn echo(req: &Value) -> Vec<Act> {
     }
 }
 
+/// The transport's own sequence of HTTP requests is checked here: no `server/discover` probe
+/// before the `initialize` (`era = "legacy"`; the probe is tests/modern_upstream.rs's).
 fn sse_upstream(url: &str, transport: &str) -> String {
-    format!("{}transport = \"{transport}\"\n", http_upstream("up", url))
+    format!("{}transport = \"{transport}\"\nera = \"legacy\"\n", http_upstream("up", url))
 }
 
 fn call(text: &str) -> Value {

@@ -73,6 +73,12 @@ impl Config {
                 ci.title.as_ref().map(|t| format!(", title = {t:?}")).unwrap_or_default()
             );
             let _ = writeln!(out, "share = {}", u.share);
+            let era = match u.era {
+                Era::Auto => "auto",
+                Era::Legacy => "legacy",
+                Era::Modern => "modern",
+            };
+            let _ = writeln!(out, "era = \"{era}\"");
             let t = &u.tasks;
             let _ = writeln!(out, "[upstream.tasks]");
             let mode = match t.hosted {

@@ -194,6 +194,12 @@ fn upstream_config(
             }
         }
     };
+    let era = match u.era.as_deref() {
+        None | Some("auto") => Era::Auto,
+        Some("legacy") => Era::Legacy,
+        Some("modern") => Era::Modern,
+        Some(other) => return err(format!("{at}.era: \"{other}\" is not one of \"auto\", \"legacy\", \"modern\"")),
+    };
     Ok(UpstreamConfig {
         name,
         transport,
@@ -202,6 +208,7 @@ fn upstream_config(
         max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,
         client_info: client_info(&at, u.client_info)?,
         share: u.share.unwrap_or(false),
+        era,
         tasks: upstream_tasks(&at, u.tasks)?,
     })
 }
@@ -337,6 +344,11 @@ mod tests {
         let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nshare = true\n").unwrap();
         assert!(c.upstreams[0].share);
         assert!(parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nshare = \"yes\"\n").is_err());
+        assert_eq!(c.upstreams[0].era, Era::Auto, "probe, then fall back, unless told otherwise");
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nera = \"legacy\"\n").unwrap();
+        assert_eq!(c.upstreams[0].era, Era::Legacy);
+        let e = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nera = \"new\"\n").unwrap_err();
+        assert!(e.to_string().contains("upstream \"d\".era"), "{e}");
     }
 
     #[test]

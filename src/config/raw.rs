@@ -76,6 +76,7 @@ pub(super) struct RawUpstream {
     pub(super) max_request_time: Option<String>,
     pub(super) client_info: Option<RawClientInfo>,
     pub(super) share: Option<bool>,
+    pub(super) era: Option<String>,
     pub(super) tasks: Option<RawUpstreamTasks>,
 }
 

@@ -50,6 +50,18 @@ pub enum HostedMode {
     Never,
 }
 
+/// Which era the gateway speaks to an upstream (`era`): see the README, "Modern upstreams".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Probe with `server/discover` first; a server that does not answer it as a modern one
+    /// does is initialized as today.
+    Auto,
+    /// Only `initialize`: no probe (for servers that choke on a request before `initialize`).
+    Legacy,
+    /// Only `server/discover`: a server that does not answer it as a modern one does fails.
+    Modern,
+}
+
 /// What old clients get for a tool the upstream requires to be called as a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequiredMode {
@@ -102,6 +114,7 @@ impl UpstreamConfig {
             max_request_time: Duration::from_secs(3600),
             client_info: ClientInfo::default(),
             share: false,
+            era: Era::Legacy,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
         }
     }
@@ -188,6 +201,8 @@ pub struct UpstreamConfig {
     /// One link serves every session of this upstream (`share = true`), instead of a link
     /// per session.
     pub share: bool,
+    /// Which era the gateway speaks to it (`era`, default `auto`).
+    pub era: Era,
     pub tasks: UpstreamTasks,
 }
 

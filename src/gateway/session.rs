@@ -75,6 +75,11 @@ struct SessionState {
     init_params: Option<Value>,
     /// The version the current link negotiated.
     upstream_version: Option<ProtocolVersion>,
+    /// The current link speaks 2026-07-28 (see `versions`).
+    upstream_modern: bool,
+    /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
+    /// gets it in each request's `_meta`, links that replace this one too).
+    log_level: Option<crate::mcp::modern::meta::LogLevel>,
     /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
     /// version has none: a server that leaks them is not run as a task server).
     upstream_caps: Value,
@@ -304,6 +309,9 @@ impl Session {
             _ => Shape::AsIs,
         };
         let link = self.link().await?;
+        if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
+            return answered;
+        }
         // Translated for the link's version, which a restart may have changed.
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
@@ -377,6 +385,9 @@ impl Session {
             Method::Initialized => return,
             Method::Cancelled => {}
             _ => {
+                if link.is_modern() && self.dropped_by_modern(&msg) {
+                    return;
+                }
                 let Some(msg) = self.upward_notification(msg) else { return };
                 if let Err(e) = link.send(msg).await {
                     tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");

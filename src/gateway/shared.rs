@@ -70,7 +70,8 @@ impl SharedLinks {
         }
         slot.generation += 1;
         let link = Link::connect(env, cfg, slot.generation, true).await?;
-        let handshake = link.handshake(relayed_capabilities(), cfg.client_info.to_value(), cfg.connect_timeout);
+        let handshake =
+            link.handshake(relayed_capabilities(), cfg.client_info.to_value(), cfg.era, cfg.connect_timeout);
         match handshake.await {
             Ok(negotiated) => {
                 tracing::info!(upstream = %cfg.name, generation = slot.generation, version = %negotiated.version, "shared upstream link open");

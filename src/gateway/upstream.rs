@@ -100,6 +100,25 @@ impl Upstream {
         }
     }
 
+    /// Sends one message with headers of its own (`name`, `value`), for a transport that has
+    /// headers (Streamable HTTP: a stateless POST, without the session's id); the others
+    /// send it as [`Upstream::send`] does.
+    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), transport::Error> {
+        match self {
+            Upstream::Stdio(c) => c.send(msg).await,
+            Upstream::Http(c) => c.send_headed(msg, headers).await,
+            Upstream::Sse(c) => c.send(msg).await,
+            Upstream::Auto(c) => c.send_headed(msg, headers).await,
+        }
+    }
+
+    /// The upstream answered a stateless request: under `auto`, it speaks Streamable HTTP.
+    pub fn settle_streamable(&self) {
+        if let Upstream::Auto(c) = self {
+            c.settle_streamable();
+        }
+    }
+
     /// Ends the connection: stops the child (or shuts the demo's stream down), deletes the
     /// HTTP session, closes the legacy event stream.
     pub async fn close(&self) {

@@ -97,6 +97,27 @@ pub fn cross(
     }
 }
 
+/// [`cross`] for a message from a modern (2026-07-28) upstream to a legacy `to` receiver: a
+/// response first loses what the era added to every result
+/// ([`crate::mcp::modern::legacy::for_legacy`]; a result shape a legacy client cannot read
+/// fails its request), then everything crosses as from 2025-11-25, the newest legacy version
+/// and the one whose fields a modern message otherwise has. Every response is rewritten
+/// (each carries `resultType`); notifications pass as from 2025-11-25.
+pub fn cross_from_modern(msg: Message, method: Option<&str>, to: ProtocolVersion) -> Result<Message, Stopped> {
+    if msg.kind() != crate::jsonrpc::Kind::Response || msg.is_error() {
+        return cross(msg, method, ProtocolVersion::LATEST, to);
+    }
+    let mut tree = msg.into_value();
+    crate::mcp::modern::legacy::for_legacy(&mut tree).map_err(Stopped::Fail)?;
+    match translate(&mut tree, method, ProtocolVersion::LATEST, to) {
+        Verdict::Deliver { .. } => Message::from_value(tree)
+            .map_err(|r| Stopped::Drop(format!("the translated message could not be written: {}", r.error.message))),
+        Verdict::Drop(why) => Err(Stopped::Drop(why)),
+        Verdict::Refuse(e) => Err(Stopped::Refuse(e)),
+        Verdict::Fail(e) => Err(Stopped::Fail(e)),
+    }
+}
+
 /// The requests whose results the table rewrites: the name to keep with a request in flight,
 /// so its response can be translated (`None`: its result passes as it is, `_meta` aside).
 pub fn answered_method(method: &str) -> Option<&'static str> {

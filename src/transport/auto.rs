@@ -6,6 +6,11 @@
 //! answer, a 500, a connection refused, no answer within `connect_timeout`) is Streamable
 //! HTTP's, and is reported as it would be without auto-detection. Messages sent while the
 //! first is decided wait for the decision (bounded by twice `connect_timeout`).
+//!
+//! A message sent with headers of its own ([`AutoConn::send_headed`]) before anything is
+//! decided goes over Streamable HTTP without deciding: a stateless POST says nothing about
+//! whether the server is a legacy HTTP+SSE one. Its sender settles the transport with
+//! [`AutoConn::settle_streamable`] when the answer shows Streamable HTTP.
 
 use crate::jsonrpc::{Kind, Message};
 use crate::transport::http_client::{HttpClient, HttpConn, Legacy};
@@ -103,6 +108,28 @@ impl AutoConn {
                 }
             }
         }
+    }
+
+    /// Sends one message with headers of its own (see [`HttpConn::send_headed`]); before the
+    /// transport is decided, over Streamable HTTP, deciding nothing.
+    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), Error> {
+        let now = self.inner.phase.borrow().clone();
+        match now {
+            Phase::Legacy(c) => c.send(msg).await,
+            Phase::Over => Err(Error::SessionClosed),
+            Phase::Streamable | Phase::Unprobed | Phase::Probing => self.inner.http.send_headed(msg, headers).await,
+        }
+    }
+
+    /// Streamable HTTP it is: a stateless POST was answered over it.
+    pub fn settle_streamable(&self) {
+        self.inner.phase.send_if_modified(|p| {
+            let unprobed = matches!(p, Phase::Unprobed);
+            if unprobed {
+                *p = Phase::Streamable;
+            }
+            unprobed
+        });
     }
 
     /// Sends the first message over Streamable HTTP, and over the legacy transport if the

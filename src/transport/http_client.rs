@@ -3,6 +3,11 @@
 //! `Last-Event-ID`, and DELETE when the link closes. Each session has connections of its
 //! own (see [`http_conn`](crate::transport::http_conn)); a request is sent and its answer
 //! read on the task that sends it, unless it takes long (see [`inline`](crate::transport::inline)).
+//!
+//! A message may also be sent with headers of its own ([`HttpConn::send_headed`]): then it
+//! carries those instead of the session's id and version, and nothing of its answer (a
+//! session id) is kept. That is how a stateless (2026-07-28) upstream is spoken to; which
+//! headers a message needs is the caller's to say.
 
 use crate::jsonrpc::{self, Id, Kind, Message};
 use crate::transport::http_conn::{Pool, UpBody};
@@ -59,6 +64,21 @@ pub(crate) struct Legacy(pub(crate) Error);
 
 /// Where the verdict of a first POST goes.
 pub(crate) type Probe = oneshot::Sender<Legacy>;
+
+/// Headers of one message's POST, sent instead of the session's own.
+type Headed = Option<Arc<[(HeaderName, HeaderValue)]>>;
+
+/// A caller's header list, checked: a name or value HTTP cannot carry is refused.
+fn headed(headers: &[(&'static str, String)]) -> Result<Arc<[(HeaderName, HeaderValue)]>, Error> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| Error::BadHeader(e.into()))?;
+            let value = HeaderValue::from_str(v).map_err(|e| Error::BadHeader(e.into()))?;
+            Ok((name, value))
+        })
+        .collect()
+}
 
 fn legacy_refusal(status: StatusCode) -> bool {
     matches!(status, StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED)
@@ -130,7 +150,14 @@ impl HttpConn {
     /// Sends one message. A request is POSTed in the background and its answer arrives at
     /// the sink; a notification or response is POSTed before this returns.
     pub async fn send(&self, msg: Message) -> Result<(), Error> {
-        self.send_with(msg, None).await
+        self.send_with(msg, None, None).await
+    }
+
+    /// Sends one message with `headers` of its own, instead of the session's id and
+    /// version header; nothing of its answer is kept for the session (a stateless POST).
+    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), Error> {
+        let headers = headed(headers)?;
+        self.send_with(msg, None, Some(headers)).await
     }
 
     /// Sends the connection's first message, and tells `probe` if its POST was refused as a
@@ -139,10 +166,10 @@ impl HttpConn {
     /// message again over the legacy transport. For a request the verdict comes once the
     /// response head is in, within `connect_timeout` (past it the request fails as usual).
     pub(crate) async fn send_probing(&self, msg: Message, probe: Probe) -> Result<(), Error> {
-        self.send_with(msg, Some(probe)).await
+        self.send_with(msg, Some(probe), None).await
     }
 
-    async fn send_with(&self, msg: Message, probe: Option<Probe>) -> Result<(), Error> {
+    async fn send_with(&self, msg: Message, probe: Option<Probe>, headed: Headed) -> Result<(), Error> {
         if self.inner.closed.load(Ordering::Relaxed) {
             return Err(Error::SessionClosed);
         }
@@ -156,7 +183,7 @@ impl HttpConn {
             self.inner.running.lock().unwrap().insert(id.clone(), stop.clone());
             let job = Box::pin(async move {
                 tokio::select! {
-                    _ = inner.clone().request(body, id.clone(), probe) => {}
+                    _ = inner.clone().request(body, id.clone(), probe, headed) => {}
                     _ = stop.cancelled() => {}
                 }
                 // The link numbers its requests afresh on each connection: the id is this job's.
@@ -174,7 +201,8 @@ impl HttpConn {
                 stop.cancel();
             }
             let initialized = method == crate::jsonrpc::Method::Initialized;
-            let resp = self.inner.post(msg.into_bytes(), Some(self.inner.connect_timeout)).await?;
+            let stateless = headed.is_some();
+            let resp = self.inner.post(msg.into_bytes(), Some(self.inner.connect_timeout), headed).await?;
             let status = resp.status();
             let challenge = resp.headers().get(header::WWW_AUTHENTICATE).cloned();
             let body = tokio::time::timeout(self.inner.connect_timeout, read_prefix(resp.into_body(), 2048))
@@ -191,7 +219,7 @@ impl HttpConn {
                 tracing::warn!(upstream = %self.inner.name, "a message was refused: {why}");
                 return Err(why);
             }
-            if initialized {
+            if initialized && !stateless {
                 // One GET stream per session, however often the client repeats itself; it
                 // ends with the session.
                 let mut slot = self.inner.get_stream.lock().unwrap();
@@ -221,7 +249,7 @@ impl HttpConn {
         }
         let sid = self.inner.session_id.lock().unwrap().clone();
         if let Some(sid) = sid {
-            let mut req = self.inner.builder(Method::DELETE);
+            let mut req = self.inner.builder(Method::DELETE, None);
             req = req.header(crate::transport::mcp_http::SESSION_HEADER, sid);
             if let Ok(req) = req.body(Full::new(Bytes::new())) {
                 let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.pool.send(req)).await;
@@ -245,10 +273,16 @@ impl Drop for HttpConn {
 }
 
 impl Inner {
-    fn builder(&self, method: Method) -> hyper::http::request::Builder {
+    fn builder(&self, method: Method, headed: Option<&[(HeaderName, HeaderValue)]>) -> hyper::http::request::Builder {
         let mut b = Request::builder().method(method).uri(self.target.clone()).header(header::HOST, self.host.clone());
         for (k, v) in &self.headers {
             b = b.header(k, v);
+        }
+        if let Some(own) = headed {
+            for (k, v) in own {
+                b = b.header(k, v);
+            }
+            return b;
         }
         if let Some(v) = self.version.lock().unwrap().clone() {
             b = b.header(crate::transport::mcp_http::VERSION_HEADER, v);
@@ -261,9 +295,15 @@ impl Inner {
 
     /// POSTs `body`. `wait` bounds the time to the response headers: short for notifications
     /// and responses; none for requests, whose answer may take as long as the tool runs.
-    async fn post(&self, body: Bytes, wait: Option<Duration>) -> Result<hyper::Response<UpBody>, Error> {
+    async fn post(
+        &self,
+        body: Bytes,
+        wait: Option<Duration>,
+        headed: Headed,
+    ) -> Result<hyper::Response<UpBody>, Error> {
+        let stateless = headed.is_some();
         let req = self
-            .builder(Method::POST)
+            .builder(Method::POST, headed.as_deref())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json, text/event-stream")
             .body(Full::new(body))
@@ -275,7 +315,7 @@ impl Inner {
             None => self.pool.send(req).await,
         };
         let resp = sent.map_err(|cause| Error::Unreachable { url: self.shown.clone(), cause })?;
-        if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER) {
+        if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER).filter(|_| !stateless) {
             let mut cur = self.session_id.lock().unwrap();
             if cur.is_none() {
                 *cur = Some(sid.clone());
@@ -287,9 +327,10 @@ impl Inner {
     /// POSTs a request and delivers everything that answers it.
     /// A first request (`probe`) gets its response head within `connect_timeout`, and a
     /// refusal such as a legacy server gives is told to `probe` instead of failing it.
-    async fn request(self: Arc<Self>, body: Bytes, id: Id, probe: Option<Probe>) {
+    async fn request(self: Arc<Self>, body: Bytes, id: Id, probe: Option<Probe>, headed: Headed) {
         let deadline = tokio::time::Instant::now().checked_add(self.max_request_time);
-        let resp = match self.post(body, probe.as_ref().map(|_| self.connect_timeout)).await {
+        let stateless = headed.is_some();
+        let resp = match self.post(body, probe.as_ref().map(|_| self.connect_timeout), headed).await {
             Ok(r) => r,
             Err(e) => return self.fail(&id, e),
         };
@@ -306,7 +347,7 @@ impl Inner {
         }
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-        if status == StatusCode::NOT_FOUND && self.session_id.lock().unwrap().is_some() {
+        if status == StatusCode::NOT_FOUND && !stateless && self.session_id.lock().unwrap().is_some() {
             self.sink.closed(Error::SessionExpired { url: self.shown.clone() });
             return;
         }
@@ -496,7 +537,7 @@ impl Inner {
 
     /// GET on the endpoint: `Ok(None)` when the server offers no stream (405 and friends).
     async fn open_get(&self, last_event_id: Option<&str>) -> Result<Option<UpBody>, Error> {
-        let mut b = self.builder(Method::GET).header(header::ACCEPT, "text/event-stream");
+        let mut b = self.builder(Method::GET, None).header(header::ACCEPT, "text/event-stream");
         if let Some(l) = last_event_id {
             b = b.header("last-event-id", l);
         }

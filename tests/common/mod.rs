@@ -479,7 +479,8 @@ pub enum Step {
 /// Further steps computed from what the scripted server has received.
 pub type Continuation = dyn Fn(&[Value]) -> Vec<Step> + Send + Sync;
 
-type Script = dyn Fn(&Value) -> Vec<Step> + Send + Sync;
+/// A script sees each message and the headers of the HTTP request that carried it.
+type Script = dyn Fn(&Value, &hyper::HeaderMap) -> Vec<Step> + Send + Sync;
 
 /// An upstream MCP server whose answers a test writes: for each request the script returns
 /// the steps of its SSE response. Everything it receives is recorded.
@@ -511,15 +512,25 @@ impl Scripted {
     /// Starts the server. `initialize` is answered by the script too (see [`init_result`]);
     /// GET is refused with 405.
     pub async fn start(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
+        Self::start_with(move |m: &Value, _: &hyper::HeaderMap| script(m), false).await
+    }
+
+    /// Like `start`, and the script sees each request's HTTP headers too.
+    pub async fn start_with_headers(
+        script: impl Fn(&Value, &hyper::HeaderMap) -> Vec<Step> + Send + Sync + 'static,
+    ) -> Scripted {
         Self::start_with(script, false).await
     }
 
     /// Like `start`, and GET requests go to the script too, as `{"http": "GET", "lastEventId"}`.
     pub async fn start_with_get(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
-        Self::start_with(script, true).await
+        Self::start_with(move |m: &Value, _: &hyper::HeaderMap| script(m), true).await
     }
 
-    async fn start_with(script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static, serve_get: bool) -> Scripted {
+    async fn start_with(
+        script: impl Fn(&Value, &hyper::HeaderMap) -> Vec<Step> + Send + Sync + 'static,
+        serve_get: bool,
+    ) -> Scripted {
         let script: Arc<Script> = Arc::new(script);
         let received = Arc::new(std::sync::Mutex::new(Vec::new()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -564,6 +575,7 @@ async fn scripted_answer(
     };
     // GET and DELETE reach the script as {"http": METHOD, "lastEventId": ...}; a GET the
     // script has no steps for is 405.
+    let headers = req.headers().clone();
     let msg: Value = if req.method() == hyper::Method::POST {
         let body = req.into_body().collect().await.unwrap().to_bytes();
         serde_json::from_slice(&body).unwrap()
@@ -579,7 +591,7 @@ async fn scripted_answer(
         return empty(405);
     }
     // Notifications and responses get 202, unless the script answers them with Step::Plain.
-    let steps = script(&msg);
+    let steps = script(&msg, &headers);
     if msg.get("http").is_none()
         && (msg.get("method").is_none() || msg.get("id").is_none())
         && !matches!(steps.as_slice(), [Step::Plain(..)])

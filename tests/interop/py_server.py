@@ -15,6 +15,14 @@ Run it with tests/interop/.venv/bin/python:
                                   GET /sse opens the event stream, whose `endpoint` event names
                                   /messages/?session_id=...; a POST on /sse gets 405. Otherwise
                                   as --http.
+    py_server.py --http <port> --modern
+                                  2026-07-28 only, over Streamable HTTP: mcp 2.3.0 is dual era
+                                  and routes a POST to its stateless 2026-07-28 entry by its
+                                  MCP-Protocol-Version header; in front of it, a POST without
+                                  a modern version header (an `initialize`, a legacy session's
+                                  request) gets HTTP 400 with -32022 naming ["2026-07-28"],
+                                  and GET and DELETE get 405, as a modern-only server answers.
+                                  Prints `listening <port>` as --http does.
 
 Tools:
     echo  {text}                    -> text
@@ -39,7 +47,8 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
-USAGE = "usage: py_server.py [--http <port> | --sse <port>]"
+USAGE = "usage: py_server.py [--http <port> [--modern] | --sse <port>]"
+MODERN = "2026-07-28"
 
 app = MCPServer("taskgate-interop-py-server", version="1.0.0", log_level="WARNING")
 
@@ -81,7 +90,41 @@ def stats() -> str:
     return json.dumps(STATS)
 
 
-async def serve_http(port: int, transport: str = "http") -> None:
+def modern_only(inner):
+    """ASGI middleware: only 2026-07-28 requests reach `inner` (see --modern)."""
+
+    async def asgi(scope, receive, send):
+        if scope["type"] != "http":
+            return await inner(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["method"] in ("GET", "DELETE"):
+            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        requested = headers.get("mcp-protocol-version")
+        if scope["method"] == "POST" and requested != MODERN:
+            body = json.dumps({
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": [MODERN], "requested": requested or "(none)"},
+                },
+            }).encode()
+            await send({
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [(b"content-type", b"application/json")],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        return await inner(scope, receive, send)
+
+    return asgi
+
+
+async def serve_http(port: int, transport: str = "http", modern: bool = False) -> None:
     import uvicorn
 
     # Bind the socket ourselves so that port 0 gives a port we can print before serving.
@@ -96,7 +139,8 @@ async def serve_http(port: int, transport: str = "http") -> None:
         starlette_app = app.sse_app(sse_path="/sse", message_path="/messages/", host="127.0.0.1")
     else:
         starlette_app = app.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    config = uvicorn.Config(starlette_app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    asgi_app = modern_only(starlette_app) if modern else starlette_app
+    config = uvicorn.Config(asgi_app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
 
     async with anyio.create_task_group() as tg:
@@ -118,10 +162,17 @@ def main() -> None:
     if not args:
         app.run("stdio")
         return
-    if len(args) != 2 or args[0] not in ("--http", "--sse") or not args[1].isdigit() or int(args[1]) > 65535:
+    modern = args[2:] == ["--modern"] and args[0] == "--http"
+    if (
+        len(args) not in (2, 3)
+        or (len(args) == 3 and not modern)
+        or args[0] not in ("--http", "--sse")
+        or not args[1].isdigit()
+        or int(args[1]) > 65535
+    ):
         print(USAGE, file=sys.stderr)
         sys.exit(2)
-    anyio.run(serve_http, int(args[1]), args[0][2:])
+    anyio.run(serve_http, int(args[1]), args[0][2:], modern)
 
 
 if __name__ == "__main__":

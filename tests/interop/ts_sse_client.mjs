@@ -6,7 +6,8 @@
 //   node ts_sse_client.mjs <scenario> <sse-url>
 //
 // Scenarios: demo       (taskgate's built-in demo server behind /sse/demo),
-//            everything (@modelcontextprotocol/server-everything behind /sse/everything).
+//            everything (@modelcontextprotocol/server-everything behind /sse/everything),
+//            pyserver   (py_server.py, e.g. in --modern mode: tools and progress).
 //
 // The 1.0.4 transport uses the global EventSource, which Node.js 20 lacks: the `eventsource`
 // package (installed for the current SDK) provides it.
@@ -37,9 +38,9 @@ import {
 
 globalThis.EventSource = EventSource;
 
-const usage = makeUsage('ts_sse_client', 'usage: node ts_sse_client.mjs <demo|everything> <sse-url>');
+const usage = makeUsage('ts_sse_client', 'usage: node ts_sse_client.mjs <demo|everything|pyserver> <sse-url>');
 const [scenario, url] = process.argv.slice(2);
-if (!['demo', 'everything'].includes(scenario) || !url || process.argv.length !== 4) usage();
+if (!['demo', 'everything', 'pyserver'].includes(scenario) || !url || process.argv.length !== 4) usage();
 
 const seen = { sampling: [], roots: 0 };
 // The initialize exchange, as it went over the wire.
@@ -235,4 +236,19 @@ async function scenarioEverything() {
   await check('ping', () => client.ping());
 }
 
-await run(scenario, { demo: scenarioDemo, everything: scenarioEverything }[scenario]);
+async function scenarioPyServer() {
+  await checkConnect();
+  await checkTools(['echo', 'add', 'slow', 'stats']);
+  await check('tools/call echo', async () => {
+    const res = await callTool('echo', { text: 'hello py_server' });
+    assert(!res.isError && allText(res) === 'hello py_server', `echo gave ${brief(res)}`);
+  });
+  await check('tools/call add', async () => {
+    const res = await callTool('add', { a: 2, b: 3 });
+    assert(allText(res).trim() === '5', `2 + 3 gave ${brief(allText(res))}`);
+  });
+  await checkProgress('slow', { seconds: 0.6, steps: 3 }, 2);
+  await check('ping', () => client.ping());
+}
+
+await run(scenario, { demo: scenarioDemo, everything: scenarioEverything, pyserver: scenarioPyServer }[scenario]);

@@ -1,18 +1,36 @@
-//! The gateway's own `initialize` with an upstream: it offers the newest protocol version it
-//! speaks, accepts the one the server answers with, and keeps what the server said about
-//! itself. The link's version is fixed here, apart from any client's.
+//! The gateway's own handshake with an upstream: the link's era and version are fixed here,
+//! apart from any client's.
+//!
+//! Under `era = "auto"` (the default) it first probes with `server/discover`, carrying the
+//! modern `_meta`. A result that reads as a discover result naming 2026-07-28 makes the link
+//! modern: no `initialize`, and what the server said of itself is kept as the `initialize`
+//! result the gateway synthesizes for legacy clients. Anything else falls back to today's
+//! `initialize`: an error that is not one only a modern server sends, an HTTP refusal, a
+//! broken stream, or no answer within half of `connect_timeout` (the rest is the
+//! `initialize`'s). A modern error (-32020, -32021, or -32022 naming no legacy version the
+//! gateway speaks) fails the handshake instead: the server is modern and refused us.
+//! `era = "legacy"` skips the probe; `era = "modern"` makes its failure final.
+//!
+//! The `initialize` offers the newest protocol version the gateway speaks, accepts the one
+//! the server answers with, and keeps what the server said about itself.
 
 use super::error::LinkError;
 use super::types::Link;
+use crate::config::Era;
 use crate::jsonrpc::{self, Message, RpcError};
 use crate::mcp::ProtocolVersion;
+use crate::mcp::modern::{self, legacy, meta::RequestMeta};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 /// What the upstream answered to the gateway's `initialize`.
 #[derive(Clone, Debug)]
 pub struct Negotiated {
+    /// The version messages are translated from. For a modern upstream, the newest legacy
+    /// version (2025-11-25), which its messages otherwise have, past what the era adds.
     pub version: ProtocolVersion,
+    /// The upstream speaks 2026-07-28: `result` is synthesized from its discover result.
+    pub modern: bool,
     /// The whole `initialize` result (capabilities, serverInfo, instructions, and whatever
     /// else the server put there).
     pub result: Value,
@@ -33,9 +51,29 @@ impl Link {
         &self,
         capabilities: Value,
         client_info: Value,
+        era: Era,
         within: Duration,
     ) -> Result<Negotiated, RpcError> {
         let upstream = self.core.upstream.clone();
+        let started = tokio::time::Instant::now();
+        if era != Era::Legacy {
+            let probe_within = if era == Era::Modern { within } else { within / 2 };
+            match self.probe(&client_info, probe_within).await {
+                Probed::Modern(n) => return Ok(n),
+                Probed::Refused(e) => return Err(e),
+                Probed::Legacy(why) if era == Era::Modern => {
+                    return Err(LinkError::InitRefused {
+                        upstream,
+                        error: format!("not a 2026-07-28 server (era = \"modern\"): {why}"),
+                    }
+                    .into());
+                }
+                Probed::Legacy(why) => {
+                    tracing::info!(upstream = %upstream, "server/discover probe: {why}; initializing as a legacy server");
+                }
+            }
+        }
+        let within = within.saturating_sub(started.elapsed());
         let run = async {
             let mut offer = ProtocolVersion::LATEST;
             let mut retried = false;
@@ -77,13 +115,75 @@ impl Link {
                 self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
             }
             let result = resp.get("result").cloned().unwrap_or(json!({}));
-            Ok(Negotiated { version, result })
+            Ok(Negotiated { version, modern: false, result })
         };
         match tokio::time::timeout(within, run).await {
             Ok(r) => r,
             Err(_) => Err(LinkError::InitTimedOut { upstream, after: within }.into()),
         }
     }
+}
+
+/// What the `server/discover` probe found.
+enum Probed {
+    Modern(Negotiated),
+    /// Not a modern server (why, for the log): initialize it.
+    Legacy(String),
+    /// A modern server that refused the gateway.
+    Refused(RpcError),
+}
+
+impl Link {
+    /// Sends `server/discover` the modern way; the link stays modern only if the answer
+    /// shows a modern server.
+    async fn probe(&self, client_info: &Value, within: Duration) -> Probed {
+        let upstream = self.core.upstream.clone();
+        self.speak_modern(RequestMeta {
+            version: modern::VERSION,
+            capabilities: legacy::client_capabilities(),
+            client_info: Some(client_info.clone()),
+            log_level: None,
+        });
+        let discover = jsonrpc::request(&jsonrpc::Id::Num(0), "server/discover", json!({}));
+        let answer = tokio::time::timeout(within, self.request_for(discover, None)).await;
+        let probed = match answer {
+            Err(_) => Probed::Legacy(format!("no answer within {within:?}")),
+            Ok(Err(e)) => Probed::Legacy(e.message),
+            Ok(Ok(resp)) => match (resp.get("result"), resp.get("error")) {
+                (Some(result), _) => match modern::read_discover_result(result) {
+                    Ok(d) if d.supported_versions.iter().any(|v| v == modern::VERSION) => {
+                        let result = legacy::initialize_result(&d, ProtocolVersion::LATEST.as_str(), &upstream);
+                        self.conn.settle_streamable();
+                        // A modern transport tells which request a message relates to (stdio:
+                        // only requests' own notifications flow, with their tokens).
+                        tracing::info!(upstream = %upstream, "the upstream speaks {}: stateless requests", modern::VERSION);
+                        Probed::Modern(Negotiated { version: ProtocolVersion::LATEST, modern: true, result })
+                    }
+                    Ok(d) => Probed::Legacy(format!("its server/discover lists {:?}", d.supported_versions)),
+                    Err(why) => Probed::Legacy(format!("its server/discover result is not one: {why}")),
+                },
+                (None, Some(err)) if modern::is_modern_error(err) && !names_legacy(err) => {
+                    let error = match (err.get("code"), err.get("message").and_then(Value::as_str)) {
+                        (Some(code), Some(message)) => format!("server/discover: {message} ({code})"),
+                        _ => err.to_string(),
+                    };
+                    Probed::Refused(LinkError::InitRefused { upstream: upstream.clone(), error }.into())
+                }
+                (None, Some(err)) => Probed::Legacy(format!("server/discover answered {err}")),
+                (None, None) => Probed::Legacy("server/discover answered neither a result nor an error".into()),
+            },
+        };
+        if !matches!(probed, Probed::Modern(_)) {
+            self.speak_legacy();
+        }
+        probed
+    }
+}
+
+/// A -32022 whose `data.supported` names a legacy version the gateway speaks: the server is
+/// dual era without our modern version, and `initialize` may serve.
+fn names_legacy(err: &Value) -> bool {
+    supported_instead(err).is_some()
 }
 
 /// The newest version the gateway speaks among those an `initialize` error says the server

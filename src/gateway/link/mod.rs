@@ -11,6 +11,10 @@
 //! and progress tokens are kept apart per session and server messages go only where they
 //! belong (`share`).
 //!
+//! A link speaks the era its handshake found (`handshake`): a modern (2026-07-28) one
+//! carries the per-request `_meta` and, over HTTP, the mirrored headers on every message it
+//! sends, and keeps no upstream session (`modern`).
+//!
 //! Hosted tasks and bridged calls subscribe to it through [`TaskCalls`] and
 //! [`TaskFollower`]: the link routes by key (request id, progress token, task id) and knows
 //! nothing of what they do.
@@ -18,6 +22,7 @@
 mod error;
 mod handshake;
 mod inbound;
+mod modern;
 mod outbound;
 mod routes;
 mod share;

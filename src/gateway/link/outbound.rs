@@ -49,6 +49,7 @@ impl Link {
             conn,
             max_in_flight: env.limits.max_in_flight,
             request_timeout: cfg.request_timeout,
+            modern: Default::default(),
         });
         let _ = core.link.set(Arc::downgrade(&link));
         tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), core.deadlines.clone()));
@@ -165,7 +166,7 @@ impl Link {
     }
 
     pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
-        if let Err(cause) = self.conn.send(msg.with_id(&Id::Num(up_id))).await {
+        if let Err(cause) = self.transmit(msg.with_id(&Id::Num(up_id))).await {
             self.core.take_pending(up_id);
             return Err(LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into());
         }
@@ -244,8 +245,7 @@ impl Link {
         if let Some(reason) = &self.core.state.lock().unwrap().closed {
             return Err(self.core.closed_error(reason));
         }
-        self.conn
-            .send(msg)
+        self.transmit(msg)
             .await
             .map_err(|cause| LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into())
     }

@@ -215,6 +215,15 @@ pub struct Link {
     pub(super) max_in_flight: usize,
     /// Bounds the requests the gateway makes on its own account (listings, task polls).
     pub(super) request_timeout: Duration,
+    /// Set while the link speaks the modern era (from its `server/discover` probe on).
+    pub(super) modern: ModernState,
+}
+
+/// The link's era and, when modern, the fields its requests carry.
+#[derive(Default)]
+pub struct ModernState {
+    pub(super) on: std::sync::atomic::AtomicBool,
+    pub(super) meta: Mutex<Option<crate::mcp::modern::meta::RequestMeta>>,
 }
 
 impl Drop for LinkCore {

@@ -70,6 +70,7 @@ impl Session {
         let handshake = link.handshake(
             capabilities.unwrap_or_else(|| json!({})),
             self.upstream.client_info.to_value(),
+            self.upstream.era,
             self.upstream.connect_timeout,
         );
         let mut opening = Opening(Some(link.clone()));
@@ -83,6 +84,10 @@ impl Session {
             }
         };
         self.adopt(&negotiated);
+        let level = self.state.lock().unwrap().log_level;
+        if level.is_some() {
+            link.set_log_level(level);
+        }
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
     }
@@ -91,6 +96,7 @@ impl Session {
     pub(super) fn adopt(&self, negotiated: &Negotiated) {
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
+        st.upstream_modern = negotiated.modern;
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
             caps = json!({});

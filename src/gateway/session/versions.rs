@@ -2,8 +2,15 @@
 //! sends is translated for the other by the table in [`crate::mcp::translate`]. When both
 //! speak one version (or the receiver is newer) a message passes untouched, its bytes as
 //! they came.
+//!
+//! A modern (2026-07-28) upstream is the one exception: its link speaks the era (stateless
+//! requests, see `gateway::link`), its messages are translated as from 2025-11-25 once every
+//! response has lost what the era added ([`translate::cross_from_modern`]), and what the era
+//! removed is answered here ([`Session::removed_by_modern`]).
 
 use super::*;
+use crate::mcp::modern::legacy::{self, Removed};
+use crate::mcp::modern::meta::LogLevel;
 use crate::mcp::translate::{self, Stopped};
 
 impl Session {
@@ -78,7 +85,12 @@ impl Session {
             return Some(msg);
         }
         let id = msg.id().cloned();
-        match translate::cross(msg, answers, upstream, client) {
+        let crossed = if self.state.lock().unwrap().upstream_modern {
+            translate::cross_from_modern(msg, answers, client)
+        } else {
+            translate::cross(msg, answers, upstream, client)
+        };
+        match crossed {
             Ok(m) => Some(m),
             Err(Stopped::Fail(e) | Stopped::Refuse(e)) => Some(Message::made(e.response(id.as_ref()))),
             Err(Stopped::Drop(why)) => {
@@ -86,5 +98,44 @@ impl Session {
                 None
             }
         }
+    }
+
+    /// A client request the 2026-07-28 era removed, answered here when the link is modern
+    /// (`None`: forward it). `ping` is answered at once; `logging/setLevel` is kept and sent
+    /// as `_meta` `logLevel` with every request from now on (on a shared link, the last level
+    /// set applies to all its sessions); resource subscriptions are refused with -32601.
+    pub(super) fn removed_by_modern(&self, link: &Arc<Link>, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+        if !link.is_modern() {
+            return None;
+        }
+        let answer = match legacy::removed(frame.method(), frame.method_name()) {
+            Removed::Forward | Removed::Drop => return None,
+            Removed::Refuse(e) => return Some(Err(e)),
+            Removed::Answer(result) => result,
+            Removed::KeepLogLevel => {
+                let level = frame.value().pointer("/params/level").and_then(Value::as_str).and_then(LogLevel::parse);
+                let Some(level) = level else {
+                    return Some(Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "logging/setLevel: params.level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+                    )));
+                };
+                self.state.lock().unwrap().log_level = Some(level);
+                link.set_log_level(Some(level));
+                json!({})
+            }
+        };
+        self.to_client(Message::made(jsonrpc::result_response(id, answer)), Route::Response(id.clone()));
+        Some(Ok(()))
+    }
+
+    /// Whether a client notification is one the 2026-07-28 era removed (dropped for a modern
+    /// upstream).
+    pub(super) fn dropped_by_modern(&self, msg: &Message) -> bool {
+        let drop = legacy::removed(msg.method(), msg.method_name()) == Removed::Drop;
+        if drop {
+            tracing::debug!(upstream = %self.upstream.name, method = msg.method_name(), "not sent to the 2026-07-28 upstream, whose era has no such notification");
+        }
+        drop
     }
 }

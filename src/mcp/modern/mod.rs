@@ -25,6 +25,7 @@
 //! module knows it.
 
 pub mod headers;
+pub mod legacy;
 pub mod meta;
 
 use crate::jsonrpc::{INVALID_PARAMS, RpcError};

@@ -1,0 +1,56 @@
+//! A link to a modern (2026-07-28) upstream: stateless. Every request it sends carries the
+//! per-request `_meta` (protocol version, the capabilities the gateway declares, its
+//! `clientInfo`, and the log level the client set, if any), spliced into `params._meta`
+//! without touching the rest; over HTTP every message is POSTed with the headers that mirror
+//! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and without a session id.
+//! What those are is `mcp::modern`'s; this module only applies them. A legacy link pays one
+//! atomic load per message for it, and its bytes pass as they are.
+
+use super::types::Link;
+use crate::jsonrpc::{Kind, Message};
+use crate::mcp::modern::headers;
+use crate::mcp::modern::meta::{LogLevel, RequestMeta};
+use crate::transport;
+use std::sync::atomic::Ordering;
+
+impl Link {
+    /// Whether the link speaks the modern era.
+    pub fn is_modern(&self) -> bool {
+        self.modern.on.load(Ordering::Acquire)
+    }
+
+    /// From now on every message is sent the modern way, with `meta`.
+    pub(super) fn speak_modern(&self, meta: RequestMeta) {
+        *self.modern.meta.lock().unwrap() = Some(meta);
+        self.modern.on.store(true, Ordering::Release);
+    }
+
+    /// Back to the legacy era (the probe found a legacy server).
+    pub(super) fn speak_legacy(&self) {
+        self.modern.on.store(false, Ordering::Release);
+        *self.modern.meta.lock().unwrap() = None;
+    }
+
+    /// The log level the client set with `logging/setLevel`, sent as `_meta` `logLevel` on
+    /// every request from now on (`None`: no log messages).
+    pub fn set_log_level(&self, level: Option<LogLevel>) {
+        if let Some(meta) = self.modern.meta.lock().unwrap().as_mut() {
+            meta.log_level = level;
+        }
+    }
+
+    /// Sends one message on the link's transport, the modern way if the link is modern.
+    pub(super) async fn transmit(&self, msg: Message) -> Result<(), transport::Error> {
+        if !self.is_modern() {
+            return self.conn.send(msg).await;
+        }
+        let Some(meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
+        let msg = if msg.kind() == Kind::Request { msg.edit(|v| meta.write_into(v)) } else { msg };
+        let mut mirrored = headers::for_body(msg.value());
+        // Every POST carries the version, a notification (no `_meta` of its own) too.
+        if !mirrored.iter().any(|(k, _)| *k == headers::PROTOCOL_VERSION) {
+            mirrored.insert(0, (headers::PROTOCOL_VERSION, meta.version.to_string()));
+        }
+        self.conn.send_headed(msg, &mirrored).await
+    }
+}

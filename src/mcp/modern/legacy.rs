@@ -1,0 +1,198 @@
+//! A modern (2026-07-28) upstream as a legacy client sees it: the session the gateway
+//! synthesizes for it, and what of the modern era a legacy receiver lacks.
+//!
+//! - **`initialize`** is answered from the upstream's `server/discover` result
+//!   ([`initialize_result`]): `serverInfo` from `_meta["io.modelcontextprotocol/serverInfo"]`,
+//!   `instructions`, and the capabilities a legacy client can use ([`server_capabilities`]).
+//! - **Results** carry `resultType` and, on cacheable ones, `ttlMs` and `cacheScope`; a
+//!   legacy receiver lacks all three, and the server's identity in `_meta` ([`for_legacy`]).
+//!   A result that is not `complete` (an `InputRequiredResult`, an extension task) is a
+//!   shape a legacy client cannot read: its request fails with -32603 instead.
+//! - **Methods 2026-07-28 removed** ([`removed`]): `ping` is answered by the gateway,
+//!   `logging/setLevel` is kept by the session and sent as `_meta` `logLevel` on each
+//!   request, `resources/subscribe`/`unsubscribe` (replaced by `subscriptions/listen`, which
+//!   the gateway does not relay) get -32601, and `notifications/roots/list_changed` is
+//!   dropped (a modern server asks for roots per request, with MRTR).
+//!
+//! Which capabilities the gateway declares to a modern upstream is [`client_capabilities`].
+
+use super::{ResultType, key};
+use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, Method, RpcError};
+use serde_json::{Map, Value, json};
+
+/// What a legacy client's message becomes when its upstream is modern.
+#[derive(Debug, PartialEq)]
+pub enum Removed {
+    /// The method exists in 2026-07-28 (or is not the era's concern): forward it.
+    Forward,
+    /// A request the gateway answers with this result.
+    Answer(Value),
+    /// `logging/setLevel`: the session keeps the level and answers `{}`.
+    KeepLogLevel,
+    /// A request the gateway refuses with this error.
+    Refuse(RpcError),
+    /// A notification the era has not: dropped.
+    Drop,
+}
+
+/// What becomes of a legacy client's `method` in front of a modern upstream.
+pub fn removed(method: Method, name: &str) -> Removed {
+    match method {
+        Method::Ping => Removed::Answer(json!({})),
+        Method::LoggingSetLevel => Removed::KeepLogLevel,
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => Removed::Refuse(RpcError::new(
+            METHOD_NOT_FOUND,
+            format!(
+                "{name}: the upstream speaks 2026-07-28, which replaced resource subscriptions with subscriptions/listen (not relayed by this gateway)"
+            ),
+        )),
+        Method::Other if name == "notifications/roots/list_changed" => Removed::Drop,
+        _ => Removed::Forward,
+    }
+}
+
+/// The capabilities the gateway declares in each request's `_meta` to a modern upstream:
+/// none. Sampling, elicitation and roots reach a modern client only as multi round-trip
+/// input requests, which the gateway does not relay yet, and the tasks extension is not
+/// bridged yet; declaring them would invite results the gateway cannot pass on. A server
+/// that needs one answers -32021, which reaches the client as it is.
+pub fn client_capabilities() -> Map<String, Value> {
+    Map::new()
+}
+
+/// A modern `ServerCapabilities`, for a legacy client: without `extensions` (2026-07-28),
+/// without `tasks` (not in the modern core), without `resources.subscribe` and the
+/// `listChanged` flags (list changes and resource updates come only on
+/// `subscriptions/listen`, which the gateway does not relay: a client told to expect them
+/// would wait in vain).
+pub fn server_capabilities(caps: &Value) -> Value {
+    let mut caps = caps.as_object().cloned().unwrap_or_default();
+    caps.remove("extensions");
+    caps.remove("tasks");
+    for k in ["tools", "resources", "prompts"] {
+        if let Some(c) = caps.get_mut(k).and_then(Value::as_object_mut) {
+            c.remove("listChanged");
+            if k == "resources" {
+                c.remove("subscribe");
+            }
+        }
+    }
+    Value::Object(caps)
+}
+
+/// The `initialize` result of the session the gateway synthesizes over a modern upstream, at
+/// legacy version `version` (the session puts the client's own in its place). `fallback_name`
+/// stands in `serverInfo` for a server that sent none.
+pub fn initialize_result(d: &super::Discovery, version: &str, fallback_name: &str) -> Value {
+    let mut r = Map::new();
+    r.insert("protocolVersion".into(), version.into());
+    r.insert("capabilities".into(), server_capabilities(&d.capabilities));
+    let info = d
+        .server_info
+        .clone()
+        .filter(|i| i.get("name").is_some_and(Value::is_string))
+        .unwrap_or_else(|| json!({"name": fallback_name, "version": ""}));
+    r.insert("serverInfo".into(), info);
+    if let Some(i) = &d.instructions {
+        r.insert("instructions".into(), i.clone().into());
+    }
+    Value::Object(r)
+}
+
+/// A response from a modern upstream, made fit for a legacy receiver: `Ok(edited)`, or the
+/// error its request gets instead when the result is not one a legacy client can read.
+pub fn for_legacy(msg: &mut Value) -> Result<bool, RpcError> {
+    let Some(result) = msg.get_mut("result") else { return Ok(false) };
+    match ResultType::of(result) {
+        Ok(ResultType::Complete) => {}
+        Ok(ResultType::InputRequired) => {
+            return Err(RpcError::new(
+                INTERNAL_ERROR,
+                "the upstream asked for input (a 2026-07-28 multi round-trip request), which this gateway does not relay yet",
+            ));
+        }
+        Ok(ResultType::Task) => {
+            return Err(RpcError::new(
+                INTERNAL_ERROR,
+                "the upstream answered with a task of the io.modelcontextprotocol/tasks extension, which this gateway does not bridge yet",
+            ));
+        }
+        Err(other) => {
+            return Err(RpcError::new(
+                INTERNAL_ERROR,
+                format!("the upstream's result has an unknown resultType {other}"),
+            ));
+        }
+    }
+    let Some(obj) = result.as_object_mut() else { return Ok(false) };
+    let mut edited = false;
+    for k in ["resultType", "ttlMs", "cacheScope"] {
+        edited |= obj.remove(k).is_some();
+    }
+    if let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut)
+        && meta.remove(key::SERVER_INFO).is_some()
+    {
+        edited = true;
+        if meta.is_empty() {
+            obj.remove("_meta");
+        }
+    }
+    Ok(edited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::modern::read_discover_result;
+
+    /// rmcp 3.11's discover answer (tests/interop/README.md, "What rmcp 3.11 sends").
+    fn rmcp_discover() -> Value {
+        json!({"resultType":"complete","supportedVersions":["2024-11-05","2025-03-26","2025-06-18","2025-11-25","2026-07-28"],
+            "capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"logging":{}},
+            "ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"taskgate-interop-rmcp-server","version":"0.1.0"}}})
+    }
+
+    #[test]
+    fn initialize_is_synthesized_from_discover() {
+        let d = read_discover_result(&rmcp_discover()).unwrap();
+        let r = initialize_result(&d, "2025-06-18", "up");
+        assert_eq!(
+            r,
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "resources": {}, "logging": {}},
+                "serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"}})
+        );
+        let mut bare = d.clone();
+        bare.server_info = None;
+        bare.instructions = Some("be kind".into());
+        let r = initialize_result(&bare, "2024-11-05", "up");
+        assert_eq!((r["serverInfo"]["name"].as_str(), r["instructions"].as_str()), (Some("up"), Some("be kind")));
+    }
+
+    #[test]
+    fn results_lose_what_legacy_lacks_and_other_shapes_fail() {
+        let mut m = json!({"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private",
+            "_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}});
+        assert_eq!(for_legacy(&mut m), Ok(true));
+        assert_eq!(m["result"], json!({"tools": []}));
+        let mut keep = json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"x":1}}});
+        assert_eq!(for_legacy(&mut keep), Ok(false));
+        let mut err = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"m"}});
+        assert_eq!(for_legacy(&mut err), Ok(false), "errors pass as they are");
+        for ty in ["input_required", "task", "later"] {
+            let mut m = json!({"jsonrpc":"2.0","id":1,"result":{"resultType": ty}});
+            assert_eq!(for_legacy(&mut m).unwrap_err().code, INTERNAL_ERROR, "{ty}");
+        }
+    }
+
+    #[test]
+    fn removed_methods() {
+        assert_eq!(removed(Method::Ping, "ping"), Removed::Answer(json!({})));
+        assert_eq!(removed(Method::LoggingSetLevel, "logging/setLevel"), Removed::KeepLogLevel);
+        assert!(
+            matches!(removed(Method::ResourcesSubscribe, "resources/subscribe"), Removed::Refuse(e) if e.code == METHOD_NOT_FOUND)
+        );
+        assert_eq!(removed(Method::Other, "notifications/roots/list_changed"), Removed::Drop);
+        assert_eq!(removed(Method::ToolsCall, "tools/call"), Removed::Forward);
+        assert!(client_capabilities().is_empty());
+    }
+}
