@@ -44,6 +44,12 @@ impl Link {
         if !self.is_modern() {
             return self.conn.send(msg).await;
         }
+        // Boxed: a legacy link's every request future would otherwise carry this path's state.
+        Box::pin(self.transmit_modern(msg)).await
+    }
+
+    /// [`Link::transmit`] on a modern link: the `_meta` spliced in, the headers mirrored.
+    async fn transmit_modern(&self, msg: Message) -> Result<(), transport::Error> {
         let Some(meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
         let msg = if msg.kind() == Kind::Request { msg.edit(|v| meta.write_into(v)) } else { msg };
         let mut mirrored = headers::for_body(msg.value());
