@@ -119,7 +119,8 @@ impl Message {
             Err(e) => return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
         };
         let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
-        let is_response = env.method.is_none();
+        // A null method is no method, as the salvage of an unreadable message has it.
+        let is_response = env.method.is_none_or(|m| m.get() == "null");
         let refuse = |id: Option<Id>, error: RpcError| Refused { id, is_response, error };
         if env.jsonrpc.and_then(|v| as_str(v.get())).as_deref() != Some("2.0") {
             return Err(refuse(id, invalid("\"jsonrpc\" must be \"2.0\"")));
@@ -533,6 +534,9 @@ mod tests {
         let r = refused(r#"{"jsonrpc":"2.0","id":5,"method":"x","method":"y"}"#);
         assert_eq!((r.id, r.is_response), (Some(Id::Num(5)), false));
         assert_eq!(refused(r#"{"jsonrpc":"1.0","id":6,"result":{}}"#).answers(), Some(&Id::Num(6)));
+        // A null method is no method, whichever way the refusal was read (found by fuzzing).
+        assert!(refused(r#"{"jsonrpc":"1.0","id":8,"method":null}"#).is_response);
+        assert!(refused(r#"{"jsonrpc":"2.0","id":8,"method":null,"method":null,"x":1e400}"#).is_response);
         for unreadable in [r#"{"id":7,"result":"#, "[1]", r#"{"id":7,"result":"\ud83d"x}"#] {
             let r = refused(unreadable);
             assert_eq!((r.id, r.is_response), (None, false), "{unreadable}");

@@ -44,8 +44,9 @@ pub(super) fn salvage(text: &[u8]) -> Option<(Option<Id>, bool)> {
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                 match key.as_ref() {
                     "id" => ids.push(map.next_value::<&'de RawValue>()?),
-                    // As serde reads the envelope: a null method is no method.
-                    "method" => has_method |= !map.next_value::<&'de RawValue>()?.get().eq("null"),
+                    // As serde reads the envelope: a null method is no method. Repeated, the
+                    // last one counts, as a tree reader would have it.
+                    "method" => has_method = !map.next_value::<&'de RawValue>()?.get().eq("null"),
                     _ => {
                         map.next_value::<serde::de::IgnoredAny>()?;
                     }
@@ -71,5 +72,11 @@ mod tests {
     fn a_null_method_is_no_method_as_the_envelope_reads_it() {
         assert_eq!(salvage(br#"{"id":7,"method":null,"result":{"n":1e400}}"#), Some((Some(Id::Num(7)), false)));
         assert_eq!(salvage(br#"{"id":7,"method":"x","params":{"n":1e400}}"#), Some((Some(Id::Num(7)), true)));
+        assert_eq!(
+            salvage(br#"{"id":7,"method":"x","method":null}"#),
+            Some((Some(Id::Num(7)), false)),
+            "the last one counts"
+        );
+        assert_eq!(salvage(br#"{"id":7,"method":null,"method":"x"}"#), Some((Some(Id::Num(7)), true)));
     }
 }
