@@ -87,6 +87,18 @@ async fn server_of(version: &'static str) -> Scripted {
     .await
 }
 
+/// A gateway in front of one conformant server of each version, each at `/mcp/<name_of(v)>`.
+async fn a_server_of_every_version() -> (Gw, Vec<Scripted>) {
+    let mut servers = vec![];
+    let mut config = String::new();
+    for v in VERSIONS {
+        let s = server_of(v).await;
+        config += &http_upstream(&name_of(v), &s.url());
+        servers.push(s);
+    }
+    (start_gateway(&config).await, servers)
+}
+
 struct Field {
     path: &'static str,
     since: &'static str,
@@ -101,14 +113,7 @@ const TOOL_FIELDS: [Field; 4] = [
 
 #[tokio::test]
 async fn a_client_of_each_version_in_front_of_a_server_of_each_version() {
-    let mut servers = vec![];
-    let mut config = String::new();
-    for v in VERSIONS {
-        let s = server_of(v).await;
-        config += &http_upstream(&name_of(v), &s.url());
-        servers.push(s);
-    }
-    let gw = start_gateway(&config).await;
+    let (gw, servers) = a_server_of_every_version().await;
     for (up, server) in VERSIONS.iter().zip(&servers) {
         for client in VERSIONS {
             let at = format!("client {client}, server {up}");
@@ -256,14 +261,7 @@ async fn a_server_that_refuses_the_newest_version_is_offered_one_it_names() {
 
 #[tokio::test]
 async fn hosted_tasks_for_a_server_of_every_version() {
-    let mut servers = vec![];
-    let mut config = String::new();
-    for v in VERSIONS {
-        let s = server_of(v).await;
-        config += &http_upstream(&name_of(v), &s.url());
-        servers.push(s);
-    }
-    let gw = start_gateway(&config).await;
+    let (gw, servers) = a_server_of_every_version().await;
     for (up, server) in VERSIONS.iter().zip(&servers) {
         let mut c = HttpMcp::new(&gw.url(&name_of(up)));
         let init = c.initialize("2025-11-25").await;
