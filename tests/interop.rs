@@ -1,7 +1,9 @@
 //! Interop with the official SDKs as real peers, through the `taskgate` binary:
 //! the TypeScript SDK client over Streamable HTTP and over stdio, against server-everything
 //! (stdio upstream), a TypeScript SDK server (HTTP upstream) and the built-in demo; the
-//! Python `mcp` client in its default mode (it probes `server/discover` first); a 2024-11-05
+//! Python `mcp` client in its default mode, which probes `server/discover` and stays on
+//! 2026-07-28 through the gateway (stateless requests, multi round-trip elicitation), and in
+//! legacy mode; a 2024-11-05
 //! client (TypeScript SDK 1.0.4) over the legacy HTTP+SSE transport; and, directly without the
 //! gateway, the wire facts of the rmcp 3.11 task server (`tests/interop/rmcp_server`: the tasks
 //! extension `io.modelcontextprotocol/tasks`, both eras, stdio and Streamable HTTP).
@@ -259,6 +261,11 @@ fn py(scenario: &str, transport: &[String]) -> Vec<String> {
     v
 }
 
+/// A Python client's arguments, checking it negotiated 2026-07-28 (it did not fall back).
+fn modern(transport: Vec<String>) -> Vec<String> {
+    [vec!["--expect-protocol".into(), "2026-07-28".into()], transport].concat()
+}
+
 fn http(url: String) -> Vec<String> {
     vec!["--http".into(), url]
 }
@@ -295,31 +302,48 @@ fn ts_client_to_builtin_demo() {
     run_client(&gw, "node", &ts("demo", &http(gw.url("demo"))));
 }
 
+/// The Python client's default mode probes `server/discover`: the gateway answers it, and
+/// the client stays on 2026-07-28 (stateless requests) in front of legacy servers.
 #[test]
 fn python_client_default_mode_over_http() {
     let gw = Gateway::start("");
-    run_client(&gw, &python(), &py("everything", &http(gw.url("everything"))));
-    run_client(&gw, &python(), &py("demo", &http(gw.url("demo"))));
-    // The client's server/discover probe was answered by the gateway itself (-32601), and
-    // the client went on with initialize.
-    assert!(gw.proc.output().contains("answered the client's server/discover probe"), "{}", gw.proc.output());
+    run_client(&gw, &python(), &py("everything", &modern(http(gw.url("everything")))));
+    run_client(&gw, &python(), &py("demo", &modern(http(gw.url("demo")))));
 }
 
 #[test]
 fn python_client_default_mode_over_stdio() {
     let gw = Gateway::start("");
-    run_client(&gw, &python(), &py("demo", &stdio(gw.stdio_args("demo"))));
-    run_client(&gw, &python(), &py("everything", &stdio(gw.stdio_args("everything"))));
+    run_client(&gw, &python(), &py("demo", &modern(stdio(gw.stdio_args("demo")))));
+    run_client(&gw, &python(), &py("everything", &modern(stdio(gw.stdio_args("everything")))));
 }
 
+/// `--mode legacy` skips the probe: the same gateway serves it an `initialize` session.
 #[test]
-fn python_client_sees_the_probe_refused_over_stdio() {
-    // Over stdio the gateway's log goes to the client's stderr; run one client and read it.
+fn python_client_legacy_mode_still_initializes() {
     let gw = Gateway::start("");
-    let mut client =
-        Proc::spawn(Command::new(python()).args(py("demo", &stdio(gw.stdio_args("demo")))).current_dir(interop_dir()));
-    assert!(client.finish(CLIENT_TIMEOUT), "{}", client.output());
-    assert!(client.output().contains("answered the client's server/discover probe"), "{}", client.output());
+    let legacy = |t: Vec<String>| {
+        [vec!["--mode".into(), "legacy".into(), "--expect-protocol".into(), "2025-11-25".into()], t].concat()
+    };
+    run_client(&gw, &python(), &py("demo", &legacy(http(gw.url("demo")))));
+    run_client(&gw, &python(), &py("demo", &legacy(stdio(gw.stdio_args("demo")))));
+}
+
+/// A 2026-07-28 Python client in front of Python servers of both eras: the legacy one over
+/// stdio and HTTP (translated), and the modern-only one (its requests relayed as they are).
+#[test]
+fn python_modern_client_in_front_of_python_servers_of_both_eras() {
+    let (_legacy, legacy_port) = start_py_server();
+    let (_modern, modern_port) = start_py_server_with(&["--http", "0", "--modern"]);
+    let gw = Gateway::start(&format!(
+        "[[upstream]]\nname = \"pystdio\"\ncommand = {:?}\nargs = [{:?}]\n\n[[upstream]]\nname = \"pyhttp\"\nurl = \"http://127.0.0.1:{legacy_port}/mcp\"\n\n[[upstream]]\nname = \"pymodern\"\nurl = \"http://127.0.0.1:{modern_port}/mcp\"\n",
+        python(),
+        require(&interop_dir().join("py_server.py"))
+    ));
+    for name in ["pystdio", "pyhttp", "pymodern"] {
+        run_client(&gw, &python(), &py("pyserver", &modern(http(gw.url(name)))));
+    }
+    run_client(&gw, &python(), &py("pyserver", &modern(stdio(gw.stdio_args("pymodern")))));
 }
 
 // ---- a legacy HTTP+SSE upstream (the Python SDK's SSE server) ----

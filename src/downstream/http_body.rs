@@ -64,7 +64,7 @@ impl SseBody {
         SseBody { frames, events, rx, keepalive }
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if let Some(f) = self.frames.pop_front() {
             return Poll::Ready(Some(f));
         }

@@ -5,7 +5,6 @@
 //! the same guards and one `max_sessions` for both.
 
 use crate::config::UpstreamConfig;
-use crate::downstream::http_batch;
 use crate::downstream::http_body::{
     Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_response, plain, read_body,
     rpc_error, sse_response,
@@ -13,9 +12,11 @@ use crate::downstream::http_body::{
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
 use crate::downstream::legacy_sse::Legacy;
 use crate::downstream::streams::Streams;
+use crate::downstream::{http_batch, http_modern};
 use crate::gateway::Gateway;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
+use crate::gateway::session::modern_rounds::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
 use crate::mcp::ProtocolVersion;
 use hyper::body::Incoming;
@@ -56,6 +57,8 @@ pub struct HttpServer {
     slots: Arc<SessionSlots>,
     /// The legacy HTTP+SSE transport at `/sse/<name>`.
     legacy: Arc<Legacy>,
+    /// Modern clients' requests waiting for their input (multi round-trip).
+    parked: Arc<ParkedRequests>,
 }
 
 impl HttpServer {
@@ -83,7 +86,8 @@ impl HttpServer {
         let slots = SessionSlots::new(gateway.limits().max_sessions);
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
-        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy })
+        let parked = ParkedRequests::new();
+        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked })
     }
 
     /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
@@ -251,6 +255,13 @@ impl HttpServer {
         };
         match *req.method() {
             Method::POST => self.post(req, upstream, path, peer).await,
+            // The modern era has only POST.
+            Method::GET | Method::DELETE if http_modern::names_modern_version(req.headers()) => {
+                let mut r =
+                    plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: 2026-07-28 is served over POST only\n");
+                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+                r
+            }
             Method::GET => self.get(req, &path),
             Method::DELETE => self.delete(req, &path).await,
             _ => {
@@ -323,8 +334,13 @@ impl HttpServer {
             Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e, None),
         };
 
-        // An existing session, or a new one for an `initialize`.
+        // A modern client's request, served statelessly.
         let existing = headers.contains_key(SESSION_HEADER);
+        if http_modern::is_modern_post(headers, parsed.as_ref().ok(), existing) {
+            return http_modern::serve(&self.gateway, &self.parked, headers, parsed.ok(), upstream, peer, json_only)
+                .await;
+        }
+        // An existing session, or a new one for an `initialize`.
         let (sid, hs, created) = if existing {
             match self.lookup(headers, &path) {
                 Ok((id, s)) => (id, s, false),
@@ -335,12 +351,6 @@ impl HttpServer {
                 Ok(m) if m.kind() == Kind::Request => Some(m.method()),
                 _ => None,
             };
-            if single_request == Some(jsonrpc::Method::ServerDiscover) {
-                // A 2026-07-28 client probing: refuse like a legacy server, without a session.
-                tracing::info!(upstream = %upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
-                let id = parsed.as_ref().ok().and_then(|m| m.id());
-                return rpc_error(StatusCode::OK, &crate::mcp::version::refuse_discover(), id);
-            }
             let is_init = single_request == Some(jsonrpc::Method::Initialize);
             if !is_init {
                 return rpc_error(

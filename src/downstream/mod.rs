@@ -7,7 +7,10 @@
 mod http_batch;
 mod http_body;
 mod http_guard;
+mod http_modern;
 pub mod http_server;
 mod legacy_sse;
 pub mod stdio;
+mod stdio_modern;
+mod stdout;
 pub mod streams;

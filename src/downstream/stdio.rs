@@ -3,13 +3,14 @@
 //! `transport::own_stdio`; this module turns them into a session's traffic, with backpressure
 //! both ways.
 
+use crate::downstream::stdio_modern::ModernCalls;
+use crate::downstream::stdout::{InFlight, StdoutSink};
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
-use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, Message, PARSE_ERROR, RpcError};
+use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, PARSE_ERROR, RpcError};
 use crate::transport::lines::{BadKind, Line, LineReader};
-use crate::transport::own_stdio::{self, OutQueue};
-use std::collections::HashSet;
+use crate::transport::own_stdio;
 use std::sync::Arc;
 
 /// How long the stdin front waits for one of `max_in_flight` requests to be answered before
@@ -45,7 +46,9 @@ pub async fn serve_stdio(
     own_stdio::set_client_output(out.clone());
     let in_flight = Arc::new(InFlight::default());
     let sink = Arc::new(StdoutSink { out: out.clone(), in_flight: in_flight.clone() });
-    let session = Session::new(gateway.clone(), cfg, sink.clone());
+    let session = Session::new(gateway.clone(), cfg.clone(), sink.clone());
+    let modern = ModernCalls::new(gateway.clone(), cfg, sink.clone());
+    let mut legacy = false;
     let max_in_flight = gateway.limits().max_in_flight;
     let mut lines = LineReader::new(own_stdio::stdin(), gateway.limits().max_body_bytes);
     let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
@@ -111,6 +114,16 @@ pub async fn serve_stdio(
         for m in items {
             match m {
                 Ok(f) => {
+                    legacy |= f.method() == jsonrpc::Method::Initialize;
+                    if modern.takes(&f, legacy) {
+                        if let (Kind::Request, Some(id)) = (f.kind(), f.id()) {
+                            in_flight.started(id);
+                        } else if let Some(id) = f.request_id_param() {
+                            in_flight.answered(&id);
+                        }
+                        modern.serve(f).await;
+                        continue;
+                    }
                     match (f.kind(), f.id()) {
                         (Kind::Request, Some(id)) => in_flight.started(id),
                         // No response is due for a request the client cancelled.
@@ -151,80 +164,4 @@ pub async fn serve_stdio(
     // What is queued reaches the client, if it still reads (briefly: it may have gone).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), out.drained()).await;
     Ok(())
-}
-
-/// The client side of `taskgate stdio`: everything for the client becomes a line on stdout,
-/// through a queue that never drops (see [`OutQueue`] for what bounds it).
-pub struct StdoutSink {
-    pub out: Arc<OutQueue>,
-    pub in_flight: Arc<InFlight>,
-}
-
-impl ClientSink for StdoutSink {
-    fn deliver(&self, msg: Message, route: Route) {
-        self.out.push(msg.into_bytes().into());
-        // After the push: once no request is in flight, every answer is in the queue.
-        if let Route::Response(id) = &route {
-            self.in_flight.answered(id);
-        }
-    }
-}
-
-/// The client's requests not yet answered (nor cancelled by the client), so that the stdin
-/// front stops reading while `max_in_flight` of them wait: a fast client is slowed down
-/// rather than refused.
-#[derive(Default)]
-pub struct InFlight {
-    st: std::sync::Mutex<InFlightState>,
-    changed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct InFlightState {
-    ids: HashSet<Id>,
-    waiting: bool,
-}
-
-impl InFlight {
-    /// A request is handed to the session.
-    pub fn started(&self, id: &Id) {
-        self.st.lock().unwrap().ids.insert(id.clone());
-    }
-
-    /// Its response went to the client, or the client cancelled it (then none is due).
-    pub fn answered(&self, id: &Id) {
-        let wake = {
-            let mut st = self.st.lock().unwrap();
-            st.ids.remove(id) && std::mem::take(&mut st.waiting)
-        };
-        if wake {
-            self.changed.notify_waiters();
-        }
-    }
-
-    /// Waits until fewer than `max` requests are waiting for their answers.
-    pub async fn below(&self, max: usize) {
-        self.wait_for(|n| n < max).await
-    }
-
-    /// Waits until every request read has been answered.
-    pub async fn none(&self) {
-        self.wait_for(|n| n == 0).await
-    }
-
-    async fn wait_for(&self, done: impl Fn(usize) -> bool) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            {
-                let mut st = self.st.lock().unwrap();
-                if done(st.ids.len()) {
-                    return;
-                }
-                st.waiting = true;
-            }
-            changed.await;
-        }
-    }
 }

@@ -26,7 +26,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
+mod modern_client;
+pub mod modern_rounds;
 mod relink;
+mod server_requests;
 mod shared;
 mod tasks;
 mod versions;
@@ -80,6 +83,9 @@ struct SessionState {
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     log_level: Option<crate::mcp::modern::meta::LogLevel>,
+    /// The upstream's `initialize` result as the link negotiated it (what `server/discover`
+    /// tells a modern client).
+    upstream_init: Value,
     /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
     /// version has none: a server that leaks them is not run as a task server).
     upstream_caps: Value,
@@ -116,6 +122,9 @@ pub struct Session {
     me: Weak<Session>,
     /// How links tell this session apart from the others (a shared link serves many).
     tag: SessionTag,
+    /// A session for one request of a modern (2026-07-28) client: that request's `_meta`
+    /// (see `modern_client`).
+    modern: Option<modern_rounds::ModernClient>,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -135,8 +144,20 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
     ) -> Arc<Session> {
-        static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let owner = crate::random::id128();
+        Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
+    }
+
+    fn build(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        client: Option<String>,
+        owner: String,
+        modern: Option<modern_rounds::ModernClient>,
+        state: SessionState,
+    ) -> Arc<Session> {
+        static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let tag = NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new_cyclic(|me| Session {
             gateway,
@@ -146,7 +167,8 @@ impl Session {
             owner,
             me: me.clone(),
             tag,
-            state: Mutex::new(SessionState { next_client_side_id: 1, ..Default::default() }),
+            modern,
+            state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
         })
@@ -186,6 +208,7 @@ impl Session {
             Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
+            Method::ServerDiscover if self.modern.is_some() => Box::pin(self.discover(id.clone())).await,
             Method::ServerDiscover => {
                 tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
                 Err(crate::mcp::version::refuse_discover())
@@ -213,7 +236,14 @@ impl Session {
 
     /// A request of an initialized session: served by the gateway, or forwarded.
     async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
-        let client_has_tasks = self.version().is_some_and(|v| v.has_tasks());
+        let frame = match self.modern {
+            Some(_) => match self.modern_request(&id, frame).await? {
+                Some(f) => f,
+                None => return Ok(()),
+            },
+            None => frame,
+        };
+        let client_has_tasks = self.modern.is_none() && self.version().is_some_and(|v| v.has_tasks());
         // A task asked for by a client whose version has none is not its to ask: the call
         // goes up plain (else a task created upstream would answer a client that cannot
         // read it, and run on with nobody to cancel it).
@@ -294,16 +324,16 @@ impl Session {
             }
             // Passed upstream, a shared link's listing would show every session's tasks.
             Method::TasksList
-                if self.upstream.share || (client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never) =>
+                if self.shares() || (client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never) =>
             {
                 return self.list_tasks(id, frame.into_value()).await;
             }
-            method if self.upstream.share && method.is_task_request() => {
+            method if self.shares() && self.modern.is_none() && method.is_task_request() => {
                 // A client without tasks made none upstream.
                 let task_id = frame.task_id_param();
                 return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
             }
-            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe if self.upstream.share => {
+            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe if self.shares() => {
                 return self.shared_subscription(id, frame).await;
             }
             _ => Shape::AsIs,
@@ -312,6 +342,7 @@ impl Session {
         if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
             return answered;
         }
+        let frame = if self.modern.is_some() { self.modern_upward(&link, frame) } else { frame };
         // Translated for the link's version, which a restart may have changed.
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
@@ -349,7 +380,7 @@ impl Session {
         let _unfinished = Unfinished(self);
         let negotiated = {
             let _guard = self.relink.lock().await;
-            if self.upstream.share { self.join_shared().await } else { self.open_link().await }
+            if self.shares() { self.join_shared().await } else { self.open_link().await }
         }?;
         let mut result = negotiated.result;
         if !result.is_object() {
@@ -380,6 +411,10 @@ impl Session {
             return;
         };
         let msg = frame;
+        if self.modern.is_some() && msg.method() != Method::Cancelled {
+            // The era defines no other notification from a client.
+            return;
+        }
         match msg.method() {
             // The gateway told the upstream itself, when the link was initialized.
             Method::Initialized => return,
@@ -418,79 +453,6 @@ impl Session {
         }
     }
 
-    async fn handle_response(&self, frame: Message) {
-        let Some(id) = frame.id().cloned() else { return };
-        let target = self.state.lock().unwrap().server_requests.remove(&id);
-        let Some(req) = target else {
-            tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
-            return;
-        };
-        if let Some(task) = &req.task {
-            self.hosted().input_answered(task);
-        }
-        let Some(link) = req.link.upgrade() else { return };
-        // An answer the upstream's version cannot take is an error for its request.
-        let Some(msg) = self.upward_answer(frame, req.answers, &req.upstream_id) else { return };
-        if let Err(e) = link.send(msg.with_id(&req.upstream_id)).await {
-            tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
-        }
-    }
-
-    /// Passes a request from the server to the client under an id of the session's, and
-    /// remembers where the answer goes.
-    pub fn relay_server_request(
-        &self,
-        link: &Arc<Link>,
-        upstream_id: Id,
-        msg: Message,
-        route: Route,
-        task: Option<Arc<str>>,
-    ) {
-        let answers = crate::mcp::translate::answered_method(msg.method_name());
-        // A shared link declared what any client can serve; this one may not (a per-session
-        // link declared its own client's capabilities).
-        if self.upstream.share && !self.client_can_answer(&msg) {
-            tracing::info!(upstream = %self.upstream.name, method = msg.method_name(), "refused a server request the client did not declare it can answer");
-            if let Some(t) = &task {
-                self.hosted().input_answered(t);
-            }
-            let why = format!("the client does not support {}", msg.method_name());
-            link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
-            return;
-        }
-        // A request the client's version cannot take is refused upstream, never sent.
-        let msg = match self.downward_request(msg) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::info!(upstream = %self.upstream.name, "refused a server request the client's version lacks: {}", e.message);
-                if let Some(t) = &task {
-                    self.hosted().input_answered(t);
-                }
-                link.refuse(upstream_id, e);
-                return;
-            }
-        };
-        let client_side_id = {
-            let mut st = self.state.lock().unwrap();
-            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
-                None
-            } else {
-                let id = Id::Num(st.next_client_side_id);
-                st.next_client_side_id += 1;
-                st.server_requests.insert(
-                    id.clone(),
-                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers },
-                );
-                Some(id)
-            }
-        };
-        let Some(id) = client_side_id else {
-            link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
-            return;
-        };
-        self.to_client(msg.with_id(&id), route);
-    }
-
     /// The response to client request `id`, made from a tree (a task's stored outcome, a
     /// bridged call's answer): -32603 if the tree is not a message. `answers` as for
     /// [`Session::to_client_answering`].
@@ -523,24 +485,14 @@ impl Session {
             },
             None => msg,
         };
-        self.sink.deliver(msg, route);
-    }
-
-    /// Whether the client declared the capability a server request needs, for the requests
-    /// the gateway itself causes (bridged calls) and those of a shared link (which declared
-    /// every capability). URL-mode elicitation needs `elicitation.url`.
-    fn client_can_answer(&self, msg: &Message) -> bool {
-        let need = match msg.method() {
-            Method::ElicitationCreate => "elicitation",
-            Method::SamplingCreateMessage => "sampling",
-            Method::RootsList => "roots",
-            _ => return true,
+        let msg = match &self.modern {
+            Some(m) => match self.to_modern_client(msg, &route, answers, &m.meta) {
+                Some(m) => m,
+                None => return,
+            },
+            None => msg,
         };
-        let url_mode =
-            need == "elicitation" && msg.value().pointer("/params/mode").and_then(Value::as_str) == Some("url");
-        let st = self.state.lock().unwrap();
-        let cap = st.init_params.as_ref().and_then(|p| p.get("capabilities")).and_then(|c| c.get(need));
-        cap.is_some_and(|c| !url_mode || c.get("url").is_some())
+        self.sink.deliver(msg, route);
     }
 
     /// Ends the session. Its link closes now, or when the last hosted task running on it
@@ -563,7 +515,7 @@ impl Session {
             Some(link) => link.close_when_idle().await,
             None => {}
         }
-        if self.upstream.share {
+        if self.shares() {
             self.refuse_unanswered();
         }
     }

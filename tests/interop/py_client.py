@@ -3,15 +3,17 @@
 
 Run it with tests/interop/.venv/bin/python:
 
-    py_client.py <scenario> [--mode auto|legacy] <url>
-    py_client.py <scenario> [--mode auto|legacy] --http <url>
-    py_client.py <scenario> [--mode auto|legacy] --stdio <command> [args...]
+    py_client.py <scenario> [--mode auto|legacy] [--expect-protocol <version>] <url>
+    py_client.py <scenario> [--mode auto|legacy] [--expect-protocol <version>] --http <url>
+    py_client.py <scenario> [--mode auto|legacy] [--expect-protocol <version>] --stdio <command> [args...]
 
 Scenarios: everything (against @modelcontextprotocol/server-everything), demo (against
 taskgate's built-in demo), pyserver (against py_server.py: echo, progress from `slow`).
 
 The default mode is the client's own default, "auto": it sends `server/discover` first and
-falls back to `initialize` on a JSON-RPC error or HTTP 4xx.
+falls back to `initialize` on a JSON-RPC error or HTTP 4xx. `--expect-protocol` adds a check
+that the connection negotiated that protocol version (e.g. 2026-07-28: the client did not fall
+back).
 
 Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the first failure
 (exit 1) and ends with `PASS <scenario>: <n> checks` (exit 0). A global timeout
@@ -25,11 +27,12 @@ import sys
 import warnings
 
 import anyio
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 SCENARIOS = ("everything", "demo", "pyserver")
 USAGE = (
-    "usage: py_client.py <everything|demo|pyserver> [--mode auto|legacy] "
+    "usage: py_client.py <everything|demo|pyserver> [--mode auto|legacy] [--expect-protocol <version>] "
     "(<url> | --http <url> | --stdio <command> [args...])"
 )
 TIMEOUT_S = int(os.environ.get("INTEROP_TIMEOUT_MS", "60000")) / 1000.0
@@ -39,7 +42,7 @@ class CheckFailed(Exception):
     pass
 
 
-def parse_args(argv: list[str]) -> tuple[str, str, object]:
+def parse_args(argv: list[str]) -> tuple[str, str, str | None, object]:
     if len(argv) < 2 or argv[0] not in SCENARIOS:
         raise SystemExit(USAGE)
     scenario, rest = argv[0], argv[1:]
@@ -48,6 +51,11 @@ def parse_args(argv: list[str]) -> tuple[str, str, object]:
         if len(rest) < 2 or rest[1] not in ("auto", "legacy"):
             raise SystemExit(USAGE)
         mode, rest = rest[1], rest[2:]
+    expected = None
+    if rest and rest[0] == "--expect-protocol":
+        if len(rest) < 2:
+            raise SystemExit(USAGE)
+        expected, rest = rest[1], rest[2:]
     if not rest:
         raise SystemExit(USAGE)
     if rest[0] == "--stdio":
@@ -62,7 +70,7 @@ def parse_args(argv: list[str]) -> tuple[str, str, object]:
         target = rest[0]
     else:
         raise SystemExit(USAGE)
-    return scenario, mode, target
+    return scenario, mode, expected, target
 
 
 def texts(result) -> str:
@@ -96,11 +104,11 @@ def expect(cond: bool, why: str) -> None:
         raise CheckFailed(why)
 
 
-async def run(scenario: str, mode: str, target: object, r: Runner) -> None:
+async def run(scenario: str, mode: str, expected: str | None, target: object, r: Runner) -> None:
     r.current = "connect"
     connected = False
     try:
-        async with Client(target, mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(target, mode=mode, elicitation_callback=answer_elicitation) as client:  # type: ignore[arg-type]
             connected = True
             r.passed += 1
             print("ok connect", flush=True)
@@ -110,6 +118,12 @@ async def run(scenario: str, mode: str, target: object, r: Runner) -> None:
                 file=sys.stderr,
                 flush=True,
             )
+            if expected is not None:
+
+                async def negotiated():
+                    expect(client.protocol_version == expected, f"negotiated {client.protocol_version}, want {expected}")
+
+                await r.check(f"protocol {expected}", negotiated)
             await {"everything": everything, "demo": demo, "pyserver": pyserver}[scenario](client, r)
     except BaseException as e:
         if connected or isinstance(e, (CheckFailed, anyio.get_cancelled_exc_class())):
@@ -119,6 +133,29 @@ async def run(scenario: str, mode: str, target: object, r: Runner) -> None:
             raise
         x = found[0]
         raise CheckFailed(f"connect: {type(x).__name__}: {x}") from None
+
+
+ELICITED: list[str] = []
+
+
+async def answer_elicitation(context, params) -> types.ElicitResult:
+    """Answers every form elicitation with {"answer": "forty-two"} and remembers its message."""
+    ELICITED.append(getattr(params, "message", ""))
+    return types.ElicitResult(action="accept", content={"answer": "forty-two"})
+
+
+async def check_elicitation(client, r: Runner) -> None:
+    """The demo's `ask` elicits its question; over 2026-07-28 the SDK answers the gateway's
+    InputRequiredResult and retries, over legacy it answers a server request."""
+
+    async def fn():
+        before = len(ELICITED)
+        res = await client.call_tool("ask", {"question": "meaning of life?"})
+        expect(not res.is_error, f"isError: {brief(texts(res))}")
+        expect(texts(res) == "answer: forty-two", f"unexpected ask text: {brief(texts(res))}")
+        expect(ELICITED[before:] == ["meaning of life?"], f"elicited {ELICITED[before:]}")
+
+    await r.check("elicitation", fn)
 
 
 async def check_tools(client, r: Runner, wanted: list[str]) -> None:
@@ -216,6 +253,7 @@ async def demo(client, r: Runner) -> None:
     await check_resource(client, r, "demo://readme")
     await check_prompt(client, r, "greet", {"name": "interop"}, "interop")
     await check_progress(client, r, "slow", {"duration_ms": 300, "steps": 3}, 2)
+    await check_elicitation(client, r)
 
 
 async def pyserver(client, r: Runner) -> None:
@@ -235,11 +273,11 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-async def main_async(scenario: str, mode: str, target: object) -> int:
+async def main_async(scenario: str, mode: str, expected: str | None, target: object) -> int:
     r = Runner()
     try:
         with anyio.fail_after(TIMEOUT_S):
-            await run(scenario, mode, target, r)
+            await run(scenario, mode, expected, target, r)
     except BaseException as e:  # report the first real cause, unwrapped from task-group wrappers
         found = leaves(e)
         failed = next((x for x in found if isinstance(x, CheckFailed)), None)
@@ -257,12 +295,12 @@ async def main_async(scenario: str, mode: str, target: object) -> int:
 
 def main() -> None:
     try:
-        scenario, mode, target = parse_args(sys.argv[1:])
+        scenario, mode, expected, target = parse_args(sys.argv[1:])
     except SystemExit as e:
         print(e, file=sys.stderr)
         sys.exit(2)
     warnings.simplefilter("ignore")  # deprecation notes about 2026-07-28 features are noise here
-    sys.exit(anyio.run(main_async, scenario, mode, target))
+    sys.exit(anyio.run(main_async, scenario, mode, expected, target))
 
 
 if __name__ == "__main__":

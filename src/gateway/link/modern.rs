@@ -51,7 +51,9 @@ impl Link {
     /// [`Link::transmit`] on a modern link: the `_meta` spliced in, the headers mirrored.
     async fn transmit_modern(&self, msg: Message) -> Result<(), transport::Error> {
         let Some(meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
-        let msg = if msg.kind() == Kind::Request { msg.edit(|v| meta.write_into(v)) } else { msg };
+        // A modern client's request carries its own `_meta` (see `session::modern_client`).
+        let own = crate::mcp::modern::meta::is_modern(msg.value().get("params"));
+        let msg = if msg.kind() == Kind::Request && !own { msg.edit(|v| meta.write_into(v)) } else { msg };
         let mut mirrored = headers::for_body(msg.value());
         // Every POST carries the version, a notification (no `_meta` of its own) too.
         if !mirrored.iter().any(|(k, _)| *k == headers::PROTOCOL_VERSION) {

@@ -173,7 +173,7 @@ impl LinkEvents for Session {
         if st.closed {
             return;
         }
-        if self.upstream.share {
+        if self.shares() {
             // The gateway keeps a shared link's backoff, and the link said it was lost.
             tracing::debug!(upstream = %self.upstream.name, generation, "shared link lost ({reason})");
             return;

@@ -37,7 +37,7 @@ impl Session {
             // An ended session opens nothing more upstream.
             return Err(RpcError::new(INVALID_REQUEST, "the session has ended"));
         }
-        let negotiated = if self.upstream.share {
+        let negotiated = if self.shares() {
             // The gateway keeps a shared link's backoff: it is every session's.
             self.join_shared().await?
         } else {
@@ -47,6 +47,10 @@ impl Session {
             self.open_link().await?
         };
         let link = self.link.lock().unwrap().clone().expect("a session keeps the link it opened or joined");
+        if self.modern.is_some() {
+            // A modern request's session joins the shared link the first time it needs one.
+            return Ok(link);
+        }
         if before != Some(negotiated.version) {
             tracing::warn!(upstream = %self.upstream.name, "the restarted upstream negotiated protocol version {} (was {}); messages are translated for it",
                 negotiated.version, before.map_or("none", |v| v.as_str()));
@@ -108,6 +112,7 @@ impl Session {
             tracing::info!(upstream = %self.upstream.name, version = %negotiated.version, "the upstream declares tasks its protocol version lacks; they are not used");
         }
         st.upstream_caps = caps;
+        st.upstream_init = negotiated.result.clone();
         // What a previous link listed may not hold for this one.
         st.tool_support.clear();
         st.listing_loaded = false;

@@ -28,7 +28,7 @@ impl Session {
     /// link, only about one its own request created on the live link (joined first: a new
     /// link forgets the last one's tasks).
     pub(super) async fn may_ask_about(&self, task_id: &str) -> Result<bool, RpcError> {
-        if !self.upstream.share {
+        if !self.shares() {
             return Ok(true);
         }
         self.link().await?;

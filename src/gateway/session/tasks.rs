@@ -203,7 +203,7 @@ impl Session {
         };
         let upstream_lists = {
             let st = self.state.lock().unwrap();
-            match self.upstream.share {
+            match self.shares() {
                 true => st.upstream_caps.get("tasks").is_some() && !st.known_tasks.is_empty(),
                 false => st.upstream_caps.pointer("/tasks/list").is_some(),
             }
@@ -213,7 +213,7 @@ impl Session {
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {}
             Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
                 let rest = &c[CURSOR_UPSTREAM.len()..];
-                if self.upstream.share {
+                if self.shares() {
                     return self.own_upstream_tasks(id, rest).await;
                 }
                 let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
@@ -231,7 +231,7 @@ impl Session {
         };
         let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
-            if self.upstream.share {
+            if self.shares() {
                 return self.own_upstream_tasks(id, "").await;
             }
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {

@@ -86,6 +86,10 @@ impl Session {
         }
         let id = msg.id().cloned();
         let crossed = if self.state.lock().unwrap().upstream_modern {
+            if self.modern.is_some() {
+                // A modern client reads the modern server's messages as they are.
+                return Some(msg);
+            }
             translate::cross_from_modern(msg, answers, client)
         } else {
             translate::cross(msg, answers, upstream, client)

@@ -24,6 +24,7 @@
 //! Until then the modern version is the string [`VERSION`] here, and nothing outside this
 //! module knows it.
 
+pub mod client;
 pub mod headers;
 pub mod legacy;
 pub mod meta;

@@ -1,0 +1,185 @@
+//! Downstream Streamable HTTP for modern (2026-07-28) clients, beside the legacy sessions of
+//! `http_server` on the same `/mcp/<name>` endpoints: a POST whose `MCP-Protocol-Version`
+//! names a modern version, or that carries no session id and a request with modern `_meta`
+//! (or a `server/discover`), is served here, statelessly.
+//!
+//! Each POST is one request or notification, checked before anything is served: its
+//! mirrored headers against its body (-32020), its `_meta` (-32602, -32022). A request is
+//! served on a session of its own (`Session::for_modern_request`) that ends with the POST:
+//! when the answer has been sent, or when the client closed the response, which for a modern
+//! client cancels the request. No session id is minted or read, and a GET or DELETE that
+//! names a modern version gets 405. Refusals travel with HTTP 400, an unknown method with
+//! 404, as the era's transport says.
+
+use crate::config::UpstreamConfig;
+use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error};
+use crate::downstream::streams::Streams;
+use crate::gateway::Gateway;
+use crate::gateway::session::Session;
+use crate::gateway::session::modern_rounds::ParkedRequests;
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, Message, RpcError};
+use crate::mcp::modern::headers::{self, RequestHeaders};
+use crate::mcp::modern::meta::{self, RequestMeta};
+use crate::mcp::modern::{self, ModernError};
+use bytes::Bytes;
+use hyper::header::HeaderMap;
+use hyper::{Response, StatusCode};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether a POST is a modern client's (see the module doc). `parsed`: its one message, if
+/// it was one.
+pub(crate) fn is_modern_post(h: &HeaderMap, parsed: Option<&Message>, has_session: bool) -> bool {
+    if names_modern_version(h) {
+        return true;
+    }
+    if has_session {
+        return false;
+    }
+    parsed.is_some_and(|m| {
+        m.kind() == Kind::Request
+            && (m.method() == jsonrpc::Method::ServerDiscover || meta::is_modern(m.value().get("params")))
+    })
+}
+
+/// Whether the request's `MCP-Protocol-Version` names a modern version.
+pub(crate) fn names_modern_version(h: &HeaderMap) -> bool {
+    let v = h.get(headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok());
+    v.is_some_and(|v| modern::MODERN_VERSIONS.contains(&v))
+}
+
+/// Serves one modern POST: `parsed` is its message, or `None` for a batch (which the era
+/// does not have).
+pub(crate) async fn serve(
+    gateway: &Arc<Gateway>,
+    parked: &Arc<ParkedRequests>,
+    h: &HeaderMap,
+    parsed: Option<Message>,
+    upstream: Arc<UpstreamConfig>,
+    peer: SocketAddr,
+    json_only: bool,
+) -> Response<Body> {
+    let Some(frame) = parsed else {
+        let e = RpcError::new(INVALID_REQUEST, "invalid request: 2026-07-28 has no JSON-RPC batches");
+        return rpc_error(StatusCode::BAD_REQUEST, &e, None);
+    };
+    if frame.kind() == Kind::Response {
+        let e = RpcError::new(INVALID_REQUEST, "invalid request: a 2026-07-28 client sends no responses");
+        return rpc_error(StatusCode::BAD_REQUEST, &e, frame.id());
+    }
+    let mirrored = RequestHeaders {
+        protocol_version: h.get(headers::PROTOCOL_VERSION).map(|v| v.as_bytes()),
+        method: h.get(headers::METHOD).map(|v| v.as_bytes()),
+        name: h.get(headers::NAME).map(|v| v.as_bytes()),
+    };
+    if let Err(p) = headers::check(&mirrored, frame.value()) {
+        return rpc_error(StatusCode::BAD_REQUEST, &ModernError::HeaderMismatch(p).to_rpc(), frame.id());
+    }
+    let Some(id) = frame.id().cloned().filter(|_| frame.kind() == Kind::Request) else {
+        // The era defines no notification from a client over HTTP (closing a response is
+        // how one cancels): accepted, and nothing to do.
+        return empty(StatusCode::ACCEPTED);
+    };
+    let request_meta = match RequestMeta::read(frame.value().get("params")) {
+        Ok(m) => m,
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e.to_rpc(), Some(&id)),
+    };
+    let limits = gateway.limits();
+    let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
+    // A retry of a request waiting for this client's input goes on in that request's session.
+    let state = frame.value().pointer("/params/requestState").and_then(|s| s.as_str());
+    let resumed = state.and_then(|token| parked.take(token, &upstream.name));
+    let session = match &resumed {
+        Some(s) => s.clone(),
+        None => {
+            let client = Some(peer.ip().to_string());
+            let (sink, parked) = (streams.clone(), parked.clone());
+            Session::for_modern_request(gateway.clone(), upstream, sink, client, request_meta, id.clone(), parked)
+        }
+    };
+    // This round ends with this POST, however it ends (and the session with it, unless the
+    // request waits for the client's input).
+    let ends = EndsWithPost(Some(session.clone()), id.clone());
+    let stream = match streams.open_single(&id, json_only) {
+        Ok(s) => s,
+        Err(_) => unreachable!("a new stream set has no request in flight"),
+    };
+    match resumed {
+        Some(s) => s.resume(streams.clone(), frame).await,
+        None => session.handle(frame).await,
+    }
+    let (held, rx) = streams.attach(stream);
+    let mut held = VecDeque::from(held);
+    let first = match (held.pop_front(), rx) {
+        (Some(ev), rx) => Ok((Some(ev), rx)),
+        (None, None) => Ok((None, None)),
+        (None, Some(mut rx)) => {
+            let window = if json_only { Duration::MAX } else { limits.json_response_window };
+            let first = match tokio::time::Instant::now().checked_add(window) {
+                Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
+                None => Ok(rx.recv().await),
+            };
+            match first {
+                Ok(ev) => Ok((ev, Some(rx))),
+                Err(_) => Err(rx),
+            }
+        }
+    };
+    let keepalive = limits.sse_keepalive;
+    match first {
+        Ok((Some(ev), _)) if ev.is_response => {
+            let status = status_of(&ev.json);
+            let mut r = json_response(ev.json, None);
+            *r.status_mut() = status;
+            r
+        }
+        Ok((Some(ev), rx)) => {
+            held.push_front(ev);
+            sse(SseBody::new(VecDeque::new(), held, rx, keepalive), ends)
+        }
+        Ok((None, _)) => empty(StatusCode::ACCEPTED),
+        Err(rx) => sse(SseBody::new(VecDeque::new(), held, Some(rx), keepalive), ends),
+    }
+}
+
+/// An event stream that holds the request's session until the stream is done with.
+fn sse(mut body: SseBody, ends: EndsWithPost) -> Response<Body> {
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        let _held = &ends;
+        body.poll_next(cx)
+    });
+    crate::downstream::http_body::event_stream_response(Body::Frames(Box::pin(stream)), None)
+}
+
+/// The HTTP status a JSON answer travels with: 400 for the era's refusals, 404 for an
+/// unknown method, else 200.
+fn status_of(json: &Bytes) -> StatusCode {
+    if !json.windows(7).any(|w| w == b"\"error\"") {
+        return StatusCode::OK;
+    }
+    let code =
+        Message::parse(json.clone()).ok().and_then(|m| m.value().pointer("/error/code").and_then(|c| c.as_i64()));
+    match code {
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(
+            modern::HEADER_MISMATCH | modern::MISSING_REQUIRED_CLIENT_CAPABILITY | modern::UNSUPPORTED_PROTOCOL_VERSION,
+        ) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// Ends a modern request's round when dropped: after its answer, or when its client hung
+/// up (its request is then cancelled upstream, unless it waits for the client's input).
+struct EndsWithPost(Option<Arc<Session>>, Id);
+
+impl Drop for EndsWithPost {
+    fn drop(&mut self) {
+        let Some(session) = self.0.take() else { return };
+        let id = self.1.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { session.end_round(&id).await });
+        }
+    }
+}

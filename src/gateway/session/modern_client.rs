@@ -1,0 +1,141 @@
+//! A session for one request of a modern (2026-07-28) client. The era has no sessions: a
+//! front that reads a request carrying modern `_meta` (or a `server/discover`) makes a
+//! session for it alone ([`Session::for_modern_request`]), already "initialized" at the
+//! newest legacy version with the capabilities the request declared, and ends it once the
+//! request is answered or its client went away (which, for a modern client, cancels it).
+//!
+//! Every such session joins its upstream's shared link, whatever `share` says: a modern
+//! client's requests have nothing to keep apart but their ids, which the shared link keys by
+//! session, and their progress tokens, which it rewrites. Hosted state the requests share
+//! (task ids, later) belongs to one owner per upstream: ids are the bearer tokens the tasks
+//! extension makes them.
+//!
+//! In front of a legacy upstream the request loses its modern `_meta` and `params.task`,
+//! what comes back is translated to 2025-11-25 and then made modern (`mcp::modern::client`),
+//! and server requests are refused upstream (multi round-trip relaying is not built yet). In
+//! front of a modern upstream the request travels with the client's own `_meta`, and the
+//! answer comes back as the server sent it.
+
+use super::modern_rounds::{ModernClient, ParkedRequests};
+use super::*;
+use crate::mcp::modern::client as modern;
+use crate::mcp::modern::meta::{self, RequestMeta};
+use crate::mcp::task_dialects::EXTENSION;
+
+impl Session {
+    /// A session serving modern request `id`, whose `_meta` is `meta`, answered on `sink`
+    /// (and, after multi round-trips, on the sinks of its retries); `parked` is its front's.
+    pub fn for_modern_request(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        client: Option<String>,
+        meta: RequestMeta,
+        id: Id,
+        parked: Arc<ParkedRequests>,
+    ) -> Arc<Session> {
+        let owner = format!("modern:{}", upstream.name);
+        let state = SessionState {
+            version: Some(ProtocolVersion::LATEST),
+            init_params: Some(modern::init_params(&meta.capabilities)),
+            ..Default::default()
+        };
+        let client_side = ModernClient::new(meta, sink, id, parked);
+        let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
+        Self::build(gateway, upstream, sink, client, owner, Some(client_side), state)
+    }
+
+    /// Whether the session rides its upstream's shared link.
+    pub(super) fn shares(&self) -> bool {
+        self.upstream.share || self.modern.is_some()
+    }
+
+    /// `server/discover` from a modern client: a modern upstream answers it itself (its
+    /// answer passes as it is); for a legacy one the gateway answers from what the upstream
+    /// said in `initialize`.
+    pub(super) async fn discover(&self, id: Id) -> Result<(), RpcError> {
+        let link = self.link().await?;
+        if link.is_modern() {
+            let frame = Message::made(jsonrpc::request(&id, "server/discover", json!({})));
+            let frame = self.modern_upward(&link, frame);
+            return link.forward(self.client_ref(id), frame, Shape::AsIs).await;
+        }
+        let (init, from) = {
+            let st = self.state.lock().unwrap();
+            (st.upstream_init.clone(), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
+        };
+        let mut resp = jsonrpc::result_response(&id, init);
+        // Nothing is refused in an initialize result: it is only stripped.
+        let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), from, ProtocolVersion::LATEST);
+        let result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
+        self.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        Ok(())
+    }
+
+    /// A modern client's request before it is dispatched: refused if the era has no such
+    /// method, and `params.task` (which 2026-07-28 servers ignore) gone. The extension's
+    /// `tasks/*` need the extension declared, and exist only on a modern upstream.
+    pub(super) async fn modern_request(&self, _id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+        if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
+            return Err(e);
+        }
+        if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
+            let declared = self.modern.as_ref().is_some_and(|m| m.meta.has_extension(EXTENSION));
+            if !declared {
+                let required = json!({"extensions": {EXTENSION: {}}});
+                return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
+            }
+            if !self.link().await?.is_modern() {
+                // A legacy upstream has no extension tasks, and the gateway made none.
+                let task_id = frame.task_id_param();
+                return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
+            }
+            return Ok(Some(frame));
+        }
+        if frame.value().pointer("/params/requestState").is_some() && !self.link().await?.is_modern() {
+            // A retry whose round the gateway no longer holds (expired, or another gateway's).
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "params.requestState is unknown or expired: send the request again without it",
+            ));
+        }
+        if frame.method() == Method::ToolsCall && frame.task_param().is_some() {
+            return Ok(Some(frame.edit(modern::strip_task_param)));
+        }
+        Ok(Some(frame))
+    }
+
+    /// A modern client's request for its link: as it is for a modern upstream (the link
+    /// sends a request that carries its own `_meta` unchanged), without the modern `_meta`
+    /// for a legacy one.
+    pub(super) fn modern_upward(&self, link: &Link, frame: Message) -> Message {
+        if link.is_modern() { frame } else { frame.edit(meta::strip) }
+    }
+
+    /// A message on its way to a modern client, after the version table: what the era lacks
+    /// is dropped, and results name their type (`None`: not for this client).
+    pub(super) fn to_modern_client(
+        &self,
+        msg: Message,
+        route: &Route,
+        answers: Option<&'static str>,
+        meta: &RequestMeta,
+    ) -> Option<Message> {
+        match msg.kind() {
+            // Server requests are refused before they get here (`relay_server_request`).
+            Kind::Request => None,
+            Kind::Notification => {
+                let related = matches!(route, Route::Related(_));
+                modern::reaches_modern(msg.method(), msg.value().get("params"), related, meta.log_level).then_some(msg)
+            }
+            Kind::Response if msg.is_error() => Some(msg),
+            Kind::Response => {
+                if self.state.lock().unwrap().upstream_modern {
+                    // The server's own result, of the era already.
+                    return Some(msg);
+                }
+                Some(msg.edit(|m| modern::for_modern(m, answers)))
+            }
+        }
+    }
+}

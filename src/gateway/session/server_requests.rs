@@ -1,0 +1,103 @@
+//! Requests the server sends the client: passed on under ids of the session's (translated
+//! for the client's version, refused upstream when the client cannot take them), and the
+//! client's answers sent back to the request they answer.
+
+use super::*;
+
+impl Session {
+    pub(super) async fn handle_response(&self, frame: Message) {
+        let Some(id) = frame.id().cloned() else { return };
+        let target = self.state.lock().unwrap().server_requests.remove(&id);
+        let Some(req) = target else {
+            tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
+            return;
+        };
+        if let Some(task) = &req.task {
+            self.hosted().input_answered(task);
+        }
+        let Some(link) = req.link.upgrade() else { return };
+        // An answer the upstream's version cannot take is an error for its request.
+        let Some(msg) = self.upward_answer(frame, req.answers, &req.upstream_id) else { return };
+        if let Err(e) = link.send(msg.with_id(&req.upstream_id)).await {
+            tracing::debug!(upstream = %self.upstream.name, "response not delivered: {e}");
+        }
+    }
+
+    /// Passes a request from the server to the client under an id of the session's, and
+    /// remembers where the answer goes.
+    pub fn relay_server_request(
+        &self,
+        link: &Arc<Link>,
+        upstream_id: Id,
+        msg: Message,
+        route: Route,
+        task: Option<Arc<str>>,
+    ) {
+        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        if self.modern.is_some() {
+            if let Some(t) = &task {
+                self.hosted().input_answered(t);
+            }
+            return self.ask_modern_client(link, upstream_id, msg, route);
+        }
+        // A shared link declared what any client can serve; this one may not (a per-session
+        // link declared its own client's capabilities).
+        if self.shares() && !self.client_can_answer(&msg) {
+            tracing::info!(upstream = %self.upstream.name, method = msg.method_name(), "refused a server request the client did not declare it can answer");
+            if let Some(t) = &task {
+                self.hosted().input_answered(t);
+            }
+            let why = format!("the client does not support {}", msg.method_name());
+            link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
+            return;
+        }
+        // A request the client's version cannot take is refused upstream, never sent.
+        let msg = match self.downward_request(msg) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!(upstream = %self.upstream.name, "refused a server request the client's version lacks: {}", e.message);
+                if let Some(t) = &task {
+                    self.hosted().input_answered(t);
+                }
+                link.refuse(upstream_id, e);
+                return;
+            }
+        };
+        let client_side_id = {
+            let mut st = self.state.lock().unwrap();
+            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
+                None
+            } else {
+                let id = Id::Num(st.next_client_side_id);
+                st.next_client_side_id += 1;
+                st.server_requests.insert(
+                    id.clone(),
+                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers },
+                );
+                Some(id)
+            }
+        };
+        let Some(id) = client_side_id else {
+            link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
+            return;
+        };
+        self.to_client(msg.with_id(&id), route);
+    }
+
+    /// Whether the client declared the capability a server request needs, for the requests
+    /// the gateway itself causes (bridged calls) and those of a shared link (which declared
+    /// every capability). URL-mode elicitation needs `elicitation.url`.
+    pub(super) fn client_can_answer(&self, msg: &Message) -> bool {
+        let need = match msg.method() {
+            Method::ElicitationCreate => "elicitation",
+            Method::SamplingCreateMessage => "sampling",
+            Method::RootsList => "roots",
+            _ => return true,
+        };
+        let url_mode =
+            need == "elicitation" && msg.value().pointer("/params/mode").and_then(Value::as_str) == Some("url");
+        let st = self.state.lock().unwrap();
+        let cap = st.init_params.as_ref().and_then(|p| p.get("capabilities")).and_then(|c| c.get(need));
+        cap.is_some_and(|c| !url_mode || c.get("url").is_some())
+    }
+}

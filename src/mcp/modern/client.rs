@@ -1,0 +1,206 @@
+//! A legacy upstream as a modern (2026-07-28) client sees it: what the gateway answers to
+//! `server/discover`, what of a legacy server's messages a modern client can read, and which
+//! of its requests the gateway refuses. The mirror of [`super::legacy`].
+//!
+//! - **`server/discover`** is answered from the upstream's `initialize` result, translated to
+//!   2025-11-25 ([`discover_result`]): every version the gateway speaks, the server's
+//!   identity in `_meta`, its instructions, and the capabilities a modern client can use
+//!   ([`server_capabilities`]).
+//! - **Results** get `resultType: "complete"`; tools lose `execution` (2026-07-28 has no
+//!   `Tool.execution`) ([`for_modern`]).
+//! - **Notifications**: only those of the request itself reach a modern client: progress,
+//!   and log messages at or above the level its `_meta` asked for ([`reaches_modern`]).
+//!   List changes, resource updates and task status go only on `subscriptions/listen`, which
+//!   the gateway does not serve yet: dropped.
+//! - **Requests the era removed** ([`refused`]): `ping`, `logging/setLevel`, resource
+//!   subscriptions, core `tasks/result` and `tasks/list` get -32601; `initialize` is the
+//!   legacy era's and never reaches a modern request's session.
+
+use super::meta::LogLevel;
+use super::{Discovery, advertised_versions};
+use crate::jsonrpc::{METHOD_NOT_FOUND, Method, RpcError};
+use serde_json::{Map, Value};
+
+/// The capabilities a modern client is shown. Core `tasks` are not the modern era's;
+/// `listChanged` and `resources.subscribe` would promise notifications that only
+/// `subscriptions/listen` delivers, which the gateway does not serve. `extensions` pass only
+/// from a modern upstream (`keep_extensions`), whose requests the gateway relays as they
+/// are.
+pub fn server_capabilities(caps: &Value, keep_extensions: bool) -> Value {
+    let mut caps = caps.as_object().cloned().unwrap_or_default();
+    caps.remove("tasks");
+    if !keep_extensions {
+        caps.remove("extensions");
+    }
+    for k in ["tools", "resources", "prompts"] {
+        if let Some(c) = caps.get_mut(k).and_then(Value::as_object_mut) {
+            c.remove("listChanged");
+            if k == "resources" {
+                c.remove("subscribe");
+            }
+        }
+    }
+    Value::Object(caps)
+}
+
+/// The `server/discover` result, from the upstream's `initialize` result (as 2025-11-25 has
+/// it). Not cacheable (`ttlMs: 0`): a relinked upstream may say otherwise.
+pub fn discover_result(initialize: &Value, keep_extensions: bool) -> Value {
+    let d = Discovery {
+        supported_versions: advertised_versions().into_iter().map(str::to_string).collect(),
+        capabilities: server_capabilities(initialize.get("capabilities").unwrap_or(&Value::Null), keep_extensions),
+        instructions: initialize.get("instructions").and_then(Value::as_str).map(str::to_string),
+        server_info: initialize.get("serverInfo").filter(|i| i.is_object()).cloned(),
+        ttl_ms: 0,
+        cache_scope: super::CacheScope::Private,
+    };
+    super::discover_result(&d)
+}
+
+/// The results that are `CacheableResult`s in 2026-07-28 (`ttlMs` and `cacheScope`
+/// required), besides `server/discover`'s.
+const CACHEABLE: [&str; 5] =
+    ["tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"];
+
+/// A response for a modern client (`answers`: the method of its request, where known):
+/// `resultType` set where absent, a cacheable result marked not to be cached (a legacy
+/// server says nothing of how long its lists hold, and another client's may differ), and
+/// `execution` gone from listed tools. Errors pass.
+pub fn for_modern(msg: &mut Value, answers: Option<&str>) {
+    let Some(result) = msg.get_mut("result") else { return };
+    super::fill_result_type(result);
+    if let Some(obj) = result.as_object_mut()
+        && answers.is_some_and(|m| CACHEABLE.contains(&m))
+    {
+        obj.entry("ttlMs").or_insert(0.into());
+        obj.entry("cacheScope").or_insert(super::CacheScope::Private.as_str().into());
+    }
+    if answers == Some("tools/list")
+        && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
+    {
+        for t in tools.iter_mut().filter_map(Value::as_object_mut) {
+            t.remove("execution");
+        }
+    }
+}
+
+/// Whether a notification from the upstream reaches a modern client: only one sent while
+/// serving its request (`related`), and a log message only at or above `level` (none when
+/// the request asked for none).
+pub fn reaches_modern(method: Method, params: Option<&Value>, related: bool, level: Option<LogLevel>) -> bool {
+    if !related {
+        return false;
+    }
+    match method {
+        Method::Progress => true,
+        Method::LogMessage => {
+            let got = params.and_then(|p| p.get("level")).and_then(Value::as_str).and_then(LogLevel::parse);
+            matches!((got, level), (Some(got), Some(min)) if got >= min)
+        }
+        _ => false,
+    }
+}
+
+/// The error a modern client's request gets when its method is not the modern era's (`None`:
+/// serve it).
+pub fn refused(method: Method, name: &str) -> Option<RpcError> {
+    let why = match method {
+        Method::Ping | Method::LoggingSetLevel => "2026-07-28 removed it",
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+            "2026-07-28 replaced resource subscriptions with subscriptions/listen (not served by this gateway yet)"
+        }
+        Method::TasksResult | Method::TasksList => "the tasks extension of 2026-07-28 has no such method",
+        Method::Initialize => "an initialize selects the legacy era: send it without modern _meta",
+        _ if name == "subscriptions/listen" => "not served by this gateway yet",
+        _ => return None,
+    };
+    Some(RpcError::new(METHOD_NOT_FOUND, format!("{name}: {why}")))
+}
+
+/// Removes `params.task` (2025-11-25 task augmentation, which 2026-07-28 servers "MUST
+/// ignore"): a legacy upstream must not see a task asked for on a modern client's behalf.
+pub fn strip_task_param(request: &mut Value) {
+    if let Some(p) = request.get_mut("params").and_then(Value::as_object_mut) {
+        p.remove("task");
+    }
+}
+
+/// The client capabilities of a modern request, as the session keeps them (its legacy
+/// `initialize` params' shape, `{"capabilities": …}`).
+pub fn init_params(capabilities: &Map<String, Value>) -> Value {
+    let mut p = Map::new();
+    p.insert("capabilities".into(), Value::Object(capabilities.clone()));
+    Value::Object(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn discover_from_an_initialize_result() {
+        let init = json!({"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true}, "logging": {},
+                "tasks": {"list": {}, "requests": {"tools": {"call": {}}}}, "extensions": {"x": {}}},
+            "serverInfo": {"name": "demo", "version": "1"}, "instructions": "be brief"});
+        let d = discover_result(&init, false);
+        assert_eq!(d["resultType"], "complete");
+        assert_eq!(d["supportedVersions"][0], "2026-07-28");
+        assert!(d["supportedVersions"].as_array().unwrap().iter().any(|v| v == "2024-11-05"), "dual era: {d}");
+        assert_eq!(d["capabilities"], json!({"tools": {}, "resources": {}, "logging": {}}));
+        assert_eq!(d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "demo");
+        assert_eq!(d["instructions"], "be brief");
+        assert_eq!((d["ttlMs"].as_u64(), d["cacheScope"].as_str()), (Some(0), Some("private")));
+        assert!(d.get("serverInfo").is_none() && d.get("protocolVersion").is_none());
+        let kept = discover_result(&init, true);
+        assert_eq!(kept["capabilities"]["extensions"], json!({"x": {}}));
+    }
+
+    #[test]
+    fn results_get_their_type_and_tools_lose_execution() {
+        let mut m = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "execution": {"taskSupport": "optional"}}]}});
+        for_modern(&mut m, Some("tools/list"));
+        assert_eq!(
+            m["result"],
+            json!({"tools": [{"name": "a"}], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}});
+        for_modern(&mut call, Some("tools/call"));
+        assert_eq!(call["result"], json!({"content": [], "resultType": "complete"}), "not cacheable");
+        let mut typed = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required"}});
+        for_modern(&mut typed, Some("tools/call"));
+        assert_eq!(typed["result"]["resultType"], "input_required");
+        let mut err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m"}});
+        for_modern(&mut err, None);
+        assert!(err.get("result").is_none() && err["error"].get("resultType").is_none());
+    }
+
+    #[test]
+    fn only_the_requests_own_notifications_reach_it() {
+        let log = |l: &str| json!({"level": l, "data": "x"});
+        assert!(reaches_modern(Method::Progress, None, true, None));
+        assert!(!reaches_modern(Method::Progress, None, false, None));
+        assert!(!reaches_modern(Method::LogMessage, Some(&log("error")), true, None), "no level asked: no logs");
+        assert!(reaches_modern(Method::LogMessage, Some(&log("error")), true, Some(LogLevel::Warning)));
+        assert!(!reaches_modern(Method::LogMessage, Some(&log("info")), true, Some(LogLevel::Warning)));
+        assert!(!reaches_modern(Method::ToolsListChanged, None, true, None));
+        assert!(!reaches_modern(Method::TaskStatus, None, true, None));
+    }
+
+    #[test]
+    fn removed_methods_are_refused() {
+        for (m, n) in [
+            (Method::Ping, "ping"),
+            (Method::LoggingSetLevel, "logging/setLevel"),
+            (Method::ResourcesSubscribe, "resources/subscribe"),
+            (Method::TasksResult, "tasks/result"),
+            (Method::TasksList, "tasks/list"),
+            (Method::Other, "subscriptions/listen"),
+        ] {
+            assert_eq!(refused(m, n).map(|e| e.code), Some(METHOD_NOT_FOUND), "{n}");
+        }
+        assert!(refused(Method::ToolsCall, "tools/call").is_none());
+        assert!(refused(Method::TasksGet, "tasks/get").is_none());
+    }
+}

@@ -1,0 +1,354 @@
+//! Modern (2026-07-28) clients in front of legacy servers: `server/discover`, stateless
+//! requests with their `_meta` and mirrored headers, the era's refusals, results that name
+//! their type, multi round-trip input, and cancellation by closing the response; over
+//! Streamable HTTP and stdio.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+const V: &str = "2026-07-28";
+
+fn meta(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-test", "version": "1"},
+    })
+}
+
+/// A modern request: `params` plus the `_meta` (capabilities `caps`).
+fn request(id: Value, method: &str, mut params: Value, caps: Value) -> Value {
+    params["_meta"] = meta(caps);
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// The headers that mirror a modern request's body.
+fn mirrored(req: &Value) -> Vec<(&'static str, String)> {
+    let mut h = vec![("mcp-protocol-version", V.to_string())];
+    let method = req["method"].as_str().unwrap().to_string();
+    let name = match method.as_str() {
+        "tools/call" | "prompts/get" => req["params"]["name"].as_str(),
+        "resources/read" => req["params"]["uri"].as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => req["params"]["taskId"].as_str(),
+        _ => None,
+    };
+    h.push(("mcp-method", method));
+    if let Some(n) = name {
+        h.push(("mcp-name", n.to_string()));
+    }
+    h
+}
+
+async fn post(c: &HttpMcp, req: &Value, headers: &[(&'static str, String)]) -> RawResponse {
+    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    c.post_raw(serde_json::to_vec(req).unwrap(), &h).await
+}
+
+/// A modern request with its proper headers; the response's one message (JSON or the last
+/// of an event stream) and every message before it.
+async fn call(c: &HttpMcp, req: &Value) -> (u16, Value, Vec<Value>) {
+    let r = post(c, req, &mirrored(req)).await;
+    assert!(r.headers.get("mcp-session-id").is_none(), "no session is minted for a modern client");
+    let messages = messages_of(&r);
+    let last = messages.last().cloned().unwrap_or_else(|| panic!("no message: {:?}", String::from_utf8_lossy(&r.body)));
+    (r.status, last, messages[..messages.len() - 1].to_vec())
+}
+
+fn messages_of(r: &RawResponse) -> Vec<Value> {
+    let sse = r.headers.get("content-type").is_some_and(|c| c.to_str().unwrap().starts_with("text/event-stream"));
+    if !sse {
+        return if r.body.is_empty() { vec![] } else { vec![r.json()] };
+    }
+    String::from_utf8_lossy(&r.body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+async fn demo_gateway() -> (Gw, HttpMcp) {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    (gw, c)
+}
+
+#[tokio::test]
+async fn discover_and_stateless_calls_over_http() {
+    let (_gw, c) = demo_gateway().await;
+    let (status, d, _) = call(&c, &request(json!(1), "server/discover", json!({}), json!({}))).await;
+    assert_eq!(status, 200, "{d}");
+    let r = &d["result"];
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["supportedVersions"][0], V, "{r}");
+    assert!(r["supportedVersions"].as_array().unwrap().iter().any(|v| v == "2025-11-25"), "dual era: {r}");
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "taskgate-demo");
+    assert!(r["capabilities"]["tools"].is_object() && r["capabilities"].get("tasks").is_none(), "{r}");
+    assert!(r["capabilities"]["tools"].get("listChanged").is_none(), "no subscriptions/listen to deliver it: {r}");
+    assert!(r.get("serverInfo").is_none() && r.get("protocolVersion").is_none(), "{r}");
+
+    let (_, tools, _) = call(&c, &request(json!(2), "tools/list", json!({}), json!({}))).await;
+    let t = &tools["result"];
+    assert_eq!(
+        (t["resultType"].as_str(), t["ttlMs"].as_u64(), t["cacheScope"].as_str()),
+        (Some("complete"), Some(0), Some("private"))
+    );
+    assert!(t["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()), "{t}");
+
+    let echo =
+        request(json!("e"), "tools/call", json!({"name": "echo", "arguments": {"text": "hi modern"}}), json!({}));
+    let (status, r, _) = call(&c, &echo).await;
+    assert_eq!(status, 200);
+    assert_eq!(r["id"], "e");
+    assert_eq!(r["result"]["content"][0]["text"], "hi modern");
+    assert_eq!(r["result"]["resultType"], "complete");
+
+    // A task asked for the 2025-11-25 way is ignored, as 2026-07-28 servers must.
+    let mut tasked = echo.clone();
+    tasked["params"]["task"] = json!({"ttl": 1000});
+    let (_, r, _) = call(&c, &tasked).await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi modern", "{r}");
+    assert!(r["result"].get("task").is_none());
+
+    let (_, read, _) = call(&c, &request(json!(3), "resources/read", json!({"uri": "demo://readme"}), json!({}))).await;
+    assert_eq!(read["result"]["cacheScope"], "private", "{read}");
+}
+
+#[tokio::test]
+async fn the_eras_refusals_over_http() {
+    let (_gw, c) = demo_gateway().await;
+    let echo = request(json!(1), "tools/call", json!({"name": "echo", "arguments": {"text": "x"}}), json!({}));
+    let code = |r: &RawResponse| r.json()["error"]["code"].as_i64().unwrap();
+
+    // Headers: missing, disagreeing with the body.
+    let r = post(&c, &echo, &[]).await;
+    assert_eq!((r.status, code(&r)), (400, -32020), "{:?}", r.json());
+    let mut h = mirrored(&echo);
+    h[0].1 = "2025-11-25".into();
+    let r = post(&c, &echo, &h).await;
+    assert_eq!((r.status, code(&r)), (400, -32020));
+    let mut h = mirrored(&echo);
+    h[2].1 = "add".into();
+    let r = post(&c, &echo, &h).await;
+    assert_eq!((r.status, code(&r)), (400, -32020));
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("Mcp-Name"), "{:?}", r.json());
+    let h: Vec<_> = mirrored(&echo).into_iter().filter(|(k, _)| *k != "mcp-method").collect();
+    let r = post(&c, &echo, &h).await;
+    assert_eq!((r.status, code(&r)), (400, -32020));
+
+    // _meta: a missing field, an unknown version.
+    let mut bare = echo.clone();
+    bare["params"]["_meta"].as_object_mut().unwrap().remove("io.modelcontextprotocol/clientCapabilities");
+    let r = post(&c, &bare, &mirrored(&bare)).await;
+    assert_eq!((r.status, code(&r)), (400, -32602));
+    let mut future = echo.clone();
+    future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let mut h = mirrored(&future);
+    h[0].1 = "2099-01-01".into();
+    let r = post(&c, &future, &h).await;
+    assert_eq!((r.status, code(&r)), (400, -32022));
+    assert_eq!(r.json()["error"]["data"]["requested"], "2099-01-01");
+    assert!(r.json()["error"]["data"]["supported"].as_array().unwrap().iter().any(|v| v == V));
+
+    // Methods the era removed, or never had from a client.
+    for m in ["ping", "logging/setLevel", "tasks/result", "subscriptions/listen"] {
+        let (status, r, _) = call(&c, &request(json!(9), m, json!({}), json!({}))).await;
+        assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "{m}: {r}");
+    }
+    let (status, r, _) = call(&c, &request(json!(9), "tasks/get", json!({"taskId": "t"}), json!({}))).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (400, Some(-32021)), "{r}");
+    assert_eq!(r["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}));
+
+    // No batches, no responses, no GET or DELETE.
+    let r = c.post_raw(serde_json::to_vec(&json!([echo])).unwrap(), &[("mcp-protocol-version", V)]).await;
+    assert_eq!(r.status, 400);
+    let answer = json!({"jsonrpc": "2.0", "id": 5, "result": {}});
+    let r = c.post_raw(serde_json::to_vec(&answer).unwrap(), &[("mcp-protocol-version", V)]).await;
+    assert_eq!((r.status, code(&r)), (400, -32600));
+    let get = c.get_raw(&[("mcp-protocol-version", V)]).await;
+    assert_eq!(get.status(), 405);
+
+    // None of that broke anything: the next request is served.
+    let (status, r, _) = call(&c, &echo).await;
+    assert_eq!((status, r["result"]["content"][0]["text"].as_str()), (200, Some("x")));
+}
+
+#[tokio::test]
+async fn progress_and_logs_reach_the_requests_stream() {
+    let (_gw, c) = demo_gateway().await;
+    let mut slow = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 300, "steps": 3}}),
+        json!({}),
+    );
+    slow["params"]["_meta"]["progressToken"] = json!("p-1");
+    let (_, r, before) = call(&c, &slow).await;
+    assert_eq!(r["result"]["content"][0]["text"], "done after 3 steps", "{r}");
+    let progress: Vec<&Value> = before.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert_eq!(progress.len(), 3, "{before:?}");
+    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "p-1"), "the client's own token: {before:?}");
+}
+
+#[tokio::test]
+async fn two_clients_may_use_the_same_id_at_once() {
+    let (_gw, c) = demo_gateway().await;
+    let slow = |steps: u64| {
+        request(
+            json!(7),
+            "tools/call",
+            json!({"name": "slow", "arguments": {"duration_ms": 200, "steps": steps}}),
+            json!({}),
+        )
+    };
+    let (a, b) = (slow(2), slow(5));
+    let ((_, ra, _), (_, rb, _)) = tokio::join!(call(&c, &a), call(&c, &b));
+    assert_eq!(ra["result"]["content"][0]["text"], "done after 2 steps", "{ra}");
+    assert_eq!(rb["result"]["content"][0]["text"], "done after 5 steps", "{rb}");
+}
+
+#[tokio::test]
+async fn an_elicitation_becomes_a_multi_round_trip_over_http() {
+    let (_gw, c) = demo_gateway().await;
+    let caps = json!({"elicitation": {"form": {}}});
+    let ask =
+        request(json!(1), "tools/call", json!({"name": "ask", "arguments": {"question": "meaning?"}}), caps.clone());
+    let (status, r, _) = call(&c, &ask).await;
+    assert_eq!(status, 200);
+    let first = &r["result"];
+    assert_eq!(first["resultType"], "input_required", "{r}");
+    let requests = first["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{first}");
+    let (key, asked) = requests.iter().next().unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(asked["params"]["message"], "meaning?");
+    let state = first["requestState"].as_str().expect("requestState").to_string();
+
+    // A retry under a new id with the answer: the original call completes.
+    let mut retry = ask.clone();
+    retry["id"] = json!(2);
+    retry["params"]["inputResponses"] = json!({key: {"action": "accept", "content": {"answer": "forty-two"}}});
+    retry["params"]["requestState"] = json!(state);
+    let (status, r, _) = call(&c, &retry).await;
+    assert_eq!(status, 200);
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "answer: forty-two", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete");
+
+    // The state is used up: a second retry with it is refused.
+    let mut again = retry.clone();
+    again["id"] = json!(3);
+    let (_, r, _) = call(&c, &again).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // A client that cannot answer elicitations is not asked.
+    let plain = request(json!(4), "tools/call", json!({"name": "ask", "arguments": {"question": "q"}}), json!({}));
+    let (_, r, _) = call(&c, &plain).await;
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("does not support elicitation"), "{r}");
+}
+
+#[tokio::test]
+async fn a_retry_without_every_answer_is_asked_again() {
+    let (_gw, c) = demo_gateway().await;
+    let caps = json!({"elicitation": {}});
+    let ask = request(json!(1), "tools/call", json!({"name": "ask", "arguments": {"question": "q?"}}), caps);
+    let (_, r, _) = call(&c, &ask).await;
+    let state = r["result"]["requestState"].as_str().unwrap().to_string();
+    let key = r["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let mut retry = ask.clone();
+    retry["id"] = json!(2);
+    retry["params"]["requestState"] = json!(state);
+    retry["params"]["inputResponses"] = json!({"not-a-key": {"action": "decline"}});
+    let (_, r, _) = call(&c, &retry).await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    assert!(r["result"]["inputRequests"].get(&key).is_some(), "the same question, still open: {r}");
+    let mut last = retry.clone();
+    last["id"] = json!(3);
+    last["params"]["requestState"] = r["result"]["requestState"].clone();
+    last["params"]["inputResponses"] = json!({key: {"action": "decline"}});
+    let (_, r, _) = call(&c, &last).await;
+    assert_eq!(r["result"]["content"][0]["text"], "no answer (decline)", "{r}");
+}
+
+/// Over stdio: the same era, with `notifications/cancelled` as the way to cancel, and an
+/// `initialize` choosing the legacy era for the rest of the process.
+#[tokio::test]
+async fn modern_requests_over_stdio() {
+    let mut c = StdioMcp::start(&builtin_upstream("demo"), "demo").await;
+    c.send(&request(json!(1), "server/discover", json!({}), json!({}))).await;
+    let d = c.wait_response(1).await;
+    assert_eq!(d.result()["supportedVersions"][0], V, "{:?}", d.response);
+    c.send(&request(json!(2), "tools/call", json!({"name": "echo", "arguments": {"text": "over stdio"}}), json!({})))
+        .await;
+    let r = c.wait_response(2).await;
+    assert_eq!(
+        (r.result()["content"][0]["text"].as_str(), r.result()["resultType"].as_str()),
+        (Some("over stdio"), Some("complete"))
+    );
+
+    let caps = json!({"elicitation": {}});
+    let ask = request(json!(3), "tools/call", json!({"name": "ask", "arguments": {"question": "colour?"}}), caps);
+    c.send(&ask).await;
+    let r = c.wait_response(3).await;
+    assert_eq!(r.result()["resultType"], "input_required", "{:?}", r.response);
+    assert!(r.others.is_empty(), "no server request reaches a modern client: {:?}", r.others);
+    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let mut retry = ask.clone();
+    retry["id"] = json!(4);
+    retry["params"]["requestState"] = r.result()["requestState"].clone();
+    retry["params"]["inputResponses"] = json!({key: {"action": "accept", "content": {"answer": "blue"}}});
+    c.send(&retry).await;
+    let r = c.wait_response(4).await;
+    assert_eq!(r.result()["content"][0]["text"], "answer: blue", "{:?}", r.response);
+
+    // Cancelled: no answer comes for it, and the next request is served.
+    let slow = request(
+        json!(5),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 30000, "steps": 30}}),
+        json!({}),
+    );
+    c.send(&slow).await;
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})).await;
+    c.send(&request(json!(6), "tools/call", json!({"name": "echo", "arguments": {"text": "after"}}), json!({}))).await;
+    let r = c.wait_response(6).await;
+    assert_eq!(r.result()["content"][0]["text"], "after");
+    assert!(r.others.iter().all(|m| m["id"] != 5), "{:?}", r.others);
+
+    // `initialize` selects the legacy era: then a request is a legacy session's.
+    let init = c.initialize("2025-06-18").await;
+    assert_eq!(init["protocolVersion"], "2025-06-18");
+    let r = c.request("ping", json!({})).await;
+    assert_eq!(r.result(), &json!({}));
+}
+
+/// Closing a modern request's response cancels it upstream (the era's rule).
+#[tokio::test]
+async fn closing_the_response_cancels_the_request() {
+    let up = Scripted::start(|req: &Value| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+        "tools/call" => vec![Step::Sleep(30_000)],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let hang = request(json!(1), "tools/call", json!({"name": "hang", "arguments": {}}), json!({}));
+    let h: Vec<(&str, String)> = mirrored(&hang);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = c.post_streaming(serde_json::to_vec(&hang).unwrap(), &h).await;
+    assert_eq!(resp.status(), 200);
+    drop(resp);
+    let cancelled = async {
+        loop {
+            if up.received_methods().iter().any(|m| m == "notifications/cancelled") {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), cancelled).await.expect("the upstream heard the cancel");
+}
