@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 mod from_upstream;
 mod modern_client;
 pub mod modern_rounds;
+mod modern_tasks;
 mod relink;
 mod server_requests;
 mod shared;

@@ -25,8 +25,12 @@ struct Running {
     creator: Weak<dyn ClientSession>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
     result_waiters: Vec<(Weak<dyn ClientSession>, Id)>,
-    /// Input requests that found no client to ask yet; the next `tasks/result` gets them.
-    held_inputs: Vec<(Arc<Link>, Id, Value)>,
+    /// Input requests that found no client to ask yet, each with a key unique over the
+    /// task's life: the next `tasks/result` gets them, or an extension client's `tasks/get`
+    /// shows them and its `tasks/update` answers them.
+    held_inputs: Vec<(Arc<Link>, Id, Value, String)>,
+    /// Input requests held so far (the next one's key).
+    inputs_held: u64,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
 }
@@ -139,7 +143,15 @@ impl Hosted {
     pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<dyn ClientSession>, token: Option<Value>) {
         self.running.lock().unwrap().insert(
             task_id.into(),
-            Running { link, upstream_id: None, creator, result_waiters: Vec::new(), held_inputs: Vec::new(), token },
+            Running {
+                link,
+                upstream_id: None,
+                creator,
+                result_waiters: Vec::new(),
+                held_inputs: Vec::new(),
+                inputs_held: 0,
+                token,
+            },
         );
     }
 
@@ -213,6 +225,48 @@ impl Hosted {
         }
     }
 
+    /// What a finished task's call ended with (its whole response), if it has ended so.
+    pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
+        self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
+    }
+
+    /// The input requests held for the task, by key, as the tasks extension lists them
+    /// (`{method, params}`, without the related-task tag).
+    pub fn held_input_requests(&self, task_id: &str) -> serde_json::Map<String, Value> {
+        let running = self.running.lock().unwrap();
+        let Some(r) = running.get(task_id) else { return serde_json::Map::new() };
+        r.held_inputs
+            .iter()
+            .map(|(_, _, msg, key)| {
+                let mut msg = msg.clone();
+                mcp_tasks::untag_related(&mut msg, "params");
+                let params = msg.get("params").cloned().unwrap_or(json!({}));
+                (key.clone(), json!({"method": msg.get("method").cloned().unwrap_or(Value::Null), "params": params}))
+            })
+            .collect()
+    }
+
+    /// Answers the held input request `key` of the task with `result` (an extension
+    /// client's `tasks/update`): `false` if none is held under that key.
+    pub async fn answer_held_input(&self, task_id: &str, key: &str, result: Value) -> bool {
+        let held = {
+            let mut running = self.running.lock().unwrap();
+            let Some(r) = running.get_mut(task_id) else { return false };
+            let Some(at) = r.held_inputs.iter().position(|(_, _, _, k)| k == key) else { return false };
+            let held = r.held_inputs.remove(at);
+            (held, r.held_inputs.is_empty())
+        };
+        let ((link, upstream_id, _, _), none_left) = held;
+        let answer = crate::jsonrpc::Message::made(jsonrpc::result_response(&upstream_id, result));
+        if let Err(e) = link.send(answer).await {
+            tracing::debug!(task = task_id, "input answer not delivered: {e}");
+        }
+        if none_left {
+            self.input_answered(task_id);
+        }
+        true
+    }
+
     pub fn get(&self, task_id: &str) -> Result<Value, RpcError> {
         self.store.get(task_id).map(|r| Value::Object(r.to_json())).ok_or_else(|| not_found(task_id))
     }
@@ -264,7 +318,7 @@ impl Hosted {
             None => Vec::new(),
         };
         if let Some(s) = waiter.upgrade() {
-            for (link, upstream_id, msg) in held {
+            for (link, upstream_id, msg, _) in held {
                 s.relay_server_request(
                     &link,
                     upstream_id,
@@ -434,7 +488,9 @@ impl TaskCalls for Hosted {
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
                         _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
-                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone()));
+                            r.inputs_held += 1;
+                            let key = format!("input-{}", r.inputs_held);
+                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone(), key));
                             Target::Hold
                         }
                         _ => Target::Nobody,

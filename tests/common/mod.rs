@@ -9,6 +9,8 @@ mod wait;
 #[allow(unused_imports)]
 pub use {stdio_script::StdioScript, wait::eventually};
 
+pub mod modern;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

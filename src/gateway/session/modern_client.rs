@@ -67,7 +67,11 @@ impl Session {
         let mut resp = jsonrpc::result_response(&id, init);
         // Nothing is refused in an initialize result: it is only stripped.
         let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), from, ProtocolVersion::LATEST);
-        let result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
+        let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
+        if self.upstream.tasks.hosted != HostedMode::Never {
+            // The gateway hosts tasks in the extension's dialect (`modern_tasks`).
+            result["capabilities"]["extensions"] = json!({EXTENSION: {}});
+        }
         self.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
@@ -75,20 +79,28 @@ impl Session {
     /// A modern client's request before it is dispatched: refused if the era has no such
     /// method, and `params.task` (which 2026-07-28 servers ignore) gone. The extension's
     /// `tasks/*` need the extension declared, and exist only on a modern upstream.
-    pub(super) async fn modern_request(&self, _id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+    pub(super) async fn modern_request(&self, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
             return Err(e);
         }
         if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
-            let declared = self.modern.as_ref().is_some_and(|m| m.meta.has_extension(EXTENSION));
-            if !declared {
+            if !self.declared_extension() {
                 let required = json!({"extensions": {EXTENSION: {}}});
                 return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
             }
+            let Some(task_id) = frame.task_id_param() else {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!("{}: params.taskId must be a string", frame.method_name()),
+                ));
+            };
+            if self.hosted().visible(task_id.as_str(), &self.owner) {
+                self.serve_ext_task(id.clone(), &frame, task_id.as_str()).await?;
+                return Ok(None);
+            }
             if !self.link().await?.is_modern() {
-                // A legacy upstream has no extension tasks, and the gateway made none.
-                let task_id = frame.task_id_param();
-                return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
+                // A legacy upstream has no extension tasks, and the gateway hosts no such one.
+                return Err(hosted::not_found(task_id.as_str()));
             }
             return Ok(Some(frame));
         }
@@ -98,6 +110,13 @@ impl Session {
                 INVALID_PARAMS,
                 "params.requestState is unknown or expired: send the request again without it",
             ));
+        }
+        if frame.method() == Method::ToolsCall && self.declared_extension() && !self.link().await?.is_modern() {
+            let name = frame.tool_name().unwrap_or_default().into_owned();
+            if self.hosts_tool(&name).await? {
+                self.start_hosted_ext(id.clone(), frame).await?;
+                return Ok(None);
+            }
         }
         if frame.method() == Method::ToolsCall && frame.task_param().is_some() {
             return Ok(Some(frame.edit(modern::strip_task_param)));

@@ -134,7 +134,16 @@ impl Session {
 
     /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,
     /// the plain call runs upstream in the background.
-    pub(super) async fn start_hosted(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
+    pub(super) async fn start_hosted(&self, id: Id, msg: Value) -> Result<(), RpcError> {
+        let (task_id, created, link, msg) = self.create_hosted(msg).await?;
+        self.to_client(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
+        self.run_hosted(task_id, link, msg).await;
+        Ok(())
+    }
+
+    /// A hosted task for call `msg` (translated for the upstream, without `params.task`):
+    /// its id, its `CreateTaskResult`, the link and the call to run on it.
+    pub(super) async fn create_hosted(&self, mut msg: Value) -> Result<(Arc<str>, Value, Arc<Link>, Value), RpcError> {
         let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
         let link = self.link().await?;
         if let Some((client, upstream)) = self.versions()
@@ -156,13 +165,16 @@ impl Session {
         let task_id: Arc<str> = rec.id.as_str().into();
         let token = jsonrpc::progress_token(&msg).cloned();
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
-        self.to_client(Message::made(jsonrpc::result_response(&id, Hosted::create_result(&rec))), Route::Response(id));
+        Ok((task_id, Hosted::create_result(&rec), link, msg))
+    }
+
+    /// Starts a hosted task's call upstream (after its `CreateTaskResult` was sent).
+    pub(super) async fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) {
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
         match link.start_task_call(task_id.clone(), msg).await {
             Ok(up) => self.hosted().started(&task_id, up),
             Err(e) => self.hosted().start_failed(&task_id, &e),
         }
-        Ok(())
     }
 
     pub(super) async fn serve_task_request(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {

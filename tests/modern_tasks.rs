@@ -1,0 +1,164 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`) for modern (2026-07-28) clients in
+//! front of an upstream without tasks: the gateway hosts them and speaks the extension's
+//! dialect (flat `CreateTaskResult`, `tasks/get` with the outcome or the questions inline,
+//! `tasks/update`, `tasks/cancel` as an acknowledgement).
+
+mod common;
+
+use common::modern::*;
+use common::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn ext() -> Value {
+    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
+}
+
+async fn demo() -> (Gw, HttpMcp) {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    (gw, c)
+}
+
+async fn get(c: &HttpMcp, task: &str) -> Value {
+    let (_, r, _) = call(c, &request(json!("g"), "tasks/get", json!({"taskId": task}), ext())).await;
+    r
+}
+
+/// Polls `tasks/get` until the task leaves `working` (bounded).
+async fn settled(c: &HttpMcp, task: &str) -> Value {
+    for _ in 0..200 {
+        let r = get(c, task).await;
+        if r["result"]["status"] != "working" {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task {task} still working");
+}
+
+#[tokio::test]
+async fn a_hosted_task_in_the_extensions_dialect() {
+    let (_gw, c) = demo().await;
+    let (_, d, _) = call(&c, &request(json!(0), "server/discover", json!({}), json!({}))).await;
+    assert_eq!(d["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}), "{d}");
+
+    let slow =
+        request(json!(1), "tools/call", json!({"name": "slow", "arguments": {"duration_ms": 200, "steps": 2}}), ext());
+    let (status, r, _) = call(&c, &slow).await;
+    assert_eq!(status, 200);
+    let t = &r["result"];
+    assert_eq!((t["resultType"].as_str(), t["status"].as_str()), (Some("task"), Some("working")), "{r}");
+    assert!(t.get("task").is_none() && t.get("ttl").is_none(), "flat, extension field names: {t}");
+    assert!(t["ttlMs"].is_u64() && t["pollIntervalMs"].is_u64(), "{t}");
+    let id = t["taskId"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32, "128 random bits");
+
+    let done = settled(&c, &id).await;
+    let d = &done["result"];
+    assert_eq!((d["resultType"].as_str(), d["status"].as_str()), (Some("complete"), Some("completed")), "{done}");
+    assert_eq!(d["result"]["content"][0]["text"], "done after 2 steps", "the outcome inline: {done}");
+    assert_eq!(d["result"]["resultType"], "complete");
+    // Asked again, the same.
+    assert_eq!(get(&c, &id).await["result"]["result"], d["result"]);
+
+    // A tool result with isError is `completed` in the extension.
+    let fail = request(json!(2), "tools/call", json!({"name": "fail", "arguments": {"message": "no"}}), ext());
+    let (_, r, _) = call(&c, &fail).await;
+    let failed = settled(&c, r["result"]["taskId"].as_str().unwrap()).await;
+    assert_eq!(failed["result"]["status"], "completed", "{failed}");
+    assert_eq!(failed["result"]["result"]["isError"], true);
+
+    // Without the extension declared: the blocking call.
+    let plain = request(
+        json!(3),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 50, "steps": 1}}),
+        json!({}),
+    );
+    let (_, r, _) = call(&c, &plain).await;
+    assert_eq!(r["result"]["content"][0]["text"], "done after 1 steps", "{r}");
+}
+
+#[tokio::test]
+async fn input_through_tasks_get_and_update_and_cancellation() {
+    let (_gw, c) = demo().await;
+    let ask = request(json!(1), "tools/call", json!({"name": "ask", "arguments": {"question": "colour?"}}), ext());
+    let (_, r, _) = call(&c, &ask).await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    let waiting = settled(&c, &id).await;
+    let w = &waiting["result"];
+    assert_eq!(w["status"], "input_required", "{waiting}");
+    let requests = w["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{w}");
+    let (key, asked) = requests.iter().next().unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(asked["params"]["message"], "colour?");
+    assert!(
+        asked["params"].get("_meta").is_none_or(|m| m.get("io.modelcontextprotocol/related-task").is_none()),
+        "{asked}"
+    );
+
+    // A key that is not outstanding is ignored; the right one answers.
+    let update = |responses: Value| {
+        request(json!("u"), "tasks/update", json!({"taskId": id, "inputResponses": responses}), ext())
+    };
+    let (_, r, _) = call(&c, &update(json!({"no-such-key": {"action": "decline"}}))).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    assert_eq!(get(&c, &id).await["result"]["status"], "input_required");
+    let (_, r, _) = call(&c, &update(json!({key: {"action": "accept", "content": {"answer": "blue"}}}))).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}));
+    let done = settled(&c, &id).await;
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "answer: blue", "{done}");
+
+    // Cancelled: acknowledged, and the task says so; a second cancel is acknowledged too.
+    let slow = request(
+        json!(2),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 30000, "steps": 30}}),
+        ext(),
+    );
+    let (_, r, _) = call(&c, &slow).await;
+    let long = r["result"]["taskId"].as_str().unwrap().to_string();
+    let cancel = request(json!("c"), "tasks/cancel", json!({"taskId": long}), ext());
+    let (_, r, _) = call(&c, &cancel).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    assert_eq!(get(&c, &long).await["result"]["status"], "cancelled");
+    let (_, r, _) = call(&c, &cancel).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}));
+
+    // Unknown ids, and a client that did not declare the extension.
+    let r = get(&c, "no-such-task").await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let undeclared = request(json!(3), "tasks/get", json!({"taskId": id}), json!({}));
+    let (status, r, _) = call(&c, &undeclared).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (400, Some(-32021)), "{r}");
+    let (_, r, _) = call(&c, &request(json!(4), "tasks/get", json!({"taskId": 7}), ext())).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// The same over stdio.
+#[tokio::test]
+async fn hosted_extension_tasks_over_stdio() {
+    let mut c = StdioMcp::start(&builtin_upstream("demo"), "demo").await;
+    c.send(&request(
+        json!(1),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 100, "steps": 2}}),
+        ext(),
+    ))
+    .await;
+    let r = c.wait_response(1).await;
+    assert_eq!(r.result()["resultType"], "task", "{:?}", r.response);
+    let id = r.result()["taskId"].as_str().unwrap().to_string();
+    let mut last = Value::Null;
+    for n in 0..200 {
+        c.send(&request(json!(100 + n), "tasks/get", json!({"taskId": id}), ext())).await;
+        last = c.wait_response(100 + n).await.response;
+        if last["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(last["result"]["result"]["content"][0]["text"], "done after 2 steps", "{last}");
+}
