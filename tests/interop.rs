@@ -522,8 +522,9 @@ fn a_2024_11_05_client_over_http_sse_to_server_everything() {
 
 /// The Python server in 2026-07-28-only mode (`--modern`), behind the gateway: the
 /// TypeScript SDK 1.32.2 client at 2025-11-25 and the SDK 1.0.4 client (2024-11-05, over
-/// legacy HTTP+SSE) get a session the gateway synthesizes from `server/discover`, and tools
-/// and progress work through stateless requests. Under `era = "auto"` as under `"modern"`.
+/// legacy HTTP+SSE) get a session the gateway synthesizes from `server/discover`, and tools,
+/// progress and hosted 2025-11-25 tasks work through stateless requests. Under `era =
+/// "auto"` as under `"modern"`.
 #[test]
 fn legacy_clients_in_front_of_the_python_server_in_modern_mode() {
     let (_server, port) = start_py_server_with(&["--http", "0", "--modern"]);
@@ -533,6 +534,9 @@ fn legacy_clients_in_front_of_the_python_server_in_modern_mode() {
     ));
     run_client(&gw, "node", &ts("pyserver", &http(gw.url("pymodern"))));
     run_client(&gw, "node", &ts("pyserver", &http(gw.url("pyonly"))));
+    // 2025-11-25 tasks hosted by the gateway, the calls stateless upstream; the upstream's
+    // `slow` is cancelled when its task is (the server's own counters say so).
+    run_client(&gw, "node", &tasks_scenario(&["--stats-tool", "stats"], http(gw.url("pymodern"))));
     legacy_sse_client(&mut gw, "pyserver", "pymodern");
     let log = gw.proc.output();
     assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
