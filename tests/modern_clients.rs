@@ -93,10 +93,12 @@ async fn the_eras_refusals_over_http() {
     assert!(r.json()["error"]["data"]["supported"].as_array().unwrap().iter().any(|v| v == V));
 
     // Methods the era removed, or never had from a client.
-    for m in ["ping", "logging/setLevel", "tasks/result", "subscriptions/listen"] {
+    for m in ["ping", "logging/setLevel", "tasks/result", "resources/subscribe"] {
         let (status, r, _) = call(&c, &request(json!(9), m, json!({}), json!({}))).await;
         assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "{m}: {r}");
     }
+    let (_, r, _) = call(&c, &request(json!(9), "subscriptions/listen", json!({}), json!({}))).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     let (status, r, _) = call(&c, &request(json!(9), "tasks/get", json!({"taskId": "t"}), json!({}))).await;
     assert_eq!((status, r["error"]["code"].as_i64()), (400, Some(-32021)), "{r}");
     assert_eq!(r["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}));
@@ -291,4 +293,70 @@ async fn closing_the_response_cancels_the_request() {
         }
     };
     tokio::time::timeout(std::time::Duration::from_secs(10), cancelled).await.expect("the upstream heard the cancel");
+}
+
+/// `subscriptions/listen`: list changes and updates of the listed resources, on the one
+/// stream that asked for them, tagged with its id; the upstream subscription goes with it.
+#[tokio::test]
+async fn subscriptions_listen_carries_what_was_asked() {
+    const ARMS: &str = r#"
+    resources/subscribe|resources/unsubscribe) echo "$line" >> "$LOG"; reply '{}' ;;
+    touch) for u in a b; do printf '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///%s"}}\n' "$u"; done
+        printf '{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n'
+        printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+        reply '{"content":[]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let caps = r#"{"tools":{"listChanged":true},"resources":{"subscribe":true}}"#;
+    let table = format!("{}env = {{ LOG = {:?}, CAPS = {caps:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let gw = start_gateway(&table).await;
+    let c = HttpMcp::new(&gw.url("up"));
+
+    let (_, d, _) = call(&c, &request(json!(0), "server/discover", json!({}), json!({}))).await;
+    assert_eq!(d["result"]["capabilities"]["resources"]["subscribe"], true, "{d}");
+    let listen = request(
+        json!("L"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["file:///a"]}}),
+        json!({}),
+    );
+    let h = mirrored(&listen);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
+    assert_eq!(resp.status(), 200);
+    let mut events = SseReader::new(resp.into_body());
+    let (_, ack) = events.next().await.expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]}),
+        "prompts: the upstream has no listChanged for them"
+    );
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("resources/subscribe"), "subscribed upstream");
+
+    let (_, r, _) =
+        call(&c, &request(json!(1), "tools/call", json!({"name": "touch", "arguments": {}}), json!({}))).await;
+    assert!(r["result"]["content"].is_array(), "{r}");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let (_, m) = tokio::time::timeout(std::time::Duration::from_secs(5), events.next()).await.unwrap().unwrap();
+        got.push(m);
+    }
+    let methods: Vec<&str> = got.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert!(methods.contains(&"notifications/tools/list_changed"), "{got:?}");
+    let updated: Vec<&Value> = got.iter().filter(|m| m["method"] == "notifications/resources/updated").collect();
+    assert_eq!(updated.len(), 1, "only the uri asked for: {got:?}");
+    assert_eq!(updated[0]["params"]["uri"], "file:///a");
+    assert!(got.iter().all(|m| m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L"), "{got:?}");
+
+    // Closing the stream lets the upstream subscription go.
+    drop(events);
+    let unsubscribed = async {
+        while !std::fs::read_to_string(&log).unwrap_or_default().contains("resources/unsubscribe") {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), unsubscribed).await.expect("unsubscribed upstream");
 }

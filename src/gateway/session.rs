@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
 mod modern_client;
+mod modern_listen;
 pub mod modern_rounds;
 mod modern_tasks;
 mod relink;
@@ -486,12 +487,12 @@ impl Session {
             },
             None => msg,
         };
-        let msg = match &self.modern {
-            Some(m) => match self.to_modern_client(msg, &route, answers, &m.meta) {
+        let (msg, route) = match &self.modern {
+            Some(m) => match self.to_modern_client(msg, route, answers, m) {
                 Some(m) => m,
                 None => return,
             },
-            None => msg,
+            None => (msg, route),
         };
         self.sink.deliver(msg, route);
     }

@@ -104,6 +104,13 @@ impl Session {
             }
             return Ok(Some(frame));
         }
+        if frame.method_name() == "subscriptions/listen" {
+            if self.link().await?.is_modern() {
+                return Ok(Some(frame));
+            }
+            self.listen(id.clone(), &frame).await?;
+            return Ok(None);
+        }
         if frame.value().pointer("/params/requestState").is_some() && !self.link().await?.is_modern() {
             // A retry whose round the gateway no longer holds (expired, or another gateway's).
             return Err(RpcError::new(
@@ -132,28 +139,40 @@ impl Session {
     }
 
     /// A message on its way to a modern client, after the version table: what the era lacks
-    /// is dropped, and results name their type (`None`: not for this client).
+    /// is dropped, and results name their type (`None`: not for this client). A list change
+    /// or resource update goes on the client's `subscriptions/listen` stream, if it asked.
     pub(super) fn to_modern_client(
         &self,
         msg: Message,
-        route: &Route,
+        route: Route,
         answers: Option<&'static str>,
-        meta: &RequestMeta,
-    ) -> Option<Message> {
+        modern: &ModernClient,
+    ) -> Option<(Message, Route)> {
         match msg.kind() {
-            // Server requests are refused before they get here (`relay_server_request`).
+            // Server requests are refused or asked as input before they get here.
             Kind::Request => None,
             Kind::Notification => {
-                let related = matches!(route, Route::Related(_));
-                modern::reaches_modern(msg.method(), msg.value().get("params"), related, meta.log_level).then_some(msg)
+                let upstream_modern = self.state.lock().unwrap().upstream_modern;
+                if let Route::Related(_) = route {
+                    let reaches = upstream_modern
+                        || modern::reaches_modern(msg.method(), msg.value().get("params"), true, modern.meta.log_level);
+                    return reaches.then_some((msg, route));
+                }
+                let listen = modern.listen.lock().unwrap().clone();
+                let (id, filter) = listen?;
+                if !filter.carries(msg.method_name(), msg.value().get("params")) {
+                    return None;
+                }
+                let subscription = id.to_value();
+                Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
-            Kind::Response if msg.is_error() => Some(msg),
+            Kind::Response if msg.is_error() => Some((msg, route)),
             Kind::Response => {
                 if self.state.lock().unwrap().upstream_modern {
                     // The server's own result, of the era already.
-                    return Some(msg);
+                    return Some((msg, route));
                 }
-                Some(msg.edit(|m| modern::for_modern(m, answers)))
+                Some((msg.edit(|m| modern::for_modern(m, answers)), route))
             }
         }
     }

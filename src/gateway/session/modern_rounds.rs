@@ -81,6 +81,9 @@ pub(super) struct ModernClient {
     pub(super) rounds: Arc<Rounds>,
     parked: Arc<ParkedRequests>,
     asked: Mutex<Asked>,
+    /// The `subscriptions/listen` this request is, once acknowledged: its id and what it
+    /// carries (see `modern_listen`).
+    pub(super) listen: Mutex<Option<(Id, crate::mcp::modern::client::ListenFilter)>>,
 }
 
 #[derive(Default)]
@@ -102,7 +105,7 @@ impl ModernClient {
         let rounds = Arc::new(Rounds {
             st: Mutex::new(RoundsState { sink, original: id.clone(), current: id, attached: true, finished: None }),
         });
-        ModernClient { meta, rounds, parked, asked: Mutex::default() }
+        ModernClient { meta, rounds, parked, asked: Mutex::default(), listen: Mutex::new(None) }
     }
 }
 

@@ -10,8 +10,8 @@
 //!   `Tool.execution`) ([`for_modern`]).
 //! - **Notifications**: only those of the request itself reach a modern client: progress,
 //!   and log messages at or above the level its `_meta` asked for ([`reaches_modern`]).
-//!   List changes, resource updates and task status go only on `subscriptions/listen`, which
-//!   the gateway does not serve yet: dropped.
+//!   List changes and resource updates go only on a `subscriptions/listen` stream that asked
+//!   for them ([`ListenFilter`]); task status is dropped.
 //! - **Requests the era removed** ([`refused`]): `ping`, `logging/setLevel`, resource
 //!   subscriptions, core `tasks/result` and `tasks/list` get -32601; `initialize` is the
 //!   legacy era's and never reaches a modern request's session.
@@ -21,26 +21,120 @@ use super::{Discovery, advertised_versions};
 use crate::jsonrpc::{METHOD_NOT_FOUND, Method, RpcError};
 use serde_json::{Map, Value};
 
-/// The capabilities a modern client is shown. Core `tasks` are not the modern era's;
-/// `listChanged` and `resources.subscribe` would promise notifications that only
-/// `subscriptions/listen` delivers, which the gateway does not serve. `extensions` pass only
-/// from a modern upstream (`keep_extensions`), whose requests the gateway relays as they
-/// are.
+/// The capabilities a modern client is shown: the upstream's, without core `tasks` (not the
+/// modern era's); `listChanged` and `resources.subscribe` stay, delivered on
+/// `subscriptions/listen` ([`ListenFilter`]). `extensions` pass only from a modern upstream
+/// (`keep_extensions`), whose requests the gateway relays as they are.
 pub fn server_capabilities(caps: &Value, keep_extensions: bool) -> Value {
     let mut caps = caps.as_object().cloned().unwrap_or_default();
     caps.remove("tasks");
     if !keep_extensions {
         caps.remove("extensions");
     }
-    for k in ["tools", "resources", "prompts"] {
-        if let Some(c) = caps.get_mut(k).and_then(Value::as_object_mut) {
-            c.remove("listChanged");
-            if k == "resources" {
-                c.remove("subscribe");
-            }
+    Value::Object(caps)
+}
+
+/// What a `subscriptions/listen` stream carries (`params.notifications`, a
+/// `SubscriptionFilter`): list changes by kind, and updates of the listed resources.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListenFilter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    pub uris: Vec<String>,
+}
+
+impl ListenFilter {
+    /// Reads `params.notifications`: -32602 if it is missing or malformed; keys the gateway
+    /// does not know (an extension's, such as `taskIds`) are not granted.
+    pub fn read(params: Option<&Value>, max_uris: usize) -> Result<ListenFilter, RpcError> {
+        let bad = |why: &str| RpcError::new(crate::jsonrpc::INVALID_PARAMS, format!("subscriptions/listen: {why}"));
+        let n = params.and_then(|p| p.get("notifications")).and_then(Value::as_object);
+        let Some(n) = n else { return Err(bad("params.notifications must be an object")) };
+        let flag = |k: &str| match n.get(k) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(bad(&format!("notifications.{k} must be a boolean"))),
+        };
+        let uris = match n.get("resourceSubscriptions") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if a.len() <= max_uris => a
+                .iter()
+                .map(|u| u.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("notifications.resourceSubscriptions must hold strings"))?,
+            Some(Value::Array(_)) => return Err(bad(&format!("at most {max_uris} resourceSubscriptions"))),
+            Some(_) => return Err(bad("notifications.resourceSubscriptions must be an array")),
+        };
+        Ok(ListenFilter {
+            tools: flag("toolsListChanged")?,
+            prompts: flag("promptsListChanged")?,
+            resources: flag("resourcesListChanged")?,
+            uris,
+        })
+    }
+
+    /// What of it the upstream can deliver (by its capabilities).
+    pub fn granted(&self, caps: &Value) -> ListenFilter {
+        let has = |p: &str| caps.pointer(p).is_some_and(|v| v.as_bool() == Some(true));
+        ListenFilter {
+            tools: self.tools && has("/tools/listChanged"),
+            prompts: self.prompts && has("/prompts/listChanged"),
+            resources: self.resources && has("/resources/listChanged"),
+            uris: if has("/resources/subscribe") { self.uris.clone() } else { Vec::new() },
         }
     }
-    Value::Object(caps)
+
+    /// As a `SubscriptionFilter` (only what is granted).
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        for (k, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if on {
+                m.insert(k.into(), true.into());
+            }
+        }
+        if !self.uris.is_empty() {
+            m.insert("resourceSubscriptions".into(), self.uris.clone().into());
+        }
+        Value::Object(m)
+    }
+
+    /// Whether a notification from the upstream belongs on the stream.
+    pub fn carries(&self, method: &str, params: Option<&Value>) -> bool {
+        match method {
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            "notifications/resources/updated" => {
+                let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
+                uri.is_some_and(|u| self.uris.iter().any(|s| s == u))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The first message of a `subscriptions/listen` stream: what the gateway agreed to send.
+pub fn acknowledged(granted: &ListenFilter, subscription: &Value) -> Value {
+    let mut params = Map::new();
+    params.insert("notifications".into(), granted.to_value());
+    params.insert("_meta".into(), serde_json::json!({ super::key::SUBSCRIPTION_ID: subscription }));
+    serde_json::json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": params})
+}
+
+/// Tags a notification with the stream it goes on (`_meta` subscriptionId).
+pub fn tag_subscription(msg: &mut Value, subscription: &Value) {
+    let Some(m) = msg.as_object_mut() else { return };
+    let params = m.entry("params").or_insert_with(|| Value::Object(Map::new()));
+    let Some(p) = params.as_object_mut() else { return };
+    let meta = p.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(super::key::SUBSCRIPTION_ID.into(), subscription.clone());
+    }
 }
 
 /// The `server/discover` result, from the upstream's `initialize` result (as 2025-11-25 has
@@ -111,7 +205,6 @@ pub fn refused(method: Method, name: &str) -> Option<RpcError> {
         }
         Method::TasksResult | Method::TasksList => "the tasks extension of 2026-07-28 has no such method",
         Method::Initialize => "an initialize selects the legacy era: send it without modern _meta",
-        _ if name == "subscriptions/listen" => "not served by this gateway yet",
         _ => return None,
     };
     Some(RpcError::new(METHOD_NOT_FOUND, format!("{name}: {why}")))
@@ -148,7 +241,10 @@ mod tests {
         assert_eq!(d["resultType"], "complete");
         assert_eq!(d["supportedVersions"][0], "2026-07-28");
         assert!(d["supportedVersions"].as_array().unwrap().iter().any(|v| v == "2024-11-05"), "dual era: {d}");
-        assert_eq!(d["capabilities"], json!({"tools": {}, "resources": {}, "logging": {}}));
+        assert_eq!(
+            d["capabilities"],
+            json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true}, "logging": {}})
+        );
         assert_eq!(d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "demo");
         assert_eq!(d["instructions"], "be brief");
         assert_eq!((d["ttlMs"].as_u64(), d["cacheScope"].as_str()), (Some(0), Some("private")));
@@ -196,11 +292,41 @@ mod tests {
             (Method::ResourcesSubscribe, "resources/subscribe"),
             (Method::TasksResult, "tasks/result"),
             (Method::TasksList, "tasks/list"),
-            (Method::Other, "subscriptions/listen"),
         ] {
             assert_eq!(refused(m, n).map(|e| e.code), Some(METHOD_NOT_FOUND), "{n}");
         }
         assert!(refused(Method::ToolsCall, "tools/call").is_none());
         assert!(refused(Method::TasksGet, "tasks/get").is_none());
+        assert!(refused(Method::Other, "subscriptions/listen").is_none());
+    }
+
+    #[test]
+    fn listen_filters_are_read_granted_and_applied() {
+        let params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
+            "resourceSubscriptions": ["demo://a"], "taskIds": ["t"]}});
+        let f = ListenFilter::read(Some(&params), 8).unwrap();
+        assert_eq!(f, ListenFilter { tools: true, prompts: true, resources: false, uris: vec!["demo://a".into()] });
+        let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}});
+        let g = f.granted(&caps);
+        assert_eq!(g.to_value(), json!({"toolsListChanged": true, "resourceSubscriptions": ["demo://a"]}));
+        assert!(g.carries("notifications/tools/list_changed", None));
+        assert!(!g.carries("notifications/prompts/list_changed", None), "not granted");
+        assert!(g.carries("notifications/resources/updated", Some(&json!({"uri": "demo://a"}))));
+        assert!(!g.carries("notifications/resources/updated", Some(&json!({"uri": "demo://b"}))));
+        assert!(!g.carries("notifications/progress", None));
+        for bad in [
+            json!({}),
+            json!({"notifications": []}),
+            json!({"notifications": {"toolsListChanged": 1}}),
+            json!({"notifications": {"resourceSubscriptions": [1]}}),
+            json!({"notifications": {"resourceSubscriptions": ["a", "b", "c"]}}),
+        ] {
+            assert_eq!(ListenFilter::read(Some(&bad), 2).unwrap_err().code, crate::jsonrpc::INVALID_PARAMS, "{bad}");
+        }
+        let ack = acknowledged(&g, &json!(7));
+        assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7);
+        let mut n = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        tag_subscription(&mut n, &json!("s"));
+        assert_eq!(n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "s");
     }
 }
