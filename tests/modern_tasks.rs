@@ -162,3 +162,77 @@ async fn hosted_extension_tasks_over_stdio() {
     }
     assert_eq!(last["result"]["result"]["content"][0]["text"], "done after 2 steps", "{last}");
 }
+
+/// A 2025-11-25 task server: `job` runs as a task whose status the test sets (`done` once
+/// `tasks/get` has been asked three times), with its result from `tasks/result`.
+async fn core_task_server() -> Scripted {
+    let gets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    Scripted::start(move |req| {
+        let task = |id: &Value, status: &str| {
+            json!({"taskId": id, "status": status, "createdAt": "2026-01-01T00:00:00Z",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100})
+        };
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})),
+            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+                    {"name": "plain", "inputSchema": {"type": "object"}}]}),
+            )],
+            "tools/call" if req["params"]["name"] == "job" => {
+                assert!(req["params"]["task"].is_object(), "called as a task: {req}");
+                assert!(req["params"].get("_meta").is_none_or(|m| m.get("io.modelcontextprotocol/protocolVersion").is_none()));
+                vec![reply(req, json!({"task": task(&json!("up-1"), "working")}))]
+            }
+            "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "plain"}]}))],
+            "tasks/get" => {
+                let n = gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let status = if n >= 2 { "completed" } else { "working" };
+                vec![reply(req, task(&req["params"]["taskId"], status))]
+            }
+            "tasks/result" => vec![reply(req, json!({"content": [{"type": "text", "text": "job done"}]}))],
+            "tasks/cancel" => vec![reply(req, task(&req["params"]["taskId"], "cancelled"))],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_extension_client_in_front_of_a_core_task_server() {
+    let up = core_task_server().await;
+    let gw = start_gateway(&format!("{}[upstream.tasks]\nhosted = \"never\"\n", http_upstream("up", &up.url()))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let (_, d, _) = call(&c, &request(json!(0), "server/discover", json!({}), json!({}))).await;
+    assert_eq!(d["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}), "{d}");
+    assert!(d["result"]["capabilities"].get("tasks").is_none(), "{d}");
+
+    let job = request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), ext());
+    let (_, r, _) = call(&c, &job).await;
+    let t = &r["result"];
+    assert_eq!(
+        (t["resultType"].as_str(), t["taskId"].as_str(), t["ttlMs"].as_u64()),
+        (Some("task"), Some("up-1"), Some(60000)),
+        "{r}"
+    );
+    assert_eq!(t["pollIntervalMs"], 100);
+    assert_eq!(get(&c, "up-1").await["result"]["status"], "working");
+    let done = settled(&c, "up-1").await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "job done");
+    assert_eq!(done["result"]["resultType"], "complete");
+    let cancel = request(json!("c"), "tasks/cancel", json!({"taskId": "up-1"}), ext());
+    let (_, r, _) = call(&c, &cancel).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+
+    // A tool the server does not run as a task is called plainly; ids the gateway did not
+    // hand out are not asked about.
+    let plain = request(json!(2), "tools/call", json!({"name": "plain", "arguments": {}}), ext());
+    let (_, r, _) = call(&c, &plain).await;
+    assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
+    let before = up.received_methods().iter().filter(|m| *m == "tasks/get").count();
+    assert_eq!(get(&c, "up-2").await["error"]["code"], -32602);
+    let after = up.received_methods().iter().filter(|m| *m == "tasks/get").count();
+    assert_eq!(before, after, "not passed upstream");
+}

@@ -35,6 +35,8 @@ pub struct Gateway {
     pub links: Arc<tokio::sync::Semaphore>,
     /// The links of upstreams with `share = true`, one each.
     shared: SharedLinks,
+    /// Upstream task ids handed to modern clients (the only ones they may ask about).
+    pub relayed: crate::tasks::relayed::RelayedTasks,
 }
 
 impl Gateway {
@@ -50,6 +52,7 @@ impl Gateway {
             hosted,
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
+            relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks),
             config,
         })
     }

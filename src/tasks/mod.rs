@@ -1,6 +1,8 @@
 //! Tasks the gateway keeps: the store, tasks hosted for upstreams that have none, and plain
-//! calls bridged onto the tasks of upstreams that require them.
+//! calls bridged onto the tasks of upstreams that require them, and the upstream tasks
+//! relayed to clients that reach them by id alone.
 
 pub mod bridge;
 pub mod hosted;
+pub mod relayed;
 pub mod store;

@@ -68,8 +68,8 @@ impl Session {
         // Nothing is refused in an initialize result: it is only stripped.
         let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), from, ProtocolVersion::LATEST);
         let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
-        if self.upstream.tasks.hosted != HostedMode::Never {
-            // The gateway hosts tasks in the extension's dialect (`modern_tasks`).
+        if self.upstream.tasks.hosted != HostedMode::Never || self.upstream_has_tasks() {
+            // Tasks in the extension's dialect, hosted or relayed (`modern_tasks`).
             result["capabilities"]["extensions"] = json!({EXTENSION: {}});
         }
         self.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
@@ -98,6 +98,10 @@ impl Session {
                 self.serve_ext_task(id.clone(), &frame, task_id.as_str()).await?;
                 return Ok(None);
             }
+            if self.relays_upstream_task(task_id.as_str()) {
+                self.serve_relayed_task(id.clone(), &frame, task_id.as_str()).await?;
+                return Ok(None);
+            }
             if !self.link().await?.is_modern() {
                 // A legacy upstream has no extension tasks, and the gateway hosts no such one.
                 return Err(hosted::not_found(task_id.as_str()));
@@ -122,6 +126,10 @@ impl Session {
             let name = frame.tool_name().unwrap_or_default().into_owned();
             if self.hosts_tool(&name).await? {
                 self.start_hosted_ext(id.clone(), frame).await?;
+                return Ok(None);
+            }
+            if self.upstream_has_tasks() && self.tool_support(&name).await? != TaskSupport::Forbidden {
+                self.call_upstream_task_ext(id.clone(), frame).await?;
                 return Ok(None);
             }
         }

@@ -14,12 +14,27 @@
 //!   cancels the call upstream and acknowledges, also for a task that had already ended.
 //! - Task ids are 128-bit random: the extension makes them bearer tokens. Tasks of modern
 //!   clients belong to one owner per upstream (no session names them apart).
+//!
+//! In front of a 2025-11-25 upstream with tasks, a tool it runs as a task (listed `optional`
+//! or `required`) is called task-augmented and the task is the upstream's, translated both
+//! ways: the core `CreateTaskResult` made flat, `tasks/get` answered from the upstream's
+//! `tasks/get` (and, once the task has ended, its `tasks/result`, inline), `tasks/cancel`
+//! passed on and acknowledged. Only ids the gateway handed out are asked about
+//! (`tasks::relayed`). The upstream's questions during such a task are not relayed yet:
+//! `tasks/get` shows `input_required` with no `inputRequests`, and `tasks/update` is
+//! acknowledged without effect.
 
 use super::*;
 use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta;
 use crate::mcp::task_dialects::task::{self as ext_task, Inline};
 use crate::mcp::task_dialects::{EXTENSION, flow};
+
+/// An upstream's response to a request of the gateway's, as the answer to client request `id`.
+fn with_id(mut resp: Value, id: &Id) -> Value {
+    jsonrpc::set_id(&mut resp, id);
+    resp
+}
 
 impl Session {
     /// Whether this modern request declared the tasks extension.
@@ -36,6 +51,88 @@ impl Session {
         let created = ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?;
         self.sink.deliver(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
         self.run_hosted(task_id, link, msg).await;
+        Ok(())
+    }
+
+    /// A modern client's `tools/call` (that declared the extension) of a tool the 2025-11-25
+    /// upstream runs as a task: called task-augmented, its task relayed.
+    pub(super) async fn call_upstream_task_ext(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+        let mut msg = frame.into_value();
+        meta::strip(&mut msg);
+        let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else {
+            return Err(RpcError::new(INVALID_PARAMS, "tools/call: params must be an object"));
+        };
+        params.insert("task".into(), json!({"ttl": self.upstream.tasks.ttl.as_millis() as u64}));
+        let link = self.link().await?;
+        let params = msg.get("params").cloned().unwrap_or(json!({}));
+        let resp = link.request("tools/call", params).await?;
+        let answer = match resp.get("result") {
+            Some(result) if result.get("task").is_some() => {
+                let ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
+                if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
+                    self.gateway.relayed.remember(&self.upstream.name, t);
+                }
+                jsonrpc::result_response(&id, ext)
+            }
+            // The server answered plainly after all: the result as it is.
+            Some(result) => {
+                let mut r = jsonrpc::result_response(&id, result.clone());
+                modern::for_modern(&mut r, Some("tools/call"));
+                r
+            }
+            None => {
+                let mut r = resp.clone();
+                jsonrpc::set_id(&mut r, &id);
+                r
+            }
+        };
+        self.sink.deliver(Message::made(answer), Route::Response(id));
+        Ok(())
+    }
+
+    /// Whether `task_id` is a 2025-11-25 upstream's task this gateway handed a modern client.
+    pub(super) fn relays_upstream_task(&self, task_id: &str) -> bool {
+        self.gateway.relayed.knows(&self.upstream.name, task_id)
+    }
+
+    /// `tasks/get`, `tasks/update` or `tasks/cancel` of an upstream task relayed to modern
+    /// clients, in the extension's dialect.
+    pub(super) async fn serve_relayed_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
+        let link = self.link().await?;
+        let ask = |method: &'static str| link.request(method, json!({"taskId": task_id}));
+        let answer = match frame.method_name() {
+            "tasks/get" => {
+                let got = ask("tasks/get").await?;
+                match got.get("result").cloned() {
+                    None => with_id(got, &id),
+                    Some(core) => {
+                        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
+                        let inline = match status {
+                            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
+                                let mut payload = ask("tasks/result").await?;
+                                modern::for_modern(&mut payload, Some("tools/call"));
+                                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
+                            }
+                            Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(Default::default()),
+                            _ => Inline::None,
+                        };
+                        jsonrpc::result_response(&id, ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?)
+                    }
+                }
+            }
+            "tasks/cancel" => {
+                let got = ask("tasks/cancel").await?;
+                // Cooperative in the extension: a task that had already ended is acknowledged.
+                let ended = got.pointer("/error/code").and_then(Value::as_i64) == Some(INVALID_PARAMS)
+                    && ask("tasks/get").await.ok().is_some_and(|g| g.get("result").is_some());
+                match got.get("error") {
+                    Some(_) if !ended => with_id(got, &id),
+                    _ => jsonrpc::result_response(&id, flow::ack()),
+                }
+            }
+            _ => jsonrpc::result_response(&id, flow::ack()),
+        };
+        self.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
     }
 
