@@ -25,6 +25,7 @@
 //! module knows it.
 
 pub mod headers;
+pub mod input;
 pub mod legacy;
 pub mod meta;
 
