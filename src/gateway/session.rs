@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
+mod input_rounds;
 mod relink;
 mod shared;
 mod tasks;
@@ -95,6 +96,8 @@ struct SessionState {
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Message>,
+    /// Requests of a modern upstream's that may ask for input, and the rounds of those that did.
+    input_rounds: input_rounds::InputRounds,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     known_tasks: std::collections::VecDeque<String>,
@@ -316,7 +319,7 @@ impl Session {
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
         })?;
-        link.forward(self.client_ref(id), frame, shape).await
+        self.forward_up(&link, id, frame, shape).await
     }
 
     /// The client's `initialize`: the link is opened and initialized on the gateway's
@@ -411,6 +414,10 @@ impl Session {
             // Cancellation follows its request: the upstream hears it once, the slot is
             // freed, and the client gets nothing more for that id. A request no longer in
             // flight has nothing to cancel.
+            if self.input_round_cancelled(&client_id) {
+                self.sink.abandon(&client_id);
+                return;
+            }
             self.state.lock().unwrap().retry.remove(&client_id);
             if link.cancel_client_request(&self.client_ref(client_id.clone()), reason).await {
                 self.sink.abandon(&client_id);
@@ -421,10 +428,8 @@ impl Session {
     async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
         let target = self.state.lock().unwrap().server_requests.remove(&id);
-        let Some(req) = target else {
-            tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
-            return;
-        };
+        // Else an answer to a modern upstream's input request, if it is one.
+        let Some(req) = target else { return self.input_answer(id, frame) };
         if let Some(task) = &req.task {
             self.hosted().input_answered(task);
         }
@@ -557,6 +562,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
+        self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {
             Some(link) if link.is_shared() => link.detach(self.tag),
