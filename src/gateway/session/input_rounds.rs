@@ -373,7 +373,7 @@ impl Session {
     pub(super) fn input_round_cancelled(&self, client_id: &Id) -> bool {
         let removed = self.state.lock().unwrap().input_rounds.remove(client_id);
         let Some((ex, questions)) = removed else { return false };
-        self.cancel_questions(&questions, "the request they were asked for was cancelled");
+        self.cancel_questions(client_id, &questions, "the request they were asked for was cancelled");
         ex.asking.is_some()
     }
 
@@ -383,16 +383,17 @@ impl Session {
     }
 
     fn finish_failed(&self, f: Failed) {
-        self.cancel_questions(&f.questions, &f.error.message);
+        self.cancel_questions(&f.client_id, &f.questions, &f.error.message);
         self.to_client(Message::made(f.error.response(Some(&f.client_id))), Route::Response(f.client_id));
     }
 
-    /// Tells the client its unanswered requests `ids` are no longer wanted.
-    fn cancel_questions(&self, ids: &[Id], reason: &str) {
+    /// Tells the client its unanswered requests `ids`, asked for its request `client_id`, are
+    /// no longer wanted (where they were asked: on that request's stream).
+    fn cancel_questions(&self, client_id: &Id, ids: &[Id], reason: &str) {
         for id in ids {
             let note =
                 jsonrpc::notification("notifications/cancelled", json!({"requestId": id.to_value(), "reason": reason}));
-            self.to_client(Message::made(note), Route::Unrelated);
+            self.to_client(Message::made(note), Route::Related(client_id.clone()));
         }
     }
 }
