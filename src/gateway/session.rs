@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
 mod input_rounds;
+mod input_state;
 mod relink;
 mod shared;
 mod tasks;
@@ -97,7 +98,7 @@ struct SessionState {
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Message>,
     /// Requests of a modern upstream's that may ask for input, and the rounds of those that did.
-    input_rounds: input_rounds::InputRounds,
+    input_rounds: input_state::InputRounds,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     known_tasks: std::collections::VecDeque<String>,

@@ -40,54 +40,13 @@ use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
 use crate::mcp::translate;
 use serde_json::Map;
-use tokio::task::AbortHandle;
+
+use super::input_state::{AbortOnDrop, Asking, Exchange};
 
 /// Rounds one request may be answered with input requests.
 pub(super) const MAX_INPUT_ROUNDS: u32 = 16;
 /// Input requests one round may carry.
 pub(super) const MAX_INPUT_REQUESTS: usize = 16;
-
-/// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
-/// most [`MAX_INPUT_REQUESTS`] questions out.
-#[derive(Default)]
-pub(super) struct InputRounds {
-    exchanges: HashMap<Id, Exchange>,
-    /// A request sent to the client, by the id the client knows: its exchange (by client
-    /// request id) and key.
-    questions: HashMap<Id, (Id, String)>,
-    next_serial: u64,
-}
-
-struct Exchange {
-    serial: u64,
-    /// The request as it first went upstream (translated for it).
-    request: Message,
-    shape: Shape,
-    capabilities: Map<String, Value>,
-    /// Rounds answered with `input_required` so far.
-    rounds: u32,
-    started: Instant,
-    /// Set while the client is being asked; `None` while a round is upstream.
-    asking: Option<Asking>,
-    /// Ends the exchange at `max_request_time` (armed at its first input request).
-    _lifetime: Option<AbortOnDrop>,
-}
-
-struct Asking {
-    state: Option<String>,
-    /// Key → (the id the client knows, the method).
-    outstanding: HashMap<String, (Id, String)>,
-    responses: Map<String, Value>,
-    _timer: AbortOnDrop,
-}
-
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// What a failed exchange leaves to do once the lock is released.
 struct Failed {
@@ -95,18 +54,6 @@ struct Failed {
     error: RpcError,
     /// The client's requests to cancel.
     questions: Vec<Id>,
-}
-
-impl InputRounds {
-    /// Removes an exchange and its questions; the ids of those still unanswered.
-    fn remove(&mut self, client_id: &Id) -> Option<(Exchange, Vec<Id>)> {
-        let ex = self.exchanges.remove(client_id)?;
-        let ids: Vec<Id> = ex.asking.iter().flat_map(|a| a.outstanding.values().map(|(id, _)| id.clone())).collect();
-        for id in &ids {
-            self.questions.remove(id);
-        }
-        Some((ex, ids))
-    }
 }
 
 impl Session {
