@@ -107,11 +107,29 @@ fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
                 Some(_) => err(200, req, -32602, "bad requestState"),
             },
             "forever" => vec![reply(req, json!({"resultType": "input_required", "requestState": "loop"}))],
-            "ask-url" => vec![reply(
-                req,
-                json!({"resultType": "input_required", "inputRequests": {"u": {"method": "elicitation/create",
-                "params": {"mode": "url", "message": "sign in", "url": "https://example.com/login", "elicitationId": "e1"}}}}),
-            )],
+            "ask-url" => match req["params"]["inputResponses"].get("u") {
+                None => vec![reply(
+                    req,
+                    json!({"resultType": "input_required", "inputRequests": {"u": {"method": "elicitation/create",
+                    "params": {"mode": "url", "message": "sign in", "url": "https://example.com/login"}}}}),
+                )],
+                Some(answer) => vec![complete(req, json!({"content": [{"type": "text", "text": answer["action"]}]}))],
+            },
+            "progress-rounds" => {
+                let token = &req["params"]["_meta"]["progressToken"];
+                match req["params"]["requestState"].as_str() {
+                    None => vec![
+                        progress(token, 1.0),
+                        progress(token, 2.0),
+                        reply(req, json!({"resultType": "input_required", "requestState": "p"})),
+                    ],
+                    _ => vec![
+                        progress(token, 1.0),
+                        progress(token, 3.0),
+                        complete(req, json!({"content": [{"type": "text", "text": "done"}]})),
+                    ],
+                }
+            }
             "ask-ping" => {
                 vec![reply(req, json!({"resultType": "input_required", "inputRequests": {"p": {"method": "ping"}}}))]
             }
@@ -445,6 +463,29 @@ async fn a_client_without_elicitation_declares_none_and_is_not_asked() {
     assert_eq!(out.response["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"url": {}}}));
     let out = form_only.request("tools/call", json!({"name": "ask-ping", "arguments": {}})).await;
     assert_eq!(out.error_code(), -32603, "{}", out.response);
+    // A client with URL mode is asked, with the elicitationId its version requires.
+    let mut url = HttpMcp::new(&gw.url("up"));
+    initialize_with(&mut url, "2025-11-25", json!({"elicitation": {"form": {}, "url": {}}})).await;
+    let out = url.request("tools/call", json!({"name": "ask-url", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "accept", "{}", out.response);
+    let asked = out.others.iter().find(|m| m["method"] == "elicitation/create").expect("asked");
+    assert_eq!(asked["params"]["url"], "https://example.com/login");
+    assert!(asked["params"]["elicitationId"].as_str().is_some_and(|e| !e.is_empty()), "{asked}");
+}
+
+#[tokio::test]
+async fn progress_keeps_rising_across_rounds() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c
+        .request("tools/call", json!({"name": "progress-rounds", "arguments": {}, "_meta": {"progressToken": 5}}))
+        .await;
+    assert_eq!(out.result()["content"][0]["text"], "done");
+    assert_eq!(out.progress(), vec![1.0, 2.0, 3.0], "the retry's 1 is below the 2 the client had");
+    let calls = calls_of(&up, "progress-rounds");
+    assert_eq!(calls[1]["params"]["_meta"]["progressToken"], 5, "the retry carries the client's token");
 }
 
 #[tokio::test]
@@ -600,4 +641,26 @@ async fn on_a_shared_link_each_request_declares_its_own_clients_capabilities() {
     assert_eq!(declared(&calls[0]), &json!({"elicitation": {}, "sampling": {}, "roots": {}}));
     assert_eq!(declared(&calls[1]), declared(&calls[0]), "the retry declares the same");
     assert_eq!(declared(&calls[2]), &json!({"roots": {}}));
+}
+
+#[tokio::test]
+async fn an_ended_session_cancels_its_retry_on_a_shared_link() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let gw = start_gateway(&format!("{}share = true\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let mut stream = start_call(&c, 45, "slow-confirm").await;
+    let (_, asked) = stream.next().await.expect("the elicitation");
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(&asked)).unwrap(), &[]).await.status, 202);
+    eventually("the retry went up", async || calls_of(&up, "slow-confirm").len() == 2).await;
+    let retry_id = calls_of(&up, "slow-confirm")[1]["id"].clone();
+    assert_eq!(c.delete().await, 200);
+    eventually("the upstream was told to stop the ended session's retry", async || {
+        up.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
+    })
+    .await;
 }

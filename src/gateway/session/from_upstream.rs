@@ -140,6 +140,7 @@ impl LinkEvents for Session {
     fn notification(&self, mut msg: Message, related: Option<Id>) {
         let method = msg.method();
         match method {
+            Method::Progress if !self.input_round_progress(related.as_ref(), &msg) => return,
             Method::ToolsListChanged => {
                 let mut st = self.state.lock().unwrap();
                 st.tool_support.clear();

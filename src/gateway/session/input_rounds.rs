@@ -14,11 +14,13 @@
 //!    that checks answers it; a malformed result is -32603.
 //! 2. Each is sent to the client as an ordinary server request under an id of the session's,
 //!    translated to its version, related to the original request (HTTP: on its POST's stream).
+//!    A URL-mode elicitation gets the `elicitationId` its legacy form requires (2026-07-28
+//!    removed it); no `notifications/elicitation/complete` follows, as the era has none.
 //! 3. Once every one is answered, the original request goes up again as a new request (the
 //!    link gives it a new JSON-RPC id) with `inputResponses` and the `requestState` as the
 //!    server sent it, on the session's live link (a retry is independent of the link the
 //!    first round used). Its progress token is the client's, so progress reaches the client
-//!    in every round. A client's error answer fails the request with that error's code.
+//!    in every round, rising across rounds (a retry's that starts again below is dropped). A client's error answer fails the request with that error's code.
 //! 4. Repeat while the upstream asks, at most [`MAX_INPUT_ROUNDS`] times, with at most
 //!    [`MAX_INPUT_REQUESTS`] input requests a round; the client gets the last round's answer
 //!    under its own id.
@@ -88,6 +90,7 @@ impl Session {
                     rounds: 0,
                     started: Instant::now(),
                     asking: None,
+                    last_progress: None,
                     _lifetime: None,
                 };
                 rounds.exchanges.insert(id.clone(), ex);
@@ -324,6 +327,23 @@ impl Session {
         ex.asking.is_some()
     }
 
+    /// Whether progress for client request `related` may go to the client: across the rounds
+    /// of an exchange its values keep rising (each round's are checked by the link), so a
+    /// retry's progress that starts again from below is dropped until it passes the last
+    /// value the client got.
+    pub(super) fn input_round_progress(&self, related: Option<&Id>, msg: &Message) -> bool {
+        let Some(id) = related else { return true };
+        let Some(value) = msg.value().pointer("/params/progress").and_then(Value::as_f64) else { return true };
+        let mut st = self.state.lock().unwrap();
+        let Some(ex) = st.input_rounds.exchanges.get_mut(id) else { return true };
+        if ex.last_progress.is_some_and(|last| value <= last) {
+            tracing::debug!(upstream = %self.upstream.name, "dropping progress of a retry that does not rise past the last round's");
+            return false;
+        }
+        ex.last_progress = Some(value);
+        true
+    }
+
     /// Everything the session's exchanges hold, forgotten (the session ended).
     pub(super) fn end_input_rounds(&self) {
         let _ = std::mem::take(&mut self.state.lock().unwrap().input_rounds);
@@ -379,6 +399,10 @@ fn question(
         );
         e.data = Some(Box::new(json!({"requiredCapabilities": required})));
         return Err(e);
+    }
+    let mut params = params;
+    if url_mode {
+        input::name_url_elicitation(&mut params, &crate::random::id128());
     }
     let msg = Message::made(jsonrpc::request(&Id::Num(0), &q.method, params));
     let Some((client, upstream)) = versions else { return Ok(msg) };

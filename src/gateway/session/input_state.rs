@@ -31,6 +31,9 @@ pub(super) struct Exchange {
     pub(super) started: Instant,
     /// Set while the client is being asked; `None` while a round is upstream.
     pub(super) asking: Option<Asking>,
+    /// The last progress value the client got for the request, in any round: a retry is a
+    /// new request upstream, whose progress may start again below it.
+    pub(super) last_progress: Option<f64>,
     /// Ends the exchange at `max_request_time` (armed at its first input request).
     pub(super) _lifetime: Option<AbortOnDrop>,
 }

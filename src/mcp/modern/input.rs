@@ -128,6 +128,17 @@ pub fn retry(request: &mut Value, responses: Map<String, Value>, state: Option<&
     };
 }
 
+/// A URL-mode `elicitation/create`'s params, for a legacy client: 2026-07-28 removed
+/// `elicitationId` (and `notifications/elicitation/complete`), which 2025-11-25 requires of
+/// URL mode; one that has none is given `id`.
+pub fn name_url_elicitation(params: &mut Value, id: &str) {
+    if let Some(p) = params.as_object_mut()
+        && !p.get("elicitationId").is_some_and(Value::is_string)
+    {
+        p.insert("elicitationId".into(), id.into());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +193,15 @@ mod tests {
         assert_eq!(req["params"]["_meta"]["progressToken"], "p");
         retry(&mut req, Map::new(), None);
         assert!(req["params"].get("inputResponses").is_none() && req["params"].get("requestState").is_none());
+    }
+
+    #[test]
+    fn a_url_elicitation_gets_an_id_unless_it_has_one() {
+        let mut p = json!({"mode": "url", "url": "https://x", "message": "m"});
+        name_url_elicitation(&mut p, "g1");
+        assert_eq!(p["elicitationId"], "g1");
+        name_url_elicitation(&mut p, "g2");
+        assert_eq!(p["elicitationId"], "g1");
     }
 
     #[test]
