@@ -378,6 +378,11 @@ impl Session {
     }
 
     async fn handle_notification(&self, frame: Message) {
+        // A request waiting on its client's answers to a modern upstream's input requests
+        // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
+        if self.input_round_cancelled(&frame) {
+            return;
+        }
         let link = self.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else {
             // Nothing upstream to tell; a notification never starts a link.
@@ -415,10 +420,6 @@ impl Session {
             // Cancellation follows its request: the upstream hears it once, the slot is
             // freed, and the client gets nothing more for that id. A request no longer in
             // flight has nothing to cancel.
-            if self.input_round_cancelled(&client_id) {
-                self.sink.abandon(&client_id);
-                return;
-            }
             self.state.lock().unwrap().retry.remove(&client_id);
             if link.cancel_client_request(&self.client_ref(client_id.clone()), reason).await {
                 self.sink.abandon(&client_id);

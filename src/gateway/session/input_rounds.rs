@@ -317,14 +317,23 @@ impl Session {
         });
     }
 
-    /// The client's `notifications/cancelled` for its request `client_id`: `true` if it was
-    /// waiting on the client's answers (its requests are cancelled, nothing is upstream);
-    /// `false` if there was no exchange or its round is upstream (the caller cancels that).
-    pub(super) fn input_round_cancelled(&self, client_id: &Id) -> bool {
-        let removed = self.state.lock().unwrap().input_rounds.remove(client_id);
+    /// The client's `notifications/cancelled` (`msg`, any notification) for a request of an
+    /// exchange ends the exchange: `true` if it was waiting on the client's answers (they
+    /// are withdrawn, and nothing is upstream to cancel); `false` otherwise, also when its
+    /// round is upstream, which the caller cancels as any request in flight.
+    pub(super) fn input_round_cancelled(&self, msg: &Message) -> bool {
+        if msg.method() != Method::Cancelled {
+            return false;
+        }
+        let Some(client_id) = msg.request_id_param() else { return false };
+        let removed = self.state.lock().unwrap().input_rounds.remove(&client_id);
         let Some((ex, questions)) = removed else { return false };
-        self.cancel_questions(client_id, &questions, "the request they were asked for was cancelled");
-        ex.asking.is_some()
+        self.cancel_questions(&client_id, &questions, "the request they were asked for was cancelled");
+        if ex.asking.is_none() {
+            return false;
+        }
+        self.sink.abandon(&client_id);
+        true
     }
 
     /// Whether progress for client request `related` may go to the client: across the rounds
