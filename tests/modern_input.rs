@@ -336,3 +336,26 @@ async fn an_ended_session_cancels_its_retry_on_a_shared_link() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn max_request_time_bounds_the_whole_exchange() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    // Each round fits in max_request_time; the two together do not.
+    let cfg = format!("{}max_request_time = \"1s\"\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&cfg).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "paced-confirm", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    let message = out.response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("input rounds ran past max_request_time"), "{message}");
+    let retry_id = calls_of(&up, "paced-confirm")[1]["id"].clone();
+    eventually("the upstream was told to stop the retry", async || {
+        up.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
+    })
+    .await;
+}

@@ -97,6 +97,12 @@ pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
             "ask" => vec![reply(req, json!({"resultType": "input_required", "inputRequests": {}}))],
             "confirm" => confirm(req, 0),
             "slow-confirm" => confirm(req, 10_000),
+            // Each round takes 600 ms.
+            "paced-confirm" => {
+                let mut steps = vec![Step::Sleep(600)];
+                steps.extend(confirm(req, 0));
+                steps
+            }
             "two-rounds" => two_rounds(req),
             "state-only" => match req["params"]["requestState"].as_str() {
                 None => vec![reply(req, json!({"resultType": "input_required", "requestState": "again"}))],
