@@ -20,7 +20,8 @@
 //!    link gives it a new JSON-RPC id) with `inputResponses` and the `requestState` as the
 //!    server sent it, on the session's live link (a retry is independent of the link the
 //!    first round used). Its progress token is the client's, so progress reaches the client
-//!    in every round, rising across rounds (a retry's that starts again below is dropped). A client's error answer fails the request with that error's code.
+//!    in every round, rising across rounds (a retry's that starts again below is dropped).
+//!    A client's error answer fails the request with that error's code.
 //! 4. Repeat while the upstream asks, at most [`MAX_INPUT_ROUNDS`] times, with at most
 //!    [`MAX_INPUT_REQUESTS`] input requests a round; the client gets the last round's answer
 //!    under its own id.
@@ -36,14 +37,13 @@
 //! upstream round in flight is cancelled under its current id, or the outstanding requests
 //! to the client are cancelled and forgotten. An ended session forgets them all.
 
+use super::input_state::{AbortOnDrop, Asking, Exchange};
 use super::*;
 use crate::jsonrpc::{INTERNAL_ERROR, REQUEST_TIMEOUT};
 use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
 use crate::mcp::translate;
 use serde_json::Map;
-
-use super::input_state::{AbortOnDrop, Asking, Exchange};
 
 /// Rounds one request may be answered with input requests.
 pub(super) const MAX_INPUT_ROUNDS: u32 = 16;
