@@ -97,7 +97,8 @@ struct SessionState {
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Message>,
-    /// Requests of a modern upstream's that may ask for input, and the rounds of those that did.
+    /// Requests to a modern upstream that may be answered with input requests, and the rounds
+    /// of those that were (see `input_rounds`).
     input_rounds: input_state::InputRounds,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
