@@ -520,7 +520,8 @@ fn legacy_clients_in_front_of_the_python_server_in_modern_mode() {
 /// sealed by the SDK); the gateway asks the TypeScript SDK 1.32.2 client (2025-11-25, over
 /// HTTP and over the stdio front) with `elicitation/create` and `roots/list` and retries with
 /// its answers until the result is complete. The same scenario against a legacy session of
-/// the same server (server requests mid-call) passes as well: the client cannot tell.
+/// the same server (server requests mid-call) passes as well: the client cannot tell. The
+/// Python SDK's client (`py_client.py pyinput`) answers them as well.
 #[test]
 fn input_requests_of_the_python_server_in_modern_mode_reach_a_legacy_client() {
     let (_modern, port) = start_py_server_with(&["--http", "0", "--modern"]);
@@ -531,6 +532,9 @@ fn input_requests_of_the_python_server_in_modern_mode_reach_a_legacy_client() {
     run_client(&gw, "node", &ts("pyinput", &http(gw.url("pymodern"))));
     run_client(&gw, "node", &ts("pyinput", &stdio(gw.stdio_args("pymodern"))));
     run_client(&gw, "node", &ts("pyinput", &http(gw.url("pylegacy"))));
+    // The Python SDK's own client (auto mode: its probe of the gateway is refused, it
+    // initializes) answers them too.
+    run_client(&gw, &python(), &py("pyinput", &http(gw.url("pymodern"))));
     let log = gw.proc.output();
     assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
 }
