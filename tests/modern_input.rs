@@ -359,3 +359,14 @@ async fn max_request_time_bounds_the_whole_exchange() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_prompt_may_ask_too() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let out = c.request("prompts/get", json!({"name": "rooted"})).await;
+    assert_eq!(out.result()["messages"][0]["content"]["text"], "file:///tmp", "{}", out.response);
+    assert!(out.others.iter().any(|m| m["method"] == "roots/list"), "{:?}", out.others);
+}

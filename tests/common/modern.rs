@@ -142,6 +142,17 @@ pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
             req,
             json!({"contents": [{"uri": req["params"]["uri"], "text": "hello"}], "ttlMs": 0, "cacheScope": "private"}),
         )],
+        // Asks for the roots first, then names them.
+        "prompts/get" if req["params"]["name"] == "rooted" => match req["params"]["inputResponses"].get("r") {
+            None => vec![reply(
+                req,
+                json!({"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list"}}}),
+            )],
+            Some(roots) => vec![complete(
+                req,
+                json!({"messages": [{"role": "user", "content": {"type": "text", "text": roots["roots"][0]["uri"]}}]}),
+            )],
+        },
         "prompts/get" => vec![complete(
             req,
             json!({"messages": [{"role": "user", "content": {"type": "text", "text": "a prompt"}}]}),
