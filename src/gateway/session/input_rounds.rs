@@ -71,6 +71,12 @@ impl Session {
         if !link.is_modern() {
             return link.forward(self.client_ref(id), frame, shape).await;
         }
+        // Boxed: a legacy link's every request future would otherwise carry this path's state.
+        Box::pin(self.forward_modern(link, id, frame, shape)).await
+    }
+
+    /// [`Session::forward_up`] on a modern link.
+    async fn forward_modern(&self, link: &Arc<Link>, id: Id, frame: Message, shape: Shape) -> Result<(), RpcError> {
         let capabilities = self.declared_capabilities();
         let kept = {
             let mut st = self.state.lock().unwrap();
