@@ -370,3 +370,19 @@ async fn a_prompt_may_ask_too() {
     assert_eq!(out.result()["messages"][0]["content"]["text"], "file:///tmp", "{}", out.response);
     assert!(out.others.iter().any(|m| m["method"] == "roots/list"), "{:?}", out.others);
 }
+
+/// Where nothing relays input: a hosted task's background call (the gateway runs it, with
+/// no client request to ask under) ends with -32603, as before.
+#[tokio::test]
+async fn a_hosted_tasks_call_that_asks_for_input_fails() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let created = c.request("tools/call", json!({"name": "confirm", "arguments": {}, "task": {"ttl": 60000}})).await;
+    let task_id = created.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
+    let result = c.request("tasks/result", json!({"taskId": task_id})).await;
+    assert_eq!(result.error_code(), -32603, "{}", result.response);
+    assert!(result.response["error"]["message"].as_str().unwrap().contains("cannot relay"), "{}", result.response);
+    assert_eq!(calls_of(&up, "confirm").len(), 1, "no retry");
+}
