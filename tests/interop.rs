@@ -542,6 +542,31 @@ fn legacy_clients_in_front_of_the_python_server_in_modern_mode() {
     assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
 }
 
+/// Input requests: py_server.py's `greet` (one elicitation) and `trip` (a name and the
+/// roots, then a city that depends on the name) use the SDK's resolvers. The server in
+/// 2026-07-28-only mode answers with `InputRequiredResult`s (one per round, `requestState`
+/// sealed by the SDK); the gateway asks the TypeScript SDK 1.32.2 client (2025-11-25, over
+/// HTTP and over the stdio front) with `elicitation/create` and `roots/list` and retries with
+/// its answers until the result is complete. The same scenario against a legacy session of
+/// the same server (server requests mid-call) passes as well: the client cannot tell. The
+/// Python SDK's client (`py_client.py pyinput`) answers them as well.
+#[test]
+fn input_requests_of_the_python_server_in_modern_mode_reach_a_legacy_client() {
+    let (_modern, port) = start_py_server_with(&["--http", "0", "--modern"]);
+    let (_legacy, legacy_port) = start_py_server();
+    let gw = Gateway::start(&format!(
+        "[[upstream]]\nname = \"pymodern\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n[[upstream]]\nname = \"pylegacy\"\nurl = \"http://127.0.0.1:{legacy_port}/mcp\"\n"
+    ));
+    run_client(&gw, "node", &ts("pyinput", &http(gw.url("pymodern"))));
+    run_client(&gw, "node", &ts("pyinput", &stdio(gw.stdio_args("pymodern"))));
+    run_client(&gw, "node", &ts("pyinput", &http(gw.url("pylegacy"))));
+    // The Python SDK's own client (auto mode: its probe of the gateway is refused, it
+    // initializes) answers them too.
+    run_client(&gw, &python(), &py("pyinput", &http(gw.url("pymodern"))));
+    let log = gw.proc.output();
+    assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
+}
+
 /// The rmcp server is dual era: the probe finds it modern, and plain tools (`echo`) work
 /// for a legacy client through stateless requests.
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::modern::*;
+use common::modern_client::*;
 use common::*;
 use serde_json::{Value, json};
 

@@ -16,7 +16,7 @@ use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_erro
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
-use crate::gateway::session::modern_rounds::ParkedRequests;
+use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, Message, RpcError};
 use crate::mcp::modern::headers::{self, RequestHeaders};
 use crate::mcp::modern::meta::{self, RequestMeta};
@@ -38,8 +38,10 @@ pub(crate) fn is_modern_post(h: &HeaderMap, parsed: Option<&Message>, has_sessio
     if has_session {
         return false;
     }
+    // An `initialize` selects the legacy era, whatever `_meta` it carries.
     parsed.is_some_and(|m| {
         m.kind() == Kind::Request
+            && m.method() != jsonrpc::Method::Initialize
             && (m.method() == jsonrpc::Method::ServerDiscover || meta::is_modern(m.value().get("params")))
     })
 }
@@ -90,7 +92,7 @@ pub(crate) async fn serve(
     let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
     // A retry of a request waiting for this client's input goes on in that request's session.
     let state = frame.value().pointer("/params/requestState").and_then(|s| s.as_str());
-    let resumed = state.and_then(|token| parked.take(token, &upstream.name));
+    let resumed = state.and_then(|token| Session::take_parked(parked, token, &upstream.name));
     let session = match &resumed {
         Some(s) => s.clone(),
         None => {

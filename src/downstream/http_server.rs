@@ -16,7 +16,7 @@ use crate::downstream::{http_batch, http_modern};
 use crate::gateway::Gateway;
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
-use crate::gateway::session::modern_rounds::ParkedRequests;
+use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
 use crate::mcp::ProtocolVersion;
 use hyper::body::Incoming;

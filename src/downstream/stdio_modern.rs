@@ -10,7 +10,7 @@ use crate::downstream::stdout::StdoutSink;
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
-use crate::gateway::session::modern_rounds::ParkedRequests;
+use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::mcp::modern::meta::{self, RequestMeta};
 use std::collections::HashMap;
@@ -38,6 +38,7 @@ impl ModernCalls {
         match msg.kind() {
             Kind::Request => {
                 !legacy
+                    && msg.method() != jsonrpc::Method::Initialize
                     && (msg.method() == jsonrpc::Method::ServerDiscover || meta::is_modern(msg.value().get("params")))
             }
             Kind::Notification if msg.method() == jsonrpc::Method::Cancelled => {
@@ -66,10 +67,13 @@ impl ModernCalls {
             let live = self.live.lock().unwrap();
             if live.contains_key(&id) {
                 drop(live);
-                return refuse(RpcError::new(
+                // Not as the answer of that id: the request in flight under it still owes one.
+                let e = RpcError::new(
                     INVALID_REQUEST,
                     format!("invalid request: id {id} is already in use by a request in flight"),
-                ));
+                );
+                self.out.deliver(Message::made(e.response(Some(&id))), Route::Unrelated);
+                return;
             }
             if live.len() >= self.gateway.limits().max_in_flight {
                 drop(live);
@@ -79,7 +83,7 @@ impl ModernCalls {
         let one = Arc::new(OneRequest { out: self.out.clone(), id: id.clone(), done: CancellationToken::new() });
         // A retry of a request waiting for the client's input goes on in that request's session.
         let state = msg.value().pointer("/params/requestState").and_then(|s| s.as_str());
-        let resumed = state.and_then(|token| self.parked.take(token, &self.upstream.name));
+        let resumed = state.and_then(|token| Session::take_parked(&self.parked, token, &self.upstream.name));
         let session = match &resumed {
             Some(s) => s.clone(),
             None => Session::for_modern_request(

@@ -26,9 +26,12 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod from_upstream;
+mod input_rounds;
+mod input_state;
 mod modern_client;
 mod modern_listen;
-pub mod modern_rounds;
+mod modern_rounds;
+pub mod modern_state;
 mod modern_tasks;
 mod relink;
 mod server_requests;
@@ -103,6 +106,9 @@ struct SessionState {
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Message>,
+    /// Requests to a modern upstream that may be answered with input requests, and the rounds
+    /// of those that were (see `input_rounds`).
+    input_rounds: input_state::InputRounds,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     known_tasks: std::collections::VecDeque<String>,
@@ -126,7 +132,7 @@ pub struct Session {
     tag: SessionTag,
     /// A session for one request of a modern (2026-07-28) client: that request's `_meta`
     /// (see `modern_client`).
-    modern: Option<modern_rounds::ModernClient>,
+    modern: Option<modern_state::ModernClient>,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -156,7 +162,7 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
         owner: String,
-        modern: Option<modern_rounds::ModernClient>,
+        modern: Option<modern_state::ModernClient>,
         state: SessionState,
     ) -> Arc<Session> {
         static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -207,6 +213,10 @@ impl Session {
         let id = frame.id().cloned().expect("requests have ids");
         let result = match frame.method() {
             // Boxed: a once-per-session handshake must not size every request's future.
+            Method::Initialize if self.modern.is_some() => Err(RpcError::new(
+                INVALID_REQUEST,
+                "an initialize selects the legacy era: send it without modern _meta",
+            )),
             Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
@@ -259,6 +269,8 @@ impl Session {
             frame
         };
         let shape = match frame.method() {
+            // A modern client's listing is not the place for 2025-11-25 task marks.
+            Method::ToolsList if self.modern.is_some() => Shape::AsIs,
             Method::ToolsList => Shape::ToolsList,
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
@@ -349,7 +361,7 @@ impl Session {
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
         })?;
-        link.forward(self.client_ref(id), frame, shape).await
+        self.forward_up(&link, id, frame, shape).await
     }
 
     /// The client's `initialize`: the link is opened and initialized on the gateway's
@@ -407,6 +419,11 @@ impl Session {
     }
 
     async fn handle_notification(&self, frame: Message) {
+        // A request waiting on its client's answers to a modern upstream's input requests
+        // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
+        if self.input_round_cancelled(&frame) {
+            return;
+        }
         let link = self.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else {
             // Nothing upstream to tell; a notification never starts a link.
@@ -436,6 +453,8 @@ impl Session {
             // The client's initialize is the gateway's to answer, not in flight upstream: a
             // cancel of it finds nothing (the spec forbids cancelling it anyway).
             let Some(client_id) = msg.request_id_param() else { return };
+            // A modern request's link knows it by its first id, whichever retry it is now.
+            let client_id = self.modern_cancel_target(client_id);
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
@@ -501,6 +520,7 @@ impl Session {
     /// ends (a task outlives the session that created it); a shared link lives on for the
     /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
+        self.unpark();
         let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;
@@ -511,6 +531,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
+        self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {
             Some(link) if link.is_shared() => link.detach(self.tag),

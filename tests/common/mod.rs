@@ -4,12 +4,13 @@
 
 #![allow(dead_code)]
 
+pub mod modern;
 mod stdio_script;
 mod wait;
 #[allow(unused_imports)]
 pub use {stdio_script::StdioScript, wait::eventually};
 
-pub mod modern;
+pub mod modern_client;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -8,7 +8,9 @@ Run it with tests/interop/.venv/bin/python:
     py_client.py <scenario> [--mode auto|legacy] [--expect-protocol <version>] --stdio <command> [args...]
 
 Scenarios: everything (against @modelcontextprotocol/server-everything), demo (against
-taskgate's built-in demo), pyserver (against py_server.py: echo, progress from `slow`).
+taskgate's built-in demo), pyserver (against py_server.py: echo, progress from `slow`),
+pyinput (against py_server.py: `greet` and `trip`, whose elicitations the client answers
+with a name "py" and a city "paris", and whose roots/list it answers with one root).
 
 The default mode is the client's own default, "auto": it sends `server/discover` first and
 falls back to `initialize` on a JSON-RPC error or HTTP 4xx. `--expect-protocol` adds a check
@@ -30,9 +32,9 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-SCENARIOS = ("everything", "demo", "pyserver")
+SCENARIOS = ("everything", "demo", "pyserver", "pyinput")
 USAGE = (
-    "usage: py_client.py <everything|demo|pyserver> [--mode auto|legacy] [--expect-protocol <version>] "
+    "usage: py_client.py <everything|demo|pyserver|pyinput> [--mode auto|legacy] [--expect-protocol <version>] "
     "(<url> | --http <url> | --stdio <command> [args...])"
 )
 TIMEOUT_S = int(os.environ.get("INTEROP_TIMEOUT_MS", "60000")) / 1000.0
@@ -108,7 +110,8 @@ async def run(scenario: str, mode: str, expected: str | None, target: object, r:
     r.current = "connect"
     connected = False
     try:
-        async with Client(target, mode=mode, elicitation_callback=answer_elicitation) as client:  # type: ignore[arg-type]
+        callbacks = INPUT_CALLBACKS if scenario == "pyinput" else {"elicitation_callback": answer_elicitation}
+        async with Client(target, mode=mode, **callbacks) as client:  # type: ignore[arg-type]
             connected = True
             r.passed += 1
             print("ok connect", flush=True)
@@ -124,7 +127,8 @@ async def run(scenario: str, mode: str, expected: str | None, target: object, r:
                     expect(client.protocol_version == expected, f"negotiated {client.protocol_version}, want {expected}")
 
                 await r.check(f"protocol {expected}", negotiated)
-            await {"everything": everything, "demo": demo, "pyserver": pyserver}[scenario](client, r)
+            scenarios = {"everything": everything, "demo": demo, "pyserver": pyserver, "pyinput": pyinput}
+            await scenarios[scenario](client, r)
     except BaseException as e:
         if connected or isinstance(e, (CheckFailed, anyio.get_cancelled_exc_class())):
             raise
@@ -260,6 +264,50 @@ async def pyserver(client, r: Runner) -> None:
     await check_tools(client, r, ["echo", "add", "slow", "stats"])
     await check_echo(client, r, {"text": "hello py_server"}, "hello py_server")
     await check_progress(client, r, "slow", {"seconds": 0.6, "steps": 3}, 2)
+
+
+ASKED: list[str] = []
+
+
+async def on_elicit(context, params):
+    from mcp_types import ElicitResult
+
+    ASKED.append(params.message)
+    props = (getattr(params, "requested_schema", None) or {}).get("properties", {})
+    content = {k: ("paris" if k == "city" else "py") for k in props}
+    return ElicitResult(action="accept", content=content)
+
+
+async def on_roots(context):
+    from mcp_types import ListRootsResult, Root
+
+    ASKED.append("roots")
+    return ListRootsResult(roots=[Root(uri="file:///tmp", name="tmp")])
+
+
+INPUT_CALLBACKS = {"elicitation_callback": on_elicit, "list_roots_callback": on_roots}
+
+
+async def pyinput(client, r: Runner) -> None:
+    await check_tools(client, r, ["greet", "trip"])
+
+    async def greet():
+        ASKED.clear()
+        res = await client.call_tool("greet", {})
+        expect(not res.is_error, f"isError: {brief(texts(res))}")
+        expect(texts(res) == "hello py", f"unexpected greeting {brief(texts(res))}")
+        expect(ASKED == ["What is your name?"], f"asked {ASKED}")
+
+    await r.check("tools/call greet (one elicitation)", greet)
+
+    async def trip():
+        ASKED.clear()
+        res = await client.call_tool("trip", {})
+        expect(not res.is_error, f"isError: {brief(texts(res))}")
+        expect(texts(res) == "py goes to paris with 1 roots", f"got {brief(texts(res))}")
+        expect(sorted(ASKED) == sorted(["What is your name?", "roots", "Where to, py?"]), f"asked {ASKED}")
+
+    await r.check("tools/call trip (two rounds)", trip)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -36,6 +36,16 @@ Tools:
                                        "slow_cancelled"}: counters for this process. A `slow`
                                        call interrupted by notifications/cancelled counts as
                                        cancelled (the SDK cancels the handler's scope).
+    greet {}                        -> asks the client its name (a form elicitation, schema
+                                       {name: string}) and answers "hello <name>"
+    trip  {}                        -> asks the client's name, then (a question that depends
+                                       on it) a city, and reads the client's roots: answers
+                                       "<name> goes to <city> with <n> roots"
+    The input requests use the SDK's resolvers (`Resolve`, `Elicit`, `ListRoots`): on a
+    2026-07-28 request they become an `InputRequiredResult` (one round per resolver that waits
+    on another, `requestState` sealed by the SDK) and the client's retry carries the answers;
+    on a legacy session they are server requests sent mid-call. A client that did not declare
+    the capability gets -32021 in either era.
 """
 
 from __future__ import annotations
@@ -44,8 +54,12 @@ import json
 import socket
 import sys
 
+from typing import Annotated
+
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve
+from mcp_types import ListRootsResult
+from pydantic import BaseModel
 
 USAGE = "usage: py_server.py [--http <port> [--modern] | --sse <port>]"
 MODERN = "2026-07-28"
@@ -88,6 +102,40 @@ async def slow(ctx: Context, seconds: float = 1.0, steps: int = 3) -> str:
 @app.tool(description="Counters of slow calls in this process, as JSON text", structured_output=False)
 def stats() -> str:
     return json.dumps(STATS)
+
+
+class Name(BaseModel):
+    name: str
+
+
+class City(BaseModel):
+    city: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+def ask_city(name: Annotated[Name, Resolve(ask_name)]) -> Elicit[City]:
+    return Elicit(f"Where to, {name.name}?", City)
+
+
+def client_roots() -> ListRoots:
+    return ListRoots()
+
+
+@app.tool(description="Asks the client its name and greets it", structured_output=False)
+def greet(name: Annotated[Name, Resolve(ask_name)]) -> str:
+    return f"hello {name.name}"
+
+
+@app.tool(description="Asks a name, then a city, and reads the roots", structured_output=False)
+def trip(
+    name: Annotated[Name, Resolve(ask_name)],
+    city: Annotated[City, Resolve(ask_city)],
+    roots: Annotated[ListRootsResult, Resolve(client_roots)],
+) -> str:
+    return f"{name.name} goes to {city.city} with {len(roots.roots)} roots"
 
 
 def modern_only(inner):

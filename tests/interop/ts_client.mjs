@@ -8,6 +8,10 @@
 //            tsserver   (against ts_server.mjs),
 //            demo       (against taskgate's built-in demo server),
 //            pyserver   (against py_server.py: echo, add, progress from `slow`),
+//            pyinput    (against py_server.py: `greet` and `trip`, whose elicitations and
+//                        roots/list the client answers: server requests mid-call from a
+//                        legacy server, or a 2026-07-28 server's input requests as taskgate
+//                        relays them),
 //            tasks      (2025-11-25 tasks through the SDK's experimental tasks API, against a
 //                        server that offers one long-running tool as a task: taskgate in
 //                        front of py_server.py or server-everything).
@@ -72,7 +76,7 @@ const usage = makeUsage('ts_client', USAGE);
 // arguments
 
 const scenario = process.argv[2];
-if (!['everything', 'tsserver', 'demo', 'pyserver', 'tasks'].includes(scenario)) usage();
+if (!['everything', 'tsserver', 'demo', 'pyserver', 'pyinput', 'tasks'].includes(scenario)) usage();
 
 // Scenario options come between the scenario and --http/--stdio.
 const opts = {
@@ -494,6 +498,34 @@ async function scenarioPyServer() {
   await checkPing();
 }
 
+async function scenarioPyInput() {
+  await checkConnect();
+  await checkToolsListed(['greet', 'trip']);
+  await check('tools/call greet (one elicitation)', async () => {
+    const before = seen.elicitation.length;
+    const res = await callTool('greet', {});
+    assert(!res.isError, `isError: ${brief(allText(res))}`);
+    assert(seen.elicitation.length === before + 1, `asked ${seen.elicitation.length - before} elicitations, want 1`);
+    const asked = seen.elicitation[before];
+    assert(asked.params.message === 'What is your name?', `elicitation message ${brief(asked.params.message)}`);
+    assert(allText(res) === `hello ${asked.content.name}`, `unexpected greeting ${brief(allText(res))}`);
+  });
+  await check('tools/call trip (two rounds: name and roots, then city)', async () => {
+    const before = seen.elicitation.length;
+    const roots = seen.roots;
+    const res = await callTool('trip', {});
+    assert(!res.isError, `isError: ${brief(allText(res))}`);
+    const asked = seen.elicitation.slice(before);
+    assert(asked.length === 2, `asked ${asked.length} elicitations, want 2`);
+    assert(seen.roots === roots + 1, `roots/list asked ${seen.roots - roots} times, want 1`);
+    const name = asked[0].content.name;
+    assert(asked[1].params.message === `Where to, ${name}?`, `second question ${brief(asked[1].params.message)}`);
+    const want = `${name} goes to ${asked[1].content.city} with 1 roots`;
+    assert(allText(res) === want, `got ${brief(allText(res))}, want ${brief(want)}`);
+  });
+  await checkPing();
+}
+
 // ---------------------------------------------------------------------------
 // tasks (2025-11-25, SEP-1686) through the SDK's experimental client API
 
@@ -750,6 +782,7 @@ const scenarios = {
   tsserver: scenarioTsServer,
   demo: scenarioDemo,
   pyserver: scenarioPyServer,
+  pyinput: scenarioPyInput,
   tasks: scenarioTasks,
 };
 

@@ -58,7 +58,7 @@ impl Link {
         let started = tokio::time::Instant::now();
         if era != Era::Legacy {
             let probe_within = if era == Era::Modern { within } else { within / 2 };
-            match self.probe(&client_info, probe_within).await {
+            match self.probe(&capabilities, &client_info, probe_within).await {
                 Probed::Modern(n) => return Ok(n),
                 Probed::Refused(e) => return Err(e),
                 Probed::Legacy(why) if era == Era::Modern => {
@@ -136,11 +136,13 @@ enum Probed {
 impl Link {
     /// Sends `server/discover` the modern way; the link stays modern only if the answer
     /// shows a modern server.
-    async fn probe(&self, client_info: &Value, within: Duration) -> Probed {
+    /// Its requests declare, of `capabilities` (the gateway's legacy declaration, the
+    /// client's or a shared link's), what the modern era asks for with input requests.
+    async fn probe(&self, capabilities: &Value, client_info: &Value, within: Duration) -> Probed {
         let upstream = self.core.upstream.clone();
         self.speak_modern(RequestMeta {
             version: modern::VERSION,
-            capabilities: legacy::client_capabilities(),
+            capabilities: legacy::client_capabilities(capabilities),
             client_info: Some(client_info.clone()),
             log_level: None,
         });

@@ -1,5 +1,6 @@
 //! A link to a modern (2026-07-28) upstream: stateless. Every request it sends carries the
-//! per-request `_meta` (protocol version, the capabilities the gateway declares, its
+//! per-request `_meta` (protocol version, the capabilities the gateway declares (the link's,
+//! or those a forward declares for its own request), its
 //! `clientInfo`, and the log level the client set, if any), spliced into `params._meta`
 //! without touching the rest; over HTTP every message is POSTed with the headers that mirror
 //! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and without a session id.
@@ -11,6 +12,7 @@ use crate::jsonrpc::{Kind, Message};
 use crate::mcp::modern::headers;
 use crate::mcp::modern::meta::{LogLevel, RequestMeta};
 use crate::transport;
+use serde_json::{Map, Value};
 use std::sync::atomic::Ordering;
 
 impl Link {
@@ -41,19 +43,34 @@ impl Link {
 
     /// Sends one message on the link's transport, the modern way if the link is modern.
     pub(super) async fn transmit(&self, msg: Message) -> Result<(), transport::Error> {
+        self.transmit_declaring(msg, None).await
+    }
+
+    /// [`Link::transmit`], a request on a modern link declaring `capabilities` as its
+    /// client's (`None`: the link's own).
+    pub(super) async fn transmit_declaring(
+        &self,
+        msg: Message,
+        capabilities: Option<Map<String, Value>>,
+    ) -> Result<(), transport::Error> {
         if !self.is_modern() {
             return self.conn.send(msg).await;
         }
         // Boxed: a legacy link's every request future would otherwise carry this path's state.
-        Box::pin(self.transmit_modern(msg)).await
+        Box::pin(self.transmit_modern(msg, capabilities)).await
     }
 
     /// [`Link::transmit`] on a modern link: the `_meta` spliced in, the headers mirrored.
-    async fn transmit_modern(&self, msg: Message) -> Result<(), transport::Error> {
-        let Some(meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
-        // A modern client's request carries its own `_meta` (see `session::modern_client`).
-        let own = crate::mcp::modern::meta::is_modern(msg.value().get("params"));
-        let msg = if msg.kind() == Kind::Request && !own { msg.edit(|v| meta.write_into(v)) } else { msg };
+    async fn transmit_modern(
+        &self,
+        msg: Message,
+        capabilities: Option<Map<String, Value>>,
+    ) -> Result<(), transport::Error> {
+        let Some(mut meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
+        if let Some(c) = capabilities {
+            meta.capabilities = c;
+        }
+        let msg = if msg.kind() == Kind::Request { msg.edit(|v| meta.write_into(v)) } else { msg };
         let mut mirrored = headers::for_body(msg.value());
         // Every POST carries the version, a notification (no `_meta` of its own) too.
         if !mirrored.iter().any(|(k, _)| *k == headers::PROTOCOL_VERSION) {

@@ -9,7 +9,7 @@ use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -166,7 +166,18 @@ impl Link {
     }
 
     pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
-        if let Err(cause) = self.transmit(msg.with_id(&Id::Num(up_id))).await {
+        self.send_registered_declaring(up_id, msg, None).await
+    }
+
+    /// [`Link::send_registered`], declaring `capabilities` for this request (a modern link;
+    /// `None`: the link's own).
+    async fn send_registered_declaring(
+        &self,
+        up_id: i64,
+        msg: Message,
+        capabilities: Option<Map<String, Value>>,
+    ) -> Result<(), RpcError> {
+        if let Err(cause) = self.transmit_declaring(msg.with_id(&Id::Num(up_id)), capabilities).await {
             self.core.take_pending(up_id);
             return Err(LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into());
         }
@@ -176,9 +187,23 @@ impl Link {
     /// Forwards a client request; its response comes back through [`LinkEvents::response`]
     /// of the client's session.
     pub async fn forward(&self, client: ClientRef, msg: Message, shape: Shape) -> Result<(), RpcError> {
+        self.forward_declaring(client, msg, shape, None).await
+    }
+
+    /// [`Link::forward`], declaring `capabilities` as this request's client capabilities to a
+    /// modern upstream (in its `_meta`), in place of the link's own (`None`: the link's). A
+    /// shared link serves clients of different capabilities; a legacy link ignores them (its
+    /// `initialize` declared them once).
+    pub async fn forward_declaring(
+        &self,
+        client: ClientRef,
+        msg: Message,
+        shape: Shape,
+        capabilities: Option<Map<String, Value>>,
+    ) -> Result<(), RpcError> {
         let answers = crate::mcp::translate::answered_method(msg.method_name());
         let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
-        self.send_registered(up_id, msg).await
+        self.send_registered_declaring(up_id, msg, capabilities).await
     }
 
     /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].

@@ -82,6 +82,8 @@ impl ClientSession for Session {
 
 impl LinkEvents for Session {
     fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>) {
+        // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
+        let Some(msg) = self.input_round_response(&client_id, msg) else { return };
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
@@ -138,6 +140,7 @@ impl LinkEvents for Session {
     fn notification(&self, mut msg: Message, related: Option<Id>) {
         let method = msg.method();
         match method {
+            Method::Progress if !self.input_round_progress(related.as_ref(), &msg) => return,
             Method::ToolsListChanged => {
                 let mut st = self.state.lock().unwrap();
                 st.tool_support.clear();

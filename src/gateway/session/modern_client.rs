@@ -16,7 +16,7 @@
 //! front of a modern upstream the request travels with the client's own `_meta`, and the
 //! answer comes back as the server sent it.
 
-use super::modern_rounds::{ModernClient, ParkedRequests};
+use super::modern_state::{ModernClient, ParkedRequests};
 use super::*;
 use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta::{self, RequestMeta};
@@ -57,8 +57,7 @@ impl Session {
         let link = self.link().await?;
         if link.is_modern() {
             let frame = Message::made(jsonrpc::request(&id, "server/discover", json!({})));
-            let frame = self.modern_upward(&link, frame);
-            return link.forward(self.client_ref(id), frame, Shape::AsIs).await;
+            return self.forward_up(&link, id, frame, Shape::AsIs).await;
         }
         let (init, from) = {
             let st = self.state.lock().unwrap();
@@ -83,6 +82,7 @@ impl Session {
         if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
             return Err(e);
         }
+        self.remember_original(&frame);
         if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
             if !self.declared_extension() {
                 let required = json!({"extensions": {EXTENSION: {}}});
@@ -139,9 +139,9 @@ impl Session {
         Ok(Some(frame))
     }
 
-    /// A modern client's request for its link: as it is for a modern upstream (the link
-    /// sends a request that carries its own `_meta` unchanged), without the modern `_meta`
-    /// for a legacy one.
+    /// A modern client's request for its link: without the modern `_meta` for a legacy
+    /// upstream; for a modern one the link writes the `_meta` anew (the gateway's version and
+    /// `clientInfo`, the client's own capabilities, see `input_rounds`).
     pub(super) fn modern_upward(&self, link: &Link, frame: Message) -> Message {
         if link.is_modern() { frame } else { frame.edit(meta::strip) }
     }

@@ -7,9 +7,13 @@
 //!   request), and the client's request is answered `{resultType: "input_required",
 //!   inputRequests: {<that id>: {method, params}}, requestState}`. The upstream call stays in
 //!   flight; the session is **parked** under `requestState`, a random token, in its front's
-//!   [`ParkedRequests`], for at most `request_timeout`.
+//!   [`ParkedRequests`], for at most `request_timeout` (at most `max_in_flight` per front, half
+//!   of them per client). Only `tools/call`, `prompts/get` and `resources/read` may answer
+//!   `input_required`; a server request while serving any other is refused upstream.
 //! - The client retries the request with a new id, `inputResponses` and the `requestState`.
-//!   The front finds the parked session and hands it the retry ([`Session::resume`]): each
+//!   The front finds the parked session and hands it the retry ([`Session::resume`]); a
+//!   retry of another method or with other `params` is refused (-32602) and the session
+//!   stays parked. Each
 //!   answer goes to the upstream request of its key, and from then on the session answers
 //!   the retry's id, on the retry's stream. An answer the upstream's request did not get
 //!   (missing from `inputResponses`), or a request the upstream sent meanwhile, makes the
@@ -18,188 +22,62 @@
 //!   id of the last retry. One that came while no retry was attached waits for the next.
 //! - A parked session that is not resumed in time ends: its upstream call is cancelled.
 
+use super::modern_state::{Parked, ParkedRequests};
 use super::*;
-use crate::gateway::client::ClientSink;
 use crate::mcp::modern::{self, ResultType};
-
-/// The sessions of one front whose requests wait for their client's input, by
-/// `requestState`. Bounded by `max_in_flight`; each for at most `request_timeout`.
-#[derive(Default)]
-pub struct ParkedRequests {
-    parked: Mutex<HashMap<String, (Arc<Session>, Instant)>>,
-}
-
-impl ParkedRequests {
-    pub fn new() -> Arc<ParkedRequests> {
-        Arc::new(ParkedRequests::default())
-    }
-
-    /// The session parked under `token` for upstream `upstream`, taken out.
-    pub fn take(&self, token: &str, upstream: &str) -> Option<Arc<Session>> {
-        let mut parked = self.parked.lock().unwrap();
-        let expired = Self::expire(&mut parked);
-        let found = match parked.get(token) {
-            Some((s, _)) if s.upstream.name == upstream => parked.remove(token).map(|(s, _)| s),
-            _ => None,
-        };
-        drop(parked);
-        Self::end(expired);
-        found
-    }
-
-    /// Parks `session` under `token` until `until`: `false` if there is no room.
-    fn park(&self, token: String, session: Arc<Session>, until: Instant, limit: usize) -> bool {
-        let mut parked = self.parked.lock().unwrap();
-        let expired = Self::expire(&mut parked);
-        let room = parked.len() < limit;
-        if room {
-            parked.insert(token, (session, until));
-        }
-        drop(parked);
-        Self::end(expired);
-        room
-    }
-
-    fn expire(parked: &mut HashMap<String, (Arc<Session>, Instant)>) -> Vec<Arc<Session>> {
-        let now = Instant::now();
-        let gone: Vec<String> = parked.iter().filter(|(_, (_, u))| *u <= now).map(|(k, _)| k.clone()).collect();
-        gone.iter().filter_map(|k| parked.remove(k)).map(|(s, _)| s).collect()
-    }
-
-    fn end(expired: Vec<Arc<Session>>) {
-        for s in expired {
-            tracing::info!(upstream = %s.upstream.name, "a request waiting for its client's input was not resumed in time; cancelled");
-            tokio::spawn(async move { s.close().await });
-        }
-    }
-}
-
-/// The modern client's side of its request's session: which request and stream are its
-/// now, and what the upstream asked of the client.
-pub(super) struct ModernClient {
-    pub(super) meta: crate::mcp::modern::meta::RequestMeta,
-    pub(super) rounds: Arc<Rounds>,
-    parked: Arc<ParkedRequests>,
-    asked: Mutex<Asked>,
-    /// The `subscriptions/listen` this request is, once acknowledged: its id and what it
-    /// carries (see `modern_listen`).
-    pub(super) listen: Mutex<Option<(Id, crate::mcp::modern::client::ListenFilter)>>,
-}
-
-#[derive(Default)]
-struct Asked {
-    /// The upstream's requests waiting for the client, by the id the session gave them,
-    /// as the client is to see them (`{method, params}`).
-    waiting: Vec<(Id, Value)>,
-    /// The session is parked (its request answered with `input_required`).
-    parked: bool,
-}
-
-impl ModernClient {
-    pub(super) fn new(
-        meta: crate::mcp::modern::meta::RequestMeta,
-        sink: Arc<dyn ClientSink>,
-        id: Id,
-        parked: Arc<ParkedRequests>,
-    ) -> ModernClient {
-        let rounds = Arc::new(Rounds {
-            st: Mutex::new(RoundsState { sink, original: id.clone(), current: id, attached: true, finished: None }),
-        });
-        ModernClient { meta, rounds, parked, asked: Mutex::default(), listen: Mutex::new(None) }
-    }
-}
-
-/// Where a modern request's session delivers: the sink of the round now attached, under the
-/// id the client now knows the request by.
-pub(super) struct Rounds {
-    st: Mutex<RoundsState>,
-}
-
-struct RoundsState {
-    sink: Arc<dyn ClientSink>,
-    original: Id,
-    current: Id,
-    /// A round (the first request or a retry) waits for this request's answer.
-    attached: bool,
-    /// The final answer, when it came with no round attached.
-    finished: Option<Message>,
-}
-
-impl Rounds {
-    /// Sends the round's answer: the round ends (an `input_required` one) or the request does.
-    fn answer_round(&self, result: Value) {
-        let (sink, id) = {
-            let mut st = self.st.lock().unwrap();
-            st.attached = false;
-            (st.sink.clone(), st.current.clone())
-        };
-        sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
-    }
-
-    /// A retry with id `id` on `sink` is the round now; the final answer, if it came.
-    fn attach(&self, sink: Arc<dyn ClientSink>, id: Id) -> Option<Message> {
-        let mut st = self.st.lock().unwrap();
-        st.sink = sink;
-        st.current = id;
-        st.attached = true;
-        st.finished.take()
-    }
-}
-
-impl ClientSink for Rounds {
-    fn deliver(&self, msg: Message, route: Route) {
-        let (sink, route, msg) = {
-            let mut st = self.st.lock().unwrap();
-            let ours = |id: &Id| *id == st.original;
-            match route {
-                Route::Response(id) if ours(&id) => {
-                    if !st.attached {
-                        st.finished = Some(msg);
-                        return;
-                    }
-                    let msg = if st.current == st.original { msg } else { msg.with_id(&st.current) };
-                    (st.sink.clone(), Route::Response(st.current.clone()), msg)
-                }
-                // Progress of a round no one waits on has no stream to go to.
-                Route::Related(id) if ours(&id) && !st.attached => return,
-                Route::Related(id) if ours(&id) => (st.sink.clone(), Route::Related(st.current.clone()), msg),
-                route => (st.sink.clone(), route, msg),
-            }
-        };
-        sink.deliver(msg, route);
-    }
-
-    fn reaches_client_now(&self) -> bool {
-        false
-    }
-
-    fn abandon(&self, id: &Id) {
-        let (sink, current) = {
-            let st = self.st.lock().unwrap();
-            (st.sink.clone(), st.current.clone())
-        };
-        if *id == current || *id == self.st.lock().unwrap().original {
-            sink.abandon(&current);
-        }
-    }
-
-    fn discard_progress(&self, token: &Value) {
-        let sink = self.st.lock().unwrap().sink.clone();
-        sink.discard_progress(token);
-    }
-}
 
 /// Why a server request cannot reach a modern client: refused upstream.
 fn refusal(why: String) -> RpcError {
     RpcError::new(jsonrpc::METHOD_NOT_FOUND, why)
 }
 
+/// A request's `params` as a retry must repeat them: without what a retry adds.
+fn retried_params(frame: &Message) -> Value {
+    let mut p = frame.value().get("params").cloned().unwrap_or(json!({}));
+    if let Some(o) = p.as_object_mut() {
+        for k in ["inputResponses", "requestState", "_meta"] {
+            o.remove(k);
+        }
+    }
+    p
+}
+
+impl Parked for Session {
+    fn upstream(&self) -> &str {
+        &self.upstream.name
+    }
+
+    fn client(&self) -> &str {
+        &self.client
+    }
+
+    fn expire(self: Arc<Self>) {
+        tokio::spawn(async move { self.close().await });
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 impl Session {
+    /// The session parked under `token` for upstream `upstream` in `parked`, taken out.
+    pub fn take_parked(parked: &ParkedRequests, token: &str, upstream: &str) -> Option<Arc<Session>> {
+        parked.take(token, upstream)?.downcast::<Session>().ok()
+    }
+
+    /// Remembers what a retry of this modern request must repeat (called as it is served).
+    pub(super) fn remember_original(&self, frame: &Message) {
+        if let Some(m) = &self.modern {
+            m.asked.lock().unwrap().original = Some((frame.method_name().to_string(), retried_params(frame)));
+        }
+    }
+
     /// A request the upstream sends a modern client, while serving request `route`: asked
     /// as an input request of that request's answer (see the module doc), or refused.
     pub(super) fn ask_modern_client(&self, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
         let Some(modern) = &self.modern else { return };
-        let original = modern.rounds.st.lock().unwrap().original.clone();
+        let (_, original) = modern.rounds.ids();
         let name = msg.method_name().to_string();
         let refuse = |why: String| {
             tracing::info!(upstream = %self.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
@@ -210,11 +88,20 @@ impl Session {
                 "{name} is not tied to a request of the 2026-07-28 client, which has no other way to get it"
             ));
         }
+        let may_ask = modern.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| modern::input::may_ask(m));
+        if !may_ask {
+            return refuse(format!(
+                "the 2026-07-28 client's request cannot be answered with a request for input ({name})"
+            ));
+        }
         if !msg.method().is_input_request() {
             return refuse(format!("2026-07-28 has no {name} from a server"));
         }
         if !self.client_can_answer(&msg) {
             return refuse(format!("the client does not support {name}"));
+        }
+        if modern.rounds.done() || self.state.lock().unwrap().closed {
+            return refuse("the client's request has ended".into());
         }
         let msg = match self.downward_request(msg) {
             Ok(m) => m,
@@ -249,7 +136,7 @@ impl Session {
         let park = {
             let mut a = modern.asked.lock().unwrap();
             a.waiting.push((id, asked));
-            !a.parked
+            a.parked.is_none()
         };
         if park {
             self.ask_round();
@@ -260,19 +147,23 @@ impl Session {
     fn ask_round(&self) {
         let Some(modern) = &self.modern else { return };
         let Some(me) = self.me.upgrade() else { return };
+        if modern.rounds.done() || self.state.lock().unwrap().closed {
+            return;
+        }
         let token = crate::random::id128();
         let until = Instant::now() + self.upstream.request_timeout;
         let requests: serde_json::Map<String, Value> = {
             let mut a = modern.asked.lock().unwrap();
-            a.parked = true;
+            a.parked = Some(token.clone());
             a.waiting.iter().map(|(id, r)| (id.to_string(), r.clone())).collect()
         };
+        let me: Arc<dyn Parked> = me;
         if !modern.parked.park(token.clone(), me, until, self.gateway.limits().max_in_flight) {
             // No room to wait: the request fails (its upstream call ends with the session).
-            modern.asked.lock().unwrap().parked = false;
-            let e = RpcError::new(GATEWAY_BUSY, "too many requests waiting for their clients' input");
-            let id = modern.rounds.st.lock().unwrap().current.clone();
-            modern.rounds.deliver_error(&id, e);
+            modern.asked.lock().unwrap().parked = None;
+            modern
+                .rounds
+                .deliver_error(RpcError::new(GATEWAY_BUSY, "too many requests waiting for their clients' input"));
             return;
         }
         let mut result = json!({"inputRequests": requests, "requestState": token});
@@ -281,13 +172,36 @@ impl Session {
     }
 
     /// The client's retry of a parked request (`frame`, on `sink`): its answers go to the
-    /// upstream, and the session answers the retry from now on.
+    /// upstream, and the session answers the retry from now on. A retry that is not one of
+    /// the original request is refused, and the session stays parked for the right one.
     pub async fn resume(&self, sink: Arc<dyn ClientSink>, frame: Message) {
         let Some(modern) = &self.modern else { return };
         let Some(id) = frame.id().cloned() else { return };
+        let same = {
+            let a = modern.asked.lock().unwrap();
+            a.original.as_ref().is_some_and(|(m, p)| m == frame.method_name() && *p == retried_params(&frame))
+        };
+        let token = modern.asked.lock().unwrap().parked.clone();
+        if !same {
+            let e = RpcError::new(
+                INVALID_PARAMS,
+                "params.requestState belongs to another request: a retry repeats its method and params",
+            );
+            sink.deliver(Message::made(e.response(Some(&id))), Route::Response(id));
+            // Parked again under the same token, for the rest of its time.
+            if let (Some(token), Some(me)) = (token, self.me.upgrade()) {
+                let until = Instant::now() + self.upstream.request_timeout;
+                let me: Arc<dyn Parked> = me;
+                if !modern.parked.park(token, me, until, self.gateway.limits().max_in_flight) {
+                    self.close().await;
+                }
+            }
+            return;
+        }
         if let Some(done) = modern.rounds.attach(sink, id) {
-            modern.asked.lock().unwrap().parked = false;
-            modern.rounds.deliver(done, Route::Response(modern.rounds.st.lock().unwrap().original.clone()));
+            modern.asked.lock().unwrap().parked = None;
+            let (_, original) = modern.rounds.ids();
+            modern.rounds.deliver(done, Route::Response(original));
             return;
         }
         let answers = frame.value().pointer("/params/inputResponses").and_then(Value::as_object).cloned();
@@ -301,7 +215,7 @@ impl Session {
         let more = {
             let mut a = modern.asked.lock().unwrap();
             a.waiting.retain(|(id, _)| !answered.contains(id));
-            a.parked = false;
+            a.parked = None;
             !a.waiting.is_empty()
         };
         if more {
@@ -313,17 +227,27 @@ impl Session {
     /// is parked or a later round (a retry) is its now.
     pub async fn end_round(&self, id: &Id) {
         let Some(modern) = &self.modern else { return self.close().await };
-        let current = modern.rounds.st.lock().unwrap().current == *id;
-        let parked = modern.asked.lock().unwrap().parked;
+        let current = modern.rounds.ids().0 == *id;
+        let parked = modern.asked.lock().unwrap().parked.is_some();
         if current && !parked {
             self.close().await;
         }
     }
-}
 
-impl Rounds {
-    fn deliver_error(&self, id: &Id, e: RpcError) {
-        let sink = self.st.lock().unwrap().sink.clone();
-        sink.deliver(Message::made(e.response(Some(id))), Route::Response(id.clone()));
+    /// The client cancelled request `id` (stdio): the id it knows the request by now is the
+    /// one the link knows it by first.
+    pub(super) fn modern_cancel_target(&self, id: Id) -> Id {
+        let Some(modern) = &self.modern else { return id };
+        let (current, original) = modern.rounds.ids();
+        if id == current { original } else { id }
+    }
+
+    /// A parked session that ends lets go of its place.
+    pub(super) fn unpark(&self) {
+        if let Some(modern) = &self.modern
+            && let Some(token) = modern.asked.lock().unwrap().parked.take()
+        {
+            modern.parked.forget(&token);
+        }
     }
 }

@@ -8,10 +8,8 @@ impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
         let target = self.state.lock().unwrap().server_requests.remove(&id);
-        let Some(req) = target else {
-            tracing::debug!(upstream = %self.upstream.name, "dropping client response to unknown id {id}");
-            return;
-        };
+        // Else an answer to a modern upstream's input request, if it is one.
+        let Some(req) = target else { return self.input_answer(id, frame) };
         if let Some(task) = &req.task {
             self.hosted().input_answered(task);
         }

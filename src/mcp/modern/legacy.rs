@@ -6,8 +6,9 @@
 //!   `instructions`, and the capabilities a legacy client can use ([`server_capabilities`]).
 //! - **Results** carry `resultType` and, on cacheable ones, `ttlMs` and `cacheScope`; a
 //!   legacy receiver lacks all three, and the server's identity in `_meta` ([`for_legacy`]).
-//!   A result that is not `complete` (an `InputRequiredResult`, an extension task) is a
-//!   shape a legacy client cannot read: its request fails with -32603 instead.
+//!   A result that is not `complete` (an extension task; an `InputRequiredResult` that
+//!   reaches it, see below) is a shape a legacy client cannot read: its request fails with
+//!   -32603 instead.
 //! - **Methods 2026-07-28 removed** ([`removed`]): `ping` is answered by the gateway,
 //!   `logging/setLevel` is kept by the session and sent as `_meta` `logLevel` on each
 //!   request, `resources/subscribe`/`unsubscribe` (replaced by `subscriptions/listen`, which
@@ -15,6 +16,10 @@
 //!   dropped (a modern server asks for roots per request, with MRTR).
 //!
 //! Which capabilities the gateway declares to a modern upstream is [`client_capabilities`].
+//! An `InputRequiredResult` is relayed to the client by the session (its input requests
+//! become ordinary server requests, see `gateway::session::input_rounds`); it reaches
+//! [`for_legacy`] only where nothing can relay it: a hosted task's background call, and a
+//! request the session could not keep for a retry (more than `max_in_flight` exchanges).
 
 use super::{ResultType, key};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, Method, RpcError};
@@ -51,13 +56,25 @@ pub fn removed(method: Method, name: &str) -> Removed {
     }
 }
 
-/// The capabilities the gateway declares in each request's `_meta` to a modern upstream:
-/// none. Sampling, elicitation and roots reach a modern client only as multi round-trip
-/// input requests, which the gateway does not relay yet, and the tasks extension is not
-/// bridged yet; declaring them would invite results the gateway cannot pass on. A server
-/// that needs one answers -32021, which reaches the client as it is.
-pub fn client_capabilities() -> Map<String, Value> {
-    Map::new()
+/// The capabilities the gateway declares in a request's `_meta` to a modern upstream, from
+/// the legacy client's own (`caps`, as its `initialize` declared them): `sampling`,
+/// `elicitation` and `roots`, the input requests the gateway relays to the client (multi
+/// round-trip requests, see `input`), so a modern server asks only for what the client can
+/// answer. `sampling` and `elicitation` pass as the client declared them (`elicitation: {}`
+/// is form mode in both eras; `url` only if the client has it); `roots` is `{}` (the era has
+/// no `listChanged`). Nothing else: the tasks extension is not bridged, and a server that
+/// needs it answers -32021, which reaches the client as it is.
+pub fn client_capabilities(caps: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    for k in ["sampling", "elicitation"] {
+        if let Some(c) = caps.get(k).filter(|c| c.is_object()) {
+            out.insert(k.into(), c.clone());
+        }
+    }
+    if caps.get("roots").is_some_and(Value::is_object) {
+        out.insert("roots".into(), json!({}));
+    }
+    out
 }
 
 /// A modern `ServerCapabilities`, for a legacy client: without `extensions` (2026-07-28),
@@ -105,10 +122,11 @@ pub fn for_legacy(msg: &mut Value) -> Result<bool, RpcError> {
     let Some(result) = msg.get_mut("result") else { return Ok(false) };
     match ResultType::of(result) {
         Ok(ResultType::Complete) => {}
+        // Only where nothing relays it (the module's doc says where).
         Ok(ResultType::InputRequired) => {
             return Err(RpcError::new(
                 INTERNAL_ERROR,
-                "the upstream asked for input (a 2026-07-28 multi round-trip request), which this gateway does not relay yet",
+                "the upstream asked for input (a 2026-07-28 multi round-trip request) where the gateway cannot relay it to the client",
             ));
         }
         Ok(ResultType::Task) => {
@@ -193,6 +211,13 @@ mod tests {
         );
         assert_eq!(removed(Method::Other, "notifications/roots/list_changed"), Removed::Drop);
         assert_eq!(removed(Method::ToolsCall, "tools/call"), Removed::Forward);
-        assert!(client_capabilities().is_empty());
+        assert!(client_capabilities(&json!({})).is_empty());
+        let caps = json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true},
+            "tasks": {"requests": {}}, "experimental": {"x": {}}});
+        assert_eq!(
+            Value::Object(client_capabilities(&caps)),
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}})
+        );
+        assert_eq!(Value::Object(client_capabilities(&json!({"elicitation": {}}))), json!({"elicitation": {}}));
     }
 }

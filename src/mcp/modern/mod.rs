@@ -26,6 +26,7 @@
 
 pub mod client;
 pub mod headers;
+pub mod input;
 pub mod legacy;
 pub mod meta;
 
