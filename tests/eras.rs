@@ -61,6 +61,9 @@ async fn legacy_server(version: &'static str) -> Scripted {
                 steps
             }
             "resources/list" => vec![reply(req, json!({"resources": [{"uri": "file:///a.txt", "name": "a"}]}))],
+            "resources/read" if req["params"]["uri"] == "file:///missing" => vec![Step::Send(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found"}}),
+            )],
             "resources/read" => vec![reply(req, json!({"contents": [{"uri": req["params"]["uri"], "text": "A"}]}))],
             "prompts/list" => vec![reply(req, json!({"prompts": [{"name": "p"}]}))],
             "prompts/get" => vec![reply(
@@ -131,6 +134,10 @@ async fn legacy_client(gw: &Gw, pair: &Pair<'_>) {
     assert_eq!(res.result()["resources"][0]["uri"], "file:///a.txt", "{at}: {:?}", res.response);
     let read = c.request("resources/read", json!({"uri": "file:///a.txt"})).await;
     assert!(read.result()["contents"][0]["text"].is_string(), "{at}: {:?}", read.response);
+    if pair.server != MODERN {
+        let missing = c.request("resources/read", json!({"uri": "file:///missing"})).await;
+        assert_eq!(missing.error_code(), -32002, "{at}: a legacy client keeps the legacy code");
+    }
     let prompts = c.request("prompts/list", json!({})).await;
     assert!(prompts.result()["prompts"].as_array().is_some_and(|p| !p.is_empty()), "{at}: {:?}", prompts.response);
     let prompt = c.request("prompts/get", json!({"name": "p"})).await;
@@ -168,6 +175,11 @@ async fn modern_client(gw: &Gw, pair: &Pair<'_>) {
         let (_, r, _) = call(&c, &ask(id, method, params)).await;
         assert!(r.pointer(want).is_some(), "{at}: {method}: {r}");
         assert_eq!(r["result"]["resultType"], "complete", "{at}: {method}: {r}");
+    }
+    if pair.server != MODERN {
+        // A legacy server's "resource not found" (-32002) is the era's -32602.
+        let (_, r, _) = call(&c, &ask(10, "resources/read", json!({"uri": "file:///missing"}))).await;
+        assert_eq!(r["error"]["code"], -32602, "{at}: {r}");
     }
     if pair.input_works() {
         let first = ask(8, "tools/call", json!({"name": pair.asking_tool(), "arguments": {}}));

@@ -174,7 +174,17 @@ impl Session {
                 let subscription = id.to_value();
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
-            Kind::Response if msg.is_error() => Some((msg, route)),
+            Kind::Response if msg.is_error() => {
+                if self.state.lock().unwrap().upstream_modern || !msg.bytes().windows(6).any(|w| w == b"-32002") {
+                    return Some((msg, route));
+                }
+                Some((
+                    msg.edit(|m| {
+                        modern::error_for_modern(m);
+                    }),
+                    route,
+                ))
+            }
             Kind::Response => {
                 if self.state.lock().unwrap().upstream_modern {
                     // The server's own result, of the era already.

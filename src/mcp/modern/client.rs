@@ -156,6 +156,20 @@ pub fn discover_result(initialize: &Value, keep_extensions: bool) -> Value {
 const CACHEABLE: [&str; 5] =
     ["tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"];
 
+/// A legacy server's error for a modern client: "resource not found" is -32602 in
+/// 2026-07-28 (it was -32002); every other passes as it is. `true` if it was rewritten.
+pub fn error_for_modern(msg: &mut Value) -> bool {
+    let Some(code) = msg.pointer_mut("/error/code") else { return false };
+    if code.as_i64() != Some(RESOURCE_NOT_FOUND) {
+        return false;
+    }
+    *code = crate::jsonrpc::INVALID_PARAMS.into();
+    true
+}
+
+/// The legacy code for an unknown resource (`resources/read`), before 2026-07-28.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
 /// A response for a modern client (`answers`: the method of its request, where known):
 /// `resultType` set where absent, a cacheable result marked not to be cached (a legacy
 /// server says nothing of how long its lists hold, and another client's may differ), and
@@ -270,6 +284,15 @@ mod tests {
         let mut err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m"}});
         for_modern(&mut err, None);
         assert!(err.get("result").is_none() && err["error"].get("resultType").is_none());
+    }
+
+    #[test]
+    fn resource_not_found_takes_the_eras_code() {
+        let mut e = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "no such resource"}});
+        assert!(error_for_modern(&mut e));
+        assert_eq!(e["error"]["code"], -32602);
+        let mut other = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "m"}});
+        assert!(!error_for_modern(&mut other));
     }
 
     #[test]
