@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod ext_tasks;
 mod from_upstream;
 mod input_rounds;
 mod input_state;
@@ -85,6 +86,10 @@ struct SessionState {
     upstream_version: Option<ProtocolVersion>,
     /// The current link speaks 2026-07-28 (see `versions`).
     upstream_modern: bool,
+    /// ... and its `server/discover` declared the tasks extension (see `ext_tasks`).
+    upstream_ext_tasks: bool,
+    /// Input requests of bridged extension tasks waiting for the client (see `ext_tasks`).
+    ext_inputs: HashMap<Id, crate::tasks::bridge::extension::InputWait>,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     log_level: Option<crate::mcp::modern::meta::LogLevel>,
@@ -289,6 +294,8 @@ impl Session {
                 }
                 Shape::AsIs
             }
+            // A blocking call to an extension upstream: bridged if it must be a task.
+            Method::ToolsCall if self.ext_tasks_upstream() => self.may_need_ext_task(&id, &frame),
             Method::ToolsCall if self.upstream_runs_tasks() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
                 match self.tool_support(&name).await? {

@@ -101,6 +101,7 @@ impl Session {
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
         st.upstream_modern = negotiated.modern;
+        st.upstream_ext_tasks = negotiated.modern && negotiated.ext_tasks;
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
             caps = json!({});

@@ -1,0 +1,339 @@
+//! A 2026-07-28 upstream of the tasks extension (`io.modelcontextprotocol/tasks`) behind
+//! legacy clients: blocking calls bridged through its tasks.
+//!
+//! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
+//! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
+//! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
+//! works until `tasks/cancel`. Each refuses a request that does not declare the extension
+//! with -32021 naming it, as the extension requires; `echo` is plain.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const MODERN: &str = "2026-07-28";
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+#[derive(Clone)]
+struct Task {
+    tool: String,
+    steps: u32,
+    status: &'static str,
+    answer: Option<Value>,
+    cancelled: bool,
+}
+
+#[derive(Default)]
+struct Server {
+    tasks: HashMap<String, Task>,
+    next: u32,
+}
+
+fn declares(req: &Value) -> bool {
+    req["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"].get(EXT).is_some()
+}
+
+fn error(req: &Value, code: i64, message: &str, data: Option<Value>) -> Vec<Step> {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"], "error": e}))]
+}
+
+fn missing(req: &Value) -> Vec<Step> {
+    error(
+        req,
+        -32021,
+        "Missing required client capability",
+        Some(json!({"requiredCapabilities": {"extensions": {EXT: {}}}})),
+    )
+}
+
+fn complete(req: &Value, mut result: Value) -> Vec<Step> {
+    result["resultType"] = "complete".into();
+    vec![reply(req, result)]
+}
+
+fn text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}], "isError": false, "resultType": "complete"})
+}
+
+/// The task as the extension shows it (`DetailedTask`), after one more step of work.
+fn detailed(id: &str, t: &Task) -> Value {
+    let mut v = json!({"taskId": id, "status": t.status, "createdAt": "2026-12-01T10:00:00.000Z",
+        "lastUpdatedAt": format!("2026-12-01T10:00:{:02}.000Z", t.steps), "ttlMs": 60000, "pollIntervalMs": 100});
+    match (t.tool.as_str(), t.status) {
+        (_, "working") => v["statusMessage"] = format!("step {} of 3", t.steps).into(),
+        ("slow", "completed") => {
+            v["statusMessage"] = "step 3 of 3".into();
+            v["result"] = text("slow done after 3 steps");
+        }
+        ("ask", "completed") => {
+            let a = t.answer.as_ref().and_then(|a| a.pointer("/content/answer")).cloned().unwrap_or(Value::Null);
+            v["result"] = text(&format!("answer: {}", a.as_str().unwrap_or("?")));
+        }
+        ("ask", "input_required") => {
+            v["statusMessage"] = "waiting for an answer".into();
+            v["inputRequests"] = json!({"answer": {"method": "elicitation/create", "params": {"message": "colour?",
+                "mode": "form", "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}});
+        }
+        ("fails", "failed") => v["error"] = json!({"code": -32000, "message": "boom"}),
+        _ => {}
+    }
+    v
+}
+
+fn advance(t: &mut Task) {
+    if t.cancelled || matches!(t.status, "completed" | "failed" | "cancelled") {
+        return;
+    }
+    match t.tool.as_str() {
+        "slow" if t.steps < 3 => t.steps += 1,
+        "slow" => t.status = "completed",
+        "fails" if t.steps < 1 => t.steps += 1,
+        "fails" => t.status = "failed",
+        "ask" if t.answer.is_some() => t.status = "completed",
+        "ask" => t.status = "input_required",
+        _ => t.steps = (t.steps + 1).min(50),
+    }
+}
+
+fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static {
+    move |req: &Value| {
+        if req.get("id").is_none() {
+            return vec![];
+        }
+        let mut s = state.lock().unwrap();
+        let method = req["method"].as_str().unwrap_or("");
+        match method {
+            "server/discover" => complete(
+                req,
+                json!({"supportedVersions": [MODERN], "capabilities": {"tools": {}, "extensions": {EXT: {}}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
+            ),
+            "tools/list" => {
+                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless"]
+                    .iter()
+                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                    .collect();
+                complete(req, json!({"tools": tools}))
+            }
+            "tools/call" => {
+                let tool = req["params"]["name"].as_str().unwrap_or("").to_string();
+                if tool == "echo" {
+                    return complete(
+                        req,
+                        json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
+                    );
+                }
+                if !["slow", "fails", "ask", "endless"].contains(&tool.as_str()) {
+                    return error(req, -32602, "unknown tool", None);
+                }
+                if !declares(req) {
+                    return missing(req);
+                }
+                s.next += 1;
+                let id = format!("task-{}", s.next);
+                let t = Task { tool, steps: 0, status: "working", answer: None, cancelled: false };
+                let mut created = detailed(&id, &t);
+                created["resultType"] = "task".into();
+                s.tasks.insert(id, t);
+                vec![reply(req, created)]
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                if !declares(req) {
+                    return missing(req);
+                }
+                let id = req["params"]["taskId"].as_str().unwrap_or("").to_string();
+                let Some(t) = s.tasks.get_mut(&id) else { return error(req, -32602, "unknown task", None) };
+                match method {
+                    "tasks/get" => {
+                        advance(t);
+                        complete(req, detailed(&id, t))
+                    }
+                    "tasks/update" => {
+                        if let Some(a) = req["params"]["inputResponses"].get("answer") {
+                            t.answer = Some(a.clone());
+                            t.status = "working";
+                        }
+                        complete(req, json!({}))
+                    }
+                    _ => {
+                        if !matches!(t.status, "completed" | "failed") {
+                            t.cancelled = true;
+                            t.status = "cancelled";
+                        }
+                        complete(req, json!({}))
+                    }
+                }
+            }
+            _ => error(req, -32601, "method not found", None),
+        }
+    }
+}
+
+struct Setup {
+    up: Scripted,
+    state: Arc<Mutex<Server>>,
+    gw: Gw,
+}
+
+async fn setup() -> Setup {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    Setup { up, state, gw }
+}
+
+fn requests(up: &Scripted, method: &str) -> Vec<Value> {
+    up.received.lock().unwrap().iter().filter(|m| m["method"] == method).cloned().collect()
+}
+
+fn progress_messages(out: &Outcome) -> Vec<String> {
+    out.others
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["message"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_blocking_call_the_upstream_serves_only_as_a_task_is_bridged() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-06-18").await;
+
+    let out = c.request("tools/call", json!({"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
+    assert_eq!(
+        out.result(),
+        &json!({"content": [{"type": "text", "text": "slow done after 3 steps"}], "isError": false})
+    );
+    // Every status message became progress under the client's token, in order, rising.
+    assert_eq!(
+        progress_messages(&out),
+        ["step 0 of 3", "step 1 of 3", "step 2 of 3", "step 3 of 3"],
+        "{:?}",
+        out.others
+    );
+    let values = out.progress();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    assert!(out.others.iter().all(|m| m["params"]["progressToken"] == "p"), "{:?}", out.others);
+
+    // Sent plain first, then once declaring the extension; followed by tasks/get, declaring it.
+    let calls = requests(&s.up, "tools/call");
+    assert_eq!(calls.len(), 2);
+    assert!(!declares(&calls[0]) && declares(&calls[1]), "{calls:?}");
+    assert!(calls[1]["params"].get("task").is_none());
+    let gets = requests(&s.up, "tasks/get");
+    assert_eq!(gets.len(), 4, "one per step until terminal");
+    assert!(gets.iter().all(|g| declares(g) && g["params"]["taskId"] == "task-1"));
+    assert!(requests(&s.up, "tasks/cancel").is_empty(), "a finished task is not cancelled");
+
+    // A plain tool stays plain: no retry, no extension.
+    let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "hi");
+    assert_eq!(requests(&s.up, "tools/call").len(), 3);
+    // An unknown tool's error passes as it is.
+    assert_eq!(c.request("tools/call", json!({"name": "nope", "arguments": {}})).await.error_code(), -32602);
+}
+
+#[tokio::test]
+async fn a_failed_task_answers_its_inline_error() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-03-26").await;
+    let out = c.request("tools/call", json!({"name": "fails", "arguments": {}})).await;
+    assert_eq!(out.response["error"], json!({"code": -32000, "message": "boom"}), "{}", out.response);
+    assert!(out.progress().is_empty(), "no token, no progress");
+}
+
+#[tokio::test]
+async fn input_requests_reach_the_client_once_and_go_back_as_tasks_update() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "ask", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "answer: forty-two", "{}", out.response);
+    let asked: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "elicitation/create").collect();
+    assert_eq!(asked.len(), 1, "the key is relayed once, though polls repeat it: {:?}", out.others);
+    assert_eq!(asked[0]["params"]["message"], "colour?");
+    assert!(asked[0]["params"].get("_meta").is_none(), "no related-task: the task is the gateway's");
+    let updates = requests(&s.up, "tasks/update");
+    assert_eq!(updates.len(), 1);
+    assert!(declares(&updates[0]));
+    assert_eq!(
+        updates[0]["params"]["inputResponses"],
+        json!({"answer": {"action": "accept", "content": {"answer": "forty-two"}}})
+    );
+}
+
+#[tokio::test]
+async fn an_error_answer_to_an_input_request_cancels_the_task() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "ask", "arguments": {}}});
+    let resp = c.post_streaming(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    let mut events = SseReader::new(resp.into_body());
+    let mut answer = None;
+    while let Some((_, m)) = events.next().await {
+        if m["method"] == "elicitation/create" {
+            let refusal = json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32600, "message": "no thanks"}});
+            assert_eq!(c.post_raw(serde_json::to_vec(&refusal).unwrap(), &[]).await.status, 202);
+        } else if m["id"] == 7 {
+            answer = Some(m);
+            break;
+        }
+    }
+    let answer = answer.expect("an answer");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("no thanks"), "{answer}");
+    let cancels = requests(&s.up, "tasks/cancel");
+    assert_eq!(cancels.len(), 1);
+    assert!(declares(&cancels[0]) && cancels[0]["params"]["taskId"] == "task-1");
+    assert!(requests(&s.up, "tasks/update").is_empty());
+}
+
+#[tokio::test]
+async fn cancelling_the_call_or_ending_the_session_cancels_the_task() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let msg =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "endless", "arguments": {}}});
+    let resp = c.post_streaming(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    // Once the task exists upstream and is being followed, the client cancels.
+    eventually("the task is followed", async || !requests(&s.up, "tasks/get").is_empty()).await;
+    c.notify("notifications/cancelled", json!({"requestId": 9, "reason": "enough"})).await;
+    eventually("the task is cancelled", async || !requests(&s.up, "tasks/cancel").is_empty()).await;
+    assert_eq!(requests(&s.up, "tasks/cancel")[0]["params"]["taskId"], "task-1");
+    assert_eq!(s.state.lock().unwrap().tasks["task-1"].status, "cancelled");
+    drop(resp);
+
+    // A second call, then the session ends (DELETE): its task is cancelled too.
+    let msg =
+        json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "endless", "arguments": {}}});
+    let resp = c.post_streaming(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    eventually("task-2 is followed", async || {
+        requests(&s.up, "tasks/get").iter().any(|g| g["params"]["taskId"] == "task-2")
+    })
+    .await;
+    assert_eq!(c.delete().await, 200);
+    eventually("task-2 is cancelled", async || requests(&s.up, "tasks/cancel").len() == 2).await;
+    assert_eq!(requests(&s.up, "tasks/cancel")[1]["params"]["taskId"], "task-2");
+    drop(resp);
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_calling_without_a_task_is_bridged_too() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "slow", "arguments": {}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "slow done after 3 steps");
+    assert!(out.result().get("resultType").is_none() && out.result().get("_meta").is_none(), "{}", out.response);
+}
