@@ -4,7 +4,7 @@
 //! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
 //! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
 //! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
-//! works until `tasks/cancel`. Each refuses a request that does not declare the extension
+//! works until `tasks/cancel`, `stubborn` acknowledges `tasks/cancel` and completes anyway. Each refuses a request that does not declare the extension
 //! with -32021 naming it, as the extension requires; `echo` is plain.
 
 mod common;
@@ -82,6 +82,7 @@ fn detailed(id: &str, t: &Task) -> Value {
                 "mode": "form", "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}});
         }
         ("fails", "failed") => v["error"] = json!({"code": -32000, "message": "boom"}),
+        ("stubborn", "completed") => v["result"] = text("done anyway"),
         _ => {}
     }
     v
@@ -95,6 +96,8 @@ fn advance(t: &mut Task) {
         "slow" if t.steps < 3 => t.steps += 1,
         "slow" => t.status = "completed",
         "fails" if t.steps < 1 => t.steps += 1,
+        "stubborn" if t.steps < 2 => t.steps += 1,
+        "stubborn" => t.status = "completed",
         "fails" => t.status = "failed",
         "ask" if t.answer.is_some() => t.status = "completed",
         "ask" => t.status = "input_required",
@@ -116,7 +119,7 @@ fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> +
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
             ),
             "tools/list" => {
-                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless"]
+                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn"]
                     .iter()
                     .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
                     .collect();
@@ -130,7 +133,7 @@ fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> +
                         json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
                     );
                 }
-                if !["slow", "fails", "ask", "endless"].contains(&tool.as_str()) {
+                if !["slow", "fails", "ask", "endless", "stubborn"].contains(&tool.as_str()) {
                     return error(req, -32602, "unknown tool", None);
                 }
                 if !declares(req) {
@@ -162,6 +165,8 @@ fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> +
                         }
                         complete(req, json!({}))
                     }
+                    // Acknowledged, and it runs on to its end (cancellation is cooperative).
+                    _ if t.tool == "stubborn" => complete(req, json!({})),
                     _ => {
                         if !matches!(t.status, "completed" | "failed") {
                             t.cancelled = true;
@@ -336,4 +341,145 @@ async fn a_2025_11_25_client_calling_without_a_task_is_bridged_too() {
     let out = c.request("tools/call", json!({"name": "slow", "arguments": {}})).await;
     assert_eq!(out.result()["content"][0]["text"], "slow done after 3 steps");
     assert!(out.result().get("resultType").is_none() && out.result().get("_meta").is_none(), "{}", out.response);
+}
+
+// ---- a 2025-11-25 client with core tasks: translated both ways ----
+
+const RELATED: &str = "io.modelcontextprotocol/related-task";
+
+async fn core_client(s: &Setup) -> HttpMcp {
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    let init = c.initialize("2025-11-25").await;
+    let tasks = &init["capabilities"]["tasks"];
+    assert!(tasks["list"].is_object() && tasks["cancel"].is_object(), "{init}");
+    assert!(tasks["requests"]["tools"]["call"].is_object(), "{init}");
+    assert!(init["capabilities"].get("extensions").is_none(), "{init}");
+    c
+}
+
+fn task_call(name: &str) -> Value {
+    json!({"name": name, "arguments": {}, "task": {"ttl": 60000}})
+}
+
+#[tokio::test]
+async fn core_tasks_become_extension_tasks_and_back() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let tools = c.request("tools/list", json!({})).await;
+    let tools = tools.result()["tools"].as_array().unwrap().clone();
+    assert!(tools.iter().all(|t| t["execution"]["taskSupport"] == "optional"), "{tools:?}");
+
+    let created = c.request("tools/call", task_call("slow")).await;
+    let task = &created.result()["task"];
+    assert_eq!(task["taskId"], "task-1", "ids pass unchanged: {}", created.response);
+    assert_eq!(
+        (task["status"].as_str(), task["ttl"].as_u64(), task["pollInterval"].as_u64()),
+        (Some("working"), Some(60000), Some(100))
+    );
+    assert!(task.get("ttlMs").is_none() && created.result().get("resultType").is_none(), "{}", created.response);
+    let call = requests(&s.up, "tools/call").pop().unwrap();
+    assert!(declares(&call) && call["params"].get("task").is_none(), "{call}");
+
+    let got = c.request("tasks/get", json!({"taskId": "task-1"})).await;
+    assert_eq!(got.result()["status"], "working");
+    assert_eq!(got.result()["statusMessage"], "step 1 of 3");
+    assert!(got.result().get("resultType").is_none() && got.result().get("pollIntervalMs").is_none());
+
+    // tasks/result blocks until the task ends, then answers the tool's result, tagged.
+    let result = c.request("tasks/result", json!({"taskId": "task-1"})).await;
+    assert_eq!(result.result()["content"][0]["text"], "slow done after 3 steps", "{}", result.response);
+    assert_eq!(result.result()["_meta"][RELATED], json!({"taskId": "task-1"}));
+    assert!(result.result().get("resultType").is_none());
+    let statuses: Vec<&Value> = result.others.iter().filter(|m| m["method"] == "notifications/tasks/status").collect();
+    assert_eq!(statuses.last().map(|n| n["params"]["status"].clone()), Some(json!("working")), "{:?}", result.others);
+    let gets_then = requests(&s.up, "tasks/get").len();
+    // Asked again: the same, from what the gateway kept.
+    let again = c.request("tasks/result", json!({"taskId": "task-1"})).await;
+    assert_eq!(again.response["result"], result.response["result"]);
+    let done = c.request("tasks/get", json!({"taskId": "task-1"})).await;
+    assert_eq!(done.result()["status"], "completed");
+    assert_eq!(requests(&s.up, "tasks/get").len(), gets_then, "a finished task is not asked about again");
+
+    // A failed one: its error is tasks/result's.
+    let failed = c.request("tools/call", task_call("fails")).await;
+    let id = failed.result()["task"]["taskId"].as_str().unwrap().to_string();
+    let err = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(err.response["error"], json!({"code": -32000, "message": "boom"}));
+
+    let list = c.request("tasks/list", json!({})).await;
+    let listed: Vec<(Value, Value)> =
+        list.result()["tasks"].as_array().unwrap().iter().map(|t| (t["taskId"].clone(), t["status"].clone())).collect();
+    assert_eq!(listed, vec![(json!("task-1"), json!("completed")), (json!("task-2"), json!("failed"))]);
+    assert_eq!(c.request("tasks/list", json!({"cursor": "nope"})).await.error_code(), -32602);
+}
+
+#[tokio::test]
+async fn a_core_cancel_is_answered_at_once_and_sticks() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let created = c.request("tools/call", task_call("stubborn")).await;
+    let id = created.result()["task"]["taskId"].clone();
+    let cancelled = c.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(cancelled.result()["status"], "cancelled", "{}", cancelled.response);
+    assert_eq!(cancelled.result()["taskId"], id);
+    let cancels = requests(&s.up, "tasks/cancel");
+    assert_eq!(cancels.len(), 1);
+    assert!(declares(&cancels[0]));
+    // The server completes it anyway; for this client it stays cancelled.
+    for _ in 0..3 {
+        assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "cancelled");
+    }
+    assert_eq!(c.request("tasks/result", json!({"taskId": id})).await.error_code(), -32603);
+    assert_eq!(c.request("tasks/cancel", json!({"taskId": id})).await.error_code(), -32602, "terminal");
+    let list = c.request("tasks/list", json!({})).await;
+    assert_eq!(list.result()["tasks"][0]["status"], "cancelled");
+
+    // Unknown ids, and another session's task.
+    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        assert_eq!(c.request(m, json!({"taskId": "nope"})).await.error_code(), -32602, "{m}");
+    }
+    let mut other = core_client(&s).await;
+    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        assert_eq!(other.request(m, json!({"taskId": id})).await.error_code(), -32602, "{m}");
+    }
+    assert_eq!(other.request("tasks/list", json!({})).await.result()["tasks"], json!([]));
+}
+
+#[tokio::test]
+async fn a_plain_answer_to_a_task_call_is_a_hosted_task_already_done() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let created = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}, "task": {}})).await;
+    let task = &created.result()["task"];
+    assert_eq!(task["status"], "completed", "{}", created.response);
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "hi");
+    assert!(result.result().get("resultType").is_none(), "{}", result.response);
+    assert_eq!(c.request("tasks/get", json!({"taskId": id})).await.result()["status"], "completed");
+    assert!(requests(&s.up, "tasks/get").is_empty(), "the gateway's own task");
+    let list = c.request("tasks/list", json!({})).await;
+    assert_eq!(list.result()["tasks"][0]["taskId"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_core_client_answers_input_on_its_tasks_result_stream() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let created = c.request("tools/call", task_call("ask")).await;
+    let id = created.result()["task"]["taskId"].clone();
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "answer: forty-two", "{}", result.response);
+    let asked: Vec<&Value> = result.others.iter().filter(|m| m["method"] == "elicitation/create").collect();
+    assert_eq!(asked.len(), 1, "{:?}", result.others);
+    assert_eq!(asked[0]["params"]["_meta"][RELATED], json!({"taskId": id}));
+    let updates = requests(&s.up, "tasks/update");
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0]["params"]["inputResponses"]["answer"]["content"]["answer"], "forty-two");
+    assert!(
+        result
+            .others
+            .iter()
+            .any(|m| m["method"] == "notifications/tasks/status" && m["params"]["status"] == "input_required")
+    );
 }

@@ -17,7 +17,7 @@ impl Session {
             return false;
         }
         let st = self.state.lock().unwrap();
-        st.upstream_modern && st.upstream_ext_tasks
+        st.upstream_modern && st.ext.upstream
     }
 
     /// What a request the session makes about an extension task declares: its client's
@@ -106,7 +106,7 @@ impl Session {
                 let mut st = s.state.lock().unwrap();
                 st.bridges.remove(&id);
                 // Questions of this call the client has not answered are moot now.
-                st.ext_inputs.retain(|_, w| !w.answers.is_closed());
+                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
             }
             if let Ending::Answer(resp) = ending {
                 s.answer(id, resp, Some("tools/call"));
@@ -119,10 +119,10 @@ impl Session {
     pub(super) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
         let wait = {
             let mut st = self.state.lock().unwrap();
-            if st.ext_inputs.is_empty() {
+            if st.ext.inputs.is_empty() {
                 return false;
             }
-            st.ext_inputs.remove(id)
+            st.ext.inputs.remove(id)
         };
         let Some(wait) = wait else { return false };
         if wait.answers.try_send((wait.key, frame.value().clone())).is_err() {
@@ -151,12 +151,12 @@ impl Session {
         let msg = self.downward_request(msg)?;
         let id = {
             let mut st = self.state.lock().unwrap();
-            if st.ext_inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
+            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
                 return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             }
             let id = Id::Num(st.next_client_side_id);
             st.next_client_side_id += 1;
-            st.ext_inputs.insert(id.clone(), InputWait { key, answers });
+            st.ext.inputs.insert(id.clone(), InputWait { key, answers });
             id
         };
         self.to_client(msg.with_id(&id), Route::Related(client_id.clone()));

@@ -28,6 +28,12 @@ impl Session {
                         t.remove("execution");
                     }
                 }
+                if self.translates_ext_tasks()
+                    && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
+                {
+                    // The extension server decides per call: any tool may become a task.
+                    crate::mcp::task_dialects::caps::tools_for_core(tools);
+                }
                 self.remember_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
