@@ -594,6 +594,20 @@ fn the_dual_era_rmcp_server_is_spoken_to_as_modern_for_plain_tools() {
     assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
 }
 
+/// The TypeScript SDK 1.32.2 client with 2025-11-25 tasks in front of the rmcp server (the
+/// tasks extension): core tasks translated both ways, over HTTP and the stdio front. The
+/// extension has no progress for tasks (`--min-progress 0`), and the gateway sends
+/// `notifications/tasks/status` only while a `tasks/result` waits (the spec says MAY:
+/// `--no-status-notifications`); every other check is the scenario's own, `stats` showing
+/// rmcp saw the cancellation.
+#[test]
+fn ts_tasks_client_in_front_of_the_rmcp_extension_task_server() {
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"rmcp\"\ncommand = {:?}\n", rmcp_server()));
+    let args = ["--tool", "slow", "--stats-tool", "stats", "--min-progress", "0", "--no-status-notifications"];
+    run_client(&gw, "node", &tasks_scenario(&args, http(gw.url("rmcp"))));
+    run_client(&gw, "node", &tasks_scenario(&args, stdio(gw.stdio_args("rmcp"))));
+}
+
 /// A 2025-06-18 client (raw JSON-RPC on `taskgate stdio`, and over HTTP) in front of the
 /// rmcp server, whose `slow` and `ask` are extension tasks (-32021 without the extension):
 /// the gateway retries declaring it and bridges the task. `slow`'s status messages become
