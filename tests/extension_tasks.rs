@@ -483,3 +483,34 @@ async fn a_core_client_answers_input_on_its_tasks_result_stream() {
             .any(|m| m["method"] == "notifications/tasks/status" && m["params"]["status"] == "input_required")
     );
 }
+
+/// One link for every session (`share = true`): a session's extension tasks are its own, and
+/// bridged calls of two sessions at once each get their own answer.
+#[tokio::test]
+async fn on_a_shared_link_tasks_stay_with_their_session() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&format!("{}share = true\n", http_upstream("up", &up.url()))).await;
+    let s = Setup { up, state, gw };
+    let mut a = core_client(&s).await;
+    let mut b = core_client(&s).await;
+    let created = a.request("tools/call", task_call("slow")).await;
+    let id = created.result()["task"]["taskId"].clone();
+    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        assert_eq!(b.request(m, json!({"taskId": id})).await.error_code(), -32602, "{m}");
+    }
+    assert_eq!(b.request("tasks/list", json!({})).await.result()["tasks"], json!([]));
+    assert_eq!(
+        a.request("tasks/result", json!({"taskId": id})).await.result()["content"][0]["text"],
+        "slow done after 3 steps"
+    );
+
+    let mut old = HttpMcp::new(&s.gw.url("up"));
+    old.initialize("2025-06-18").await;
+    let (one, two) = tokio::join!(
+        old.request_owned("tools/call", json!({"name": "slow", "arguments": {}})),
+        a.request_owned("tools/call", json!({"name": "ask", "arguments": {}})),
+    );
+    assert_eq!(one.result()["content"][0]["text"], "slow done after 3 steps");
+    assert_eq!(two.result()["content"][0]["text"], "answer: forty-two");
+}
