@@ -54,6 +54,8 @@ impl Session {
         } else if extension::is_task(msg.value()) {
             (false, Some(msg.value().clone()))
         } else {
+            // Answered: nothing to retry (and not as a core task either: this upstream has none).
+            self.state.lock().unwrap().retry.remove(client_id);
             return false;
         };
         let Some(call) = self.state.lock().unwrap().retry.remove(client_id) else { return false };
