@@ -4,7 +4,7 @@
 //! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
 //! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
 //! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
-//! works until `tasks/cancel`, `stubborn` acknowledges `tasks/cancel` and completes anyway. Each refuses a request that does not declare the extension
+//! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges `tasks/cancel` and completes anyway. Each refuses a request that does not declare the extension
 //! with -32021 naming it, as the extension requires; `echo` is plain.
 
 mod common;
@@ -101,6 +101,7 @@ fn advance(t: &mut Task) {
         "fails" => t.status = "failed",
         "ask" if t.answer.is_some() => t.status = "completed",
         "ask" => t.status = "input_required",
+        "stuck" => {}
         _ => t.steps = (t.steps + 1).min(50),
     }
 }
@@ -119,7 +120,7 @@ fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> +
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
             ),
             "tools/list" => {
-                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn"]
+                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn", "stuck"]
                     .iter()
                     .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
                     .collect();
@@ -133,7 +134,7 @@ fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> +
                         json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
                     );
                 }
-                if !["slow", "fails", "ask", "endless", "stubborn"].contains(&tool.as_str()) {
+                if !["slow", "fails", "ask", "endless", "stubborn", "stuck"].contains(&tool.as_str()) {
                     return error(req, -32602, "unknown tool", None);
                 }
                 if !declares(req) {
@@ -513,4 +514,20 @@ async fn on_a_shared_link_tasks_stay_with_their_session() {
     );
     assert_eq!(one.result()["content"][0]["text"], "slow done after 3 steps");
     assert_eq!(two.result()["content"][0]["text"], "answer: forty-two");
+}
+
+/// A bridged task that shows no change for `request_timeout` fails the call with -32001, and
+/// is cancelled upstream.
+#[tokio::test]
+async fn a_bridged_task_without_change_times_out_and_is_cancelled() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&format!("{}request_timeout = \"600ms\"\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "stuck", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32001, "{}", out.response);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("request_timeout"), "{}", out.response);
+    eventually("the task is cancelled", async || !requests(&up, "tasks/cancel").is_empty()).await;
+    assert_eq!(state.lock().unwrap().tasks["task-1"].status, "cancelled");
 }
