@@ -594,6 +594,120 @@ fn the_dual_era_rmcp_server_is_spoken_to_as_modern_for_plain_tools() {
     assert!(log.contains("the upstream speaks 2026-07-28"), "{log}");
 }
 
+/// The TypeScript SDK 1.32.2 client with 2025-11-25 tasks in front of the rmcp server (the
+/// tasks extension): core tasks translated both ways, over HTTP and the stdio front. The
+/// extension has no progress for tasks (`--min-progress 0`), and the gateway sends
+/// `notifications/tasks/status` only while a `tasks/result` waits (the spec says MAY:
+/// `--no-status-notifications`); every other check is the scenario's own, `stats` showing
+/// rmcp saw the cancellation.
+#[test]
+fn ts_tasks_client_in_front_of_the_rmcp_extension_task_server() {
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"rmcp\"\ncommand = {:?}\n", rmcp_server()));
+    let args = ["--tool", "slow", "--stats-tool", "stats", "--min-progress", "0", "--no-status-notifications"];
+    run_client(&gw, "node", &tasks_scenario(&args, http(gw.url("rmcp"))));
+    run_client(&gw, "node", &tasks_scenario(&args, stdio(gw.stdio_args("rmcp"))));
+}
+
+/// A 2025-06-18 client (raw JSON-RPC on `taskgate stdio`, and over HTTP) in front of the
+/// rmcp server, whose `slow` and `ask` are extension tasks (-32021 without the extension):
+/// the gateway retries declaring it and bridges the task. `slow`'s status messages become
+/// progress; `ask`'s elicitation reaches the client as a plain request of the call and its
+/// answer reaches rmcp (`answer: <text>`); `notifications/cancelled` cancels the task there.
+#[test]
+fn a_2025_06_18_client_is_bridged_through_rmcp_extension_tasks() {
+    use serde_json::json;
+    let gw = Gateway::start(&format!("[[upstream]]\nname = \"rmcp\"\ncommand = {:?}\n", rmcp_server()));
+    let mut c = RawStdio::start_cmd(Command::new(&gw.stdio_args("rmcp")[0]).args(&gw.stdio_args("rmcp")[1..]));
+    let init = c.result(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw-2025-06-18", "version": "0"}}),
+    );
+    assert_eq!(init["protocolVersion"], "2025-06-18", "{init}");
+    assert!(init["capabilities"].get("tasks").is_none() && init["capabilities"].get("extensions").is_none(), "{init}");
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let slow = c.result(
+        "tools/call",
+        json!({"name": "slow", "arguments": {"seconds": 0.6, "steps": 3}, "_meta": {"progressToken": "s"}}),
+    );
+    assert_eq!(text_of(&slow), "slow done after 3 steps", "{slow}");
+    assert!(slow.get("resultType").is_none() && slow.get("_meta").is_none(), "{slow}");
+    let progress: Vec<&serde_json::Value> =
+        c.notifications.iter().filter(|n| n["method"] == "notifications/progress").collect();
+    assert!(!progress.is_empty(), "status messages become progress: {:?}", c.notifications);
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == "s"), "{progress:?}");
+    assert!(
+        progress.iter().all(|p| p["params"]["message"].as_str().is_some_and(|m| m.starts_with("step "))),
+        "{progress:?}"
+    );
+
+    c.notifications.clear();
+    let asked =
+        c.request_answering("tools/call", json!({"name": "ask", "arguments": {"question": "colour?"}}), |req| {
+            assert_eq!(req["method"], "elicitation/create", "{req}");
+            json!({"action": "accept", "content": {"answer": "blue"}})
+        });
+    assert_eq!(text_of(&asked["result"]), "answer: blue", "{asked}");
+    let elicitations: Vec<&serde_json::Value> =
+        c.notifications.iter().filter(|n| n["method"] == "elicitation/create").collect();
+    assert_eq!(elicitations.len(), 1, "asked once: {:?}", c.notifications);
+    assert_eq!(elicitations[0]["params"]["message"], "colour?");
+    assert!(elicitations[0]["params"].get("_meta").is_none(), "no related-task: {}", elicitations[0]);
+
+    // Cancelled while it runs: rmcp counts the cancellation (its stats are the process's,
+    // and the gateway's stdio front runs its own rmcp process).
+    c.next_id += 1;
+    let id = c.next_id;
+    c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 30}, "_meta": {"progressToken": "long"}}}));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let m = c
+            .recv(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|| panic!("no progress for the long call"));
+        if m["method"] == "notifications/progress" && m["params"]["progressToken"] == "long" {
+            break;
+        }
+    }
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "enough"}}));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let stats = c.result("tools/call", json!({"name": "stats", "arguments": {}}));
+        let counts: serde_json::Value = serde_json::from_str(text_of(&stats)).unwrap();
+        if counts["slow_cancelled"] == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task was not cancelled upstream: {counts}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !c.notifications.iter().any(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none()),
+        "a cancelled call gets no response"
+    );
+
+    // Over HTTP too (no input: the blocking call, its progress on the POST's stream).
+    let port = gw.addr.port();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, head, _) = http_post(port, "/mcp/rmcp", &[], &init);
+    assert_eq!(status, 200);
+    let sid = head.lines().find_map(|l| l.strip_prefix("mcp-session-id:")).unwrap().trim().to_string();
+    let hs = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let _ = http_post(port, "/mcp/rmcp", &hs, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 0.6, "steps": 3}, "_meta": {"progressToken": 5}}});
+    let (_, _, msgs) = http_post(port, "/mcp/rmcp", &hs, &call);
+    let answer = msgs.iter().find(|m| m["id"] == 2).unwrap_or_else(|| panic!("{msgs:?}"));
+    assert_eq!(text_of(&answer["result"]), "slow done after 3 steps", "{answer}");
+    assert!(
+        msgs.iter().any(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == 5),
+        "{msgs:?}"
+    );
+    let log = gw.proc.output();
+    assert!(log.contains("retrying it declaring the extension"), "{log}");
+}
+
 /// The helper itself: a shell that started two sleepers is stopped with both, and nothing of
 /// its tree or group survives.
 #[test]
@@ -653,8 +767,41 @@ struct RawStdio {
 
 impl RawStdio {
     fn start() -> RawStdio {
-        let (proc, stdin, lines) = Proc::spawn_piped(&mut Command::new(rmcp_server()));
+        Self::start_cmd(&mut Command::new(rmcp_server()))
+    }
+
+    /// A raw client on any line-delimited JSON-RPC process (e.g. `taskgate stdio`).
+    fn start_cmd(cmd: &mut Command) -> RawStdio {
+        let (proc, stdin, lines) = Proc::spawn_piped(cmd);
         RawStdio { proc, stdin, lines, next_id: 0, notifications: Vec::new() }
+    }
+
+    /// Sends a request and returns its response, answering the server's requests on the way
+    /// with `answer` and keeping them and the notifications (in order) in `notifications`.
+    fn request_answering(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+        answer: impl Fn(&serde_json::Value) -> serde_json::Value,
+    ) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.recv(left) else {
+                panic!("no response to {method} (id {id}) within 30 s:\n{}", self.proc.output());
+            };
+            if message.get("method").is_none() && message.get("id") == Some(&serde_json::json!(id)) {
+                return message;
+            }
+            if message.get("method").is_some() && message.get("id").is_some() {
+                let result = answer(&message);
+                self.send(&serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result}));
+            }
+            self.notifications.push(message);
+        }
     }
 
     fn send(&mut self, message: &serde_json::Value) {

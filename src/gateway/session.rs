@@ -25,6 +25,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod ext_core;
+mod ext_tasks;
 mod from_upstream;
 mod input_rounds;
 mod input_state;
@@ -85,6 +87,8 @@ struct SessionState {
     upstream_version: Option<ProtocolVersion>,
     /// The current link speaks 2026-07-28 (see `versions`).
     upstream_modern: bool,
+    /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
+    ext: crate::tasks::ext_table::ExtState,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     log_level: Option<crate::mcp::modern::meta::LogLevel>,
@@ -272,6 +276,10 @@ impl Session {
             // A modern client's listing is not the place for 2025-11-25 task marks.
             Method::ToolsList if self.modern.is_some() => Shape::AsIs,
             Method::ToolsList => Shape::ToolsList,
+            // A core task asked of an extension upstream: translated (see `ext_core`).
+            Method::ToolsCall if frame.task_param().is_some() && self.translates_ext_tasks() => {
+                return self.ext_core_call(id, frame).await;
+            }
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
                 if self.hosts_tool(&name).await? {
@@ -289,6 +297,8 @@ impl Session {
                 }
                 Shape::AsIs
             }
+            // A blocking call to an extension upstream: bridged if it must be a task.
+            Method::ToolsCall if self.ext_tasks_upstream() => self.may_need_ext_task(&id, &frame),
             Method::ToolsCall if self.upstream_runs_tasks() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
                 match self.tool_support(&name).await? {
@@ -330,11 +340,17 @@ impl Session {
                 if self.hosted().visible(task_id.as_str(), &self.owner) {
                     return self.serve_task_request(id, method, task_id.as_str()).await;
                 }
+                if self.ext_tasks_upstream() {
+                    return self.serve_translated_task(id, method, task_id.as_str()).await;
+                }
                 // On a shared link, only the session's own upstream tasks exist for it.
                 if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()).await? {
                     return Err(hosted::not_found(task_id.as_str()));
                 }
                 Shape::AsIs
+            }
+            Method::TasksList if client_has_tasks && self.ext_tasks_upstream() => {
+                return self.list_ext_tasks(id, &frame);
             }
             // Passed upstream, a shared link's listing would show every session's tasks.
             Method::TasksList
@@ -410,7 +426,12 @@ impl Session {
         // Nothing is refused in an initialize result: it is only stripped.
         let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), negotiated.version, version);
         if let Some(result) = resp.get_mut("result") {
-            shaping::initialize_result(result, version, self.upstream.tasks.hosted != HostedMode::Never);
+            // With an extension upstream's tasks translated to core ones (see `ext_core`).
+            shaping::initialize_result(
+                result,
+                version,
+                self.upstream.tasks.hosted != HostedMode::Never || negotiated.ext_tasks,
+            );
         }
         self.state.lock().unwrap().version = Some(version);
         tracing::debug!(upstream = %self.upstream.name, client = %version, upstream_version = %negotiated.version, "session initialized");

@@ -9,7 +9,6 @@
 #[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 1)"))]
 pub mod modern;
 pub mod shaping;
-#[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 3)"))]
 pub mod task_dialects;
 pub mod tasks;
 pub mod translate;

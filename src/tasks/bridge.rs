@@ -432,6 +432,8 @@ fn is_terminal(task: &Value) -> bool {
     matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
 }
 
+pub mod extension;
+
 #[cfg(test)]
 mod timeouts;
 

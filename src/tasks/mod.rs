@@ -3,6 +3,7 @@
 //! relayed to clients that reach them by id alone.
 
 pub mod bridge;
+pub mod ext_table;
 pub mod hosted;
 pub mod relayed;
 pub mod store;

@@ -31,6 +31,10 @@ pub struct Negotiated {
     pub version: ProtocolVersion,
     /// The upstream speaks 2026-07-28: `result` is synthesized from its discover result.
     pub modern: bool,
+    /// A modern upstream whose `server/discover` declares the tasks extension
+    /// (`io.modelcontextprotocol/tasks`): `result` has no trace of it (a legacy client cannot
+    /// read `extensions`), so this says it.
+    pub ext_tasks: bool,
     /// The whole `initialize` result (capabilities, serverInfo, instructions, and whatever
     /// else the server put there).
     pub result: Value,
@@ -115,7 +119,7 @@ impl Link {
                 self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
             }
             let result = resp.get("result").cloned().unwrap_or(json!({}));
-            Ok(Negotiated { version, modern: false, result })
+            Ok(Negotiated { version, modern: false, ext_tasks: false, result })
         };
         match tokio::time::timeout(within, run).await {
             Ok(r) => r,
@@ -155,11 +159,12 @@ impl Link {
                 (Some(result), _) => match modern::read_discover_result(result) {
                     Ok(d) if d.supported_versions.iter().any(|v| v == modern::VERSION) => {
                         let result = legacy::initialize_result(&d, ProtocolVersion::LATEST.as_str(), &upstream);
+                        let ext_tasks = crate::mcp::task_dialects::caps::declares(&d.capabilities);
                         self.conn.settle_streamable();
                         // A modern transport tells which request a message relates to (stdio:
                         // only requests' own notifications flow, with their tokens).
                         tracing::info!(upstream = %upstream, "the upstream speaks {}: stateless requests", modern::VERSION);
-                        Probed::Modern(Negotiated { version: ProtocolVersion::LATEST, modern: true, result })
+                        Probed::Modern(Negotiated { version: ProtocolVersion::LATEST, modern: true, ext_tasks, result })
                     }
                     Ok(d) => Probed::Legacy(format!("its server/discover lists {:?}", d.supported_versions)),
                     Err(why) => Probed::Legacy(format!("its server/discover result is not one: {why}")),

@@ -236,12 +236,23 @@ impl Link {
     /// A caller that stops waiting (its future is dropped) frees the request's slot and the
     /// upstream is told to stop (except for `initialize`, which must not be cancelled).
     pub async fn request_for(&self, msg: Value, on_behalf_of: Option<ClientRef>) -> Result<Value, RpcError> {
+        self.request_for_declaring(msg, on_behalf_of, None).await
+    }
+
+    /// [`Link::request_for`], declaring `capabilities` as this request's client capabilities
+    /// to a modern upstream (`None`: the link's own), as [`Link::forward_declaring`] does.
+    pub async fn request_for_declaring(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+        capabilities: Option<Map<String, Value>>,
+    ) -> Result<Value, RpcError> {
         let msg = Self::outgoing(msg)?;
         let (tx, rx) = oneshot::channel();
         let cancellable = msg.method() != Method::Initialize;
         let (up_id, msg) = self.register(Waiter::Internal { tx, on_behalf_of }, msg)?;
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
-        self.send_registered(up_id, msg).await?;
+        self.send_registered_declaring(up_id, msg, capabilities).await?;
         let answer = rx.await.map_err(|_| {
             // Only a link that closes drops its waiters.
             let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or(CloseReason::SessionEnded);

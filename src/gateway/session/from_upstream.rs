@@ -28,6 +28,12 @@ impl Session {
                         t.remove("execution");
                     }
                 }
+                if self.translates_ext_tasks()
+                    && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
+                {
+                    // The extension server decides per call: any tool may become a task.
+                    crate::mcp::task_dialects::caps::tools_for_core(tools);
+                }
                 self.remember_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
@@ -84,6 +90,9 @@ impl LinkEvents for Session {
     fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>) {
         // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
         let Some(msg) = self.input_round_response(&client_id, msg) else { return };
+        if shape == Shape::MayNeedTask && self.ext_task_response(&client_id, &msg) {
+            return;
+        }
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();

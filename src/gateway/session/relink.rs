@@ -101,6 +101,8 @@ impl Session {
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
         st.upstream_modern = negotiated.modern;
+        st.ext.upstream = negotiated.modern && negotiated.ext_tasks;
+        st.ext.table.set_limit(self.upstream.tasks.max_tasks_per_owner);
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
             caps = json!({});

@@ -7,6 +7,9 @@ use super::*;
 impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
+        if self.ext_input_answered(&id, &frame) {
+            return;
+        }
         let target = self.state.lock().unwrap().server_requests.remove(&id);
         // Else an answer to a modern upstream's input request, if it is one.
         let Some(req) = target else { return self.input_answer(id, frame) };

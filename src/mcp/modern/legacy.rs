@@ -8,7 +8,8 @@
 //!   legacy receiver lacks all three, and the server's identity in `_meta` ([`for_legacy`]).
 //!   A result that is not `complete` (an extension task; an `InputRequiredResult` that
 //!   reaches it, see below) is a shape a legacy client cannot read: its request fails with
-//!   -32603 instead.
+//!   -32603 instead, where the session has not bridged it first (an extension task of a
+//!   `tools/call`, see `tasks::bridge::extension`).
 //! - **Methods 2026-07-28 removed** ([`removed`]): `ping` is answered by the gateway,
 //!   `logging/setLevel` is kept by the session and sent as `_meta` `logLevel` on each
 //!   request, `resources/subscribe`/`unsubscribe` (replaced by `subscriptions/listen`, which
@@ -62,8 +63,9 @@ pub fn removed(method: Method, name: &str) -> Removed {
 /// round-trip requests, see `input`), so a modern server asks only for what the client can
 /// answer. `sampling` and `elicitation` pass as the client declared them (`elicitation: {}`
 /// is form mode in both eras; `url` only if the client has it); `roots` is `{}` (the era has
-/// no `listChanged`). Nothing else: the tasks extension is not bridged, and a server that
-/// needs it answers -32021, which reaches the client as it is.
+/// no `listChanged`). Nothing else here: the tasks extension is declared per request, where
+/// the session follows the task (a `tools/call` retried after a -32021 naming it, a
+/// 2025-11-25 client's task-augmented call, and the `tasks/*` requests that follow).
 pub fn client_capabilities(caps: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     for k in ["sampling", "elicitation"] {
@@ -129,10 +131,14 @@ pub fn for_legacy(msg: &mut Value) -> Result<bool, RpcError> {
                 "the upstream asked for input (a 2026-07-28 multi round-trip request) where the gateway cannot relay it to the client",
             ));
         }
+        // The session bridges a task it can (a blocking `tools/call`, see
+        // `tasks::bridge::extension`) before its answer gets here; one that still arrives
+        // answers a request nothing follows as a task (not a `tools/call`, or one past the
+        // limit of calls kept for a retry), and a legacy client cannot read it.
         Ok(ResultType::Task) => {
             return Err(RpcError::new(
                 INTERNAL_ERROR,
-                "the upstream answered with a task of the io.modelcontextprotocol/tasks extension, which this gateway does not bridge yet",
+                "the upstream answered with a task of the io.modelcontextprotocol/tasks extension where the gateway follows none (only tools/call is bridged)",
             ));
         }
         Err(other) => {

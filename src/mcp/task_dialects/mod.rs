@@ -6,6 +6,13 @@
 //! around a task (result retrieval, cancellation, input, status notifications), [`caps`] for
 //! capabilities, tool listings and the calls that create tasks.
 //!
+//! Wired for legacy clients in front of an extension server: a blocking call bridged through
+//! an extension task (`tasks::bridge::extension`, `gateway::session::ext_tasks`), and a core
+//! client's tasks translated both ways (`gateway::session::ext_core`, with the state below in
+//! `tasks::ext_table`). An extension client's tasks (hosted, or on a core server) are
+//! `gateway::session::modern_tasks`'. Items no wired direction uses yet carry a `dead_code`
+//! expectation.
+//!
 //! Read from `schema/2025-11-25/schema.ts` and `basic/utilities/tasks.mdx` of the
 //! specification, and from `specification/draft/tasks.md` and `schema/draft/schema.ts` of
 //! the ext-tasks repository.
@@ -79,7 +86,7 @@
 //! - **Progress** after a core `CreateTaskResult`, from an extension server: none exists.
 //!   From a core server to an extension client: dropped once the task exists.
 //!
-//! # State the session must keep (not pure, not here)
+//! # State the session must keep (not pure, not here: `tasks::ext_table` for a core client)
 //!
 //! Per task, keyed by the task id as the upstream gave it (ids pass through unchanged, so
 //! `Mcp-Name` is the id the client sent; with `share = true` a link keeps tasks of different

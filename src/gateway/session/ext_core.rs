@@ -1,0 +1,404 @@
+//! A 2025-11-25 client with core tasks in front of a 2026-07-28 upstream of the tasks
+//! extension: the two dialects translated both ways (`mcp::task_dialects`), with the state
+//! the extension lacks kept in the session's [`ExtTable`].
+//!
+//! - `tools/call` with `params.task` goes up without it, declaring the extension for that
+//!   request; a `resultType: "task"` answer becomes core's `CreateTaskResult {task}`; a plain
+//!   result (the server chose not to make a task) becomes a gateway-hosted task already
+//!   completed (or failed, by `isError`) with that result, since the client "MUST" get a
+//!   `CreateTaskResult`; an error is the answer.
+//! - `tasks/get` is the upstream's `tasks/get`, translated, kept as the task's snapshot (and
+//!   its inline outcome, once terminal).
+//! - `tasks/result` blocks: the waiter polls (`tasks/get` at the task's `pollInterval`,
+//!   clamped as the bridges clamp it; one waiter polls at a time, the others read what it
+//!   found), relays input requests on its own stream (tagged with related-task, each key
+//!   once) and sends their answers up as `tasks/update`, sends `notifications/tasks/status`
+//!   when the status changes, and answers with the outcome tagged with related-task. Bounded
+//!   by `max_request_time`.
+//! - `tasks/cancel`: -32602 for a task seen terminal; else the upstream's `tasks/cancel` (an
+//!   ack) and, at once, the task as last seen, `cancelled`, which it stays for this client.
+//! - `tasks/list`: the session's hosted tasks, then the extension tasks it has seen.
+//! - An unknown id is -32602; a task is its session's (on a shared link too: each session
+//!   has its own table).
+
+use super::*;
+use crate::mcp::modern::ResultType;
+use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
+use crate::tasks::bridge::extension::InputWait;
+use crate::tasks::ext_table::{self, Outcome};
+use serde_json::Map;
+use tokio::sync::mpsc;
+
+const MIN_POLL: Duration = Duration::from_millis(100);
+const MAX_POLL: Duration = Duration::from_secs(30);
+
+impl Session {
+    /// Whether this session translates core tasks for an extension upstream.
+    pub(super) fn translates_ext_tasks(&self) -> bool {
+        self.version().is_some_and(|v| v.has_tasks()) && self.ext_tasks_upstream()
+    }
+
+    /// A core client's task-augmented `tools/call` (see the module doc).
+    pub(super) async fn ext_core_call(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+        let mut call = frame.into_value();
+        let requested_ttl = mcp_tasks::requested_ttl(call.pointer("/params/task"))?;
+        caps::core_call_to_ext(&mut call);
+        if !self.state.lock().unwrap().ext.table.has_room() {
+            return Err(RpcError::new(
+                GATEWAY_BUSY,
+                format!(
+                    "too many tasks running for this session (max_tasks_per_owner = {})",
+                    self.upstream.tasks.max_tasks_per_owner
+                ),
+            ));
+        }
+        let link = self.link().await?;
+        let me = self.me.clone();
+        let client = self.client_ref(id.clone());
+        // The call's own deadline: the server may run it plainly before it answers.
+        let within = self.upstream.max_request_time;
+        let caps = Some(self.ext_capabilities());
+        tokio::spawn(async move {
+            let resp = tokio::time::timeout(within, link.request_for_declaring(call, Some(client), caps)).await;
+            let Some(s) = me.upgrade() else { return };
+            let answer = match resp {
+                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl),
+                Ok(Err(e)) => e.response(Some(&id)),
+                Err(_) => RpcError::new(
+                    jsonrpc::REQUEST_TIMEOUT,
+                    "request timed out: the upstream did not answer the task-augmented call",
+                )
+                .response(Some(&id)),
+            };
+            s.answer(id, answer, Some("tools/call"));
+        });
+        Ok(())
+    }
+
+    /// The upstream's answer to a task-augmented call, as the core client's.
+    fn ext_created(&self, id: &Id, mut resp: Value, requested_ttl: Option<Duration>) -> Value {
+        jsonrpc::set_id(&mut resp, id);
+        let Some(result) = resp.get("result").cloned() else { return resp };
+        if ResultType::of(&result) != Ok(ResultType::Task) {
+            return self.host_plain_result(id, resp, requested_ttl);
+        }
+        let (created, inline) = match dialect_task::create_to_core(result) {
+            Ok(c) => c,
+            Err(e) => return e.to_rpc().response(Some(id)),
+        };
+        let Some(task) = created.get("task").and_then(Value::as_object).cloned() else {
+            return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
+        };
+        if let Err(e) = self.state.lock().unwrap().ext.table.insert(task, inline) {
+            // Nobody would follow it: the upstream is told to drop it.
+            if let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str) {
+                self.cancel_ext_upstream(task_id.to_string());
+            }
+            return e.response(Some(id));
+        }
+        tracing::debug!(upstream = %self.upstream.name, task = ?created.pointer("/task/taskId"), "an extension task for a core client");
+        jsonrpc::result_response(id, created)
+    }
+
+    /// The server ran a task-augmented call plainly: a hosted task, already ended with it.
+    fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>) -> Value {
+        use crate::gateway::link::TaskCalls;
+        let rec = match self.hosted().create(
+            &self.owner,
+            &self.client,
+            &self.upstream.name,
+            &self.upstream.tasks,
+            requested_ttl,
+        ) {
+            Ok(r) => r,
+            Err(e) => return e.response(Some(id)),
+        };
+        // What a legacy receiver lacks goes (resultType and the like), as for any result.
+        let mut outcome = resp;
+        let _ = crate::mcp::modern::legacy::for_legacy(&mut outcome);
+        self.hosted().outcome(&rec.id, outcome);
+        let task = self.hosted().get(&rec.id).unwrap_or_else(|_| Value::Object(rec.to_json()));
+        jsonrpc::result_response(id, json!({"task": task}))
+    }
+
+    fn cancel_ext_upstream(&self, task_id: String) {
+        let Some(link) = self.link.lock().unwrap().clone() else { return };
+        let timeout = self.upstream.request_timeout;
+        let caps = Some(self.ext_capabilities());
+        tokio::spawn(async move {
+            let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+            let _ = tokio::time::timeout(timeout, link.request_for_declaring(req, None, caps)).await;
+        });
+    }
+
+    /// `tasks/get|result|cancel` of a core client for an extension upstream: -32602 if
+    /// `task_id` is not one of the session's extension tasks.
+    pub(super) async fn serve_translated_task(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
+        if !self.state.lock().unwrap().ext.table.contains(task_id) {
+            return Err(hosted::not_found(task_id));
+        }
+        match method {
+            Method::TasksGet => {
+                let task = self.poll_ext(task_id).await?;
+                self.to_client(Message::made(jsonrpc::result_response(&id, Value::Object(task))), Route::Response(id));
+            }
+            Method::TasksCancel => {
+                let last = self.state.lock().unwrap().ext.table.snapshot(task_id).cloned();
+                if let Some(e) = flow::refuse_core_cancel(task_id, last.as_ref()) {
+                    return Err(e);
+                }
+                let resp = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await?;
+                let now = crate::tasks::store::rfc3339(std::time::SystemTime::now());
+                let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now).map_err(|e| {
+                    RpcError::new(
+                        e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
+                        e.get("message").and_then(Value::as_str).unwrap_or("tasks/cancel failed").to_string(),
+                    )
+                })?;
+                if let Value::Object(t) = &cancelled {
+                    self.state.lock().unwrap().ext.table.cancel(task_id, t.clone());
+                }
+                self.to_client(Message::made(jsonrpc::result_response(&id, cancelled)), Route::Response(id));
+            }
+            _ => {
+                // Blocks until the task ends: never inside the client's read loop.
+                let me = self.me.clone();
+                let task_id = task_id.to_string();
+                let max = self.upstream.max_request_time;
+                tokio::spawn(async move {
+                    let Some(s) = me.upgrade() else { return };
+                    let resp = match tokio::time::timeout(max, s.ext_result(&id, &task_id)).await {
+                        Ok(r) => r,
+                        Err(_) => RpcError::new(
+                            jsonrpc::REQUEST_TIMEOUT,
+                            format!("request timed out: task {task_id} did not end within max_request_time"),
+                        )
+                        .response(Some(&id)),
+                    };
+                    s.answer(id, resp, Some("tools/call"));
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A request about an extension task, declaring the extension, within `request_timeout`:
+    /// the whole response.
+    async fn ext_upstream(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let link = self.link().await?;
+        let req = jsonrpc::request(&Id::Num(0), method, params);
+        match tokio::time::timeout(
+            self.upstream.request_timeout,
+            link.request_for_declaring(req, None, Some(self.ext_capabilities())),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!("request timed out: upstream '{}' did not answer {method}", self.upstream.name),
+            )),
+        }
+    }
+
+    /// The task now: the upstream's `tasks/get`, translated and kept (a task already ended, or
+    /// cancelled by the client, is not asked about again). An upstream error is the answer.
+    async fn poll_ext(&self, task_id: &str) -> Result<Map<String, Value>, RpcError> {
+        {
+            let st = self.state.lock().unwrap();
+            if st.ext.table.outcome(task_id).is_some() {
+                return st.ext.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id));
+            }
+        }
+        let (task, _) = self.poll_ext_detailed(task_id).await?;
+        Ok(task)
+    }
+
+    /// [`Session::poll_ext`], with the input requests the upstream task holds.
+    async fn poll_ext_detailed(&self, task_id: &str) -> Result<(Map<String, Value>, Map<String, Value>), RpcError> {
+        let resp = self.ext_upstream("tasks/get", json!({"taskId": task_id})).await?;
+        let Some(result) = resp.get("result").cloned() else {
+            let e = resp.get("error").cloned().unwrap_or(Value::Null);
+            return Err(RpcError::new(
+                e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
+                e.get("message").and_then(Value::as_str).unwrap_or("tasks/get failed").to_string(),
+            ));
+        };
+        let (task, inline) = dialect_task::get_to_core(result).map_err(|e| e.to_rpc())?;
+        let input = match &inline {
+            dialect_task::Inline::InputRequests(m) => m.clone(),
+            _ => Map::new(),
+        };
+        let Value::Object(task) = task else { return Err(hosted::not_found(task_id)) };
+        let seen = self.state.lock().unwrap().ext.table.observe(task_id, task, inline);
+        seen.map(|t| (t, input)).ok_or_else(|| hosted::not_found(task_id))
+    }
+
+    /// A core `tasks/result` of an extension task: the whole response, once it has ended.
+    async fn ext_result(&self, id: &Id, task_id: &str) -> Value {
+        let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
+        let mut last_status: Option<String> = None;
+        loop {
+            let gate = self.state.lock().unwrap().ext.table.poll_gate(task_id);
+            let Some(gate) = gate else { return hosted::not_found(task_id).response(Some(id)) };
+            let polled = {
+                let _one_poller = gate.lock().await;
+                if self.state.lock().unwrap().ext.table.outcome(task_id).is_some() {
+                    None
+                } else {
+                    Some(self.poll_ext_detailed(task_id).await)
+                }
+            };
+            let (task, input) = match polled {
+                None => (Map::new(), Map::new()),
+                Some(Ok(t)) => t,
+                Some(Err(e)) => return e.response(Some(id)),
+            };
+            if let Some(outcome) = self.state.lock().unwrap().ext.table.outcome(task_id) {
+                return ext_answer(id, task_id, outcome);
+            }
+            let status = task.get("status").and_then(Value::as_str).map(str::to_string);
+            if status != last_status {
+                last_status = status;
+                let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task.clone()));
+                self.to_client(Message::made(note), Route::Related(id.clone()));
+            }
+            for (key, req) in &input {
+                let fresh =
+                    self.state.lock().unwrap().ext.table.relay(task_id, key, self.gateway.limits().max_in_flight);
+                if !fresh {
+                    continue;
+                }
+                if let Err(e) = self.ask_core_client(id, task_id, key, req, &answers_tx) {
+                    tracing::info!(upstream = %self.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
+                }
+            }
+            let after =
+                task.get("pollInterval").and_then(Value::as_u64).map_or(Duration::from_secs(1), Duration::from_millis);
+            tokio::select! {
+                _ = tokio::time::sleep(after.clamp(MIN_POLL, MAX_POLL)) => {}
+                Some((key, resp)) = answers.recv() => self.ext_input_to_upstream(task_id, &key, &resp).await,
+            }
+        }
+    }
+
+    /// Relays one of an extension task's input requests to the core client waiting on
+    /// `waiter`, tagged with the task.
+    fn ask_core_client(
+        &self,
+        waiter: &Id,
+        task_id: &str,
+        key: &str,
+        req: &Value,
+        answers: &mpsc::Sender<(String, Value)>,
+    ) -> Result<(), RpcError> {
+        let mut msg = flow::input_request_to_core(task_id, req).map_err(|e| e.to_rpc())?;
+        msg["id"] = 0.into();
+        let msg = Message::from_value(msg).map_err(|r| r.error)?;
+        if !self.client_can_answer(&msg) {
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("the client does not support {}", msg.method_name()),
+            ));
+        }
+        let client_side = {
+            let mut st = self.state.lock().unwrap();
+            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
+                return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
+            }
+            let cid = Id::Num(st.next_client_side_id);
+            st.next_client_side_id += 1;
+            st.ext.inputs.insert(cid.clone(), InputWait { key: key.to_string(), answers: answers.clone() });
+            cid
+        };
+        self.to_client(msg.with_id(&client_side), Route::Related(waiter.clone()));
+        Ok(())
+    }
+
+    /// The core client answered input `key`: a result goes up as `tasks/update`; an error
+    /// (which `inputResponses` cannot carry) cancels the task, sticky, with its message.
+    async fn ext_input_to_upstream(&self, task_id: &str, key: &str, resp: &Value) {
+        match flow::input_answer_to_ext(resp) {
+            Ok(result) => {
+                let mut responses = Map::new();
+                responses.insert(key.to_string(), result);
+                if let Err(e) = self.ext_upstream(TASKS_UPDATE, flow::tasks_update_params(task_id, responses)).await {
+                    tracing::info!(upstream = %self.upstream.name, task = %task_id, "tasks/update failed: {}", e.message);
+                }
+            }
+            Err(_) => {
+                let why = resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("an error").to_string();
+                let _ = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await;
+                let now = crate::tasks::store::rfc3339(std::time::SystemTime::now());
+                let mut st = self.state.lock().unwrap();
+                let mut t = st.ext.table.snapshot(task_id).cloned().unwrap_or_default();
+                t.insert("status".into(), "cancelled".into());
+                t.insert(
+                    "statusMessage".into(),
+                    format!("the client answered an input request with an error: {why}").into(),
+                );
+                t.insert("lastUpdatedAt".into(), now.into());
+                st.ext.table.cancel(task_id, t);
+            }
+        }
+    }
+
+    /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
+    /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
+    pub(super) fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
+        let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
+        let cursor = match msg.value().pointer("/params/cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(_) => return Err(bad_cursor()),
+        };
+        let (tasks, next) = match cursor.as_deref() {
+            Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.state.lock().unwrap().ext.table.list(Some(c))?,
+            None => {
+                let (mut tasks, next) = self.hosted().list(&self.owner, None)?;
+                if next.is_none() {
+                    let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
+                    tasks.extend(ext);
+                    (tasks, next)
+                } else {
+                    (tasks, next)
+                }
+            }
+            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {
+                let (mut tasks, next) = self.hosted().list(&self.owner, Some(c))?;
+                if next.is_none() {
+                    let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
+                    tasks.extend(ext);
+                    (tasks, next)
+                } else {
+                    (tasks, next)
+                }
+            }
+            Some(_) => return Err(bad_cursor()),
+        };
+        let mut result = json!({"tasks": tasks});
+        if let Some(c) = next {
+            result["nextCursor"] = c.into();
+        }
+        self.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        Ok(())
+    }
+}
+
+/// A terminal extension task's outcome as a core `tasks/result` answers it.
+fn ext_answer(id: &Id, task_id: &str, outcome: Outcome) -> Value {
+    match outcome {
+        Outcome::Result(Value::Object(mut r)) => {
+            let meta = r.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert(mcp_tasks::RELATED_TASK.into(), json!({"taskId": task_id}));
+            }
+            jsonrpc::result_response(id, Value::Object(r))
+        }
+        Outcome::Result(_) => {
+            RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task result is not an object").response(Some(id))
+        }
+        Outcome::Error(e) => json!({"jsonrpc": "2.0", "id": id.to_value(), "error": e}),
+        Outcome::Cancelled => flow::cancelled_error(task_id).response(Some(id)),
+    }
+}

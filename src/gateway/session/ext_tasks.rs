@@ -1,0 +1,185 @@
+//! The session in front of a 2026-07-28 upstream that declares the tasks extension
+//! (`io.modelcontextprotocol/tasks`): a legacy client's blocking `tools/call` goes up without
+//! the extension, and one the upstream refuses with -32021 naming it (or answers with a task
+//! all the same) is bridged ([`ExtBridge`]): retried declaring the extension, the task
+//! followed to its end, its input requests relayed to the client as requests of the original
+//! call and their answers routed back to it ([`InputWait`]).
+
+use super::*;
+use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
+use tokio::sync::mpsc;
+
+impl Session {
+    /// Whether the current upstream is modern and declared the tasks extension, for a legacy
+    /// client (a modern client's requests carry their own capabilities: not bridged here).
+    pub(super) fn ext_tasks_upstream(&self) -> bool {
+        if self.modern.is_some() {
+            return false;
+        }
+        let st = self.state.lock().unwrap();
+        st.upstream_modern && st.ext.upstream
+    }
+
+    /// What a request the session makes about an extension task declares: its client's
+    /// capabilities as a modern upstream reads them, and the tasks extension.
+    pub(super) fn ext_capabilities(&self) -> serde_json::Map<String, Value> {
+        let mut caps = {
+            let st = self.state.lock().unwrap();
+            let declared = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
+            crate::mcp::modern::legacy::client_capabilities(declared.unwrap_or(&Value::Null))
+        };
+        crate::mcp::task_dialects::caps::declare(&mut caps);
+        caps
+    }
+
+    /// A plain `tools/call` for an extension upstream: kept, in case it comes back needing
+    /// the extension (bounded like every request in flight; past that it just goes).
+    pub(super) fn may_need_ext_task(&self, id: &Id, frame: &Message) -> Shape {
+        let mut st = self.state.lock().unwrap();
+        if st.retry.len() >= self.gateway.limits().max_in_flight {
+            return Shape::AsIs;
+        }
+        st.retry.insert(id.clone(), frame.clone());
+        Shape::MayNeedTask
+    }
+
+    /// The upstream's answer to such a call: `true` if it is bridged from here (-32021
+    /// naming the extension, or a task the gateway did not ask for).
+    pub(super) fn ext_task_response(&self, client_id: &Id, msg: &Message) -> bool {
+        if !self.ext_tasks_upstream() {
+            return false;
+        }
+        let (retry, created) = if extension::wants_extension(msg.value()) {
+            (true, None)
+        } else if extension::is_task(msg.value()) {
+            (false, Some(msg.value().clone()))
+        } else {
+            // Answered: nothing to retry (and not as a core task either: this upstream has none).
+            self.state.lock().unwrap().retry.remove(client_id);
+            return false;
+        };
+        let Some(call) = self.state.lock().unwrap().retry.remove(client_id) else { return false };
+        if retry {
+            tracing::info!(upstream = %self.upstream.name, tool = %call.tool_name().unwrap_or_default(), "the upstream serves this call only as an extension task; retrying it declaring the extension, bridged");
+        }
+        let Some(me) = self.me.upgrade() else { return true };
+        let client_id = client_id.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.start_ext_bridge(client_id.clone(), call.into_value(), created).await {
+                me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
+            }
+        });
+        true
+    }
+
+    /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
+    async fn start_ext_bridge(&self, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
+        let link = self.link().await?;
+        let cancel = CancellationToken::new();
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.bridges.len() >= self.gateway.limits().max_in_flight {
+                return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
+            }
+            if st.bridges.contains_key(&id) {
+                return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
+            }
+            st.bridges.insert(id.clone(), cancel.clone());
+        }
+        let bridge = ExtBridge {
+            link: link.clone(),
+            client: self.client_ref(id.clone()),
+            call,
+            created,
+            request_timeout: self.upstream.request_timeout,
+            max_request_time: self.upstream.max_request_time,
+            max_input: self.gateway.limits().max_in_flight,
+            cancel,
+            asker: Arc::new(Asker(self.me.clone())),
+            capabilities: self.ext_capabilities(),
+        };
+        link.retain();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let ending = bridge.run().await;
+            link.release();
+            let Some(s) = me.upgrade() else { return };
+            {
+                let mut st = s.state.lock().unwrap();
+                st.bridges.remove(&id);
+                // Questions of this call the client has not answered are moot now.
+                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
+            }
+            if let Ending::Answer(resp) = ending {
+                s.answer(id, resp, Some("tools/call"));
+            }
+        });
+        Ok(())
+    }
+
+    /// The client's answer to a bridged task's input request: `true` if it was one.
+    pub(super) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
+        let wait = {
+            let mut st = self.state.lock().unwrap();
+            if st.ext.inputs.is_empty() {
+                return false;
+            }
+            st.ext.inputs.remove(id)
+        };
+        let Some(wait) = wait else { return false };
+        if wait.answers.try_send((wait.key, frame.value().clone())).is_err() {
+            tracing::debug!(upstream = %self.upstream.name, "an input answer came after its bridged task ended");
+        }
+        true
+    }
+
+    fn ask_client(
+        &self,
+        client_id: &Id,
+        request: Value,
+        key: String,
+        answers: mpsc::Sender<(String, Value)>,
+    ) -> Result<(), RpcError> {
+        let mut request = request;
+        // A request, with an id of the session's given below.
+        request["id"] = 0.into();
+        let msg = Message::from_value(request).map_err(|r| r.error)?;
+        if !self.client_can_answer(&msg) {
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("the upstream task asked for {}, which the client does not support", msg.method_name()),
+            ));
+        }
+        let msg = self.downward_request(msg)?;
+        let id = {
+            let mut st = self.state.lock().unwrap();
+            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
+                return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
+            }
+            let id = Id::Num(st.next_client_side_id);
+            st.next_client_side_id += 1;
+            st.ext.inputs.insert(id.clone(), InputWait { key, answers });
+            id
+        };
+        self.to_client(msg.with_id(&id), Route::Related(client_id.clone()));
+        Ok(())
+    }
+}
+
+/// The session as its bridged extension tasks reach it.
+struct Asker(Weak<Session>);
+
+impl AskClient for Asker {
+    fn ask(
+        &self,
+        client_id: &Id,
+        request: Value,
+        key: String,
+        answers: mpsc::Sender<(String, Value)>,
+    ) -> Result<(), RpcError> {
+        let Some(s) = self.0.upgrade() else {
+            return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
+        };
+        s.ask_client(client_id, request, key, answers)
+    }
+}

@@ -1,0 +1,273 @@
+//! The extension tasks a 2025-11-25 (core tasks) client has made through the gateway, in
+//! front of a 2026-07-28 upstream of the tasks extension: what the session must keep because
+//! the extension does not (`mcp::task_dialects`, "State the session must keep").
+//!
+//! Per task, by the id the upstream gave it (ids pass unchanged): the **last snapshot**, a
+//! core `Task` (for `tasks/list`, which the extension has not; for the answer to a core
+//! `tasks/cancel`, whose extension ack carries no task; for refusing to cancel a terminal
+//! task); the **payload** once terminal (the inline `result` or `error`: a core
+//! `tasks/result` is answered from it, again if asked twice); a **sticky cancelled** (a
+//! core cancel answers a cancelled task at once, and the task stays so for that client,
+//! whatever the server ends with); the input keys already relayed (a key is relayed once,
+//! though every poll repeats it); and the **poll gate**, held by the one waiter polling the
+//! task at a time, so that several `tasks/result` of one task share one poller.
+//!
+//! Bounded: at most `limit` tasks (the upstream's `max_tasks_per_owner`, a session being
+//! one owner); when full, the oldest terminal task goes, and with none terminal a new task
+//! is refused.
+
+use crate::jsonrpc::{GATEWAY_BUSY, INVALID_PARAMS, RpcError};
+use crate::mcp::task_dialects::task::{Inline, status_of};
+use crate::mcp::tasks::TaskStatus;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// The cursor prefix of this table's `tasks/list` pages.
+pub const CURSOR_PREFIX: &str = "ext:";
+/// Tasks per `tasks/list` page.
+const PAGE: usize = 50;
+
+/// How a terminal task ended, as a core `tasks/result` answers it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The inline result (a `CallToolResult`, untagged).
+    Result(Value),
+    /// The inline error (a JSON-RPC error object).
+    Error(Value),
+    /// Cancelled: no outcome of its own.
+    Cancelled,
+}
+
+struct Entry {
+    snapshot: Map<String, Value>,
+    outcome: Option<Outcome>,
+    /// Cancelled by the client: stays so.
+    sticky_cancelled: bool,
+    relayed: HashSet<String>,
+    poll: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a session keeps for an upstream of the tasks extension.
+#[derive(Default)]
+pub struct ExtState {
+    /// The upstream is modern and its `server/discover` declared the extension.
+    pub upstream: bool,
+    /// Input requests of extension tasks waiting for the client, by the id the session gave
+    /// each request.
+    pub inputs: HashMap<crate::jsonrpc::Id, super::bridge::extension::InputWait>,
+    /// The extension tasks a core-tasks client made.
+    pub table: ExtTable,
+}
+
+pub struct ExtTable {
+    tasks: HashMap<String, Entry>,
+    /// Ids, oldest first.
+    order: VecDeque<String>,
+    limit: usize,
+}
+
+impl Default for ExtTable {
+    fn default() -> ExtTable {
+        ExtTable::new(100)
+    }
+}
+
+impl ExtTable {
+    pub fn new(limit: usize) -> ExtTable {
+        ExtTable { tasks: HashMap::new(), order: VecDeque::new(), limit: limit.max(1) }
+    }
+
+    /// The bound, from the upstream's configuration.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(1);
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.tasks.contains_key(id)
+    }
+
+    /// Whether a task can be added now (the table has room, or a terminal task to evict).
+    pub fn has_room(&self) -> bool {
+        self.tasks.len() < self.limit || self.tasks.values().any(|e| e.outcome.is_some())
+    }
+
+    /// A task the upstream created (its `CreateTaskResult`, translated): refused when the
+    /// table is full of running tasks.
+    pub fn insert(&mut self, task: Map<String, Value>, inline: Inline) -> Result<(), RpcError> {
+        let Some(id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+            return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "the upstream's task has no taskId"));
+        };
+        if self.tasks.len() >= self.limit && !self.tasks.contains_key(&id) {
+            let Some(pos) = self.order.iter().position(|k| self.tasks.get(k).is_some_and(|e| e.outcome.is_some()))
+            else {
+                return Err(RpcError::new(
+                    GATEWAY_BUSY,
+                    format!("too many tasks running for this session (max_tasks_per_owner = {})", self.limit),
+                ));
+            };
+            if let Some(old) = self.order.remove(pos) {
+                self.tasks.remove(&old);
+            }
+        }
+        if !self.tasks.contains_key(&id) {
+            self.order.push_back(id.clone());
+        }
+        let entry = Entry {
+            snapshot: Map::new(),
+            outcome: None,
+            sticky_cancelled: false,
+            relayed: HashSet::new(),
+            poll: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        self.tasks.insert(id.clone(), entry);
+        self.observe(&id, task, inline);
+        Ok(())
+    }
+
+    /// A fresh look at the task (a `tasks/get` answer, translated): the snapshot as the
+    /// client sees it now (cancelled if the client cancelled it), or `None` for a task not
+    /// here. A terminal task's payload is kept; a task already terminal stays as it ended.
+    pub fn observe(&mut self, id: &str, mut task: Map<String, Value>, inline: Inline) -> Option<Map<String, Value>> {
+        let e = self.tasks.get_mut(id)?;
+        if e.sticky_cancelled || e.outcome.is_some() {
+            return Some(e.snapshot.clone());
+        }
+        let status = status_of(&task).ok();
+        let outcome = match (status, inline) {
+            (_, Inline::Result(mut r)) => {
+                if let Some(r) = r.as_object_mut() {
+                    r.remove("resultType");
+                }
+                Some(Outcome::Result(r))
+            }
+            (_, Inline::Error(e)) => Some(Outcome::Error(e)),
+            (Some(TaskStatus::Cancelled), _) => Some(Outcome::Cancelled),
+            (Some(s), _) if s.is_terminal() => {
+                // Terminal without what its status needs inline: an error of the upstream's.
+                task.insert("status".into(), TaskStatus::Failed.as_str().into());
+                Some(Outcome::Error(
+                    RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "the upstream's task ended without its outcome")
+                        .to_value(),
+                ))
+            }
+            _ => None,
+        };
+        e.outcome = outcome;
+        e.snapshot = task;
+        Some(e.snapshot.clone())
+    }
+
+    pub fn snapshot(&self, id: &str) -> Option<&Map<String, Value>> {
+        self.tasks.get(id).map(|e| &e.snapshot)
+    }
+
+    pub fn outcome(&self, id: &str) -> Option<Outcome> {
+        self.tasks.get(id).and_then(|e| e.outcome.clone())
+    }
+
+    /// The client cancelled the task: `cancelled` (the snapshot given) from now on.
+    pub fn cancel(&mut self, id: &str, cancelled: Map<String, Value>) {
+        if let Some(e) = self.tasks.get_mut(id) {
+            e.snapshot = cancelled;
+            e.sticky_cancelled = true;
+            e.outcome = Some(Outcome::Cancelled);
+        }
+    }
+
+    /// Marks input key `key` of task `id` relayed; `false` if it was already (or the task is
+    /// gone, or it holds `max` keys).
+    pub fn relay(&mut self, id: &str, key: &str, max: usize) -> bool {
+        match self.tasks.get_mut(id) {
+            Some(e) if !e.relayed.contains(key) && e.relayed.len() < max => e.relayed.insert(key.to_string()),
+            _ => false,
+        }
+    }
+
+    /// The gate whoever polls the task holds.
+    pub fn poll_gate(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        self.tasks.get(id).map(|e| e.poll.clone())
+    }
+
+    /// One `tasks/list` page from `cursor` (`ext:<n>`; `None`: the first), and the next.
+    pub fn list(&self, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
+        let from = match cursor {
+            None => 0,
+            Some(c) => c
+                .strip_prefix(CURSOR_PREFIX)
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n <= self.order.len())
+                .ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+        };
+        let page: Vec<Value> = self
+            .order
+            .iter()
+            .skip(from)
+            .take(PAGE)
+            .filter_map(|id| self.tasks.get(id))
+            .map(|e| Value::Object(e.snapshot.clone()))
+            .collect();
+        let next = (from + PAGE < self.order.len()).then(|| format!("{CURSOR_PREFIX}{}", from + PAGE));
+        Ok((page, next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(id: &str, status: &str) -> Map<String, Value> {
+        json!({"taskId": id, "status": status, "createdAt": "t", "lastUpdatedAt": "t", "ttl": null})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn outcomes_are_kept_and_cancel_is_sticky() {
+        let mut t = ExtTable::new(10);
+        t.insert(task("a", "working"), Inline::None).unwrap();
+        assert_eq!(t.outcome("a"), None);
+        let r = json!({"content": [], "resultType": "complete"});
+        t.observe("a", task("a", "completed"), Inline::Result(r));
+        assert_eq!(t.outcome("a"), Some(Outcome::Result(json!({"content": []}))));
+        // Terminal stays terminal.
+        t.observe("a", task("a", "working"), Inline::None);
+        assert_eq!(t.snapshot("a").unwrap()["status"], "completed");
+
+        t.insert(task("b", "working"), Inline::None).unwrap();
+        t.cancel("b", task("b", "cancelled"));
+        let seen = t.observe("b", task("b", "completed"), Inline::Result(json!({})));
+        assert_eq!(seen.unwrap()["status"], "cancelled", "sticky");
+        assert_eq!(t.outcome("b"), Some(Outcome::Cancelled));
+        assert!(t.observe("nope", task("nope", "working"), Inline::None).is_none());
+    }
+
+    #[test]
+    fn bounded_evicting_only_terminal_tasks() {
+        let mut t = ExtTable::new(2);
+        t.insert(task("a", "working"), Inline::None).unwrap();
+        t.insert(task("b", "working"), Inline::None).unwrap();
+        assert_eq!(t.insert(task("c", "working"), Inline::None).unwrap_err().code, GATEWAY_BUSY);
+        t.observe("a", task("a", "failed"), Inline::Error(json!({"code": -1, "message": "x"})));
+        t.insert(task("c", "working"), Inline::None).unwrap();
+        assert!(!t.contains("a") && t.contains("b") && t.contains("c"));
+    }
+
+    #[test]
+    fn pages_and_relayed_keys() {
+        let mut t = ExtTable::new(200);
+        for i in 0..120 {
+            t.insert(task(&format!("t{i}"), "working"), Inline::None).unwrap();
+        }
+        let (p1, c1) = t.list(None).unwrap();
+        assert_eq!((p1.len(), c1.as_deref()), (50, Some("ext:50")));
+        let (p3, c3) = t.list(Some("ext:100")).unwrap();
+        assert_eq!((p3.len(), c3), (20, None));
+        assert_eq!(t.list(Some("bogus")).unwrap_err().code, INVALID_PARAMS);
+        assert!(t.relay("t1", "k", 4));
+        assert!(!t.relay("t1", "k", 4), "once");
+        assert!(!t.relay("gone", "k", 4));
+    }
+}
