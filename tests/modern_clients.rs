@@ -360,3 +360,64 @@ async fn subscriptions_listen_carries_what_was_asked() {
     };
     tokio::time::timeout(std::time::Duration::from_secs(10), unsubscribed).await.expect("unsubscribed upstream");
 }
+
+/// Over stdio a listen stream ends when the client cancels it (nothing more is tagged with
+/// it, and it holds no place); a listen asking for task ids without the extension is refused.
+#[tokio::test]
+async fn a_listen_stream_ends_when_cancelled_and_task_ids_need_the_extension() {
+    const ARMS: &str = r#"
+    change) printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'; reply '{"content":[]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let caps = r#"{"tools":{"listChanged":true}}"#;
+    let table = format!("[server]\nmax_in_flight = 2\n\n{}env = {{ CAPS = {caps:?} }}\n", script.upstream("up"));
+    let mut c = StdioMcp::start(&table, "up").await;
+    for n in 0..3 {
+        let id = 500 + n;
+        let listen =
+            request(json!(id), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
+        c.send(&listen).await;
+        let ack = c.recv().await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})).await;
+    }
+    c.send(&request(json!(1), "tools/call", json!({"name": "change", "arguments": {}}), json!({}))).await;
+    let r = c.wait_response(1).await;
+    assert!(r.response.get("error").is_none(), "the cancelled listens hold no places: {:?}", r.response);
+    let tagged = |m: &Value| m["params"]["_meta"].get("io.modelcontextprotocol/subscriptionId").is_some();
+    assert!(!r.others.iter().chain(&c.backlog).any(tagged), "nothing for a cancelled stream: {:?}", r.others);
+
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let h = HttpMcp::new(&gw.url("demo"));
+    let tasks = request(json!(2), "subscriptions/listen", json!({"notifications": {"taskIds": ["t"]}}), json!({}));
+    let (status, r, _) = call(&h, &tasks).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (400, Some(-32021)), "{r}");
+}
+
+/// A listen stream whose upstream link is lost ends saying so (`notifications/cancelled` with
+/// its id), so that the client listens again on the new one.
+#[tokio::test]
+async fn a_listen_stream_ends_when_its_link_is_lost() {
+    let script = StdioScript::new("    die) exit 3 ;;\n");
+    let caps = r#"{"tools":{"listChanged":true}}"#;
+    let gw = start_gateway(&format!("{}env = {{ CAPS = {caps:?} }}\n", script.upstream("up"))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let listen =
+        request(json!("L"), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
+    let h = mirrored(&listen);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
+    let mut events = SseReader::new(resp.into_body());
+    assert_eq!(events.next().await.unwrap().1["method"], "notifications/subscriptions/acknowledged");
+    let die = request(json!(1), "tools/call", json!({"name": "die", "arguments": {}}), json!({}));
+    let _ = call(&c, &die).await;
+    let (_, end) =
+        tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await.unwrap().expect("told");
+    assert_eq!(
+        (end["method"].as_str(), end["params"]["requestId"].as_str()),
+        (Some("notifications/cancelled"), Some("L")),
+        "{end}"
+    );
+    let more = tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await.unwrap();
+    assert!(more.is_none(), "the stream ended: {more:?}");
+}

@@ -211,18 +211,23 @@ async fn an_extension_client_in_front_of_a_core_task_server() {
     let job = request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), ext());
     let (_, r, _) = call(&c, &job).await;
     let t = &r["result"];
-    assert_eq!(
-        (t["resultType"].as_str(), t["taskId"].as_str(), t["ttlMs"].as_u64()),
-        (Some("task"), Some("up-1"), Some(60000)),
-        "{r}"
-    );
+    assert_eq!((t["resultType"].as_str(), t["ttlMs"].as_u64()), (Some("task"), Some(60000)), "{r}");
     assert_eq!(t["pollIntervalMs"], 100);
-    assert_eq!(get(&c, "up-1").await["result"]["status"], "working");
-    let done = settled(&c, "up-1").await;
+    // The client knows the task by an id of the gateway's, not the upstream's guessable one.
+    let ours = t["taskId"].as_str().unwrap().to_string();
+    assert!(ours != "up-1" && ours.len() == 32, "{r}");
+    assert_eq!(get(&c, "up-1").await["error"]["code"], -32602, "the upstream's own id is not a client's");
+    let working = get(&c, &ours).await;
+    assert_eq!(
+        (working["result"]["status"].as_str(), working["result"]["taskId"].as_str()),
+        (Some("working"), Some(ours.as_str())),
+        "{working}"
+    );
+    let done = settled(&c, &ours).await;
     assert_eq!(done["result"]["status"], "completed", "{done}");
     assert_eq!(done["result"]["result"]["content"][0]["text"], "job done");
     assert_eq!(done["result"]["resultType"], "complete");
-    let cancel = request(json!("c"), "tasks/cancel", json!({"taskId": "up-1"}), ext());
+    let cancel = request(json!("c"), "tasks/cancel", json!({"taskId": ours}), ext());
     let (_, r, _) = call(&c, &cancel).await;
     assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
 
@@ -235,4 +240,64 @@ async fn an_extension_client_in_front_of_a_core_task_server() {
     assert_eq!(get(&c, "up-2").await["error"]["code"], -32602);
     let after = up.received_methods().iter().filter(|m| *m == "tasks/get").count();
     assert_eq!(before, after, "not passed upstream");
+}
+
+/// A modern client that did not declare the extension gets a tool the upstream requires as a
+/// task bridged, as a legacy client does.
+#[tokio::test]
+async fn a_required_tool_is_bridged_for_a_modern_client_without_the_extension() {
+    let up = Scripted::start(|req| {
+        let task = |status: &str| {
+            json!({"taskId": "up-9", "status": status, "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 50})
+        };
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+            )],
+            "tools/call" if req["params"].get("task").is_none() => vec![Step::Send(
+                json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32601, "message": "job must run as a task"}}),
+            )],
+            "tools/call" => vec![reply(req, json!({"task": task("working")}))],
+            "tasks/get" => vec![reply(req, task("completed"))],
+            "tasks/result" => vec![reply(req, json!({"content": [{"type": "text", "text": "bridged"}]}))],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let (status, r, _) =
+        call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), json!({}))).await;
+    assert_eq!((status, r["result"]["content"][0]["text"].as_str()), (200, Some("bridged")), "{r}");
+    assert_eq!(r["result"]["resultType"], "complete");
+}
+
+/// A hosted task of a client that declared the extension but not elicitation never asks the
+/// upstream's question, and answers that are not objects are ignored.
+#[tokio::test]
+async fn a_hosted_task_asks_only_what_its_client_declared() {
+    let (_gw, c) = demo().await;
+    let only_ext = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let ask = request(json!(1), "tools/call", json!({"name": "ask", "arguments": {"question": "q"}}), only_ext);
+    let (_, r, _) = call(&c, &ask).await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    let done = settled(&c, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let text = done["result"]["result"]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("did not declare"), "refused upstream: {text}");
+
+    let ask2 = request(json!(2), "tools/call", json!({"name": "ask", "arguments": {"question": "q2"}}), ext());
+    let (_, r, _) = call(&c, &ask2).await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    let waiting = settled(&c, &id).await;
+    let key = waiting["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let update =
+        request(json!("u"), "tasks/update", json!({"taskId": id, "inputResponses": {key.clone(): "garbage"}}), ext());
+    let (_, r, _) = call(&c, &update).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}));
+    assert_eq!(get(&c, &id).await["result"]["status"], "input_required", "not taken as an answer");
 }

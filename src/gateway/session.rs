@@ -253,7 +253,8 @@ impl Session {
     /// A request of an initialized session: served by the gateway, or forwarded.
     async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
         let frame = match self.modern {
-            Some(_) => match self.modern_request(&id, frame).await? {
+            // Boxed: a legacy request's future must not carry the modern paths' state.
+            Some(_) => match Box::pin(self.modern_request(&id, frame)).await? {
                 Some(f) => f,
                 None => return Ok(()),
             },
@@ -318,6 +319,11 @@ impl Session {
                     }
                     TaskSupport::Required => match self.upstream.tasks.required {
                         RequiredMode::Bridge => return self.start_bridge(id, frame.into_value()).await,
+                        RequiredMode::Hide if self.modern.is_some() => {
+                            // The extension's way to say a call needs a task.
+                            let required = json!({"extensions": {crate::mcp::task_dialects::EXTENSION: {}}});
+                            return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
+                        }
                         RequiredMode::Hide if !client_has_tasks => {
                             return Err(RpcError::new(
                                 jsonrpc::METHOD_NOT_FOUND,
@@ -453,6 +459,9 @@ impl Session {
         let msg = frame;
         if self.modern.is_some() && msg.method() != Method::Cancelled {
             // The era defines no other notification from a client.
+            return;
+        }
+        if self.end_listen(&msg) {
             return;
         }
         match msg.method() {

@@ -31,6 +31,9 @@ struct Running {
     held_inputs: Vec<(Arc<Link>, Id, Value, String)>,
     /// Input requests held so far (the next one's key).
     inputs_held: u64,
+    /// The client capabilities the creating request declared, where they were its own
+    /// (a 2026-07-28 request's `_meta`): the upstream may ask only for those.
+    declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
 }
@@ -150,6 +153,7 @@ impl Hosted {
                 result_waiters: Vec::new(),
                 held_inputs: Vec::new(),
                 inputs_held: 0,
+                declared: None,
                 token,
             },
         );
@@ -225,6 +229,15 @@ impl Hosted {
         }
     }
 
+    /// The task's creating request declared these client capabilities (a 2026-07-28
+    /// request, whose session ends with it): the upstream's questions are held only for what
+    /// they declare.
+    pub fn declare_client_capabilities(&self, task_id: &str, capabilities: Value) {
+        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
+            r.declared = Some(capabilities);
+        }
+    }
+
     /// What a finished task's call ended with (its whole response), if it has ended so.
     pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
         self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
@@ -249,6 +262,10 @@ impl Hosted {
     /// Answers the held input request `key` of the task with `result` (an extension
     /// client's `tasks/update`): `false` if none is held under that key.
     pub async fn answer_held_input(&self, task_id: &str, key: &str, result: Value) -> bool {
+        if !result.is_object() {
+            // No answer to any input request is anything but an object.
+            return false;
+        }
         let held = {
             let mut running = self.running.lock().unwrap();
             let Some(r) = running.get_mut(task_id) else { return false };
@@ -475,11 +492,13 @@ impl TaskCalls for Hosted {
             To(Arc<dyn ClientSession>, Route),
             Hold,
             Nobody,
+            Undeclared,
         }
         let target = {
             let mut running = self.running.lock().unwrap();
             match running.get_mut(task_id) {
                 None => Target::Nobody,
+                Some(r) if !declares(r.declared.as_ref(), &msg) => Target::Undeclared,
                 Some(r) => {
                     let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
                     match (waiter, r.creator.upgrade()) {
@@ -507,8 +526,26 @@ impl TaskCalls for Hosted {
             Target::Nobody => {
                 link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
+            Target::Undeclared => {
+                let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+                let why = format!("the client did not declare that it supports {method}");
+                link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
+            }
         }
     }
+}
+
+/// Whether client capabilities `declared` (`None`: not known here, the session checks)
+/// cover input request `msg`.
+fn declares(declared: Option<&Value>, msg: &Value) -> bool {
+    let Some(caps) = declared else { return true };
+    let need = match msg.get("method").and_then(Value::as_str) {
+        Some("elicitation/create") => "elicitation",
+        Some("sampling/createMessage") => "sampling",
+        Some("roots/list") => "roots",
+        _ => return true,
+    };
+    caps.get(need).is_some_and(Value::is_object)
 }
 
 /// The hosting decision, given whether the upstream declares tasks and the tool's own

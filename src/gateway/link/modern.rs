@@ -42,8 +42,9 @@ impl Link {
     }
 
     /// Sends one message on the link's transport, the modern way if the link is modern.
-    pub(super) async fn transmit(&self, msg: Message) -> Result<(), transport::Error> {
-        self.transmit_declaring(msg, None).await
+    pub(super) fn transmit(&self, msg: Message) -> impl Future<Output = Result<(), transport::Error>> + Send + '_ {
+        // Not a future of its own around the other: every request's future would carry both.
+        self.transmit_declaring(msg, None)
     }
 
     /// [`Link::transmit`], a request on a modern link declaring `capabilities` as its

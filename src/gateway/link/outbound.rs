@@ -165,8 +165,12 @@ impl Link {
         Ok((up_id, msg))
     }
 
-    pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
-        self.send_registered_declaring(up_id, msg, None).await
+    pub(super) fn send_registered(
+        &self,
+        up_id: i64,
+        msg: Message,
+    ) -> impl Future<Output = Result<(), RpcError>> + Send + '_ {
+        self.send_registered_declaring(up_id, msg, None)
     }
 
     /// [`Link::send_registered`], declaring `capabilities` for this request (a modern link;
@@ -186,8 +190,14 @@ impl Link {
 
     /// Forwards a client request; its response comes back through [`LinkEvents::response`]
     /// of the client's session.
-    pub async fn forward(&self, client: ClientRef, msg: Message, shape: Shape) -> Result<(), RpcError> {
-        self.forward_declaring(client, msg, shape, None).await
+    pub fn forward(
+        &self,
+        client: ClientRef,
+        msg: Message,
+        shape: Shape,
+    ) -> impl Future<Output = Result<(), RpcError>> + Send + '_ {
+        // Not a future of its own around the other (see `transmit`).
+        self.forward_declaring(client, msg, shape, None)
     }
 
     /// [`Link::forward`], declaring `capabilities` as this request's client capabilities to a

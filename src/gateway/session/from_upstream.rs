@@ -186,6 +186,10 @@ impl LinkEvents for Session {
             return;
         }
         if self.shares() {
+            drop(st);
+            // What a listen stream was subscribed to is gone with the link: the client is
+            // told to listen again.
+            self.listen_lost();
             // The gateway keeps a shared link's backoff, and the link said it was lost.
             tracing::debug!(upstream = %self.upstream.name, generation, "shared link lost ({reason})");
             return;

@@ -83,6 +83,8 @@ impl Session {
             return Err(e);
         }
         self.remember_original(&frame);
+        // Joined first: what the session decides below reads what the upstream said.
+        self.link().await?;
         if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
             if !self.declared_extension() {
                 let required = json!({"extensions": {EXTENSION: {}}});
@@ -98,8 +100,8 @@ impl Session {
                 self.serve_ext_task(id.clone(), &frame, task_id.as_str()).await?;
                 return Ok(None);
             }
-            if self.relays_upstream_task(task_id.as_str()) {
-                self.serve_relayed_task(id.clone(), &frame, task_id.as_str()).await?;
+            if let Some(upstream_id) = self.relayed_upstream_task(task_id.as_str()).await? {
+                self.serve_relayed_task(id.clone(), &frame, task_id.as_str(), &upstream_id).await?;
                 return Ok(None);
             }
             if !self.link().await?.is_modern() {

@@ -19,6 +19,12 @@ impl Session {
         let Some(client) = &self.modern else { return Ok(()) };
         let limit = self.gateway.limits().max_in_flight;
         let asked = ListenFilter::read(frame.value().get("params"), limit)?;
+        let task_ids = frame.value().pointer("/params/notifications/taskIds").is_some();
+        if task_ids && !self.declared_extension() {
+            // Task notifications are the extension's: a client that did not declare it.
+            let required = json!({"extensions": {crate::mcp::task_dialects::EXTENSION: {}}});
+            return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
+        }
         let link = self.link().await?;
         let caps = self.state.lock().unwrap().upstream_caps.clone();
         let mut granted = asked.granted(&caps);
@@ -51,5 +57,31 @@ impl Session {
                 }
             },
         }
+    }
+
+    /// The client's `notifications/cancelled` of its listen stream: the stream ends (`true`),
+    /// with the session, and what it held upstream goes.
+    pub(super) fn end_listen(&self, msg: &Message) -> bool {
+        let Some(client) = &self.modern else { return false };
+        let Some(id) = msg.request_id_param() else { return false };
+        let listening = client.listen.lock().unwrap().as_ref().is_some_and(|(l, _)| *l == id);
+        if listening {
+            *client.listen.lock().unwrap() = None;
+            self.sink.abandon(&id);
+        }
+        listening
+    }
+
+    /// The shared link is lost: a listen stream ends, saying so (the one purpose for which
+    /// a 2026-07-28 server sends `notifications/cancelled`), so that the client listens again.
+    pub(super) fn listen_lost(&self) {
+        let Some(client) = &self.modern else { return };
+        let Some((id, _)) = client.listen.lock().unwrap().take() else { return };
+        let note = jsonrpc::notification(
+            "notifications/cancelled",
+            json!({"requestId": id.to_value(), "reason": "the gateway lost its upstream; listen again"}),
+        );
+        self.sink.deliver(Message::made(note), Route::Related(id.clone()));
+        self.sink.abandon(&id);
     }
 }

@@ -19,8 +19,8 @@
 //! or `required`) is called task-augmented and the task is the upstream's, translated both
 //! ways: the core `CreateTaskResult` made flat, `tasks/get` answered from the upstream's
 //! `tasks/get` (and, once the task has ended, its `tasks/result`, inline), `tasks/cancel`
-//! passed on and acknowledged. Only ids the gateway handed out are asked about
-//! (`tasks::relayed`). The upstream's questions during such a task are not relayed yet:
+//! passed on and acknowledged. The client knows each such task by an id of the gateway's
+//! (`tasks::relayed`); only those are asked about, on the link they were created on. The upstream's questions during such a task are not relayed yet:
 //! `tasks/get` shows `input_required` with no `inputRequests`, and `tasks/update` is
 //! acknowledged without effect.
 
@@ -48,6 +48,9 @@ impl Session {
         meta::strip(&mut msg);
         modern::strip_task_param(&mut msg);
         let (task_id, created, link, msg) = self.create_hosted(msg).await?;
+        if let Some(m) = &self.modern {
+            self.hosted().declare_client_capabilities(&task_id, Value::Object(m.meta.capabilities.clone()));
+        }
         let created = ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?;
         self.sink.deliver(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
         self.run_hosted(task_id, link, msg).await;
@@ -68,9 +71,10 @@ impl Session {
         let resp = link.request("tools/call", params).await?;
         let answer = match resp.get("result") {
             Some(result) if result.get("task").is_some() => {
-                let ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
+                let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
                 if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
-                    self.gateway.relayed.remember(&self.upstream.name, t);
+                    let ours = self.gateway.relayed.mint(&self.upstream.name, link.generation(), t);
+                    ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
             }
@@ -90,14 +94,22 @@ impl Session {
         Ok(())
     }
 
-    /// Whether `task_id` is a 2025-11-25 upstream's task this gateway handed a modern client.
-    pub(super) fn relays_upstream_task(&self, task_id: &str) -> bool {
-        self.gateway.relayed.knows(&self.upstream.name, task_id)
+    /// The upstream's id of the 2025-11-25 task this gateway handed a modern client as
+    /// `task_id`, if it is one of the live link's.
+    pub(super) async fn relayed_upstream_task(&self, task_id: &str) -> Result<Option<String>, RpcError> {
+        let generation = self.link().await?.generation();
+        Ok(self.gateway.relayed.resolve(task_id, &self.upstream.name, generation))
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of an upstream task relayed to modern
     /// clients, in the extension's dialect.
-    pub(super) async fn serve_relayed_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
+    pub(super) async fn serve_relayed_task(
+        &self,
+        id: Id,
+        frame: &Message,
+        ours: &str,
+        task_id: &str,
+    ) -> Result<(), RpcError> {
         let link = self.link().await?;
         let ask = |method: &'static str| link.request(method, json!({"taskId": task_id}));
         let answer = match frame.method_name() {
@@ -116,7 +128,9 @@ impl Session {
                             Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(Default::default()),
                             _ => Inline::None,
                         };
-                        jsonrpc::result_response(&id, ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?)
+                        let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
+                        ext["taskId"] = ours.into();
+                        jsonrpc::result_response(&id, ext)
                     }
                 }
             }
