@@ -383,7 +383,11 @@ impl Session {
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
         })?;
-        self.forward_up(&link, id, frame, shape).await
+        if !link.is_modern() {
+            return link.forward(self.client_ref(id), frame, shape).await;
+        }
+        // Boxed: a legacy request's future must not carry the modern path's state.
+        Box::pin(self.forward_up(&link, id, frame, shape)).await
     }
 
     /// The client's `initialize`: the link is opened and initialized on the gateway's

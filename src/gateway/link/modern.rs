@@ -42,13 +42,16 @@ impl Link {
     }
 
     /// Sends one message on the link's transport, the modern way if the link is modern.
-    pub(super) fn transmit(&self, msg: Message) -> impl Future<Output = Result<(), transport::Error>> + Send + '_ {
-        // Not a future of its own around the other: every request's future would carry both.
-        self.transmit_declaring(msg, None)
+    pub(super) async fn transmit(&self, msg: Message) -> Result<(), transport::Error> {
+        if !self.is_modern() {
+            return self.conn.send(msg).await;
+        }
+        // Boxed: a legacy link's every request future would otherwise carry this path's state.
+        Box::pin(self.transmit_modern(msg, None)).await
     }
 
-    /// [`Link::transmit`], a request on a modern link declaring `capabilities` as its
-    /// client's (`None`: the link's own).
+    /// [`Link::transmit`] on a modern link, a request declaring `capabilities` as its
+    /// client's (`None`: the link's own). Boxed by its callers, like `transmit`'s modern path.
     pub(super) async fn transmit_declaring(
         &self,
         msg: Message,
@@ -57,8 +60,7 @@ impl Link {
         if !self.is_modern() {
             return self.conn.send(msg).await;
         }
-        // Boxed: a legacy link's every request future would otherwise carry this path's state.
-        Box::pin(self.transmit_modern(msg, capabilities)).await
+        self.transmit_modern(msg, capabilities).await
     }
 
     /// [`Link::transmit`] on a modern link: the `_meta` spliced in, the headers mirrored.

@@ -165,12 +165,12 @@ impl Link {
         Ok((up_id, msg))
     }
 
-    pub(super) fn send_registered(
-        &self,
-        up_id: i64,
-        msg: Message,
-    ) -> impl Future<Output = Result<(), RpcError>> + Send + '_ {
-        self.send_registered_declaring(up_id, msg, None)
+    pub(super) async fn send_registered(&self, up_id: i64, msg: Message) -> Result<(), RpcError> {
+        if let Err(cause) = self.transmit(msg.with_id(&Id::Num(up_id))).await {
+            self.core.take_pending(up_id);
+            return Err(LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into());
+        }
+        Ok(())
     }
 
     /// [`Link::send_registered`], declaring `capabilities` for this request (a modern link;
@@ -181,7 +181,13 @@ impl Link {
         msg: Message,
         capabilities: Option<Map<String, Value>>,
     ) -> Result<(), RpcError> {
-        if let Err(cause) = self.transmit_declaring(msg.with_id(&Id::Num(up_id)), capabilities).await {
+        let msg = msg.with_id(&Id::Num(up_id));
+        let sent = match capabilities {
+            None => self.transmit(msg).await,
+            // Boxed: every request's future would otherwise carry the modern send's state.
+            Some(c) => Box::pin(self.transmit_declaring(msg, Some(c))).await,
+        };
+        if let Err(cause) = sent {
             self.core.take_pending(up_id);
             return Err(LinkError::Transport { upstream: self.core.upstream.clone(), cause }.into());
         }
@@ -190,14 +196,10 @@ impl Link {
 
     /// Forwards a client request; its response comes back through [`LinkEvents::response`]
     /// of the client's session.
-    pub fn forward(
-        &self,
-        client: ClientRef,
-        msg: Message,
-        shape: Shape,
-    ) -> impl Future<Output = Result<(), RpcError>> + Send + '_ {
-        // Not a future of its own around the other (see `transmit`).
-        self.forward_declaring(client, msg, shape, None)
+    pub async fn forward(&self, client: ClientRef, msg: Message, shape: Shape) -> Result<(), RpcError> {
+        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
+        self.send_registered(up_id, msg).await
     }
 
     /// [`Link::forward`], declaring `capabilities` as this request's client capabilities to a
