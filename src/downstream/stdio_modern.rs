@@ -80,7 +80,12 @@ impl ModernCalls {
                 return refuse(RpcError::new(GATEWAY_BUSY, "too many requests in flight"));
             }
         }
-        let one = Arc::new(OneRequest { out: self.out.clone(), id: id.clone(), done: CancellationToken::new() });
+        let one = Arc::new(OneRequest {
+            out: self.out.clone(),
+            id: id.clone(),
+            done: CancellationToken::new(),
+            calls: Arc::downgrade(self),
+        });
         // A retry of a request waiting for the client's input goes on in that request's session.
         let state = msg.value().pointer("/params/requestState").and_then(|s| s.as_str());
         let resumed = state.and_then(|token| Session::take_parked(&self.parked, token, &self.upstream.name));
@@ -97,14 +102,12 @@ impl ModernCalls {
             ),
         };
         self.live.lock().unwrap().insert(id.clone(), session.clone());
-        let me = self.clone();
         tokio::spawn(async move {
             match resumed {
                 Some(s) => s.resume(one.clone(), msg).await,
                 None => session.handle(msg).await,
             }
             one.done.cancelled().await;
-            me.live.lock().unwrap().remove(&one.id);
             session.end_round(&one.id).await;
         });
     }
@@ -116,6 +119,21 @@ struct OneRequest {
     out: Arc<StdoutSink>,
     id: Id,
     done: CancellationToken,
+    calls: std::sync::Weak<ModernCalls>,
+}
+
+impl OneRequest {
+    /// The request is over: its id is free at once (the client may send the next request
+    /// under it, or one more past the limit), and its session ends.
+    fn end(&self) {
+        if let Some(calls) = self.calls.upgrade() {
+            let mut live = calls.live.lock().unwrap();
+            if live.get(&self.id).is_some_and(|s| s.is_round(&self.id)) {
+                live.remove(&self.id);
+            }
+        }
+        self.done.cancel();
+    }
 }
 
 impl ClientSink for OneRequest {
@@ -123,12 +141,12 @@ impl ClientSink for OneRequest {
         let answered = route == Route::Response(self.id.clone());
         self.out.deliver(msg, route);
         if answered {
-            self.done.cancel();
+            self.end();
         }
     }
 
     fn abandon(&self, id: &Id) {
         self.out.in_flight.answered(id);
-        self.done.cancel();
+        self.end();
     }
 }

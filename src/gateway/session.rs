@@ -283,11 +283,12 @@ impl Session {
             }
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
-                if self.hosts_tool(&name).await? {
-                    return self.start_hosted(id, frame.into_value()).await;
+                // Boxed, as every rare path here: each request's future would carry its state.
+                if Box::pin(self.hosts_tool(&name)).await? {
+                    return Box::pin(self.start_hosted(id, frame.into_value())).await;
                 }
                 let support =
-                    if self.upstream_runs_tasks() { self.tool_support(&name).await? } else { TaskSupport::Forbidden };
+                    if self.upstream_runs_tasks() { self.support_of(&name).await? } else { TaskSupport::Forbidden };
                 if support == TaskSupport::Forbidden && self.upstream.tasks.hosted != HostedMode::Never {
                     // The client was shown this tool without task support: a task call of
                     // it is what the spec answers with -32601.
@@ -302,7 +303,7 @@ impl Session {
             Method::ToolsCall if self.ext_tasks_upstream() => self.may_need_ext_task(&id, &frame),
             Method::ToolsCall if self.upstream_runs_tasks() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
-                match self.tool_support(&name).await? {
+                match self.support_of(&name).await? {
                     TaskSupport::Forbidden => Shape::AsIs,
                     TaskSupport::Optional => {
                         // An SDK may still refuse a plain call of an optional tool; its exact
@@ -344,10 +345,10 @@ impl Session {
                     ));
                 };
                 if self.hosted().visible(task_id.as_str(), &self.owner) {
-                    return self.serve_task_request(id, method, task_id.as_str()).await;
+                    return Box::pin(self.serve_task_request(id, method, task_id.as_str())).await;
                 }
                 if self.ext_tasks_upstream() {
-                    return self.serve_translated_task(id, method, task_id.as_str()).await;
+                    return Box::pin(self.serve_translated_task(id, method, task_id.as_str())).await;
                 }
                 // On a shared link, only the session's own upstream tasks exist for it.
                 if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()).await? {
@@ -362,7 +363,7 @@ impl Session {
             Method::TasksList
                 if self.shares() || (client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never) =>
             {
-                return self.list_tasks(id, frame.into_value()).await;
+                return Box::pin(self.list_tasks(id, frame.into_value())).await;
             }
             method if self.shares() && self.modern.is_none() && method.is_task_request() => {
                 // A client without tasks made none upstream.
@@ -370,7 +371,7 @@ impl Session {
                 return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
             }
             Method::ResourcesSubscribe | Method::ResourcesUnsubscribe if self.shares() => {
-                return self.shared_subscription(id, frame).await;
+                return Box::pin(self.shared_subscription(id, frame)).await;
             }
             _ => Shape::AsIs,
         };

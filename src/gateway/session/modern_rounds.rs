@@ -234,6 +234,11 @@ impl Session {
         }
     }
 
+    /// Whether `id` is the id the client knows this modern request by now (its current round).
+    pub fn is_round(&self, id: &Id) -> bool {
+        self.modern.as_ref().is_none_or(|m| m.rounds.ids().0 == *id)
+    }
+
     /// The client cancelled request `id` (stdio): the id it knows the request by now is the
     /// one the link knows it by first.
     pub(super) fn modern_cancel_target(&self, id: Id) -> Id {

@@ -68,6 +68,21 @@ impl Session {
         Ok(hosts(policy.hosted, declares, support))
     }
 
+    /// [`Session::tool_support`], without building the listing's future when the cache
+    /// answers (the fetch is boxed: it is rare, and large).
+    pub(super) async fn support_of(&self, tool: &str) -> Result<TaskSupport, RpcError> {
+        {
+            let st = self.state.lock().unwrap();
+            if let Some(s) = st.tool_support.get(tool) {
+                return Ok(*s);
+            }
+            if st.listing_loaded {
+                return Ok(TaskSupport::Forbidden);
+            }
+        }
+        Box::pin(self.tool_support(tool)).await
+    }
+
     /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one (each
     /// page within `request_timeout`). A listing that cannot be had fails the call.
     pub(super) async fn tool_support(&self, tool: &str) -> Result<TaskSupport, RpcError> {
