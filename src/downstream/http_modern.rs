@@ -114,21 +114,8 @@ pub(crate) async fn serve(
     }
     let (held, rx) = streams.attach(stream);
     let mut held = VecDeque::from(held);
-    let first = match (held.pop_front(), rx) {
-        (Some(ev), rx) => Ok((Some(ev), rx)),
-        (None, None) => Ok((None, None)),
-        (None, Some(mut rx)) => {
-            let window = if json_only { Duration::MAX } else { limits.json_response_window };
-            let first = match tokio::time::Instant::now().checked_add(window) {
-                Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
-                None => Ok(rx.recv().await),
-            };
-            match first {
-                Ok(ev) => Ok((ev, Some(rx))),
-                Err(_) => Err(rx),
-            }
-        }
-    };
+    let window = if json_only { Duration::MAX } else { limits.json_response_window };
+    let first = crate::downstream::streams::first_event(&mut held, rx, window).await;
     let keepalive = limits.sse_keepalive;
     match first {
         Ok((Some(ev), _)) if ev.is_response => {

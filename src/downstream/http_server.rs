@@ -426,21 +426,8 @@ impl HttpServer {
         // else came first; otherwise an event stream, so that progress, server requests and
         // keep-alives flow while the call runs. A client that accepts only JSON gets JSON
         // however long it takes (its stream carries nothing else).
-        let first = match (held.pop_front(), rx) {
-            (Some(ev), rx) => Ok((Some(ev), rx)),
-            (None, None) => Ok((None, None)),
-            (None, Some(mut rx)) => {
-                let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
-                let first = match tokio::time::Instant::now().checked_add(window) {
-                    Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
-                    None => Ok(rx.recv().await),
-                };
-                match first {
-                    Ok(ev) => Ok((ev, Some(rx))),
-                    Err(_) => Err(rx),
-                }
-            }
-        };
+        let window = if json_only { Duration::MAX } else { self.gateway.limits().json_response_window };
+        let first = crate::downstream::streams::first_event(&mut held, rx, window).await;
         let session_header = created.then(|| sid.clone());
         match first {
             Ok((Some(ev), _)) if ev.is_response => {

@@ -455,3 +455,27 @@ impl ClientSink for Streams {
 
 #[cfg(test)]
 mod tests;
+
+/// A POST's first event, as its answer decides between plain JSON and an event stream:
+/// one held already, else the first within `window` on `rx`. `Err(rx)`: none came in time
+/// (the answer is a stream); `Ok((None, _))`: the stream ended with nothing.
+pub(crate) async fn first_event(
+    held: &mut std::collections::VecDeque<Outgoing>,
+    rx: Option<mpsc::Receiver<Outgoing>>,
+    window: std::time::Duration,
+) -> Result<(Option<Outgoing>, Option<mpsc::Receiver<Outgoing>>), mpsc::Receiver<Outgoing>> {
+    match (held.pop_front(), rx) {
+        (Some(ev), rx) => Ok((Some(ev), rx)),
+        (None, None) => Ok((None, None)),
+        (None, Some(mut rx)) => {
+            let first = match tokio::time::Instant::now().checked_add(window) {
+                Some(deadline) => tokio::time::timeout_at(deadline, rx.recv()).await,
+                None => Ok(rx.recv().await),
+            };
+            match first {
+                Ok(ev) => Ok((ev, Some(rx))),
+                Err(_) => Err(rx),
+            }
+        }
+    }
+}

@@ -110,21 +110,8 @@ impl Session {
                 return link.refuse(upstream_id, e);
             }
         };
-        let id = {
-            let mut st = self.state.lock().unwrap();
-            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
-                None
-            } else {
-                let id = Id::Num(st.next_client_side_id);
-                st.next_client_side_id += 1;
-                let answers = crate::mcp::translate::answered_method(&name);
-                st.server_requests.insert(
-                    id.clone(),
-                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task: None, answers },
-                );
-                Some(id)
-            }
-        };
+        let answers = crate::mcp::translate::answered_method(&name);
+        let id = self.register_server_request(link, &upstream_id, None, answers);
         let Some(id) = id else {
             return link
                 .refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));

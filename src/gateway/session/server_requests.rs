@@ -64,20 +64,7 @@ impl Session {
                 return;
             }
         };
-        let client_side_id = {
-            let mut st = self.state.lock().unwrap();
-            if st.server_requests.len() >= self.gateway.limits().max_in_flight {
-                None
-            } else {
-                let id = Id::Num(st.next_client_side_id);
-                st.next_client_side_id += 1;
-                st.server_requests.insert(
-                    id.clone(),
-                    ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers },
-                );
-                Some(id)
-            }
-        };
+        let client_side_id = self.register_server_request(link, &upstream_id, task, answers);
         let Some(id) = client_side_id else {
             link.refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             return;
@@ -100,5 +87,25 @@ impl Session {
         let st = self.state.lock().unwrap();
         let cap = st.init_params.as_ref().and_then(|p| p.get("capabilities")).and_then(|c| c.get(need));
         cap.is_some_and(|c| !url_mode || c.get("url").is_some())
+    }
+
+    /// Remembers a request the server sent the client (where its answer goes) under a new id
+    /// of the session's; `None` past `max_in_flight` of them.
+    pub(super) fn register_server_request(
+        &self,
+        link: &Arc<Link>,
+        upstream_id: &Id,
+        task: Option<Arc<str>>,
+        answers: Option<&'static str>,
+    ) -> Option<Id> {
+        let mut st = self.state.lock().unwrap();
+        if st.server_requests.len() >= self.gateway.limits().max_in_flight {
+            return None;
+        }
+        let id = Id::Num(st.next_client_side_id);
+        st.next_client_side_id += 1;
+        let req = ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers };
+        st.server_requests.insert(id.clone(), req);
+        Some(id)
     }
 }
