@@ -4,6 +4,7 @@
 
 pub mod bridge;
 pub mod ext_table;
+pub mod held_inputs;
 pub mod hosted;
 pub mod relayed;
 pub mod store;

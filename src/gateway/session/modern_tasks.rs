@@ -20,9 +20,12 @@
 //! ways: the core `CreateTaskResult` made flat, `tasks/get` answered from the upstream's
 //! `tasks/get` (and, once the task has ended, its `tasks/result`, inline), `tasks/cancel`
 //! passed on and acknowledged. The client knows each such task by an id of the gateway's
-//! (`tasks::relayed`); only those are asked about, on the link they were created on. The upstream's questions during such a task are not relayed yet:
-//! `tasks/get` shows `input_required` with no `inputRequests`, and `tasks/update` is
-//! acknowledged without effect.
+//! (`tasks::relayed`); only those are asked about, on the link they were created on. The
+//! upstream's questions during such a task (tagged with related-task) are held there:
+//! `tasks/get` of an `input_required` task keeps a `tasks/result` pending upstream (their
+//! stream) and shows those held as `inputRequests`; `tasks/update` answers them upstream
+//! (keys not outstanding are ignored). Questions the creating request's capabilities do not
+//! cover are refused upstream (-32601).
 
 use super::*;
 use crate::mcp::modern::client as modern;
@@ -73,7 +76,9 @@ impl Session {
             Some(result) if result.get("task").is_some() => {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
                 if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
-                    let ours = self.gateway.relayed.mint(&self.upstream.name, link.generation(), t);
+                    let declared = self.modern.as_ref().map(|m| Value::Object(m.meta.capabilities.clone()));
+                    let relayed = &self.gateway.relayed;
+                    let ours = relayed.mint(&self.upstream.name, link.generation(), t, declared.unwrap_or_default());
                     ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
@@ -118,6 +123,8 @@ impl Session {
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
+                        let relayed = &self.gateway.relayed;
+                        relayed.observe(ours, &core);
                         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
                         let inline = match status {
                             Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
@@ -125,7 +132,11 @@ impl Session {
                                 modern::for_modern(&mut payload, Some("tools/call"));
                                 flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
                             }
-                            Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(Default::default()),
+                            Some(mcp_tasks::TaskStatus::InputRequired) => {
+                                // The server's questions come on a pending tasks/result's stream.
+                                relayed.follow(&link, ours);
+                                Inline::InputRequests(relayed.held_input_requests(ours))
+                            }
                             _ => Inline::None,
                         };
                         let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
@@ -144,7 +155,14 @@ impl Session {
                     _ => jsonrpc::result_response(&id, flow::ack()),
                 }
             }
-            _ => jsonrpc::result_response(&id, flow::ack()),
+            _ => {
+                let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
+                for (key, answer) in responses {
+                    // A key that is not outstanding is ignored, as the extension says.
+                    self.gateway.relayed.answer_held_input(ours, &key, answer).await;
+                }
+                jsonrpc::result_response(&id, flow::ack())
+            }
         };
         self.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
