@@ -5,7 +5,8 @@
 //!
 //! The scripted server runs `ask` as task `up-1`: `input_required` until the gateway has
 //! answered its elicitation (sent on the stream of a `tasks/result`, tagged with the task),
-//! then `completed` with a result that says what the answer was.
+//! then `completed` with a result that says what the answer was (and a status notification
+//! saying so on that stream).
 
 mod common;
 
@@ -75,7 +76,8 @@ async fn asking_task_server() -> Scripted {
                     Step::AwaitResponse(json!(ELICIT)),
                     Step::Then(Arc::new(move |got: &[Value]| {
                         let a = answer_of(got).expect("answered");
-                        vec![reply(&req, result(&a))]
+                        let done = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task("completed")});
+                        vec![Step::Send(done), reply(&req, result(&a))]
                     })),
                 ]
             }))],
@@ -181,4 +183,44 @@ async fn a_question_the_client_did_not_declare_it_can_answer_is_refused_upstream
     })
     .await;
     assert_eq!(done["result"]["result"]["content"][0]["text"], "refused: -32601", "{done}");
+}
+
+/// `subscriptions/listen` with `taskIds`: the upstream's status notification for a relayed
+/// task reaches the stream as the extension's `notifications/tasks`, under the client's id
+/// and with the outcome inline; the upstream's own id is not granted.
+#[tokio::test]
+async fn a_listen_stream_carries_the_upstreams_status_of_a_relayed_task() {
+    let up = asking_task_server().await;
+    let gw = gateway_for(&up).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let caps = ext();
+    let id = start_ask(&c, &caps).await;
+    let waiting =
+        poll_until(&c, &id, &caps, |r| r["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty())).await;
+    let key = waiting["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+
+    let listen =
+        request(json!(7), "subscriptions/listen", json!({"notifications": {"taskIds": [id, "up-1"]}}), caps.clone());
+    let (mut events, ack) = listen_stream(&c, &listen).await;
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}), "{ack}");
+
+    let update = request(
+        json!("u"),
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"colour": "green"}}}}),
+        caps.clone(),
+    );
+    assert_eq!(call(&c, &update).await.1["result"], json!({"resultType": "complete"}));
+    let (_, note) = events.next().await.expect("the task's notification");
+    assert_eq!(note["method"], "notifications/tasks", "{note}");
+    let p = &note["params"];
+    assert_eq!((p["taskId"].as_str(), p["status"].as_str()), (Some(id.as_str()), Some("completed")), "{note}");
+    assert_eq!(
+        (p["ttlMs"].as_u64(), p["pollIntervalMs"].as_u64()),
+        (Some(60000), Some(50)),
+        "the extension's names: {note}"
+    );
+    assert!(p.get("ttl").is_none(), "{note}");
+    assert_eq!(p["result"]["content"][0]["text"], "answer: green", "the outcome inline: {note}");
+    assert_eq!(p["_meta"]["io.modelcontextprotocol/subscriptionId"], 7, "{note}");
 }

@@ -235,6 +235,12 @@ impl Hosted {
         }
     }
 
+    /// Task `task_id`'s status from now on (a `subscriptions/listen` stream watching it);
+    /// the sender goes once the task has ended.
+    pub fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
+        self.store.watch(task_id)
+    }
+
     /// What a finished task's call ended with (its whole response), if it has ended so.
     pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
         self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())

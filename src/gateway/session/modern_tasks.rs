@@ -123,22 +123,8 @@ impl Session {
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
-                        let relayed = &self.gateway.relayed;
-                        relayed.observe(ours, &core);
-                        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
-                        let inline = match status {
-                            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
-                                let mut payload = ask("tasks/result").await?;
-                                modern::for_modern(&mut payload, Some("tools/call"));
-                                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
-                            }
-                            Some(mcp_tasks::TaskStatus::InputRequired) => {
-                                // The server's questions come on a pending tasks/result's stream.
-                                relayed.follow(&link, ours);
-                                Inline::InputRequests(relayed.held_input_requests(ours))
-                            }
-                            _ => Inline::None,
-                        };
+                        self.gateway.relayed.observe(ours, &core);
+                        let inline = self.relayed_inline(&link, ours, task_id, &core).await?;
                         let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
                         ext["taskId"] = ours.into();
                         jsonrpc::result_response(&id, ext)
@@ -168,6 +154,32 @@ impl Session {
         Ok(())
     }
 
+    /// What the extension inlines for relayed task `ours` (upstream `upstream_id` of `link`)
+    /// as the upstream has it now (`core`): its outcome once it has ended, the questions held
+    /// for it while it waits for input (a `tasks/result` kept pending upstream meanwhile, the
+    /// stream they come on).
+    pub(super) async fn relayed_inline(
+        &self,
+        link: &Arc<Link>,
+        ours: &str,
+        upstream_id: &str,
+        core: &Value,
+    ) -> Result<Inline, RpcError> {
+        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
+        Ok(match status {
+            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
+                let mut payload = link.request("tasks/result", json!({"taskId": upstream_id})).await?;
+                modern::for_modern(&mut payload, Some("tools/call"));
+                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
+            }
+            Some(mcp_tasks::TaskStatus::InputRequired) => {
+                self.gateway.relayed.follow(link, ours);
+                Inline::InputRequests(self.gateway.relayed.held_input_requests(ours))
+            }
+            _ => Inline::None,
+        })
+    }
+
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of a task the gateway hosts for modern
     /// clients (`task_id`).
     pub(super) async fn serve_ext_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
@@ -194,6 +206,12 @@ impl Session {
 
     /// A hosted task as the extension's `tasks/get` has it.
     fn ext_snapshot(&self, task_id: &str) -> Result<Value, RpcError> {
+        let (core, inline) = self.ext_inline(task_id)?;
+        ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
+    }
+
+    /// A hosted task (core `Task`) and what the extension inlines for it now.
+    pub(super) fn ext_inline(&self, task_id: &str) -> Result<(Value, Inline), RpcError> {
         let hosted = self.hosted();
         let core = hosted.get(task_id)?;
         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
@@ -216,6 +234,6 @@ impl Session {
             Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(hosted.held_input_requests(task_id)),
             _ => Inline::None,
         };
-        ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
+        Ok((core, inline))
     }
 }
