@@ -224,3 +224,75 @@ async fn a_listen_stream_carries_the_upstreams_status_of_a_relayed_task() {
     assert_eq!(p["result"]["content"][0]["text"], "answer: green", "the outcome inline: {note}");
     assert_eq!(p["_meta"]["io.modelcontextprotocol/subscriptionId"], 7, "{note}");
 }
+
+/// The same over a stdio upstream, whose lines say nothing of which request a question
+/// serves: the related-task tag alone places it. The script keeps its one answer in a file.
+#[tokio::test]
+async fn over_a_stdio_upstream_too() {
+    const ARMS: &str = r#"
+    tools/list) reply '{"tools":[{"name":"ask","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}]}' ;;
+    ask) reply "{\"task\":$(printf "$TASK" working)}" ;;
+    tasks/get) if [ -f "$ANSWER" ]; then reply "$(printf "$TASK" completed)"; else reply "$(printf "$TASK" input_required)"; fi ;;
+    tasks/result)
+        asker=$id
+        if [ ! -f "$ANSWER" ]; then
+            printf '{"jsonrpc":"2.0","id":"elicit-1","method":"elicitation/create","params":{"message":"colour?","requestedSchema":{"type":"object"},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}}\n'
+            while IFS= read -r l; do
+                case "$l" in
+                    *'"id":"elicit-1"'*) sed -n 's/.*"colour":"\([^"]*\)".*/\1/p' <<<"$l" > "$ANSWER"; break ;;
+                    *'"method":"tasks/get"'*) id=$(sed -n 's/^{[^{]*"id":\([0-9]*\).*/\1/p' <<<"$l"); reply "$(printf "$TASK" input_required)" ;;
+                esac
+            done
+        fi
+        id=$asker
+        reply "{\"content\":[{\"type\":\"text\",\"text\":\"answer: $(cat "$ANSWER")\"}]}" ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let answer = script.path().with_file_name("answer");
+    let caps = r#"{"tools":{},"tasks":{"requests":{"tools":{"call":{}}}}}"#;
+    let task = r#"{"taskId":"up-1","status":"%s","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000,"pollInterval":50}"#;
+    let table = format!(
+        "{}env = {{ ANSWER = {:?}, CAPS = {caps:?}, TASK = {task:?} }}\n[upstream.tasks]\nhosted = \"never\"\n",
+        script.upstream("up"),
+        answer.to_str().unwrap()
+    );
+    let mut c = StdioMcp::start(&table, "up").await;
+    let caps = ext();
+    c.send(&request(json!(1), "tools/call", json!({"name": "ask", "arguments": {}}), caps.clone())).await;
+    let r = c.wait_response(1).await;
+    assert_eq!(r.result()["resultType"], "task", "{:?}", r.response);
+    let id = r.result()["taskId"].as_str().unwrap().to_string();
+    let mut n = 100;
+    let mut get = async |c: &mut StdioMcp| {
+        n += 1;
+        c.send(&request(json!(n), "tasks/get", json!({"taskId": id}), caps.clone())).await;
+        c.wait_response(n).await.response
+    };
+    let mut asked = Value::Null;
+    for _ in 0..200 {
+        asked = get(&mut c).await;
+        if asked["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let key = asked["result"]["inputRequests"].as_object().expect("asked").keys().next().unwrap().clone();
+    assert_eq!(asked["result"]["inputRequests"][&key]["params"]["message"], "colour?", "{asked}");
+    let update = request(
+        json!(2),
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"colour": "red"}}}}),
+        caps.clone(),
+    );
+    c.send(&update).await;
+    assert_eq!(c.wait_response(2).await.response["result"], json!({"resultType": "complete"}));
+    let mut done = Value::Null;
+    for _ in 0..200 {
+        done = get(&mut c).await;
+        if done["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "answer: red", "{done}");
+}
