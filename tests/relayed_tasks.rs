@@ -296,3 +296,52 @@ async fn over_a_stdio_upstream_too() {
     }
     assert_eq!(done["result"]["result"]["content"][0]["text"], "answer: red", "{done}");
 }
+
+/// Questions held for a relayed task are bounded by `max_in_flight`: past it, the upstream
+/// gets -32004 and the client sees only those held.
+#[tokio::test]
+async fn questions_held_for_a_task_are_bounded() {
+    let up = Scripted::start(|req| {
+        let task = json!({"taskId": "up-1", "status": "input_required", "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 50});
+        let ask = |n: u32| {
+            Step::Send(json!({"jsonrpc": "2.0", "id": format!("q-{n}"), "method": "elicitation/create", "params": {
+                "message": format!("question {n}"), "requestedSchema": {"type": "object"},
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "up-1"}}}}))
+        };
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+            "tools/list" => vec![reply(
+                req,
+                json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+            )],
+            "tools/call" => vec![reply(req, json!({"task": task}))],
+            "tasks/get" => vec![reply(req, task)],
+            // Three questions, and no result while the test runs.
+            "tasks/result" => vec![ask(1), ask(2), ask(3), Step::AwaitResponse(json!("q-3")), Step::Sleep(10_000)],
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!(
+        "[server]\nmax_in_flight = 2\n\n{}[upstream.tasks]\nhosted = \"never\"\n",
+        http_upstream("up", &up.url())
+    ))
+    .await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let caps = ext();
+    let id = start_ask(&c, &caps).await;
+    let refused = |got: &[Value]| got.iter().find(|m| m.get("method").is_none() && m["id"] == "q-3").cloned();
+    poll_until(&c, &id, &caps, |_| refused(&up.received.lock().unwrap()).is_some()).await;
+    let refusal = refused(&up.received.lock().unwrap()).unwrap();
+    assert_eq!(refusal["error"]["code"], -32004, "{refusal}");
+    let shown = get(&c, &id, &caps).await;
+    let asked: Vec<&str> = shown["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|q| q["params"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked, ["question 1", "question 2"], "{shown}");
+}

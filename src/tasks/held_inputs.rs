@@ -45,6 +45,12 @@ impl HeldInputs {
         self.held.is_empty()
     }
 
+    /// Whether the questions came on a link that has closed since (held ones all come on
+    /// the link of their task).
+    pub fn on_closed_link(&self) -> bool {
+        self.held.iter().any(|h| h.link.is_closed())
+    }
+
     /// Takes the question held under `key`, if one is.
     pub fn take(&mut self, key: &str) -> Option<HeldInput> {
         let at = self.held.iter().position(|h| h.key == key)?;

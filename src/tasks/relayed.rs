@@ -71,6 +71,18 @@ impl State {
             *c = c.saturating_sub(n);
         }
     }
+
+    /// Questions held for `upstream`'s tasks on links that have since closed can never be
+    /// answered: they go, and count no more (looked for only at the limit).
+    fn forget_unanswerable(&mut self, upstream: &str) {
+        let mut gone = 0;
+        for (_, r) in self.ids.iter_mut().filter(|(_, r)| r.at.upstream == upstream) {
+            if r.inputs.on_closed_link() {
+                gone += r.inputs.take_all().len();
+            }
+        }
+        self.forget_inputs(upstream, gone);
+    }
 }
 
 pub struct RelayedTasks {
@@ -105,9 +117,10 @@ impl RelayedTasks {
         };
         let mut st = self.st.lock().unwrap();
         st.by_upstream.insert(at, id.clone());
-        if let Some((_, mut old)) = st.ids.push(id.clone(), relayed) {
-            // Forgotten: its questions can no longer reach a client.
-            if st.by_upstream.get(&old.at).is_some_and(|o| *o != id) {
+        if let Some((old_id, mut old)) = st.ids.push(id.clone(), relayed) {
+            // Forgotten (unless the upstream has since reused its id for a task still kept):
+            // its questions can no longer reach a client.
+            if st.by_upstream.get(&old.at) == Some(&old_id) {
                 st.by_upstream.remove(&old.at);
             }
             let held = old.inputs.take_all();
@@ -220,6 +233,9 @@ impl RelayedTaskEvents for RelayedTasks {
     fn input_request(&self, link: &Arc<Link>, task_id: &str, upstream_id: Id, msg: Value) {
         let refusal = {
             let mut st = self.st.lock().unwrap();
+            if st.held.get(link.upstream_name()).is_some_and(|n| *n >= self.max_inputs) {
+                st.forget_unanswerable(link.upstream_name());
+            }
             let total = st.held.get(link.upstream_name()).copied().unwrap_or(0);
             let ours = st.by_upstream.get(&At::of(link, task_id)).cloned();
             match ours.and_then(|o| st.ids.peek_mut(&o)) {
@@ -278,6 +294,12 @@ mod tests {
         assert_eq!(r.ours_at(&At::new("a", 1, "up-1")), None, "and not found by the upstream's id");
         assert_eq!(r.resolve(&b, "a", 1).as_deref(), Some("up-2"));
         assert_eq!(r.resolve(&c, "a", 1).as_deref(), Some("up-3"));
+
+        // An id the upstream reused stays found when the older task of that id is forgotten.
+        let d = r.mint("a", 1, "up-3", json!({}));
+        r.mint("a", 1, "up-4", json!({}));
+        assert_eq!(r.resolve(&c, "a", 1), None, "evicted");
+        assert_eq!(r.ours_at(&At::new("a", 1, "up-3")), Some(d));
     }
 
     #[test]
