@@ -1,6 +1,6 @@
 //! What comes back from upstream: responses matched to their waiters, server requests and
-//! notifications passed on, timeouts enforced, and everything in flight failed when the
-//! connection dies.
+//! notifications passed on (those naming a task relayed to modern clients to its
+//! subscriber), timeouts enforced, and everything in flight failed when the connection dies.
 
 use super::error::{CloseReason, LinkError, Timeout};
 use super::types::*;
