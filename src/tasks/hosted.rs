@@ -10,6 +10,7 @@ use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
+use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -25,12 +26,9 @@ struct Running {
     creator: Weak<dyn ClientSession>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
     result_waiters: Vec<(Weak<dyn ClientSession>, Id)>,
-    /// Input requests that found no client to ask yet, each with a key unique over the
-    /// task's life: the next `tasks/result` gets them, or an extension client's `tasks/get`
-    /// shows them and its `tasks/update` answers them.
-    held_inputs: Vec<(Arc<Link>, Id, Value, String)>,
-    /// Input requests held so far (the next one's key).
-    inputs_held: u64,
+    /// Input requests that found no client to ask yet: the next `tasks/result` gets them,
+    /// or an extension client's `tasks/get` shows them and its `tasks/update` answers them.
+    held_inputs: HeldInputs,
     /// The client capabilities the creating request declared, where they were its own
     /// (a 2026-07-28 request's `_meta`): the upstream may ask only for those.
     declared: Option<Value>,
@@ -151,8 +149,7 @@ impl Hosted {
                 upstream_id: None,
                 creator,
                 result_waiters: Vec::new(),
-                held_inputs: Vec::new(),
-                inputs_held: 0,
+                held_inputs: HeldInputs::default(),
                 declared: None,
                 token,
             },
@@ -238,6 +235,12 @@ impl Hosted {
         }
     }
 
+    /// Task `task_id`'s status from now on (a `subscriptions/listen` stream watching it);
+    /// the sender goes once the task has ended.
+    pub fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
+        self.store.watch(task_id)
+    }
+
     /// What a finished task's call ended with (its whole response), if it has ended so.
     pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
         self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
@@ -247,16 +250,7 @@ impl Hosted {
     /// (`{method, params}`, without the related-task tag).
     pub fn held_input_requests(&self, task_id: &str) -> serde_json::Map<String, Value> {
         let running = self.running.lock().unwrap();
-        let Some(r) = running.get(task_id) else { return serde_json::Map::new() };
-        r.held_inputs
-            .iter()
-            .map(|(_, _, msg, key)| {
-                let mut msg = msg.clone();
-                mcp_tasks::untag_related(&mut msg, "params");
-                let params = msg.get("params").cloned().unwrap_or(json!({}));
-                (key.clone(), json!({"method": msg.get("method").cloned().unwrap_or(Value::Null), "params": params}))
-            })
-            .collect()
+        running.get(task_id).map(|r| r.held_inputs.listed()).unwrap_or_default()
     }
 
     /// Answers the held input request `key` of the task with `result` (an extension
@@ -269,15 +263,11 @@ impl Hosted {
         let held = {
             let mut running = self.running.lock().unwrap();
             let Some(r) = running.get_mut(task_id) else { return false };
-            let Some(at) = r.held_inputs.iter().position(|(_, _, _, k)| k == key) else { return false };
-            let held = r.held_inputs.remove(at);
+            let Some(held) = r.held_inputs.take(key) else { return false };
             (held, r.held_inputs.is_empty())
         };
-        let ((link, upstream_id, _, _), none_left) = held;
-        let answer = crate::jsonrpc::Message::made(jsonrpc::result_response(&upstream_id, result));
-        if let Err(e) = link.send(answer).await {
-            tracing::debug!(task = task_id, "input answer not delivered: {e}");
-        }
+        let (held, none_left) = held;
+        held.answer(result).await;
         if none_left {
             self.input_answered(task_id);
         }
@@ -330,16 +320,16 @@ impl Hosted {
         let held = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
                 r.result_waiters.push((waiter.clone(), client_id.clone()));
-                std::mem::take(&mut r.held_inputs)
+                r.held_inputs.take_all()
             }
             None => Vec::new(),
         };
         if let Some(s) = waiter.upgrade() {
-            for (link, upstream_id, msg, _) in held {
+            for h in held {
                 s.relay_server_request(
-                    &link,
-                    upstream_id,
-                    msg,
+                    &h.link,
+                    h.upstream_id,
+                    h.msg,
                     Route::Related(client_id.clone()),
                     Some(task_id.into()),
                 );
@@ -506,13 +496,10 @@ impl TaskCalls for Hosted {
                         (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
-                            r.inputs_held += 1;
-                            let key = format!("input-{}", r.inputs_held);
-                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone(), key));
-                            Target::Hold
-                        }
-                        _ => Target::Nobody,
+                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), MAX_HELD_INPUTS) {
+                            Some(_) => Target::Hold,
+                            None => Target::Nobody,
+                        },
                     }
                 }
             }
@@ -526,26 +513,9 @@ impl TaskCalls for Hosted {
             Target::Nobody => {
                 link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
-            Target::Undeclared => {
-                let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-                let why = format!("the client did not declare that it supports {method}");
-                link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
-            }
+            Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
         }
     }
-}
-
-/// Whether client capabilities `declared` (`None`: not known here, the session checks)
-/// cover input request `msg`.
-fn declares(declared: Option<&Value>, msg: &Value) -> bool {
-    let Some(caps) = declared else { return true };
-    let need = match msg.get("method").and_then(Value::as_str) {
-        Some("elicitation/create") => "elicitation",
-        Some("sampling/createMessage") => "sampling",
-        Some("roots/list") => "roots",
-        _ => return true,
-    };
-    caps.get(need).is_some_and(Value::is_object)
 }
 
 /// The hosting decision, given whether the upstream declares tasks and the tool's own
