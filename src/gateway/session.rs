@@ -568,8 +568,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
-        // Boxed: rare, and `close` is reached from request paths.
-        Box::pin(self.end_ext_tasks()).await;
+        Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
         self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {
