@@ -24,8 +24,11 @@ use crate::gateway::session::ext_core::poll_interval;
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 impl Session {
-    /// Follows extension task `task_id` in the background, if a permit is free.
+    /// Follows extension task `task_id` in the background, if it runs and a permit is free.
     pub(super) fn follow_ext_task(&self, task_id: String) {
+        if !self.state.lock().unwrap().ext.table.is_open(&task_id) {
+            return;
+        }
         let Ok(permit) = self.gateway.followers.clone().try_acquire_owned() else {
             tracing::debug!(upstream = %self.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
