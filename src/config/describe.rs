@@ -35,6 +35,7 @@ impl Config {
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
+        let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);

@@ -46,6 +46,7 @@ impl Config {
                     list_page_size: positive("tasks.list_page_size", t.list_page_size, d.list_page_size)?,
                     max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
+                    max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
                 }
             }
         };
@@ -295,6 +296,14 @@ fn at_most_a_day(key: &str, v: Option<String>, default: Duration) -> Result<Dura
         return err(format!("{key}: {} is longer than the limit of 24h", fmt_duration(d)));
     }
     Ok(d)
+}
+
+/// A count where 0 means none.
+fn count(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(n) => usize::try_from(n).map_err(|_| ConfigError(format!("{key}: {n} is too large"))),
+    }
 }
 
 fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {

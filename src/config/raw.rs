@@ -44,6 +44,7 @@ pub(super) struct RawTasks {
     pub(super) list_page_size: Option<u64>,
     pub(super) max_result_bytes: Option<u64>,
     pub(super) max_store_bytes: Option<u64>,
+    pub(super) max_followed: Option<u64>,
 }
 
 #[derive(Deserialize)]

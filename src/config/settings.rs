@@ -25,6 +25,10 @@ pub struct TasksConfig {
     pub max_result_bytes: usize,
     /// All retained outcomes together; when full, new tasks are refused.
     pub max_store_bytes: usize,
+    /// Extension tasks followed in the background at once (all sessions together), so
+    /// that their 2025-11-25 clients get status notifications without waiting in
+    /// `tasks/result`; 0: none followed.
+    pub max_followed: usize,
 }
 
 impl Default for TasksConfig {
@@ -34,6 +38,7 @@ impl Default for TasksConfig {
             list_page_size: 50,
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
+            max_followed: 1000,
         }
     }
 }

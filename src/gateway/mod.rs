@@ -38,6 +38,8 @@ pub struct Gateway {
     shared: SharedLinks,
     /// Upstream task ids handed to modern clients (the only ones they may ask about).
     pub relayed: Arc<crate::tasks::relayed::RelayedTasks>,
+    /// One permit per extension task followed in the background (`[tasks] max_followed`).
+    pub followers: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gateway {
@@ -54,6 +56,7 @@ impl Gateway {
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
             relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks, config.server.max_in_flight),
+            followers: Arc::new(tokio::sync::Semaphore::new(config.tasks.max_followed)),
             config,
         })
     }

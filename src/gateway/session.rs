@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 mod ext_core;
+mod ext_follow;
 mod ext_tasks;
 mod from_upstream;
 mod input_rounds;
@@ -106,7 +107,8 @@ struct SessionState {
     listing_loaded: bool,
     next_client_side_id: i64,
     server_requests: HashMap<Id, ServerRequest>,
-    /// Bridged calls in flight, by client id, and how to cancel them.
+    /// Bridged calls in flight (and translated `tasks/result` waits, `ext_core`), by client
+    /// id, and how to cancel them.
     bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     retry: HashMap<Id, Message>,
@@ -279,7 +281,7 @@ impl Session {
             Method::ToolsList => Shape::ToolsList,
             // A core task asked of an extension upstream: translated (see `ext_core`).
             Method::ToolsCall if frame.task_param().is_some() && self.translates_ext_tasks() => {
-                return self.ext_core_call(id, frame).await;
+                return Box::pin(self.ext_core_call(id, frame)).await;
             }
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
@@ -566,6 +568,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
+        Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
         self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod ext_server;
 pub mod modern;
 mod stdio_script;
 mod wait;
@@ -344,7 +345,8 @@ impl SseReader {
 
 pub struct StdioMcp {
     pub child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
+    /// `None` once the client's input has ended ([`StdioMcp::end_input`]).
+    stdin: Option<tokio::process::ChildStdin>,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     next_id: i64,
     /// Messages read while waiting for something else.
@@ -366,7 +368,7 @@ impl StdioMcp {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         StdioMcp { child, stdin, lines, next_id: 1, backlog: vec![], _dir: dir }
     }
@@ -381,9 +383,17 @@ impl StdioMcp {
 
     /// One line of raw bytes (need not be UTF-8).
     pub async fn send_bytes(&mut self, line: &[u8]) {
-        self.stdin.write_all(line).await.unwrap();
-        self.stdin.write_all(b"\n").await.unwrap();
-        self.stdin.flush().await.unwrap();
+        let stdin = self.stdin.as_mut().expect("the client's input has ended");
+        stdin.write_all(line).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Ends the client's input (EOF on the gateway's stdin), as a client that goes away
+    /// does, and waits (at most [`STEP`]) for the gateway to exit.
+    pub async fn end_input(&mut self) -> std::process::ExitStatus {
+        self.stdin = None;
+        tokio::time::timeout(STEP, self.child.wait()).await.expect("the gateway did not exit at EOF").unwrap()
     }
 
     pub async fn recv(&mut self) -> Value {
