@@ -210,6 +210,17 @@ fn upstream_config(
         share: u.share.unwrap_or(false),
         era,
         tasks: upstream_tasks(&at, u.tasks)?,
+        dialects: dialects(&at, u.dialects)?,
+    })
+}
+
+fn dialects(at: &str, d: Option<RawDialects>) -> Result<Dialects, ConfigError> {
+    let def = Dialects::default();
+    let Some(d) = d else { return Ok(def) };
+    Ok(Dialects {
+        progress_get: d.progress_get.unwrap_or(def.progress_get),
+        sep1391: d.sep1391.unwrap_or(def.sep1391),
+        retention: at_most_a_day(&format!("{at}.dialects.retention"), d.retention, def.retention)?,
     })
 }
 

@@ -37,6 +37,8 @@ pub struct Gateway {
     shared: SharedLinks,
     /// Upstream task ids handed to modern clients (the only ones they may ask about).
     pub relayed: crate::tasks::relayed::RelayedTasks,
+    /// What `progress/get` reads, for the upstreams that enable it.
+    pub progress_states: crate::tasks::progress_state::ProgressStates,
 }
 
 impl Gateway {
@@ -53,6 +55,11 @@ impl Gateway {
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
             relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks),
+            progress_states: crate::tasks::progress_state::ProgressStates::new(crate::tasks::progress_state::Limits {
+                max_states: config.tasks.max_tasks,
+                max_result_bytes: config.tasks.max_result_bytes,
+                max_bytes: config.tasks.max_store_bytes,
+            }),
             config,
         })
     }

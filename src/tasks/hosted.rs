@@ -4,12 +4,13 @@
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
 //! and the outcome into the store.
 
-use crate::config::{HostedMode, TasksConfig, UpstreamTasks};
+use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
+use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+pub use crate::tasks::hosting::hosts;
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -191,6 +192,22 @@ impl Hosted {
         if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
             s.discard_progress(token);
         }
+    }
+
+    /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
+    pub fn retain_after_end(&self, task_id: &str) {
+        self.store.update(task_id, &mut |r| r.ttl_from_end = true);
+    }
+
+    /// The task's status and status message, while it is kept.
+    pub fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
+        self.store.get(task_id).map(|r| (r.status, r.status_message))
+    }
+
+    /// The upstream asked the client something for the task, outside the hosted call (a
+    /// bridge that follows an upstream task for it).
+    pub fn input_asked(&self, task_id: &str) {
+        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
     }
 
     /// The client answered an input request of the task.
@@ -546,40 +563,4 @@ fn declares(declared: Option<&Value>, msg: &Value) -> bool {
         _ => return true,
     };
     caps.get(need).is_some_and(Value::is_object)
-}
-
-/// The hosting decision, given whether the upstream declares tasks and the tool's own
-/// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts
-/// what the upstream would not run as a task: a forbidden tool, or any tool of an upstream
-/// that declares no tasks (marking a tool in its listing does not make a server accept
-/// task-augmented calls of it).
-pub fn hosts(mode: HostedMode, upstream_declares_tasks: bool, support: TaskSupport) -> bool {
-    match mode {
-        HostedMode::Never => false,
-        HostedMode::Always => support != TaskSupport::Required,
-        HostedMode::Auto if upstream_declares_tasks => support == TaskSupport::Forbidden,
-        HostedMode::Auto => support != TaskSupport::Required,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosting_decisions() {
-        use TaskSupport::*;
-        // An upstream without tasks: every tool is hosted (unless never).
-        assert!(hosts(HostedMode::Auto, false, Forbidden));
-        assert!(!hosts(HostedMode::Never, false, Forbidden));
-        // A task-capable upstream: auto hosts only what it would refuse as a task.
-        assert!(hosts(HostedMode::Auto, true, Forbidden));
-        assert!(!hosts(HostedMode::Auto, true, Optional));
-        assert!(!hosts(HostedMode::Auto, true, Required));
-        assert!(hosts(HostedMode::Always, true, Optional));
-        assert!(!hosts(HostedMode::Always, true, Required));
-        // A server that marks tools without declaring tasks: what it requires is its own.
-        assert!(hosts(HostedMode::Auto, false, Optional));
-        assert!(!hosts(HostedMode::Auto, false, Required));
-    }
 }
