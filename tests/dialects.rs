@@ -312,3 +312,21 @@ async fn operations_are_bridged_to_an_upstream_that_runs_tasks() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn over_http_an_operations_question_waits_for_the_get_stream() {
+    let gw = start_gateway(&demo_with_dialects()).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize_with(sep_params("2025-06-18")).await;
+    c.request("tools/call", op_call("ask", json!({}), "ask-http", json!(60))).await;
+    status_becomes(&c, "ask-http", "input_required").await;
+    // The question was asked while no stream was open: the GET stream opened now gets it.
+    let mut events = SseReader::new(c.get_raw(&[]).await.into_body());
+    let (_, question) = tokio::time::timeout(STEP, events.next()).await.unwrap().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["_operation"]["token"], "ask-http");
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(&question)).unwrap(), &[]).await.status, 202);
+    status_becomes(&c, "ask-http", "completed").await;
+    let got = c.request("tools/async/result", json!({"token": "ask-http"})).await;
+    assert_eq!(got.result()["result"]["content"][0]["text"], "answer: forty-two");
+}

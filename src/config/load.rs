@@ -457,6 +457,29 @@ mod tests {
     }
 
     #[test]
+    fn dialects_are_off_unless_enabled() {
+        let c = parse("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"").unwrap();
+        assert_eq!(c.upstreams[0].dialects, Dialects::default());
+        assert!(!c.upstreams[0].dialects.progress_get && !c.upstreams[0].dialects.sep1391);
+        let on = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\nprogress_get=true\nsep1391=true\nretention=\"2m\"";
+        let c = parse(on).unwrap();
+        let d = &c.upstreams[0].dialects;
+        assert!(d.progress_get && d.sep1391);
+        assert_eq!(d.retention, Duration::from_secs(120));
+        assert!(c.describe().contains("[upstream.dialects]\nprogress_get = true\nsep1391 = true\nretention = \"2m\""));
+        for (bad, want) in [
+            ("retention=\"0s\"", "upstream \"a\".dialects.retention"),
+            ("retention=\"48h\"", "upstream \"a\".dialects.retention"),
+            ("progress_get=1", "progress_get"),
+            ("sep=true", "sep"),
+        ] {
+            let e =
+                parse(&format!("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\n{bad}")).unwrap_err();
+            assert!(e.0.contains(want), "{bad}: {}", e.0);
+        }
+    }
+
+    #[test]
     fn globs() {
         assert!(glob_match("*", "anything"));
         assert!(glob_match("slow*", "slow_tool"));

@@ -37,6 +37,9 @@ struct Running {
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
+    /// Questions go to the creator even when it cannot be reached now (its sink keeps them
+    /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
+    to_creator_later: bool,
 }
 
 pub struct Hosted {
@@ -156,6 +159,7 @@ impl Hosted {
                 inputs_held: 0,
                 declared: None,
                 token,
+                to_creator_later: false,
             },
         );
     }
@@ -197,6 +201,13 @@ impl Hosted {
     /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
     pub fn retain_after_end(&self, task_id: &str) {
         self.store.update(task_id, &mut |r| r.ttl_from_end = true);
+    }
+
+    /// The task's questions go to its creator, reachable now or not (see `Running`).
+    pub fn ask_creator_later(&self, task_id: &str) {
+        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
+            r.to_creator_later = true;
+        }
     }
 
     /// The task's status and status message, while it is kept.
@@ -520,7 +531,9 @@ impl TaskCalls for Hosted {
                     let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
                     match (waiter, r.creator.upgrade()) {
                         (Some((s, id)), _) => Target::To(s, Route::Related(id)),
-                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
+                        (None, Some(c)) if r.to_creator_later || c.reaches_client_now() => {
+                            Target::To(c, Route::Unrelated)
+                        }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
                         _ if r.held_inputs.len() < MAX_HELD_INPUTS => {

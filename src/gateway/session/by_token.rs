@@ -285,6 +285,7 @@ impl Session {
         if self.hosts_tool(&name).await? {
             let (task_id, _, link, call) = self.create_hosted(call).await?;
             self.hosted().retain_after_end(&task_id);
+            self.hosted().ask_creator_later(&task_id);
             self.record_operation(&id, op.token, task_id.clone(), token, None, keep_alive);
             self.run_hosted(task_id, link, call).await;
             return Ok(());
