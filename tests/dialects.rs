@@ -330,3 +330,44 @@ async fn over_http_an_operations_question_waits_for_the_get_stream() {
     let got = c.request("tools/async/result", json!({"token": "ask-http"})).await;
     assert_eq!(got.result()["result"]["content"][0]["text"], "answer: forty-two");
 }
+
+#[tokio::test]
+async fn an_operations_progress_carries_its_token_over_stdio() {
+    let mut c = StdioMcp::start(&stdio_config(), "demo").await;
+    c.initialize_with(sep_params("2025-06-18")).await;
+    let mut call = op_call("slow", json!({"duration_ms": 300, "steps": 3}), "op-p", json!(60));
+    call["_meta"] = json!({"progressToken": "pp"});
+    let started = c.request("tools/call", call).await;
+    assert_eq!(started.result()["operation"]["status"], "working");
+    let mut seen = 0;
+    while seen < 3 {
+        let m = c.recv().await;
+        if m["method"] == "notifications/progress" {
+            assert_eq!(m["params"]["progressToken"], "pp", "{m}");
+            assert_eq!(m["params"]["_operation"]["token"], "op-p", "{m}");
+            seen += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn progress_state_in_front_of_an_upstream_that_runs_tasks() {
+    let upstream = start_gateway(&builtin_upstream("demo")).await;
+    let config = format!("{}[upstream.dialects]\nprogress_get = true\n", http_upstream("up", &upstream.url("demo")));
+    let gw = start_gateway(&config).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", slow(300, 3, json!({"progressToken": "t1"}))).await;
+    assert_eq!(out.result()["_meta"]["progress"]["state"], "completed", "{}", out.response);
+    let (m, p) = progress_get("t1");
+    let got = c.request(m, p).await;
+    assert_eq!(got.result()["content"][0]["text"], "done after 3 steps");
+    assert_eq!(got.result()["_meta"]["progress"]["progress"], 3);
+    // A task-augmented call's state is its task's: progress/get does not follow it.
+    let mut task_call = slow(10, 1, json!({"progressToken": "t2"}));
+    task_call["task"] = json!({"ttl": 60000});
+    let created = c.request("tools/call", task_call).await;
+    assert!(created.result()["task"]["taskId"].is_string(), "{}", created.response);
+    let (m, p) = progress_get("t2");
+    assert_eq!(c.request(m, p).await.error_code(), -32602);
+}
