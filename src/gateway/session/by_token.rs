@@ -186,13 +186,18 @@ impl Session {
         };
         let Some(token) = by_task.or_else(by_progress).or_else(by_request).map(str::to_string) else { return msg };
         let bridged = st.ops.get(&token).filter(|op| op.bridge.is_some()).map(|op| op.task_id.clone());
+        let mut asked_for = None;
         if let (Kind::Request, Some(task), Some(asked)) = (msg.kind(), bridged, msg.id().cloned())
             && st.operation_inputs.len() < self.gateway.limits().max_in_flight
         {
             st.operation_inputs.insert(asked, task.clone());
+            asked_for = Some(task);
+        }
+        // Not under the session's lock: the status change is announced to this session.
+        drop(st);
+        if let Some(task) = asked_for {
             self.hosted().input_asked(&task);
         }
-        drop(st);
         msg.edit(|m| sep1391::tag(m, &token))
     }
 
@@ -282,6 +287,13 @@ impl Session {
             p.insert("task".into(), json!({"ttl": keep_alive.as_millis() as u64}));
         }
         let token = jsonrpc::progress_token(&call).and_then(ProgressToken::from_value);
+        if self.ext_tasks_upstream() {
+            // The extension server decides per call whether it makes a task.
+            if let Some(p) = call.get_mut("params").and_then(Value::as_object_mut) {
+                p.remove("task");
+            }
+            return self.start_bridged_operation(id, op.token, call, token, keep_alive, true).await;
+        }
         if self.hosts_tool(&name).await? {
             let (task_id, _, link, call) = self.create_hosted(call).await?;
             self.hosted().retain_after_end(&task_id);
@@ -291,7 +303,7 @@ impl Session {
             return Ok(());
         }
         let support = if self.upstream_runs_tasks() { self.support_of(&name).await? } else { TaskSupport::Forbidden };
-        if support == TaskSupport::Forbidden || self.ext_tasks_upstream() {
+        if support == TaskSupport::Forbidden {
             return Err(RpcError::new(
                 INVALID_PARAMS,
                 format!(
@@ -302,7 +314,7 @@ impl Session {
         if let Some(p) = call.get_mut("params").and_then(Value::as_object_mut) {
             p.remove("task");
         }
-        self.start_bridged_operation(id, op.token, call, token, keep_alive).await
+        self.start_bridged_operation(id, op.token, call, token, keep_alive, false).await
     }
 
     /// Notes the operation and answers its call.
@@ -321,8 +333,9 @@ impl Session {
         self.to_client(Message::made(jsonrpc::result_response(id, accepted)), Route::Response(id.clone()));
     }
 
-    /// An operation of a tool the upstream runs as a task: a task of the gateway's stands
-    /// for it, and a bridge follows the upstream's task into it.
+    /// An operation of a tool the upstream runs as a task (a 2025-11-25 task, or with
+    /// `extension` one of the tasks extension): a task of the gateway's stands for it, and a
+    /// bridge follows the upstream's task into it.
     async fn start_bridged_operation(
         &self,
         id: Id,
@@ -330,6 +343,7 @@ impl Session {
         call: Value,
         progress_token: Option<ProgressToken>,
         keep_alive: Duration,
+        extension: bool,
     ) -> Result<(), RpcError> {
         let link = self.link().await?;
         let rec = self.hosted().create(
@@ -348,20 +362,41 @@ impl Session {
             progress_token.as_ref().map(ProgressToken::to_value),
         );
         let cancel = CancellationToken::new();
-        let bridge = Bridge {
-            link: link.clone(),
-            client: self.client_ref(id.clone()),
-            call,
-            ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
-            request_timeout: self.upstream.request_timeout,
-            max_request_time: self.upstream.max_request_time,
-            cancel: cancel.clone(),
+        self.record_operation(&id, token, task_id.clone(), progress_token, Some(cancel.clone()), keep_alive);
+        let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
+            Box::pin(
+                crate::tasks::bridge::extension::ExtBridge {
+                    link: link.clone(),
+                    client: self.client_ref(id),
+                    call,
+                    created: None,
+                    request_timeout: self.upstream.request_timeout,
+                    max_request_time: self.upstream.max_request_time,
+                    max_input: self.gateway.limits().max_in_flight,
+                    cancel,
+                    asker: self.ext_asker(),
+                    capabilities: self.ext_capabilities(),
+                }
+                .run(),
+            )
+        } else {
+            Box::pin(
+                Bridge {
+                    link: link.clone(),
+                    client: self.client_ref(id),
+                    call,
+                    ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
+                    request_timeout: self.upstream.request_timeout,
+                    max_request_time: self.upstream.max_request_time,
+                    cancel,
+                }
+                .run(),
+            )
         };
-        self.record_operation(&id, token, task_id.clone(), progress_token, Some(cancel), keep_alive);
         link.retain();
         let hosted = self.hosted().clone();
         tokio::spawn(async move {
-            let ending = bridge.run().await;
+            let ending = bridge.await;
             link.release();
             if let Ending::Answer(resp) = ending {
                 crate::gateway::link::TaskCalls::outcome(&*hosted, &task_id, resp);
