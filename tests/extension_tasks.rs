@@ -495,3 +495,53 @@ async fn a_bridged_task_without_change_times_out_and_is_cancelled() {
     eventually("the task is cancelled", async || !requests(&up, "tasks/cancel").is_empty()).await;
     assert_eq!(state.lock().unwrap().tasks["task-1"].status, "cancelled");
 }
+
+/// SEP-1391 operations (`[upstream.dialects] sep1391`) in front of an extension server: each
+/// runs on the server's own task, declared from the start, and the client polls by token.
+#[tokio::test]
+async fn sep1391_operations_run_on_extension_tasks() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&format!("{}[upstream.dialects]\nsep1391 = true\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    let mut params = init_params("2025-06-18");
+    params["capabilities"]["experimental"] = json!({"sep-1391": {}});
+    c.initialize_with(params).await;
+    let op = |tool: &str, token: &str| json!({"name": tool, "arguments": {}, "operation": {"token": token}});
+    let status = async |c: &HttpMcp, token: &str| {
+        let out = c.request_owned("tools/async/status", json!({"token": token})).await;
+        out.response.pointer("/result/status").and_then(Value::as_str).unwrap_or("").to_string()
+    };
+
+    let started = c.request("tools/call", op("slow", "s1")).await;
+    assert_eq!(started.result()["operation"]["status"], "working", "{}", started.response);
+    eventually("s1 completes", async || status(&c, "s1").await == "completed").await;
+    let got = c.request("tools/async/result", json!({"token": "s1"})).await;
+    assert_eq!(got.result()["result"]["content"][0]["text"], "slow done after 3 steps", "{}", got.response);
+    let calls = requests(&up, "tools/call");
+    assert_eq!(calls.len(), 1, "declared from the start, never refused: {calls:?}");
+    assert!(declares(&calls[0]));
+
+    // Its question reaches the client's GET stream with the operation's token.
+    c.request("tools/call", op("ask", "a1")).await;
+    let mut events = SseReader::new(c.get_raw(&[]).await.into_body());
+    let (_, question) = tokio::time::timeout(STEP, events.next()).await.unwrap().unwrap();
+    assert_eq!(question["params"]["_operation"]["token"], "a1", "{question}");
+    assert_eq!(status(&c, "a1").await, "input_required");
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(&question)).unwrap(), &[]).await.status, 202);
+    eventually("a1 completes", async || status(&c, "a1").await == "completed").await;
+    let got = c.request("tools/async/result", json!({"token": "a1"})).await;
+    assert_eq!(got.result()["result"]["content"][0]["text"], "answer: forty-two");
+
+    // A cancel of the original call cancels the upstream task.
+    let call = json!({"jsonrpc": "2.0", "id": 500, "method": "tools/call", "params": op("endless", "e1")});
+    c.post_raw(serde_json::to_vec(&call).unwrap(), &[]).await;
+    eventually("e1 is followed", async || requests(&up, "tasks/get").iter().any(|g| g["params"]["taskId"] == "task-3"))
+        .await;
+    c.notify("notifications/cancelled", json!({"requestId": 500})).await;
+    assert_eq!(status(&c, "e1").await, "canceled");
+    eventually("the upstream task is cancelled", async || {
+        requests(&up, "tasks/cancel").iter().any(|r| r["params"]["taskId"] == "task-3")
+    })
+    .await;
+}

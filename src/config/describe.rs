@@ -99,6 +99,11 @@ impl Config {
             let _ = writeln!(out, "min_ttl = \"{}\"", fmt_duration(t.min_ttl));
             let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
             let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
+            let d = &u.dialects;
+            let _ = writeln!(out, "[upstream.dialects]");
+            let _ = writeln!(out, "progress_get = {}", d.progress_get);
+            let _ = writeln!(out, "sep1391 = {}", d.sep1391);
+            let _ = writeln!(out, "retention = \"{}\"", fmt_duration(d.retention));
         }
         out
     }

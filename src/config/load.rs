@@ -211,6 +211,17 @@ fn upstream_config(
         share: u.share.unwrap_or(false),
         era,
         tasks: upstream_tasks(&at, u.tasks)?,
+        dialects: dialects(&at, u.dialects)?,
+    })
+}
+
+fn dialects(at: &str, d: Option<RawDialects>) -> Result<Dialects, ConfigError> {
+    let def = Dialects::default();
+    let Some(d) = d else { return Ok(def) };
+    Ok(Dialects {
+        progress_get: d.progress_get.unwrap_or(def.progress_get),
+        sep1391: d.sep1391.unwrap_or(def.sep1391),
+        retention: at_most_a_day(&format!("{at}.dialects.retention"), d.retention, def.retention)?,
     })
 }
 
@@ -452,6 +463,29 @@ mod tests {
         let shown = c.describe();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("<from environment>"));
+    }
+
+    #[test]
+    fn dialects_are_off_unless_enabled() {
+        let c = parse("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"").unwrap();
+        assert_eq!(c.upstreams[0].dialects, Dialects::default());
+        assert!(!c.upstreams[0].dialects.progress_get && !c.upstreams[0].dialects.sep1391);
+        let on = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\nprogress_get=true\nsep1391=true\nretention=\"2m\"";
+        let c = parse(on).unwrap();
+        let d = &c.upstreams[0].dialects;
+        assert!(d.progress_get && d.sep1391);
+        assert_eq!(d.retention, Duration::from_secs(120));
+        assert!(c.describe().contains("[upstream.dialects]\nprogress_get = true\nsep1391 = true\nretention = \"2m\""));
+        for (bad, want) in [
+            ("retention=\"0s\"", "upstream \"a\".dialects.retention"),
+            ("retention=\"48h\"", "upstream \"a\".dialects.retention"),
+            ("progress_get=1", "progress_get"),
+            ("sep=true", "sep"),
+        ] {
+            let e =
+                parse(&format!("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\n{bad}")).unwrap_err();
+            assert!(e.0.contains(want), "{bad}: {}", e.0);
+        }
     }
 
     #[test]

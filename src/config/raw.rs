@@ -62,6 +62,14 @@ pub(super) struct RawUpstreamTasks {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(super) struct RawDialects {
+    pub(super) progress_get: Option<bool>,
+    pub(super) sep1391: Option<bool>,
+    pub(super) retention: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: Option<String>,
     pub(super) command: Option<String>,
@@ -79,6 +87,7 @@ pub(super) struct RawUpstream {
     pub(super) share: Option<bool>,
     pub(super) era: Option<String>,
     pub(super) tasks: Option<RawUpstreamTasks>,
+    pub(super) dialects: Option<RawDialects>,
 }
 
 #[derive(Deserialize)]

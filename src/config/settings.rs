@@ -107,6 +107,25 @@ impl Default for UpstreamTasks {
     }
 }
 
+/// The by-token dialects the gateway speaks to this upstream's clients
+/// (`[upstream.dialects]`; see the README, "Progress and operations by token"). Off by
+/// default: each adds a method the standard does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dialects {
+    /// The progress-state proposal: `progress/get`, and `_meta.progress` on results.
+    pub progress_get: bool,
+    /// SEP-1391 long-running operations: `tools/call` with `operation`, `tools/async/*`.
+    pub sep1391: bool,
+    /// How long the state of a request that ended stays readable by `progress/get`.
+    pub retention: Duration,
+}
+
+impl Default for Dialects {
+    fn default() -> Self {
+        Dialects { progress_get: false, sep1391: false, retention: Duration::from_secs(600) }
+    }
+}
+
 impl UpstreamConfig {
     /// The demo server as `taskgate demo-server --listen` serves it: in-process, and with no
     /// gateway features on top (it stands for a plain server without tasks).
@@ -121,6 +140,7 @@ impl UpstreamConfig {
             share: false,
             era: Era::Legacy,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
+            dialects: Dialects::default(),
         }
     }
 }
@@ -209,6 +229,7 @@ pub struct UpstreamConfig {
     /// Which era the gateway speaks to it (`era`, default `auto`).
     pub era: Era,
     pub tasks: UpstreamTasks,
+    pub dialects: Dialects,
 }
 
 /// The `clientInfo` the gateway sends an upstream (`[upstream.client_info]`).

@@ -40,6 +40,8 @@ pub struct Gateway {
     pub relayed: Arc<crate::tasks::relayed::RelayedTasks>,
     /// One permit per extension task followed in the background (`[tasks] max_followed`).
     pub followers: Arc<tokio::sync::Semaphore>,
+    /// What `progress/get` reads, for the upstreams that enable it.
+    pub progress_states: crate::tasks::progress_state::ProgressStates,
 }
 
 impl Gateway {
@@ -57,6 +59,11 @@ impl Gateway {
             shared: SharedLinks::default(),
             relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks, config.server.max_in_flight),
             followers: Arc::new(tokio::sync::Semaphore::new(config.tasks.max_followed)),
+            progress_states: crate::tasks::progress_state::ProgressStates::new(crate::tasks::progress_state::Limits {
+                max_states: config.tasks.max_tasks,
+                max_result_bytes: config.tasks.max_result_bytes,
+                max_bytes: config.tasks.max_store_bytes,
+            }),
             config,
         })
     }

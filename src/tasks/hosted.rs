@@ -4,13 +4,14 @@
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
 //! and the outcome into the store.
 
-use crate::config::{HostedMode, TasksConfig, UpstreamTasks};
+use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
+use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
+pub use crate::tasks::hosting::hosts;
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ struct Running {
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
+    /// Questions go to the creator even when it cannot be reached now (its sink keeps them
+    /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
+    to_creator_later: bool,
 }
 
 pub struct Hosted {
@@ -152,6 +156,7 @@ impl Hosted {
                 held_inputs: HeldInputs::default(),
                 declared: None,
                 token,
+                to_creator_later: false,
             },
         );
     }
@@ -188,6 +193,29 @@ impl Hosted {
         if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
             s.discard_progress(token);
         }
+    }
+
+    /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
+    pub fn retain_after_end(&self, task_id: &str) {
+        self.store.update(task_id, &mut |r| r.ttl_from_end = true);
+    }
+
+    /// The task's questions go to its creator, reachable now or not (see `Running`).
+    pub fn ask_creator_later(&self, task_id: &str) {
+        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
+            r.to_creator_later = true;
+        }
+    }
+
+    /// The task's status and status message, while it is kept.
+    pub fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
+        self.store.get(task_id).map(|r| (r.status, r.status_message))
+    }
+
+    /// The upstream asked the client something for the task, outside the hosted call (a
+    /// bridge that follows an upstream task for it).
+    pub fn input_asked(&self, task_id: &str) {
+        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
     }
 
     /// The client answered an input request of the task.
@@ -493,7 +521,9 @@ impl TaskCalls for Hosted {
                     let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
                     match (waiter, r.creator.upgrade()) {
                         (Some((s, id)), _) => Target::To(s, Route::Related(id)),
-                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
+                        (None, Some(c)) if r.to_creator_later || c.reaches_client_now() => {
+                            Target::To(c, Route::Unrelated)
+                        }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
                         _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), MAX_HELD_INPUTS) {
@@ -515,41 +545,5 @@ impl TaskCalls for Hosted {
             }
             Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
         }
-    }
-}
-
-/// The hosting decision, given whether the upstream declares tasks and the tool's own
-/// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts
-/// what the upstream would not run as a task: a forbidden tool, or any tool of an upstream
-/// that declares no tasks (marking a tool in its listing does not make a server accept
-/// task-augmented calls of it).
-pub fn hosts(mode: HostedMode, upstream_declares_tasks: bool, support: TaskSupport) -> bool {
-    match mode {
-        HostedMode::Never => false,
-        HostedMode::Always => support != TaskSupport::Required,
-        HostedMode::Auto if upstream_declares_tasks => support == TaskSupport::Forbidden,
-        HostedMode::Auto => support != TaskSupport::Required,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosting_decisions() {
-        use TaskSupport::*;
-        // An upstream without tasks: every tool is hosted (unless never).
-        assert!(hosts(HostedMode::Auto, false, Forbidden));
-        assert!(!hosts(HostedMode::Never, false, Forbidden));
-        // A task-capable upstream: auto hosts only what it would refuse as a task.
-        assert!(hosts(HostedMode::Auto, true, Forbidden));
-        assert!(!hosts(HostedMode::Auto, true, Optional));
-        assert!(!hosts(HostedMode::Auto, true, Required));
-        assert!(hosts(HostedMode::Always, true, Optional));
-        assert!(!hosts(HostedMode::Always, true, Required));
-        // A server that marks tools without declaring tasks: what it requires is its own.
-        assert!(hosts(HostedMode::Auto, false, Optional));
-        assert!(!hosts(HostedMode::Auto, false, Required));
     }
 }

@@ -235,7 +235,12 @@ impl HttpMcp {
 
     /// initialize + notifications/initialized; returns the initialize result.
     pub async fn initialize(&mut self, version: &str) -> Value {
-        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params(version)});
+        self.initialize_with(init_params(version)).await
+    }
+
+    /// [`HttpMcp::initialize`] with these `initialize` params.
+    pub async fn initialize_with(&mut self, params: Value) -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
         let resp = self.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
         assert_eq!(resp.status, 200, "initialize failed: {:?}", String::from_utf8_lossy(&resp.body));
         self.session = Some(resp.headers.get("mcp-session-id").expect("session id").to_str().unwrap().to_string());
@@ -406,7 +411,12 @@ impl StdioMcp {
     }
 
     pub async fn initialize(&mut self, version: &str) -> Value {
-        let out = self.request("initialize", init_params(version)).await;
+        self.initialize_with(init_params(version)).await
+    }
+
+    /// [`StdioMcp::initialize`] with these `initialize` params.
+    pub async fn initialize_with(&mut self, params: Value) -> Value {
+        let out = self.request("initialize", params).await;
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         out.result().clone()
     }

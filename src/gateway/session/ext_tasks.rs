@@ -85,11 +85,16 @@ impl Session {
             max_request_time: self.upstream.max_request_time,
             max_input: self.gateway.limits().max_in_flight,
             cancel,
-            asker: Arc::new(Asker(self.me.clone())),
+            asker: self.ext_asker(),
             capabilities: self.ext_capabilities(),
         };
         self.spawn_bridged(id, link, bridge.run());
         Ok(())
+    }
+
+    /// How a bridged extension task asks this session's client.
+    pub(super) fn ext_asker(&self) -> Arc<dyn AskClient> {
+        Arc::new(Asker(self.me.clone()))
     }
 
     /// The client's answer to a bridged task's input request: `true` if it was one.
