@@ -12,8 +12,8 @@
 //!
 //! In front of a legacy upstream the request loses its modern `_meta` and `params.task`,
 //! what comes back is translated to 2025-11-25 and then made modern (`mcp::modern::client`),
-//! and server requests are refused upstream (multi round-trip relaying is not built yet). In
-//! front of a modern upstream the request travels with the client's own `_meta`, and the
+//! and the server's requests become multi round-trip input (`modern_rounds`). In front of a
+//! modern upstream the request travels with the client's own `_meta`, and the
 //! answer comes back as the server sent it.
 
 use super::modern_state::{ModernClient, ParkedRequests};
