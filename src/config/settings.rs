@@ -29,7 +29,23 @@ pub struct TasksConfig {
     /// that their 2025-11-25 clients get status notifications without waiting in
     /// `tasks/result`; 0: none followed.
     pub max_followed: usize,
+    /// Where the task store keeps tasks (`store`, `path`).
+    pub store: StoreKind,
 }
+
+/// The task store's backend (`[tasks] store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process only: a restart loses every task. The default for a config that was
+    /// not read from a file (`Config::parse`, tests).
+    Memory,
+    /// A redb database in this directory: finished tasks survive a restart. The default
+    /// for a config read from a file, in [`DEFAULT_DATA_DIR`] beside it.
+    File(PathBuf),
+}
+
+/// The data directory's name beside the config file, when `[tasks] path` is not set.
+pub const DEFAULT_DATA_DIR: &str = "taskgate-data";
 
 impl Default for TasksConfig {
     fn default() -> Self {
@@ -39,6 +55,7 @@ impl Default for TasksConfig {
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
             max_followed: 1000,
+            store: StoreKind::Memory,
         }
     }
 }

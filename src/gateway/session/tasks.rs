@@ -191,13 +191,10 @@ impl Session {
         {
             return Err(e);
         }
-        let rec = self.hosted().create(
-            &self.owner,
-            &self.client,
-            &self.upstream.name,
-            &self.upstream.tasks,
-            requested_ttl,
-        )?;
+        let rec = self
+            .hosted()
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .await?;
         if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
             p.remove("task");
         }
@@ -212,7 +209,7 @@ impl Session {
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
         match link.start_task_call(task_id.clone(), msg).await {
             Ok(up) => self.hosted().started(&task_id, up),
-            Err(e) => self.hosted().start_failed(&task_id, &e),
+            Err(e) => self.hosted().start_failed(&task_id, &e).await,
         }
     }
 
@@ -220,7 +217,7 @@ impl Session {
         let hosted = self.hosted().clone();
         match method {
             Method::TasksGet => {
-                let task = hosted.get(task_id)?;
+                let task = hosted.get(task_id).await?;
                 self.to_client(Message::made(jsonrpc::result_response(&id, task)), Route::Response(id));
             }
             Method::TasksCancel => {
@@ -280,7 +277,7 @@ impl Session {
             }
             Some(_) => return Err(bad_cursor()),
         };
-        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
+        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref()).await?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
             if self.shares() {
                 return self.own_upstream_tasks(id, "").await;
