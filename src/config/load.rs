@@ -383,6 +383,29 @@ mod tests {
     }
 
     #[test]
+    fn the_task_store_defaults_to_a_file_beside_the_config_and_to_memory_without_one() {
+        let up = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n";
+        let env = |_: &str| None;
+        assert_eq!(parse(up).unwrap().tasks.store, StoreKind::Memory);
+        let at = |text: &str| Config::parse_at(text, &env, Some(Path::new("/etc/tg")));
+        assert_eq!(at(up).unwrap().tasks.store, StoreKind::File("/etc/tg/taskgate-data".into()));
+        let rel = format!("[tasks]\npath = \"data\"\n{up}");
+        assert_eq!(at(&rel).unwrap().tasks.store, StoreKind::File("/etc/tg/data".into()));
+        let abs = format!("[tasks]\nstore = \"file\"\npath = \"/var/tg\"\n{up}");
+        assert_eq!(parse(&abs).unwrap().tasks.store, StoreKind::File("/var/tg".into()));
+        let mem = format!("[tasks]\nstore = \"memory\"\n{up}");
+        assert_eq!(at(&mem).unwrap().tasks.store, StoreKind::Memory);
+        for (text, key) in [
+            (format!("[tasks]\nstore = \"file\"\n{up}"), "tasks.path"),
+            (format!("[tasks]\nstore = \"redis\"\n{up}"), "tasks.store"),
+            (format!("[tasks]\nstore = \"memory\"\npath = \"x\"\n{up}"), "tasks.path"),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.0.starts_with(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
     fn the_shipped_config_is_valid() {
         let c = parse(include_str!("../../config.toml")).unwrap();
         assert!(c.upstream("demo").is_some());
