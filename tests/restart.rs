@@ -2,9 +2,8 @@
 //! the same data directory. A finished task and its result are still there; the task that
 //! was running is `failed`, saying the gateway restarted.
 //!
-//! A new session cannot reach the old tasks (a task belongs to the session that created it,
-//! and HTTP sessions are not kept across a restart: README, "Data and retention"), so what
-//! the restarted gateway kept is read from its store once it has stopped.
+//! The client reaches them through its old `Mcp-Session-Id`: the store remembers the
+//! session, and the restarted gateway revives it (README, "Data and retention").
 
 mod common;
 
@@ -95,18 +94,36 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     drop(gw);
 
     let (gw, addr) = start(&config).await;
-    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
-    c.initialize("2025-11-25").await;
-    let other = c.request("tasks/get", json!({"taskId": done_id})).await;
-    assert_eq!(other.error_code(), -32602, "a new session does not see another session's tasks");
+    // The same client, with the same Mcp-Session-Id: its session is revived.
+    c.url = format!("http://{addr}/mcp/demo");
+    let got = c.request("tasks/get", json!({"taskId": done_id})).await;
+    assert_eq!(got.result()["status"], "completed", "{:?}", got.response);
+    let result = c.request("tasks/result", json!({"taskId": done_id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "kept", "the result is served again: {:?}", result.response);
+    let got = c.request("tasks/get", json!({"taskId": running_id})).await;
+    assert_eq!(got.result()["status"], "failed", "{:?}", got.response);
+    assert_eq!(got.result()["statusMessage"], taskgate::RESTARTED);
+    let result = c.request("tasks/result", json!({"taskId": running_id})).await;
+    assert_eq!(result.error_code(), -32603, "{:?}", result.response);
+    let listed = c.request("tasks/list", json!({})).await;
+    assert_eq!(listed.result()["tasks"].as_array().unwrap().len(), 2, "{:?}", listed.response);
+    // Its link is opened again on the gateway's behalf.
+    let echoed = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "again"}})).await;
+    assert_eq!(echoed.result()["content"][0]["text"], "again", "{:?}", echoed.response);
+
+    // Another session does not see them.
+    let mut other = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    other.initialize("2025-11-25").await;
+    let hidden = other.request("tasks/get", json!({"taskId": done_id})).await;
+    assert_eq!(hidden.error_code(), -32602, "a new session does not see another session's tasks");
+    // An unknown session id is still 404.
+    let mut stranger = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    stranger.session = Some("0123456789abcdef0123456789abcdef".into());
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": done_id}});
+    assert_eq!(stranger.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await.status, 404);
     drop(gw); // SIGTERM: the store is closed, its lock let go.
 
     let s = FileStore::open(&dir.path().join("taskgate-data"), 100, 1 << 20).expect("the store reopens");
-    let done = s.get(&done_id).await.expect("the finished task is kept");
-    assert_eq!(done.status, TaskStatus::Completed);
-    let outcome: serde_json::Value = serde_json::from_str(done.outcome.as_deref().unwrap()).unwrap();
-    assert_eq!(outcome["result"]["content"][0]["text"], "kept");
-    let ran = s.get(&running_id).await.expect("the running task is kept");
+    let ran = s.get(&running_id).await.expect("the failed task is kept until its ttl");
     assert_eq!(ran.status, TaskStatus::Failed);
-    assert_eq!(ran.status_message.as_deref(), Some(taskgate::RESTARTED));
 }

@@ -40,6 +40,7 @@ mod modern_rounds;
 pub mod modern_state;
 mod modern_tasks;
 mod relink;
+mod revive;
 mod server_requests;
 mod shared;
 mod state;

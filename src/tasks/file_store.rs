@@ -15,15 +15,20 @@
 //!   when the store opens). Changes to a running task (status messages, input-required
 //!   and back) are not written at all: after a restart a running task is `failed` whatever
 //!   it said, so nothing is spent on them, and progress never reaches the store.
+//! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
+//!   initialized (without waiting: its first task's durable write carries it) and removed
+//!   when it ends; at reopening only those whose owner still has tasks are kept, so that a
+//!   client coming back with its `Mcp-Session-Id` reaches its tasks again.
 //! - The directory is locked while the store is open (`flock` on [`LOCK_FILE`]; redb
 //!   itself would let several processes share the file): a second gateway on the same
 //!   directory fails to start, saying so. The lock goes with the process, `kill -9` too.
 
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
-use crate::tasks::store::{Edit, StoreError, StoreFuture, TaskRecord, TaskStore};
+use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,6 +44,8 @@ pub const DB_FILE: &str = "tasks.redb";
 pub const LOCK_FILE: &str = "lock";
 
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+/// HTTP sessions by `Mcp-Session-Id`, JSON [`SessionRecord`]s.
+const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 
 /// Jobs committed in one transaction at most.
 const MAX_BATCH: usize = 512;
@@ -46,6 +53,8 @@ const MAX_BATCH: usize = 512;
 enum Op {
     Put(String, Vec<u8>),
     Delete(String),
+    PutSession(String, Vec<u8>),
+    DeleteSession(String),
 }
 
 struct Job {
@@ -61,6 +70,8 @@ pub struct FileStore {
     writer: Mutex<mpsc::UnboundedSender<Job>>,
     /// The finished tasks brought back when the store opened.
     restored: Mutex<Vec<TaskRecord>>,
+    /// The sessions remembered from before the restart whose owners still have tasks.
+    sessions: Mutex<HashMap<String, SessionRecord>>,
     path: PathBuf,
     /// Joined on drop, so that the database is closed (and may be opened again) after.
     thread: Option<std::thread::JoinHandle<()>>,
@@ -230,6 +241,27 @@ impl FileStore {
                 }
             }
         }
+        let owners: HashSet<&str> = restored.iter().map(|r| r.owner.as_str()).collect();
+        let mut sessions = HashMap::new();
+        {
+            let read = db.begin_read().map_err(backend)?;
+            match read.open_table(SESSIONS) {
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(backend(e)),
+                Ok(table) => {
+                    for row in table.iter().map_err(backend)? {
+                        let (k, v) = row.map_err(backend)?;
+                        match serde_json::from_slice::<SessionRecord>(v.value()) {
+                            Ok(s) if owners.contains(s.owner.as_str()) => {
+                                sessions.insert(s.id.clone(), s);
+                            }
+                            // A session with no task left has nothing to come back for.
+                            _ => fixes.push(Op::DeleteSession(k.value().to_string())),
+                        }
+                    }
+                }
+            }
+        }
         commit(&db, std::slice::from_ref(&Job { ops: fixes, done: None }), Durability::Immediate).map_err(backend)?;
         if !restored.is_empty() {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
@@ -243,6 +275,7 @@ impl FileStore {
             mem,
             writer: Mutex::new(tx),
             restored: Mutex::new(restored),
+            sessions: Mutex::new(sessions),
             path,
             thread: Some(thread),
             _lock: lock,
@@ -287,11 +320,14 @@ fn commit(db: &Database, jobs: &[Job], durability: Durability) -> Result<(), Str
     let mut txn = db.begin_write().map_err(|e| e.to_string())?;
     txn.set_durability(durability).map_err(|e| e.to_string())?;
     {
-        let mut table = txn.open_table(TASKS).map_err(|e| e.to_string())?;
+        let mut tasks = txn.open_table(TASKS).map_err(|e| e.to_string())?;
+        let mut sessions = txn.open_table(SESSIONS).map_err(|e| e.to_string())?;
         for op in jobs.iter().flat_map(|j| &j.ops) {
             match op {
-                Op::Put(k, v) => table.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                Op::Delete(k) => table.remove(k.as_str()).map(|_| ()),
+                Op::Put(k, v) => tasks.insert(k.as_str(), v.as_slice()).map(|_| ()),
+                Op::Delete(k) => tasks.remove(k.as_str()).map(|_| ()),
+                Op::PutSession(k, v) => sessions.insert(k.as_str(), v.as_slice()).map(|_| ()),
+                Op::DeleteSession(k) => sessions.remove(k.as_str()).map(|_| ()),
             }
             .map_err(|e| e.to_string())?;
         }
@@ -410,6 +446,22 @@ impl TaskStore for FileStore {
 
     fn count(&self) -> StoreFuture<'_, usize> {
         Box::pin(std::future::ready(self.mem.len()))
+    }
+
+    fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
+        let bytes = serde_json::to_vec(&rec).expect("records serialize");
+        Self::queue(&self.writer.lock().unwrap(), vec![Op::PutSession(rec.id, bytes)], false);
+        Box::pin(std::future::ready(()))
+    }
+
+    fn get_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+        Box::pin(std::future::ready(self.sessions.lock().unwrap().get(id).cloned()))
+    }
+
+    fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
+        self.sessions.lock().unwrap().remove(id);
+        Self::queue(&self.writer.lock().unwrap(), vec![Op::DeleteSession(id.to_string())], false);
+        Box::pin(std::future::ready(()))
     }
 
     fn finished_at_open(&self) -> Vec<TaskRecord> {

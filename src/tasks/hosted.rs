@@ -93,6 +93,11 @@ impl Hosted {
         })
     }
 
+    /// The store the tasks are kept in.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
+    }
+
     /// Whether `owner` may see task `task_id` (get, fetch, cancel): its creator only. To
     /// anyone else the task does not exist.
     pub async fn visible(&self, task_id: &str, owner: &str) -> bool {

@@ -4,7 +4,9 @@
 //! [`TaskStore`] is the async seam behind which the backends sit: `tasks::memory_store`
 //! (in this process only) and `tasks::file_store` (a redb database in a data directory, the
 //! default for a config read from a file); a shared one for several replicas comes later.
-//! No task is evicted to make room: a full store (by count, per client, or by the bytes of
+//! The store also keeps what revives an HTTP session after a restart ([`SessionRecord`]):
+//! tasks belong to their creating session, so durable tasks need a durable owner to be
+//! reached. No task is evicted to make room: a full store (by count, per client, or by the bytes of
 //! retained outcomes) refuses new tasks. A finished task is removed once its ttl, counted
 //! from creation, has passed; a running one never is.
 
@@ -98,6 +100,22 @@ impl TaskRecord {
     }
 }
 
+/// What revives an HTTP session after a restart: the identity its tasks belong to, and how
+/// its client initialized (`downstream::http_server`, "revive").
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// Its `Mcp-Session-Id`.
+    pub id: String,
+    /// The path it was created on.
+    pub path: String,
+    pub owner: String,
+    pub client: String,
+    /// The negotiated version.
+    pub version: String,
+    /// The client's `initialize` params, as the session keeps them (JSON text).
+    pub init_params: String,
+}
+
 /// How long a finished task is kept at least, even when its ttl passed while it ran.
 const REAP_GRACE: Duration = Duration::from_secs(1);
 
@@ -169,6 +187,21 @@ pub trait TaskStore: Send + Sync {
     /// a durable store brought back from before a restart.
     fn finished_at_open(&self) -> Vec<TaskRecord> {
         Vec::new()
+    }
+    /// Remembers an HTTP session, so that it can be revived after a restart. Not awaited
+    /// durable: the durable write of the session's first task carries it. A store that does
+    /// not outlive the process keeps nothing.
+    fn put_session(&self, _rec: SessionRecord) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+    /// A session remembered from before a restart (only those whose owner still has tasks
+    /// are kept when the store opens).
+    fn get_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+        Box::pin(std::future::ready(None))
+    }
+    /// The session ended (deleted by its client, or idle): it is not revived.
+    fn remove_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
     }
     /// The store's name in errors and logs.
     fn name(&self) -> &'static str;

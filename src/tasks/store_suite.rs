@@ -4,7 +4,7 @@
 
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::file_store::{FileStore, RESTARTED};
-use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
+use crate::tasks::store::{SessionRecord, StoreError, TaskRecord, TaskStore};
 use std::time::{Duration, SystemTime};
 
 fn rec(id: &str, owner: &str) -> TaskRecord {
@@ -128,6 +128,43 @@ suite! {
     listing_is_per_owner_and_paged: max_tasks 100, max_bytes 1 << 20;
     expiry_removes_finished_tasks_only_and_closes_waiters: max_tasks 10, max_bytes 1 << 20;
     unknown_tasks_are_none: max_tasks 10, max_bytes 1 << 20;
+}
+
+fn session(id: &str, owner: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        path: "/mcp/demo".into(),
+        owner: owner.into(),
+        client: "127.0.0.1".into(),
+        version: "2025-11-25".into(),
+        init_params: "{}".into(),
+    }
+}
+
+#[tokio::test]
+async fn the_memory_store_remembers_no_session() {
+    let s = crate::tasks::memory_store::MemoryStore::new(10, 1 << 20);
+    TaskStore::put_session(&s, session("s1", "o")).await;
+    assert!(TaskStore::get_session(&s, "s1").await.is_none(), "its sessions die with the process anyway");
+}
+
+#[tokio::test]
+async fn a_reopened_file_store_remembers_the_sessions_that_still_have_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+        for (id, owner) in [("kept", "o1"), ("taskless", "o2"), ("ended", "o3")] {
+            s.put_session(session(id, owner)).await;
+        }
+        s.insert(rec("t1", "o1"), 10).await.unwrap();
+        s.insert(rec("t3", "o3"), 10).await.unwrap();
+        s.remove_session("ended").await;
+        assert!(s.get_session("kept").await.is_none(), "only sessions from before the opening are looked up");
+    }
+    let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+    assert_eq!(s.get_session("kept").await, Some(session("kept", "o1")));
+    assert!(s.get_session("taskless").await.is_none(), "no task left to come back for");
+    assert!(s.get_session("ended").await.is_none(), "it ended");
 }
 
 #[tokio::test]
