@@ -127,3 +127,31 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     let ran = s.get(&running_id).await.expect("the failed task is kept until its ttl");
     assert_eq!(ran.status, TaskStatus::Failed);
 }
+
+#[tokio::test]
+async fn a_task_cut_by_sigterm_comes_back_failed_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"300ms\"\n{}", stdio_demo_upstream("demo"));
+    std::fs::write(&config, text).unwrap();
+
+    let (gw, addr) = start(&config).await;
+    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    c.initialize("2025-11-25").await;
+    let created = c
+        .request(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"duration_ms": 60000, "steps": 60}, "task": {"ttl": 600000}}),
+        )
+        .await;
+    let id = created.result()["task"]["taskId"].as_str().unwrap().to_string();
+    drop(gw); // SIGTERM, and waits for the exit.
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    let got = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got.result()["status"], "failed", "{:?}", got.response);
+    let message = got.result()["statusMessage"].as_str().unwrap();
+    assert!(message.ends_with("the gateway is shutting down"), "stored as it ended: {message}");
+}

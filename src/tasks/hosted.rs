@@ -66,10 +66,16 @@ pub struct Hosted {
     cursor_key: std::hash::RandomState,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
+    /// The store writes the link's synchronous calls started (outcomes, status changes):
+    /// shutdown waits for them, so that a task cut by it is stored as it ended.
+    writes: tokio_util::task::TaskTracker,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
 pub const CURSOR_PREFIX: &str = "tg:";
+
+/// How long shutdown waits for the store writes of the tasks it ended.
+const SHUTDOWN_WRITES: Duration = Duration::from_secs(5);
 
 /// Input requests held per task while no client can be asked.
 const MAX_HELD_INPUTS: usize = 16;
@@ -90,6 +96,7 @@ impl Hosted {
             max_store_bytes: cfg.max_store_bytes,
             cursor_key: std::hash::RandomState::new(),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            writes: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -220,6 +227,11 @@ impl Hosted {
         for link in links {
             link.close_because(CloseReason::ShuttingDown).await;
         }
+        // The tasks those links ran have ended: their ends are written before the process exits.
+        self.writes.close();
+        if tokio::time::timeout(SHUTDOWN_WRITES, self.writes.wait()).await.is_err() {
+            tracing::warn!("task store writes still pending at shutdown");
+        }
     }
 
     /// The background call is on its way as upstream request `upstream_id`.
@@ -286,7 +298,7 @@ impl Hosted {
     fn set_status_soon(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
         let Some(me) = self.me.upgrade() else { return };
         let task_id = task_id.to_string();
-        tokio::spawn(async move { me.set_status(&task_id, to, from).await });
+        self.writes.spawn(async move { me.set_status(&task_id, to, from).await });
     }
 
     async fn set_status(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {

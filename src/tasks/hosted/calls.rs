@@ -75,7 +75,7 @@ impl TaskCalls for Hosted {
     fn outcome(&self, task_id: &str, msg: Value) {
         let Some(me) = self.me.upgrade() else { return };
         let task_id = task_id.to_string();
-        tokio::spawn(async move { me.finish(&task_id, msg).await });
+        self.writes.spawn(async move { me.finish(&task_id, msg).await });
     }
 
     /// Progress of the background call: forwarded under the client's token while the task
@@ -138,7 +138,7 @@ impl TaskCalls for Hosted {
         let asked = |then: Option<(Arc<dyn ClientSession>, Route, Id, Value)>| {
             let Some(me) = self.me.upgrade() else { return };
             let (task_id, link) = (task_id.to_string(), link.clone());
-            tokio::spawn(async move {
+            self.writes.spawn(async move {
                 me.set_status(&task_id, TaskStatus::InputRequired, TaskStatus::Working).await;
                 if let Some((session, route, upstream_id, msg)) = then {
                     session.relay_server_request(&link, upstream_id, msg, route, Some(task_id.as_str().into()));
