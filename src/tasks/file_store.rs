@@ -10,9 +10,10 @@
 //!   one writer thread that commits whatever has queued up in one transaction (group
 //!   commit). What must survive a crash is awaited: a new task (so that an id a client
 //!   holds is never unknown after a restart) and a change that made a task terminal, or that
-//!   changed a finished one. Removals are written without waiting and without an fsync of
-//!   their own (the next durable commit carries them; one lost to a crash is expired again
-//!   when the store opens). Changes to a running task (status messages, input-required
+//!   changed a finished one. Removals (and session records) are written without waiting and
+//!   without an fsync of their own: the next durable commit carries them, or after a second
+//!   a commit of their own without one; a removal lost to a crash is expired again when the
+//!   store opens. Changes to a running task (status messages, input-required
 //!   and back) are not written at all: after a restart a running task is `failed` whatever
 //!   it said, so nothing is spent on them, and progress never reaches the store.
 //! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
@@ -30,9 +31,10 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 /// The status message (and error) of a task that was running when the gateway stopped.
 pub const RESTARTED: &str = "the gateway restarted while the task was running";
@@ -67,7 +69,7 @@ pub struct FileStore {
     mem: MemoryStore,
     /// Held across the memory change and the queueing of its write, so that the database
     /// sees the changes in the order memory did.
-    writer: Mutex<mpsc::UnboundedSender<Job>>,
+    writer: Mutex<mpsc::Sender<Job>>,
     /// The finished tasks brought back when the store opened.
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
@@ -99,7 +101,7 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
 impl Drop for FileStore {
     fn drop(&mut self) {
         // Closing the queue ends the writer once it has written what was queued.
-        *self.writer.get_mut().unwrap_or_else(|e| e.into_inner()) = mpsc::unbounded_channel().0;
+        *self.writer.get_mut().unwrap_or_else(|e| e.into_inner()) = mpsc::channel().0;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -266,7 +268,7 @@ impl FileStore {
         if !restored.is_empty() {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("taskgate-store".into())
             .spawn(move || write_loop(db, rx))
@@ -288,11 +290,7 @@ impl FileStore {
     }
 
     /// Queues `ops`; the receiver says when they are durable (`durable`), else `None`.
-    fn queue(
-        tx: &mpsc::UnboundedSender<Job>,
-        ops: Vec<Op>,
-        durable: bool,
-    ) -> Option<oneshot::Receiver<Result<(), String>>> {
+    fn queue(tx: &mpsc::Sender<Job>, ops: Vec<Op>, durable: bool) -> Option<oneshot::Receiver<Result<(), String>>> {
         let (done, rx) = if durable {
             let (a, b) = oneshot::channel();
             (Some(a), Some(b))
@@ -335,11 +333,35 @@ fn commit(db: &Database, jobs: &[Job], durability: Durability) -> Result<(), Str
     txn.commit().map_err(|e| e.to_string())
 }
 
-/// The writer thread: takes what has queued up, commits it at once (durably if anyone
-/// waits), tells the waiters; ends when the store is dropped.
-fn write_loop(db: Database, mut rx: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = rx.blocking_recv() {
-        let mut jobs = vec![first];
+/// How long writes nobody waits for (removals, session records) wait for a durable commit
+/// to carry them before they are committed on their own (without an fsync).
+const LAZY_WRITES: Duration = Duration::from_secs(1);
+
+/// The writer thread: takes what has queued up and commits it in one transaction, durably
+/// (telling the waiters) if anyone waits; writes nobody waits for are held for the next
+/// such commit, for at most [`LAZY_WRITES`] or [`MAX_BATCH`] jobs. Ends when the store is
+/// dropped, committing what it holds.
+fn write_loop(db: Database, rx: mpsc::Receiver<Job>) {
+    let mut lazy: Vec<Job> = Vec::new();
+    loop {
+        let next = if lazy.is_empty() {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(LAZY_WRITES)
+        };
+        let first = match next {
+            Ok(j) => j,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = commit(&db, &lazy, Durability::None) {
+                    tracing::error!(error = %e, "task store write failed");
+                }
+                lazy.clear();
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let mut jobs = std::mem::take(&mut lazy);
+        jobs.push(first);
         while jobs.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(j) => jobs.push(j),
@@ -347,6 +369,10 @@ fn write_loop(db: Database, mut rx: mpsc::UnboundedReceiver<Job>) {
             }
         }
         let waited = jobs.iter().any(|j| j.done.is_some());
+        if !waited && jobs.len() < MAX_BATCH {
+            lazy = jobs;
+            continue;
+        }
         let res = commit(&db, &jobs, if waited { Durability::Immediate } else { Durability::None });
         if let Err(e) = &res {
             tracing::error!(error = %e, "task store write failed");
@@ -358,7 +384,7 @@ fn write_loop(db: Database, mut rx: mpsc::UnboundedReceiver<Job>) {
         }
     }
     // The last removals, made durable before the thread ends.
-    let _ = commit(&db, &[], Durability::Immediate);
+    let _ = commit(&db, &lazy, Durability::Immediate);
 }
 
 /// Whether a change is one the database must see.
