@@ -386,3 +386,26 @@ async fn a_hosted_tasks_call_that_asks_for_input_fails() {
     assert!(result.response["error"]["message"].as_str().unwrap().contains("cannot relay"), "{}", result.response);
     assert_eq!(calls_of(&up, "confirm").len(), 1, "no retry");
 }
+
+/// The round limits are the upstream's `max_input_rounds` and `max_input_requests`.
+#[tokio::test]
+async fn the_round_limits_come_from_the_config() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let cfg = format!("{}max_input_rounds = 3\nmax_input_requests = 1\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&cfg).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "forever", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32603, "{}", out.response);
+    let message = out.response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 3 times") && message.contains("max_input_rounds"), "{message}");
+    assert_eq!(calls_of(&up, "forever").len(), 4, "the first round and 3 retries");
+    // The second round of two-rounds asks two things at once: one more than allowed.
+    let out = c.request("tools/call", json!({"name": "two-rounds", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32603, "{}", out.response);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("max_input_requests"), "{}", out.response);
+    assert_eq!(calls_of(&up, "two-rounds").len(), 2, "no retry after the refused round");
+    // Nothing else changed: the session serves the next request.
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "still");
+}
