@@ -2,19 +2,26 @@
 //! blocking call upstream in the background, and serves `tasks/get|result|list|cancel` from
 //! its store. It routes what the background call produces: progress to the client's token,
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
-//! and the outcome into the store.
+//! and the outcome into the store. On a modern (2026-07-28) upstream the call's input
+//! requests come as rounds of its answer, and become the task's input the same way
+//! (`rounds`).
 
-use crate::config::{HostedMode, TasksConfig, UpstreamTasks};
+use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus, TaskSupport};
+use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
+
+mod decide;
+mod rounds;
+pub use decide::hosts;
+pub use rounds::RoundPolicy;
 
 /// A hosted task whose background call is still running.
 struct Running {
@@ -36,9 +43,14 @@ struct Running {
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
+    /// Input requests held at most (`held_inputs`).
+    max_held: usize,
+    /// On a modern link: what the call needs to go on with input rounds.
+    rounds: Option<rounds::Rounds>,
 }
 
 pub struct Hosted {
+    me: Weak<Hosted>,
     store: Arc<dyn TaskStore>,
     running: Mutex<HashMap<Arc<str>, Running>>,
     /// Tasks per `tasks/list` page.
@@ -63,7 +75,8 @@ pub fn not_found(task_id: &str) -> RpcError {
 
 impl Hosted {
     pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
-        Arc::new(Hosted {
+        Arc::new_cyclic(|me| Hosted {
+            me: me.clone(),
             store: Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
             running: Mutex::new(HashMap::new()),
             page_size: cfg.list_page_size,
@@ -155,6 +168,8 @@ impl Hosted {
                 inputs_held: 0,
                 declared: None,
                 token,
+                max_held: MAX_HELD_INPUTS,
+                rounds: None,
             },
         );
     }
@@ -173,11 +188,13 @@ impl Hosted {
         }
     }
 
-    /// The background call is on its way as upstream request `upstream_id`.
-    pub fn started(&self, task_id: &str, upstream_id: i64) {
-        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
-            r.upstream_id = Some(upstream_id);
-        }
+    /// The background call is on its way as upstream request `upstream_id`: `false` if the
+    /// task no longer runs (the caller cancels the call).
+    pub fn started(&self, task_id: &str, upstream_id: i64) -> bool {
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return false };
+        r.upstream_id = Some(upstream_id);
+        true
     }
 
     /// The background call could not start: the task fails with that error.
@@ -410,6 +427,7 @@ impl Hosted {
 impl TaskCalls for Hosted {
     /// The upstream answered the background call (or the link died, or it timed out).
     fn outcome(&self, task_id: &str, msg: Value) {
+        let Some(msg) = self.next_round(task_id, msg) else { return };
         let mut text = serde_json::to_string(&msg).expect("values serialize");
         let mut msg = msg;
         let too_large = if text.len() > self.max_result_bytes {
@@ -469,8 +487,15 @@ impl TaskCalls for Hosted {
         }
         // Delivered while the task is known to run (the lock held), so that its end, which
         // removes it under the same lock, cannot come in between.
-        let running = self.running.lock().unwrap();
-        let Some(r) = running.get(task_id) else { return };
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return };
+        let value = msg.pointer("/params/progress").and_then(Value::as_f64);
+        if let (Some(rounds), Some(v)) = (r.rounds.as_mut(), value)
+            && !rounds.rises(v)
+        {
+            tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
+            return;
+        }
         // On the stream of a `tasks/result` the creator has pending, else the creator's own.
         let route = r
             .result_waiters
@@ -506,7 +531,7 @@ impl TaskCalls for Hosted {
                         (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ if r.held_inputs.len() < MAX_HELD_INPUTS => {
+                        _ if r.held_inputs.len() < r.max_held => {
                             r.inputs_held += 1;
                             let key = format!("input-{}", r.inputs_held);
                             r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone(), key));
@@ -533,6 +558,11 @@ impl TaskCalls for Hosted {
             }
         }
     }
+
+    /// The answer to an input request of a modern upstream's round (see `rounds`).
+    fn input_answer(&self, answer: Value) {
+        self.round_answer(answer);
+    }
 }
 
 /// Whether client capabilities `declared` (`None`: not known here, the session checks)
@@ -546,40 +576,4 @@ fn declares(declared: Option<&Value>, msg: &Value) -> bool {
         _ => return true,
     };
     caps.get(need).is_some_and(Value::is_object)
-}
-
-/// The hosting decision, given whether the upstream declares tasks and the tool's own
-/// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts
-/// what the upstream would not run as a task: a forbidden tool, or any tool of an upstream
-/// that declares no tasks (marking a tool in its listing does not make a server accept
-/// task-augmented calls of it).
-pub fn hosts(mode: HostedMode, upstream_declares_tasks: bool, support: TaskSupport) -> bool {
-    match mode {
-        HostedMode::Never => false,
-        HostedMode::Always => support != TaskSupport::Required,
-        HostedMode::Auto if upstream_declares_tasks => support == TaskSupport::Forbidden,
-        HostedMode::Auto => support != TaskSupport::Required,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosting_decisions() {
-        use TaskSupport::*;
-        // An upstream without tasks: every tool is hosted (unless never).
-        assert!(hosts(HostedMode::Auto, false, Forbidden));
-        assert!(!hosts(HostedMode::Never, false, Forbidden));
-        // A task-capable upstream: auto hosts only what it would refuse as a task.
-        assert!(hosts(HostedMode::Auto, true, Forbidden));
-        assert!(!hosts(HostedMode::Auto, true, Optional));
-        assert!(!hosts(HostedMode::Auto, true, Required));
-        assert!(hosts(HostedMode::Always, true, Optional));
-        assert!(!hosts(HostedMode::Always, true, Required));
-        // A server that marks tools without declaring tasks: what it requires is its own.
-        assert!(hosts(HostedMode::Auto, false, Optional));
-        assert!(!hosts(HostedMode::Auto, false, Required));
-    }
 }

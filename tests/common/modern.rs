@@ -61,23 +61,38 @@ fn refusal(req: &Value, h: &hyper::HeaderMap) -> Option<Vec<Step>> {
     None
 }
 
+/// What `server/discover` answers, with or without the tasks extension.
+fn discover_result(extension_tasks: bool) -> Value {
+    let mut capabilities =
+        json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}, "logging": {}});
+    if extension_tasks {
+        capabilities["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
+    }
+    json!({
+        "supportedVersions": [MODERN],
+        "capabilities": capabilities,
+        "instructions": "modern only",
+        "ttlMs": 0, "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-scripted", "version": "9"}}
+    })
+}
+
+/// [`modern_server`] without the tasks extension: a 2025-11-25 client's task calls are the
+/// gateway's to host.
+pub fn modern_server_without_tasks(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
+    if req["method"] == "server/discover" && refusal(req, h).is_none() {
+        return vec![complete(req, discover_result(false))];
+    }
+    modern_server(req, h)
+}
+
 pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
     if let Some(refused) = refusal(req, h) {
         return refused;
     }
     match req["method"].as_str().unwrap_or("") {
         "initialize" => err(404, req, -32601, "initialize: this server speaks 2026-07-28 only"),
-        "server/discover" => vec![complete(
-            req,
-            json!({
-                "supportedVersions": [MODERN],
-                "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}, "logging": {},
-                    "extensions": {"io.modelcontextprotocol/tasks": {}}},
-                "instructions": "modern only",
-                "ttlMs": 0, "cacheScope": "private",
-                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-scripted", "version": "9"}}
-            }),
-        )],
+        "server/discover" => vec![complete(req, discover_result(true))],
         "tools/list" => vec![complete(
             req,
             json!({"tools": [{"name": "echo", "title": "Echo", "inputSchema": {"type": "object"}}], "ttlMs": 0, "cacheScope": "private"}),

@@ -4,7 +4,10 @@
 //! `clientInfo`, and the log level the client set, if any), spliced into `params._meta`
 //! without touching the rest; over HTTP every message is POSTed with the headers that mirror
 //! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and without a session id.
-//! What those are is `mcp::modern`'s; this module only applies them. A legacy link pays one
+//! What those are is `mcp::modern`'s; this module only applies them. A modern server sends
+//! no requests, so the link sends it no responses: the one the gateway makes (answering an
+//! input request of a hosted task's round, see `tasks::hosted`) goes to
+//! [`super::TaskCalls::input_answer`]. A legacy link pays one
 //! atomic load per message for it, and its bytes pass as they are.
 
 use super::types::Link;
@@ -69,6 +72,12 @@ impl Link {
         msg: Message,
         capabilities: Option<Map<String, Value>>,
     ) -> Result<(), transport::Error> {
+        if msg.kind() == Kind::Response {
+            // A modern server asks nothing of its client: a response is a hosted task's
+            // answer to its call's input round, which its next round carries.
+            self.core.tasks.input_answer(msg.into_value());
+            return Ok(());
+        }
         let Some(mut meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
         if let Some(c) = capabilities {
             meta.capabilities = c;
