@@ -181,6 +181,13 @@ impl InboundSink for LinkCore {
                             .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
                     }
                 };
+                // A listing tells which arguments a modern upstream wants as headers.
+                if let Some(result) =
+                    frame.value().get("result").filter(|r| r.get("tools").is_some_and(serde_json::Value::is_array))
+                    && let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| l.is_modern())
+                {
+                    link.learn_param_headers(result);
+                }
                 let Some(p) = self.take_pending_keeping_slot(up_id) else {
                     // A request given up on that the upstream answered after all: it is done.
                     self.state.lock().unwrap().abandoned.remove(&up_id);

@@ -228,6 +228,8 @@ pub struct Link {
 pub struct ModernState {
     pub(super) on: std::sync::atomic::AtomicBool,
     pub(super) meta: Mutex<Option<crate::mcp::modern::meta::RequestMeta>>,
+    /// Tool name → its `x-mcp-header` declarations (`Link::learn_param_headers`).
+    pub(super) param_headers: Mutex<HashMap<String, Arc<crate::mcp::modern::headers::ParamHeaders>>>,
 }
 
 impl Drop for LinkCore {
