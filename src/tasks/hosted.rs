@@ -19,9 +19,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 mod decide;
+mod round_state;
 mod rounds;
 pub use decide::hosts;
-pub use rounds::RoundPolicy;
+pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
 struct Running {
@@ -46,7 +47,7 @@ struct Running {
     /// Input requests held at most (`held_inputs`).
     max_held: usize,
     /// On a modern link: what the call needs to go on with input rounds.
-    rounds: Option<rounds::Rounds>,
+    rounds: Option<round_state::Rounds>,
 }
 
 pub struct Hosted {

@@ -24,84 +24,19 @@
 //!
 //! While a round waits for the client the link is kept open (as a running call keeps it).
 
+use super::round_state::{Asking, Retained, RoundPolicy, Rounds};
 use super::{Hosted, Running};
-use crate::gateway::link::{Link, TaskCalls};
+use crate::gateway::link::TaskCalls;
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
-use crate::mcp::modern::input::{self, InputLimits, InputRequired};
+use crate::mcp::modern::input::{self, InputRequired};
 use serde_json::{Map, Value, json};
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// The prefix of the ids the input requests of a round are asked under.
 const ID_PREFIX: &str = "tg-input/";
-
-/// How a hosted task's call on a modern link may go on with input rounds.
-#[derive(Clone, Copy, Debug)]
-pub struct RoundPolicy {
-    pub limits: InputLimits,
-    /// The client's time to answer one round (`request_timeout`).
-    pub answer_within: Duration,
-    /// The whole call, every round together (`max_request_time`).
-    pub max_time: Duration,
-}
-
-/// What a task keeps to retry its call.
-pub(super) struct Rounds {
-    /// The call as it first went up.
-    call: Value,
-    policy: RoundPolicy,
-    /// Rounds answered with `input_required` so far.
-    done: u32,
-    started: Instant,
-    asking: Option<Asking>,
-    last_progress: Option<f64>,
-    /// Ends the call at `max_time` (armed at its first round).
-    _lifetime: Option<DropGuard>,
-}
-
-/// A round waiting for the client's answers.
-struct Asking {
-    state: Option<String>,
-    pending: HashSet<String>,
-    responses: Map<String, Value>,
-    /// The link stays open for the retry.
-    _link: Retained,
-    _timer: DropGuard,
-}
-
-/// Keeps a link open (as a running call does) until dropped.
-struct Retained(Arc<Link>);
-
-impl Retained {
-    fn new(link: &Arc<Link>) -> Retained {
-        link.retain();
-        Retained(link.clone())
-    }
-}
-
-impl Drop for Retained {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
-impl Rounds {
-    pub(super) fn new(call: Value, policy: RoundPolicy) -> Rounds {
-        Rounds { call, policy, done: 0, started: Instant::now(), asking: None, last_progress: None, _lifetime: None }
-    }
-
-    /// Whether a progress value may go to the client: it rises past every earlier round's.
-    pub(super) fn rises(&mut self, value: f64) -> bool {
-        if self.last_progress.is_some_and(|last| value <= last) {
-            return false;
-        }
-        self.last_progress = Some(value);
-        true
-    }
-}
 
 /// The id input request `key` of round `round` of task `task_id` is asked under.
 fn question_id(task_id: &str, round: u32, key: &str) -> Id {
