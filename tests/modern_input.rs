@@ -371,13 +371,21 @@ async fn a_prompt_may_ask_too() {
     assert!(out.others.iter().any(|m| m["method"] == "roots/list"), "{:?}", out.others);
 }
 
-/// A task the gateway hosts for a 2025-11-25 client in front of a modern upstream without
-/// the tasks extension: the call's input requests become the task's input (`input_required`,
-/// asked on the `tasks/result` stream, tagged with the task), and the answers go up in the
-/// retry; the task completes with its result.
+/// A task the gateway hosts for a 2025-11-25 client in front of a modern upstream (without
+/// the tasks extension; or with it, when the server asks for input instead of making a
+/// task): the call's input requests become the task's input (`input_required`, asked on the
+/// `tasks/result` stream, tagged with the task), and the answers go up in the retry; the
+/// task completes with its result.
 #[tokio::test]
 async fn a_hosted_tasks_input_rounds_are_the_tasks_input() {
-    let up = Scripted::start_with_headers(modern_server_without_tasks).await;
+    type Server = fn(&Value, &hyper::HeaderMap) -> Vec<Step>;
+    for server in [modern_server_without_tasks as Server, modern_server] {
+        hosted_rounds_complete(server).await;
+    }
+}
+
+async fn hosted_rounds_complete(server: fn(&Value, &hyper::HeaderMap) -> Vec<Step>) {
+    let up = Scripted::start_with_headers(server).await;
     let gw = start_gateway(&http_upstream("up", &up.url())).await;
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2025-11-25").await;

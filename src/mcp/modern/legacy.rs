@@ -21,8 +21,7 @@
 //! become ordinary server requests, see `gateway::session::input_rounds`), or, for a hosted
 //! task's background call, becomes the task's input (`tasks::hosted::rounds`); it reaches
 //! [`for_legacy`] only where nothing can relay it: a request the session could not keep for
-//! a retry (more than `max_in_flight` exchanges), and a 2025-11-25 task call that an
-//! extension server answered plainly with it (`gateway::session::ext_core`).
+//! a retry (more than `max_in_flight` exchanges).
 
 use super::{ResultType, key};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, Method, RpcError};
