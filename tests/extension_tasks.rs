@@ -1,186 +1,14 @@
 //! A 2026-07-28 upstream of the tasks extension (`io.modelcontextprotocol/tasks`) behind
 //! legacy clients: blocking calls bridged through its tasks.
 //!
-//! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
-//! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
-//! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
-//! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges `tasks/cancel` and completes anyway. Each refuses a request that does not declare the extension
-//! with -32021 naming it, as the extension requires; `echo` is plain.
+//! The scripted server is `common::ext_server`.
 
 mod common;
 
+use common::ext_server::{Server, declares, extension_server};
 use common::*;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-const MODERN: &str = "2026-07-28";
-const EXT: &str = "io.modelcontextprotocol/tasks";
-
-#[derive(Clone)]
-struct Task {
-    tool: String,
-    steps: u32,
-    status: &'static str,
-    answer: Option<Value>,
-    cancelled: bool,
-}
-
-#[derive(Default)]
-struct Server {
-    tasks: HashMap<String, Task>,
-    next: u32,
-}
-
-fn declares(req: &Value) -> bool {
-    req["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"].get(EXT).is_some()
-}
-
-fn error(req: &Value, code: i64, message: &str, data: Option<Value>) -> Vec<Step> {
-    let mut e = json!({"code": code, "message": message});
-    if let Some(d) = data {
-        e["data"] = d;
-    }
-    vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"], "error": e}))]
-}
-
-fn missing(req: &Value) -> Vec<Step> {
-    error(
-        req,
-        -32021,
-        "Missing required client capability",
-        Some(json!({"requiredCapabilities": {"extensions": {EXT: {}}}})),
-    )
-}
-
-fn complete(req: &Value, mut result: Value) -> Vec<Step> {
-    result["resultType"] = "complete".into();
-    vec![reply(req, result)]
-}
-
-fn text(t: &str) -> Value {
-    json!({"content": [{"type": "text", "text": t}], "isError": false, "resultType": "complete"})
-}
-
-/// The task as the extension shows it (`DetailedTask`), after one more step of work.
-fn detailed(id: &str, t: &Task) -> Value {
-    let mut v = json!({"taskId": id, "status": t.status, "createdAt": "2026-12-01T10:00:00.000Z",
-        "lastUpdatedAt": format!("2026-12-01T10:00:{:02}.000Z", t.steps), "ttlMs": 60000, "pollIntervalMs": 100});
-    match (t.tool.as_str(), t.status) {
-        (_, "working") => v["statusMessage"] = format!("step {} of 3", t.steps).into(),
-        ("slow", "completed") => {
-            v["statusMessage"] = "step 3 of 3".into();
-            v["result"] = text("slow done after 3 steps");
-        }
-        ("ask", "completed") => {
-            let a = t.answer.as_ref().and_then(|a| a.pointer("/content/answer")).cloned().unwrap_or(Value::Null);
-            v["result"] = text(&format!("answer: {}", a.as_str().unwrap_or("?")));
-        }
-        ("ask", "input_required") => {
-            v["statusMessage"] = "waiting for an answer".into();
-            v["inputRequests"] = json!({"answer": {"method": "elicitation/create", "params": {"message": "colour?",
-                "mode": "form", "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}});
-        }
-        ("fails", "failed") => v["error"] = json!({"code": -32000, "message": "boom"}),
-        ("stubborn", "completed") => v["result"] = text("done anyway"),
-        _ => {}
-    }
-    v
-}
-
-fn advance(t: &mut Task) {
-    if t.cancelled || matches!(t.status, "completed" | "failed" | "cancelled") {
-        return;
-    }
-    match t.tool.as_str() {
-        "slow" if t.steps < 3 => t.steps += 1,
-        "slow" => t.status = "completed",
-        "fails" if t.steps < 1 => t.steps += 1,
-        "stubborn" if t.steps < 2 => t.steps += 1,
-        "stubborn" => t.status = "completed",
-        "fails" => t.status = "failed",
-        "ask" if t.answer.is_some() => t.status = "completed",
-        "ask" => t.status = "input_required",
-        "stuck" => {}
-        _ => t.steps = (t.steps + 1).min(50),
-    }
-}
-
-fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static {
-    move |req: &Value| {
-        if req.get("id").is_none() {
-            return vec![];
-        }
-        let mut s = state.lock().unwrap();
-        let method = req["method"].as_str().unwrap_or("");
-        match method {
-            "server/discover" => complete(
-                req,
-                json!({"supportedVersions": [MODERN], "capabilities": {"tools": {}, "extensions": {EXT: {}}},
-                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
-            ),
-            "tools/list" => {
-                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn", "stuck"]
-                    .iter()
-                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
-                    .collect();
-                complete(req, json!({"tools": tools}))
-            }
-            "tools/call" => {
-                let tool = req["params"]["name"].as_str().unwrap_or("").to_string();
-                if tool == "echo" {
-                    return complete(
-                        req,
-                        json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
-                    );
-                }
-                if !["slow", "fails", "ask", "endless", "stubborn", "stuck"].contains(&tool.as_str()) {
-                    return error(req, -32602, "unknown tool", None);
-                }
-                if !declares(req) {
-                    return missing(req);
-                }
-                s.next += 1;
-                let id = format!("task-{}", s.next);
-                let t = Task { tool, steps: 0, status: "working", answer: None, cancelled: false };
-                let mut created = detailed(&id, &t);
-                created["resultType"] = "task".into();
-                s.tasks.insert(id, t);
-                vec![reply(req, created)]
-            }
-            "tasks/get" | "tasks/update" | "tasks/cancel" => {
-                if !declares(req) {
-                    return missing(req);
-                }
-                let id = req["params"]["taskId"].as_str().unwrap_or("").to_string();
-                let Some(t) = s.tasks.get_mut(&id) else { return error(req, -32602, "unknown task", None) };
-                match method {
-                    "tasks/get" => {
-                        advance(t);
-                        complete(req, detailed(&id, t))
-                    }
-                    "tasks/update" => {
-                        if let Some(a) = req["params"]["inputResponses"].get("answer") {
-                            t.answer = Some(a.clone());
-                            t.status = "working";
-                        }
-                        complete(req, json!({}))
-                    }
-                    // Acknowledged, and it runs on to its end (cancellation is cooperative).
-                    _ if t.tool == "stubborn" => complete(req, json!({})),
-                    _ => {
-                        if !matches!(t.status, "completed" | "failed") {
-                            t.cancelled = true;
-                            t.status = "cancelled";
-                        }
-                        complete(req, json!({}))
-                    }
-                }
-            }
-            _ => error(req, -32601, "method not found", None),
-        }
-    }
-}
 
 struct Setup {
     up: Scripted,
@@ -189,14 +17,38 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with("").await
+}
+
+/// The gateway in front of the scripted server, with `config` before the upstream's table
+/// (e.g. `[tasks]` keys).
+async fn setup_with(config: &str) -> Setup {
     let state = Arc::new(Mutex::new(Server::default()));
     let up = Scripted::start(extension_server(state.clone())).await;
-    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let gw = start_gateway(&format!("{config}{}", http_upstream("up", &up.url()))).await;
     Setup { up, state, gw }
 }
 
 fn requests(up: &Scripted, method: &str) -> Vec<Value> {
     up.received.lock().unwrap().iter().filter(|m| m["method"] == method).cloned().collect()
+}
+
+/// The `tasks/get` the upstream has had for task `id`.
+fn gets_of(up: &Scripted, id: &str) -> usize {
+    requests(up, "tasks/get").iter().filter(|g| g["params"]["taskId"] == id).count()
+}
+
+/// The ids of the tasks the upstream was asked to cancel, in order.
+fn cancelled_ids(up: &Scripted) -> Vec<String> {
+    requests(up, "tasks/cancel").iter().map(|c| c["params"]["taskId"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// The `notifications/tasks/status` among `msgs`, by status.
+fn statuses(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| m["method"] == "notifications/tasks/status")
+        .map(|m| m["params"]["status"].as_str().unwrap_or("").to_string())
+        .collect()
 }
 
 fn progress_messages(out: &Outcome) -> Vec<String> {
@@ -362,9 +214,41 @@ fn task_call(name: &str) -> Value {
     json!({"name": name, "arguments": {}, "task": {"ttl": 60000}})
 }
 
+/// A task-augmented call of `tool`: the task's id.
+async fn create_task(c: &mut HttpMcp, tool: &str) -> String {
+    let created = c.request("tools/call", task_call(tool)).await;
+    created.result()["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {}", created.response)).to_string()
+}
+
+/// Task `id` does not exist for `c`: -32602 for each task request, and not listed.
+async fn assert_unknown(c: &mut HttpMcp, id: &str) {
+    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        assert_eq!(c.request(m, json!({"taskId": id})).await.error_code(), -32602, "{m}");
+    }
+    let listed = c.request("tasks/list", json!({})).await;
+    assert!(listed.result()["tasks"].as_array().unwrap().iter().all(|t| t["taskId"] != id), "{}", listed.response);
+}
+
+/// A `tasks/result` of task `id` as request `rpc_id`, on its own event stream.
+async fn start_result(c: &HttpMcp, rpc_id: i64, id: &str) -> SseReader {
+    let msg = json!({"jsonrpc": "2.0", "id": rpc_id, "method": "tasks/result", "params": {"taskId": id}});
+    SseReader::new(c.post_streaming(serde_json::to_vec(&msg).unwrap(), &[]).await.into_body())
+}
+
+/// The next `notifications/tasks/status` on `events`.
+async fn next_status(events: &mut SseReader) -> Value {
+    loop {
+        let (_, m) = events.next().await.expect("the stream ended before a status notification");
+        if m["method"] == "notifications/tasks/status" {
+            return m;
+        }
+    }
+}
+
 #[tokio::test]
 async fn core_tasks_become_extension_tasks_and_back() {
-    let s = setup().await;
+    // Not followed in the background: tasks/result's own polls are the only ones.
+    let s = setup_with("[tasks]\nmax_followed = 0\n").await;
     let mut c = core_client(&s).await;
     let tools = c.request("tools/list", json!({})).await;
     let tools = tools.result()["tools"].as_array().unwrap().clone();
@@ -391,8 +275,8 @@ async fn core_tasks_become_extension_tasks_and_back() {
     assert_eq!(result.result()["content"][0]["text"], "slow done after 3 steps", "{}", result.response);
     assert_eq!(result.result()["_meta"][RELATED], json!({"taskId": "task-1"}));
     assert!(result.result().get("resultType").is_none());
-    let statuses: Vec<&Value> = result.others.iter().filter(|m| m["method"] == "notifications/tasks/status").collect();
-    assert_eq!(statuses.last().map(|n| n["params"]["status"].clone()), Some(json!("working")), "{:?}", result.others);
+    // The client saw it working (created, then tasks/get): only the change is news.
+    assert_eq!(statuses(&result.others), ["completed"], "{:?}", result.others);
     let gets_then = requests(&s.up, "tasks/get").len();
     // Asked again: the same, from what the gateway kept.
     let again = c.request("tasks/result", json!({"taskId": "task-1"})).await;
@@ -436,13 +320,9 @@ async fn a_core_cancel_is_answered_at_once_and_sticks() {
     assert_eq!(list.result()["tasks"][0]["status"], "cancelled");
 
     // Unknown ids, and another session's task.
-    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
-        assert_eq!(c.request(m, json!({"taskId": "nope"})).await.error_code(), -32602, "{m}");
-    }
+    assert_unknown(&mut c, "nope").await;
     let mut other = core_client(&s).await;
-    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
-        assert_eq!(other.request(m, json!({"taskId": id})).await.error_code(), -32602, "{m}");
-    }
+    assert_unknown(&mut other, id.as_str().unwrap()).await;
     assert_eq!(other.request("tasks/list", json!({})).await.result()["tasks"], json!([]));
 }
 
@@ -465,7 +345,8 @@ async fn a_plain_answer_to_a_task_call_is_a_hosted_task_already_done() {
 
 #[tokio::test]
 async fn a_core_client_answers_input_on_its_tasks_result_stream() {
-    let s = setup().await;
+    // Not followed in the background: the status changes are all tasks/result's to tell.
+    let s = setup_with("[tasks]\nmax_followed = 0\n").await;
     let mut c = core_client(&s).await;
     let created = c.request("tools/call", task_call("ask")).await;
     let id = created.result()["task"]["taskId"].clone();
@@ -477,12 +358,98 @@ async fn a_core_client_answers_input_on_its_tasks_result_stream() {
     let updates = requests(&s.up, "tasks/update");
     assert_eq!(updates.len(), 1);
     assert_eq!(updates[0]["params"]["inputResponses"]["answer"]["content"]["answer"], "forty-two");
-    assert!(
-        result
-            .others
-            .iter()
-            .any(|m| m["method"] == "notifications/tasks/status" && m["params"]["status"] == "input_required")
+    assert!(statuses(&result.others).contains(&"input_required".to_string()), "{:?}", result.others);
+}
+
+/// A task is followed in the background: a client that never calls `tasks/result` hears of
+/// each change (on its GET stream), until the task ends; then it is not polled any more.
+#[tokio::test]
+async fn status_notifications_arrive_without_a_tasks_result() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let asking = create_task(&mut c, "ask").await;
+    let mut events = SseReader::new(c.get_raw(&[]).await.into_body());
+    let note = next_status(&mut events).await;
+    let task = &note["params"];
+    assert_eq!((task["taskId"].as_str(), task["status"].as_str()), (Some(asking.as_str()), Some("input_required")));
+    assert_eq!((task["ttl"].as_u64(), task["pollInterval"].as_u64()), (Some(60000), Some(100)), "{note}");
+    assert!(task.get("inputRequests").is_none() && task.get("pollIntervalMs").is_none(), "{note}");
+
+    let slow = create_task(&mut c, "slow").await;
+    let note = next_status(&mut events).await;
+    assert_eq!(
+        (note["params"]["taskId"].as_str(), note["params"]["status"].as_str()),
+        (Some(slow.as_str()), Some("completed"))
     );
+    assert_eq!(gets_of(&s.up, &slow), 4, "polled until it ended (one step a poll)");
+    assert!(requests(&s.up, "tasks/get").iter().all(declares));
+    // What the follower found is kept: the outcome is served without asking again.
+    let result = c.request("tasks/result", json!({"taskId": slow})).await;
+    assert_eq!(result.result()["content"][0]["text"], "slow done after 3 steps");
+    assert_eq!(gets_of(&s.up, &slow), 4);
+
+    // A tasks/result waiting on a followed task still relays its input and ends it.
+    let result = c.request("tasks/result", json!({"taskId": asking})).await;
+    assert_eq!(result.result()["content"][0]["text"], "answer: forty-two", "{}", result.response);
+    assert_eq!(requests(&s.up, "tasks/update").len(), 1);
+}
+
+/// The session's end (DELETE over HTTP, EOF over stdio) cancels its tasks that have not ended
+/// upstream; an ended one is left alone.
+#[tokio::test]
+async fn ending_the_session_cancels_its_extension_tasks() {
+    let s = setup().await;
+    let mut c = core_client(&s).await;
+    let running = create_task(&mut c, "endless").await;
+    let failed = create_task(&mut c, "fails").await;
+    assert_eq!(c.request("tasks/result", json!({"taskId": failed})).await.error_code(), -32000);
+    assert!(cancelled_ids(&s.up).is_empty());
+    // DELETE returns once the session has ended, its cancels acknowledged.
+    assert_eq!(c.delete().await, 200);
+    assert_eq!(cancelled_ids(&s.up), std::slice::from_ref(&running));
+    assert!(declares(&requests(&s.up, "tasks/cancel")[0]));
+    assert_eq!(s.state.lock().unwrap().tasks[&running].status, "cancelled");
+
+    let mut stdio = StdioMcp::start(&http_upstream("up", &s.up.url()), "up").await;
+    stdio.initialize("2025-11-25").await;
+    let created = stdio.request("tools/call", task_call("endless")).await;
+    let over_stdio = created.result()["task"]["taskId"].as_str().expect("a task").to_string();
+    assert!(stdio.end_input().await.success());
+    // The gateway has exited: what it sent before is all there is.
+    assert_eq!(cancelled_ids(&s.up), [running, over_stdio]);
+}
+
+/// A `tasks/result` the client cancels, or whose session ends, stops polling its task (the
+/// task itself runs on: `deaf` ignores cancels). The clock is a third wait, polling at the same
+/// interval: while it polls five times, the stopped ones poll at most once more (one may have
+/// been on its way).
+#[tokio::test]
+async fn a_cancelled_tasks_result_stops_polling() {
+    // Not followed in the background: only the waits poll.
+    let s = setup_with("[tasks]\nmax_followed = 0\n").await;
+    let mut a = core_client(&s).await;
+    let mut b = core_client(&s).await;
+    let mut clock = core_client(&s).await;
+    let (ta, tb, tc) =
+        (create_task(&mut a, "deaf").await, create_task(&mut b, "deaf").await, create_task(&mut clock, "deaf").await);
+    let mut wait_a = start_result(&a, 50, &ta).await;
+    let _wait_b = start_result(&b, 60, &tb).await;
+    eventually("both waits poll", async || gets_of(&s.up, &ta) >= 2 && gets_of(&s.up, &tb) >= 2).await;
+
+    assert_eq!(a.notify("notifications/cancelled", json!({"requestId": 50})).await, 202);
+    assert_eq!(b.delete().await, 200);
+    let (before_a, before_b) = (gets_of(&s.up, &ta), gets_of(&s.up, &tb));
+    let _ticking = start_result(&clock, 70, &tc).await;
+    eventually("the clock polls five times", async || gets_of(&s.up, &tc) >= 5).await;
+    assert!(gets_of(&s.up, &ta) <= before_a + 1, "{} after {before_a}", gets_of(&s.up, &ta));
+    assert!(gets_of(&s.up, &tb) <= before_b + 1, "{} after {before_b}", gets_of(&s.up, &tb));
+    // The cancelled request gets no answer: its stream ends without one.
+    while let Some((_, m)) = wait_a.next().await {
+        assert!(m.get("id").is_none(), "{m}");
+    }
+    // The cancelled wait's slot is free again: the task can be waited on anew.
+    let _again = start_result(&a, 51, &ta).await;
+    eventually("a new wait polls", async || gets_of(&s.up, &ta) >= before_a + 2).await;
 }
 
 /// One link for every session (`share = true`): a session's extension tasks are its own, and
@@ -495,11 +462,8 @@ async fn on_a_shared_link_tasks_stay_with_their_session() {
     let s = Setup { up, state, gw };
     let mut a = core_client(&s).await;
     let mut b = core_client(&s).await;
-    let created = a.request("tools/call", task_call("slow")).await;
-    let id = created.result()["task"]["taskId"].clone();
-    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
-        assert_eq!(b.request(m, json!({"taskId": id})).await.error_code(), -32602, "{m}");
-    }
+    let id = create_task(&mut a, "slow").await;
+    assert_unknown(&mut b, &id).await;
     assert_eq!(b.request("tasks/list", json!({})).await.result()["tasks"], json!([]));
     assert_eq!(
         a.request("tasks/result", json!({"taskId": id})).await.result()["content"][0]["text"],
@@ -530,4 +494,54 @@ async fn a_bridged_task_without_change_times_out_and_is_cancelled() {
     assert!(out.response["error"]["message"].as_str().unwrap().contains("request_timeout"), "{}", out.response);
     eventually("the task is cancelled", async || !requests(&up, "tasks/cancel").is_empty()).await;
     assert_eq!(state.lock().unwrap().tasks["task-1"].status, "cancelled");
+}
+
+/// SEP-1391 operations (`[upstream.dialects] sep1391`) in front of an extension server: each
+/// runs on the server's own task, declared from the start, and the client polls by token.
+#[tokio::test]
+async fn sep1391_operations_run_on_extension_tasks() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&format!("{}[upstream.dialects]\nsep1391 = true\n", http_upstream("up", &up.url()))).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    let mut params = init_params("2025-06-18");
+    params["capabilities"]["experimental"] = json!({"sep-1391": {}});
+    c.initialize_with(params).await;
+    let op = |tool: &str, token: &str| json!({"name": tool, "arguments": {}, "operation": {"token": token}});
+    let status = async |c: &HttpMcp, token: &str| {
+        let out = c.request_owned("tools/async/status", json!({"token": token})).await;
+        out.response.pointer("/result/status").and_then(Value::as_str).unwrap_or("").to_string()
+    };
+
+    let started = c.request("tools/call", op("slow", "s1")).await;
+    assert_eq!(started.result()["operation"]["status"], "working", "{}", started.response);
+    eventually("s1 completes", async || status(&c, "s1").await == "completed").await;
+    let got = c.request("tools/async/result", json!({"token": "s1"})).await;
+    assert_eq!(got.result()["result"]["content"][0]["text"], "slow done after 3 steps", "{}", got.response);
+    let calls = requests(&up, "tools/call");
+    assert_eq!(calls.len(), 1, "declared from the start, never refused: {calls:?}");
+    assert!(declares(&calls[0]));
+
+    // Its question reaches the client's GET stream with the operation's token.
+    c.request("tools/call", op("ask", "a1")).await;
+    let mut events = SseReader::new(c.get_raw(&[]).await.into_body());
+    let (_, question) = tokio::time::timeout(STEP, events.next()).await.unwrap().unwrap();
+    assert_eq!(question["params"]["_operation"]["token"], "a1", "{question}");
+    assert_eq!(status(&c, "a1").await, "input_required");
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(&question)).unwrap(), &[]).await.status, 202);
+    eventually("a1 completes", async || status(&c, "a1").await == "completed").await;
+    let got = c.request("tools/async/result", json!({"token": "a1"})).await;
+    assert_eq!(got.result()["result"]["content"][0]["text"], "answer: forty-two");
+
+    // A cancel of the original call cancels the upstream task.
+    let call = json!({"jsonrpc": "2.0", "id": 500, "method": "tools/call", "params": op("endless", "e1")});
+    c.post_raw(serde_json::to_vec(&call).unwrap(), &[]).await;
+    eventually("e1 is followed", async || requests(&up, "tasks/get").iter().any(|g| g["params"]["taskId"] == "task-3"))
+        .await;
+    c.notify("notifications/cancelled", json!({"requestId": 500})).await;
+    assert_eq!(status(&c, "e1").await, "canceled");
+    eventually("the upstream task is cancelled", async || {
+        requests(&up, "tasks/cancel").iter().any(|r| r["params"]["taskId"] == "task-3")
+    })
+    .await;
 }

@@ -301,3 +301,59 @@ async fn a_hosted_task_asks_only_what_its_client_declared() {
     assert_eq!(r["result"], json!({"resultType": "complete"}));
     assert_eq!(get(&c, &id).await["result"]["status"], "input_required", "not taken as an answer");
 }
+
+/// `subscriptions/listen` with `taskIds`: the client's hosted tasks' status changes, each as
+/// the whole task; a task of another owner (a legacy session's) is not granted, and nothing
+/// of it reaches the stream.
+#[tokio::test]
+async fn a_listen_stream_carries_the_status_of_the_hosted_tasks_it_may_see() {
+    let (gw, c) = demo().await;
+    let ask = request(json!(1), "tools/call", json!({"name": "ask", "arguments": {"question": "colour?"}}), ext());
+    let (_, r, _) = call(&c, &ask).await;
+    let mine = r["result"]["taskId"].as_str().unwrap().to_string();
+    let waiting = settled(&c, &mine).await;
+    let key = waiting["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+
+    let mut legacy = HttpMcp::new(&gw.url("demo"));
+    legacy.initialize("2025-11-25").await;
+    let slow = json!({"name": "slow", "arguments": {"duration_ms": 100, "steps": 1}, "task": {"ttl": 60000}});
+    let theirs = legacy.request("tools/call", slow).await.result()["task"]["taskId"].as_str().unwrap().to_string();
+
+    let listen = request(
+        json!("L"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [mine, theirs, "no-such-task"]}}),
+        ext(),
+    );
+    let (mut events, ack) = listen_stream(&c, &listen).await;
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [mine]}), "only what this client may see: {ack}");
+
+    // The other owner's task ends while the stream is open; then this client's is answered.
+    for _ in 0..200 {
+        let got = legacy.request("tasks/get", json!({"taskId": theirs})).await;
+        if got.result()["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let update = request(
+        json!("u"),
+        "tasks/update",
+        json!({"taskId": mine, "inputResponses": {key: {"action": "accept", "content": {"answer": "blue"}}}}),
+        ext(),
+    );
+    assert_eq!(call(&c, &update).await.1["result"], json!({"resultType": "complete"}));
+    loop {
+        let (_, note) = events.next().await.expect("a task notification");
+        assert_eq!(note["method"], "notifications/tasks", "{note}");
+        let p = &note["params"];
+        assert_eq!(p["taskId"], mine.as_str(), "only the granted task: {note}");
+        assert_eq!(p["_meta"]["io.modelcontextprotocol/subscriptionId"], "L", "{note}");
+        assert!(p.get("resultType").is_none() && p["ttlMs"].is_u64(), "a DetailedTask: {note}");
+        if p["status"] == "completed" {
+            assert_eq!(p["result"]["content"][0]["text"], "answer: blue", "the outcome inline: {note}");
+            break;
+        }
+        assert_eq!(p["status"], "working", "{note}");
+    }
+}

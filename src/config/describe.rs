@@ -35,6 +35,7 @@ impl Config {
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
+        let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);
@@ -100,6 +101,11 @@ impl Config {
             let _ = writeln!(out, "min_ttl = \"{}\"", fmt_duration(t.min_ttl));
             let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
             let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
+            let d = &u.dialects;
+            let _ = writeln!(out, "[upstream.dialects]");
+            let _ = writeln!(out, "progress_get = {}", d.progress_get);
+            let _ = writeln!(out, "sep1391 = {}", d.sep1391);
+            let _ = writeln!(out, "retention = \"{}\"", fmt_duration(d.retention));
         }
         out
     }

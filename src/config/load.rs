@@ -46,6 +46,7 @@ impl Config {
                     list_page_size: positive("tasks.list_page_size", t.list_page_size, d.list_page_size)?,
                     max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
+                    max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
                 }
             }
         };
@@ -220,6 +221,17 @@ fn upstream_config(
             DEFAULT_INPUT_REQUESTS,
         )?,
         tasks: upstream_tasks(&at, u.tasks)?,
+        dialects: dialects(&at, u.dialects)?,
+    })
+}
+
+fn dialects(at: &str, d: Option<RawDialects>) -> Result<Dialects, ConfigError> {
+    let def = Dialects::default();
+    let Some(d) = d else { return Ok(def) };
+    Ok(Dialects {
+        progress_get: d.progress_get.unwrap_or(def.progress_get),
+        sep1391: d.sep1391.unwrap_or(def.sep1391),
+        retention: at_most_a_day(&format!("{at}.dialects.retention"), d.retention, def.retention)?,
     })
 }
 
@@ -305,6 +317,14 @@ fn at_most_a_day(key: &str, v: Option<String>, default: Duration) -> Result<Dura
         return err(format!("{key}: {} is longer than the limit of 24h", fmt_duration(d)));
     }
     Ok(d)
+}
+
+/// A count where 0 means none.
+fn count(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(n) => usize::try_from(n).map_err(|_| ConfigError(format!("{key}: {n} is too large"))),
+    }
 }
 
 fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
@@ -470,6 +490,29 @@ mod tests {
         let shown = c.describe();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("<from environment>"));
+    }
+
+    #[test]
+    fn dialects_are_off_unless_enabled() {
+        let c = parse("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"").unwrap();
+        assert_eq!(c.upstreams[0].dialects, Dialects::default());
+        assert!(!c.upstreams[0].dialects.progress_get && !c.upstreams[0].dialects.sep1391);
+        let on = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\nprogress_get=true\nsep1391=true\nretention=\"2m\"";
+        let c = parse(on).unwrap();
+        let d = &c.upstreams[0].dialects;
+        assert!(d.progress_get && d.sep1391);
+        assert_eq!(d.retention, Duration::from_secs(120));
+        assert!(c.describe().contains("[upstream.dialects]\nprogress_get = true\nsep1391 = true\nretention = \"2m\""));
+        for (bad, want) in [
+            ("retention=\"0s\"", "upstream \"a\".dialects.retention"),
+            ("retention=\"48h\"", "upstream \"a\".dialects.retention"),
+            ("progress_get=1", "progress_get"),
+            ("sep=true", "sep"),
+        ] {
+            let e =
+                parse(&format!("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n[upstream.dialects]\n{bad}")).unwrap_err();
+            assert!(e.0.contains(want), "{bad}: {}", e.0);
+        }
     }
 
     #[test]

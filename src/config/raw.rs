@@ -44,6 +44,7 @@ pub(super) struct RawTasks {
     pub(super) list_page_size: Option<u64>,
     pub(super) max_result_bytes: Option<u64>,
     pub(super) max_store_bytes: Option<u64>,
+    pub(super) max_followed: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +58,14 @@ pub(super) struct RawUpstreamTasks {
     pub(super) min_ttl: Option<String>,
     pub(super) poll_interval: Option<String>,
     pub(super) max_tasks_per_owner: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDialects {
+    pub(super) progress_get: Option<bool>,
+    pub(super) sep1391: Option<bool>,
+    pub(super) retention: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +89,7 @@ pub(super) struct RawUpstream {
     pub(super) max_input_rounds: Option<u64>,
     pub(super) max_input_requests: Option<u64>,
     pub(super) tasks: Option<RawUpstreamTasks>,
+    pub(super) dialects: Option<RawDialects>,
 }
 
 #[derive(Deserialize)]

@@ -25,6 +25,10 @@ pub struct TasksConfig {
     pub max_result_bytes: usize,
     /// All retained outcomes together; when full, new tasks are refused.
     pub max_store_bytes: usize,
+    /// Extension tasks followed in the background at once (all sessions together), so
+    /// that their 2025-11-25 clients get status notifications without waiting in
+    /// `tasks/result`; 0: none followed.
+    pub max_followed: usize,
 }
 
 impl Default for TasksConfig {
@@ -34,6 +38,7 @@ impl Default for TasksConfig {
             list_page_size: 50,
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
+            max_followed: 1000,
         }
     }
 }
@@ -102,6 +107,25 @@ impl Default for UpstreamTasks {
     }
 }
 
+/// The by-token dialects the gateway speaks to this upstream's clients
+/// (`[upstream.dialects]`; see the README, "Progress and operations by token"). Off by
+/// default: each adds a method the standard does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dialects {
+    /// The progress-state proposal: `progress/get`, and `_meta.progress` on results.
+    pub progress_get: bool,
+    /// SEP-1391 long-running operations: `tools/call` with `operation`, `tools/async/*`.
+    pub sep1391: bool,
+    /// How long the state of a request that ended stays readable by `progress/get`.
+    pub retention: Duration,
+}
+
+impl Default for Dialects {
+    fn default() -> Self {
+        Dialects { progress_get: false, sep1391: false, retention: Duration::from_secs(600) }
+    }
+}
+
 impl UpstreamConfig {
     /// The demo server as `taskgate demo-server --listen` serves it: in-process, and with no
     /// gateway features on top (it stands for a plain server without tasks).
@@ -118,6 +142,7 @@ impl UpstreamConfig {
             max_input_rounds: DEFAULT_INPUT_ROUNDS,
             max_input_requests: DEFAULT_INPUT_REQUESTS,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
+            dialects: Dialects::default(),
         }
     }
 }
@@ -211,6 +236,7 @@ pub struct UpstreamConfig {
     /// Input requests one such round may carry; a round with more fails its request.
     pub max_input_requests: usize,
     pub tasks: UpstreamTasks,
+    pub dialects: Dialects,
 }
 
 /// Default of `max_input_rounds`.

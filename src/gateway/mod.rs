@@ -3,7 +3,8 @@
 //! Requests go down: a downstream front → [`session`] → [`link`] → [`upstream`] → transport.
 //! What the server sends comes back through interfaces the lower module defines and the upper
 //! one implements: the transport's `InboundSink` (the link), the link's [`link::LinkEvents`]
-//! (the session) and [`link::TaskCalls`] / [`link::TaskFollower`] (hosted tasks, bridges), and
+//! (the session), [`link::TaskCalls`] / [`link::TaskFollower`] / [`link::RelayedTaskEvents`]
+//! (hosted tasks, bridges, relayed upstream tasks), and
 //! [`client::ClientSink`] (the fronts). No module here names one above it.
 //!
 //! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
@@ -36,7 +37,11 @@ pub struct Gateway {
     /// The links of upstreams with `share = true`, one each.
     shared: SharedLinks,
     /// Upstream task ids handed to modern clients (the only ones they may ask about).
-    pub relayed: crate::tasks::relayed::RelayedTasks,
+    pub relayed: Arc<crate::tasks::relayed::RelayedTasks>,
+    /// One permit per extension task followed in the background (`[tasks] max_followed`).
+    pub followers: Arc<tokio::sync::Semaphore>,
+    /// What `progress/get` reads, for the upstreams that enable it.
+    pub progress_states: crate::tasks::progress_state::ProgressStates,
 }
 
 impl Gateway {
@@ -52,14 +57,26 @@ impl Gateway {
             hosted,
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
-            relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks),
+            relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks, config.server.max_in_flight),
+            followers: Arc::new(tokio::sync::Semaphore::new(config.tasks.max_followed)),
+            progress_states: crate::tasks::progress_state::ProgressStates::new(crate::tasks::progress_state::Limits {
+                max_states: config.tasks.max_tasks,
+                max_result_bytes: config.tasks.max_result_bytes,
+                max_bytes: config.tasks.max_store_bytes,
+            }),
             config,
         })
     }
 
     /// What a link it opens needs of it.
     pub fn link_env(&self) -> LinkEnv<'_> {
-        LinkEnv { http: &self.http, permits: &self.links, limits: &self.config.server, tasks: self.hosted.clone() }
+        LinkEnv {
+            http: &self.http,
+            permits: &self.links,
+            limits: &self.config.server,
+            tasks: self.hosted.clone(),
+            relayed: self.relayed.clone(),
+        }
     }
 
     /// The shared link of upstream `cfg` (`share = true`), opened if none is live.

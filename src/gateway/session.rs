@@ -25,7 +25,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+use state::{ServerRequest, SessionState};
+
+mod by_token;
 mod ext_core;
+mod ext_follow;
 mod ext_tasks;
 mod from_upstream;
 mod input_rounds;
@@ -38,18 +42,9 @@ mod modern_tasks;
 mod relink;
 mod server_requests;
 mod shared;
+mod state;
 mod tasks;
 mod versions;
-
-/// A request the server sent the client, waiting for the client's answer.
-struct ServerRequest {
-    link: Weak<Link>,
-    upstream_id: Id,
-    /// The hosted task it was asked for, if any.
-    task: Option<Arc<str>>,
-    /// Its method, if the version table rewrites its result (the client's answer).
-    answers: Option<&'static str>,
-}
 
 /// Held while the client's `initialize` runs: if it ends without the session initialized,
 /// the session is as before it.
@@ -74,60 +69,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const MAX_KNOWN_TASKS: usize = 1024;
 const CURSOR_UPSTREAM: &str = "up:";
 
-#[derive(Default)]
-struct SessionState {
-    /// The client's version, once its `initialize` has been answered.
-    version: Option<ProtocolVersion>,
-    /// The version the client's `initialize` is to be answered at, from the moment it
-    /// arrives: what the upstream sends while the handshake runs is translated for it.
-    asked: Option<ProtocolVersion>,
-    /// The client's `initialize` params (its capabilities are declared to every link).
-    init_params: Option<Value>,
-    /// The version the current link negotiated.
-    upstream_version: Option<ProtocolVersion>,
-    /// The current link speaks 2026-07-28 (see `versions`).
-    upstream_modern: bool,
-    /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
-    ext: crate::tasks::ext_table::ExtState,
-    /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
-    /// gets it in each request's `_meta`, links that replace this one too).
-    log_level: Option<crate::mcp::modern::meta::LogLevel>,
-    /// The upstream's `initialize` result as the link negotiated it (what `server/discover`
-    /// tells a modern client).
-    upstream_init: Value,
-    /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
-    /// version has none: a server that leaks them is not run as a task server).
-    upstream_caps: Value,
-    /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
-    tool_support: HashMap<String, TaskSupport>,
-    /// The upstream's listing marked a tool optional or required.
-    listed_task_tools: bool,
-    /// `tool_support` holds the upstream's whole listing.
-    listing_loaded: bool,
-    next_client_side_id: i64,
-    server_requests: HashMap<Id, ServerRequest>,
-    /// Bridged calls in flight, by client id, and how to cancel them.
-    bridges: HashMap<Id, CancellationToken>,
-    /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
-    retry: HashMap<Id, Message>,
-    /// Requests to a modern upstream that may be answered with input requests, and the rounds
-    /// of those that were (see `input_rounds`).
-    input_rounds: input_state::InputRounds,
-    /// Ids of upstream tasks this client created (its task-augmented calls passed through):
-    /// the only upstream task status notifications it gets.
-    known_tasks: std::collections::VecDeque<String>,
-    generation: u64,
-    /// When the last link died, and the delay before the next may start.
-    restart_backoff: Option<(Instant, Duration)>,
-    closed: bool,
-}
-
 pub struct Session {
     gateway: Arc<Gateway>,
     upstream: Arc<UpstreamConfig>,
     sink: Arc<dyn ClientSink>,
     /// Whose tasks these are: the session itself until authentication exists.
     owner: String,
+    /// `owner`, as the progress states key it.
+    owner_key: Arc<str>,
     /// Who the client is, for per-client limits: its remote address (HTTP) until
     /// authentication exists.
     client: String,
@@ -176,6 +125,7 @@ impl Session {
             upstream,
             sink,
             client: client.unwrap_or_else(|| owner.clone()),
+            owner_key: owner.as_str().into(),
             owner,
             me: me.clone(),
             tag,
@@ -260,6 +210,13 @@ impl Session {
             },
             None => frame,
         };
+        // Boxed: most upstreams speak neither by-token dialect.
+        if self.modern.is_none()
+            && self.speaks_by_token()
+            && let Some(answered) = Box::pin(self.by_token_request(&id, &frame)).await
+        {
+            return answered;
+        }
         let client_has_tasks = self.modern.is_none() && self.version().is_some_and(|v| v.has_tasks());
         // A task asked for by a client whose version has none is not its to ask: the call
         // goes up plain (else a task created upstream would answer a client that cannot
@@ -279,7 +236,7 @@ impl Session {
             Method::ToolsList => Shape::ToolsList,
             // A core task asked of an extension upstream: translated (see `ext_core`).
             Method::ToolsCall if frame.task_param().is_some() && self.translates_ext_tasks() => {
-                return self.ext_core_call(id, frame).await;
+                return Box::pin(self.ext_core_call(id, frame)).await;
             }
             Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
@@ -450,7 +407,15 @@ impl Session {
         Ok(())
     }
 
+    /// Whether the upstream enables a by-token dialect (`by_token`).
+    fn speaks_by_token(&self) -> bool {
+        self.upstream.dialects.progress_get || self.upstream.dialects.sep1391
+    }
+
     async fn handle_notification(&self, frame: Message) {
+        if self.speaks_by_token() && Box::pin(self.operation_cancelled(&frame)).await {
+            return;
+        }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
         if self.input_round_cancelled(&frame) {
@@ -490,6 +455,7 @@ impl Session {
             let Some(client_id) = msg.request_id_param() else { return };
             // A modern request's link knows it by its first id, whichever retry it is now.
             let client_id = self.modern_cancel_target(client_id);
+            self.progress_cancelled(&client_id);
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
@@ -546,6 +512,7 @@ impl Session {
                 Some(m) => m,
                 None => return,
             },
+            None if self.speaks_by_token() => (self.by_token_outgoing(msg, &route), route),
             None => (msg, route),
         };
         self.sink.deliver(msg, route);
@@ -556,6 +523,9 @@ impl Session {
     /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
         self.unpark();
+        if self.speaks_by_token() {
+            Box::pin(self.end_by_token()).await;
+        }
         let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;
@@ -566,6 +536,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
+        Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
         self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {

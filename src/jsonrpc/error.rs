@@ -30,6 +30,17 @@ impl RpcError {
         RpcError { code, message: message.into(), data: None }
     }
 
+    /// A peer's error object as this error (its code, message and data), `what` failed when
+    /// it is not one.
+    pub fn from_object(e: Option<&Value>, what: &str) -> Self {
+        let e = e.unwrap_or(&Value::Null);
+        RpcError {
+            code: e.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: e.get("message").and_then(Value::as_str).unwrap_or(what).to_string(),
+            data: e.get("data").cloned().map(Box::new),
+        }
+    }
+
     pub fn to_value(&self) -> Value {
         let mut e = Map::new();
         e.insert("code".into(), self.code.into());

@@ -28,12 +28,18 @@ pub enum Method {
     ResourcesSubscribe,
     ResourcesUnsubscribe,
     LogMessage,
+    /// The progress-state proposal's `progress/get`.
+    ProgressGet,
+    /// SEP-1391's `tools/async/status`.
+    ToolsAsyncStatus,
+    /// SEP-1391's `tools/async/result`.
+    ToolsAsyncResult,
     /// Anything else: passed through by name.
     Other,
 }
 
 /// Each known method and its name on the wire.
-const NAMES: [(Method, &str); 24] = [
+const NAMES: [(Method, &str); 27] = [
     (Method::Initialize, "initialize"),
     (Method::Ping, "ping"),
     (Method::ServerDiscover, "server/discover"),
@@ -58,6 +64,9 @@ const NAMES: [(Method, &str); 24] = [
     (Method::ResourcesSubscribe, "resources/subscribe"),
     (Method::ResourcesUnsubscribe, "resources/unsubscribe"),
     (Method::LogMessage, "notifications/message"),
+    (Method::ProgressGet, "progress/get"),
+    (Method::ToolsAsyncStatus, "tools/async/status"),
+    (Method::ToolsAsyncResult, "tools/async/result"),
 ];
 
 impl Method {
@@ -89,6 +98,9 @@ impl Method {
             "resources/subscribe" => Method::ResourcesSubscribe,
             "resources/unsubscribe" => Method::ResourcesUnsubscribe,
             "notifications/message" => Method::LogMessage,
+            "progress/get" => Method::ProgressGet,
+            "tools/async/status" => Method::ToolsAsyncStatus,
+            "tools/async/result" => Method::ToolsAsyncResult,
             _ => Method::Other,
         }
     }

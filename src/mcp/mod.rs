@@ -8,6 +8,7 @@
 // Not called yet: issue 11 wires the modern era and the task dialects into sessions and links.
 #[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 1)"))]
 pub mod modern;
+pub mod sep1391;
 pub mod shaping;
 pub mod task_dialects;
 pub mod tasks;

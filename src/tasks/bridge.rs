@@ -184,20 +184,16 @@ impl<L: BridgeLink> Bridge<L> {
             .clamp(MIN_POLL, MAX_POLL);
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
 
-        let (tx, mut events) = mpsc::channel(64);
-        self.link.start_bridge(&task_id, &self.client, token.as_ref(), Arc::new(Follower(tx)));
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
         statuses.observe(&task);
         deadline.insert_since((), started);
-        let ending = self.follow(&task_id, &mut events, poll, token.as_ref(), &deadline, &mut statuses).await;
-        if let (Some(_), Ending::Answer(_)) = (&token, &ending) {
-            // What the client was not told yet goes out before the answer.
-            for msg in statuses.take_unsent() {
-                self.link.synthesize_progress(&task_id, &msg);
-            }
-        }
-        self.link.end_bridge(&task_id);
+        let token = token.as_ref();
+        let ending =
+            follow_subscribed(&*self.link, &self.client, &task_id, token, statuses, async |events, statuses| {
+                self.follow(&task_id, events, poll, token, &deadline, statuses).await
+            })
+            .await;
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
             self.cancel_task(&task_id).await;
         }
@@ -243,11 +239,7 @@ impl<L: BridgeLink> Bridge<L> {
             let synth_at = statuses.next_due();
             tokio::select! {
                 _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
-                    if token.is_some() {
-                        for msg in statuses.take_due(Instant::now()) {
-                            self.link.synthesize_progress(task_id, &msg);
-                        }
-                    }
+                    statuses.send_due(&*self.link, task_id, token);
                 }
                 r = &mut result, if !result_done => {
                     match r {
@@ -353,6 +345,30 @@ impl<L: BridgeLink> Bridge<L> {
     }
 }
 
+/// Follows task `task_id` for the client's call as both bridges do: subscribed on the link to
+/// the task's status notifications and progress (they reach `follow` as events), the status
+/// messages `follow` observed and the client was not told yet sent before the answer, and the
+/// subscription ended. Cancelling the task is the caller's, in its own dialect.
+async fn follow_subscribed<L: BridgeLink>(
+    link: &L,
+    client: &ClientRef,
+    task_id: &str,
+    token: Option<&ProgressToken>,
+    mut statuses: StatusTracker,
+    follow: impl AsyncFnOnce(&mut mpsc::Receiver<BridgeEvent>, &mut StatusTracker) -> Ending,
+) -> Ending {
+    let (tx, mut events) = mpsc::channel(64);
+    link.start_bridge(task_id, client, token, Arc::new(Follower(tx)));
+    let ending = follow(&mut events, &mut statuses).await;
+    if let (Some(_), Ending::Answer(_)) = (token, &ending) {
+        for msg in statuses.take_unsent() {
+            link.synthesize_progress(task_id, &msg);
+        }
+    }
+    link.end_bridge(task_id);
+    ending
+}
+
 /// What the bridge has seen of its task's statuses. Statuses arrive by two paths (the
 /// server's notifications and the bridge's own polls) and can overtake each other: a status
 /// older than one already applied is ignored, and each message is news once. A message
@@ -398,6 +414,16 @@ impl StatusTracker {
             out.extend(self.unsent.pop_front().map(|(_, m)| m));
         }
         out
+    }
+
+    /// The messages due now become progress under the call's token; without one they are
+    /// dropped all the same (else their timer would stay due, and the bridge spin).
+    fn send_due<L: BridgeLink>(&mut self, link: &L, task_id: &str, token: Option<&ProgressToken>) {
+        for msg in self.take_due(Instant::now()) {
+            if token.is_some() {
+                link.synthesize_progress(task_id, &msg);
+            }
+        }
     }
 
     fn take_unsent(&mut self) -> Vec<String> {

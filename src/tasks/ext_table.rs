@@ -9,8 +9,12 @@
 //! `tasks/result` is answered from it, again if asked twice); a **sticky cancelled** (a
 //! core cancel answers a cancelled task at once, and the task stays so for that client,
 //! whatever the server ends with); the input keys already relayed (a key is relayed once,
-//! though every poll repeats it); and the **poll gate**, held by the one waiter polling the
-//! task at a time, so that several `tasks/result` of one task share one poller.
+//! though every poll repeats it); the **poll gate**, held by whoever polls the task (its
+//! background follower, a `tasks/result` waiter, the client's `tasks/get`), so that polls of
+//! one task never overlap and their answers are applied in order; the **status announced**
+//! to the client last (a `notifications/tasks/status` goes out once per change, whoever saw
+//! it); and how many `tasks/result` wait on it (while one does, it polls, and the follower
+//! does not).
 //!
 //! Bounded: at most `limit` tasks (the upstream's `max_tasks_per_owner`, a session being
 //! one owner); when full, the oldest terminal task goes, and with none terminal a new task
@@ -46,6 +50,10 @@ struct Entry {
     sticky_cancelled: bool,
     relayed: HashSet<String>,
     poll: Arc<tokio::sync::Mutex<()>>,
+    /// The status the client was last shown (created, polled, notified).
+    announced: Option<String>,
+    /// `tasks/result` requests waiting on it.
+    waiters: usize,
 }
 
 /// What a session keeps for an upstream of the tasks extension.
@@ -58,6 +66,8 @@ pub struct ExtState {
     pub inputs: HashMap<crate::jsonrpc::Id, super::bridge::extension::InputWait>,
     /// The extension tasks a core-tasks client made.
     pub table: ExtTable,
+    /// Fired when the session ends: its tasks' background followers stop.
+    pub ended: tokio_util::sync::CancellationToken,
 }
 
 pub struct ExtTable {
@@ -119,10 +129,46 @@ impl ExtTable {
             sticky_cancelled: false,
             relayed: HashSet::new(),
             poll: Arc::new(tokio::sync::Mutex::new(())),
+            announced: task.get("status").and_then(Value::as_str).map(str::to_string),
+            waiters: 0,
         };
         self.tasks.insert(id.clone(), entry);
         self.observe(&id, task, inline);
         Ok(())
+    }
+
+    /// The task's snapshot if its status is not the one the client was last shown (which it
+    /// is from now on); `None` if it is, or the task is not here.
+    pub fn status_news(&mut self, id: &str) -> Option<Map<String, Value>> {
+        let e = self.tasks.get_mut(id)?;
+        let status = e.snapshot.get("status").and_then(Value::as_str)?;
+        if e.announced.as_deref() == Some(status) {
+            return None;
+        }
+        e.announced = Some(status.to_string());
+        Some(e.snapshot.clone())
+    }
+
+    /// Whether the task is here and has not ended for the client (someone should follow it).
+    pub fn is_open(&self, id: &str) -> bool {
+        self.tasks.get(id).is_some_and(|e| e.outcome.is_none())
+    }
+
+    /// The tasks that have not ended for the client: what its session's end cancels.
+    pub fn open_tasks(&self) -> Vec<String> {
+        self.order.iter().filter(|id| self.is_open(id)).cloned().collect()
+    }
+
+    /// A `tasks/result` starts (`true`) or stops (`false`) waiting on the task.
+    pub fn set_waiting(&mut self, id: &str, waiting: bool) {
+        if let Some(e) = self.tasks.get_mut(id) {
+            e.waiters = if waiting { e.waiters + 1 } else { e.waiters.saturating_sub(1) };
+        }
+    }
+
+    /// Whether a `tasks/result` waits on the task (and so polls it).
+    pub fn waited_on(&self, id: &str) -> bool {
+        self.tasks.get(id).is_some_and(|e| e.waiters > 0)
     }
 
     /// A fresh look at the task (a `tasks/get` answer, translated): the snapshot as the
@@ -169,6 +215,8 @@ impl ExtTable {
     /// The client cancelled the task: `cancelled` (the snapshot given) from now on.
     pub fn cancel(&mut self, id: &str, cancelled: Map<String, Value>) {
         if let Some(e) = self.tasks.get_mut(id) {
+            // The client is answered with it: no notification repeats it.
+            e.announced = cancelled.get("status").and_then(Value::as_str).map(str::to_string);
             e.snapshot = cancelled;
             e.sticky_cancelled = true;
             e.outcome = Some(Outcome::Cancelled);
@@ -253,6 +301,30 @@ mod tests {
         t.observe("a", task("a", "failed"), Inline::Error(json!({"code": -1, "message": "x"})));
         t.insert(task("c", "working"), Inline::None).unwrap();
         assert!(!t.contains("a") && t.contains("b") && t.contains("c"));
+    }
+
+    #[test]
+    fn each_status_is_news_once_and_open_tasks_are_the_unended() {
+        let mut t = ExtTable::new(10);
+        t.insert(task("a", "working"), Inline::None).unwrap();
+        assert_eq!(t.status_news("a"), None, "the client saw it created working");
+        t.observe("a", task("a", "input_required"), Inline::None);
+        assert_eq!(t.status_news("a").unwrap()["status"], "input_required");
+        assert_eq!(t.status_news("a"), None, "once");
+        t.insert(task("b", "working"), Inline::None).unwrap();
+        t.insert(task("c", "working"), Inline::None).unwrap();
+        t.cancel("b", task("b", "cancelled"));
+        assert_eq!(t.status_news("b"), None, "the client's own cancel is answered, not announced");
+        assert_eq!(t.open_tasks(), vec!["a".to_string(), "c".to_string()]);
+        t.observe("c", task("c", "completed"), Inline::Result(json!({})));
+        assert_eq!(t.open_tasks(), vec!["a".to_string()]);
+        assert!(!t.waited_on("a"));
+        t.set_waiting("a", true);
+        t.set_waiting("a", true);
+        t.set_waiting("a", false);
+        assert!(t.waited_on("a"));
+        t.set_waiting("a", false);
+        assert!(!t.waited_on("a"));
     }
 
     #[test]

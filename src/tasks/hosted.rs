@@ -12,16 +12,16 @@ use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link, TaskCalls};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
+pub use crate::tasks::hosting::hosts;
 use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-mod decide;
 mod round_state;
 mod rounds;
-pub use decide::hosts;
 pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
@@ -33,12 +33,9 @@ struct Running {
     creator: Weak<dyn ClientSession>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
     result_waiters: Vec<(Weak<dyn ClientSession>, Id)>,
-    /// Input requests that found no client to ask yet, each with a key unique over the
-    /// task's life: the next `tasks/result` gets them, or an extension client's `tasks/get`
-    /// shows them and its `tasks/update` answers them.
-    held_inputs: Vec<(Arc<Link>, Id, Value, String)>,
-    /// Input requests held so far (the next one's key).
-    inputs_held: u64,
+    /// Input requests that found no client to ask yet: the next `tasks/result` gets them,
+    /// or an extension client's `tasks/get` shows them and its `tasks/update` answers them.
+    held_inputs: HeldInputs,
     /// The client capabilities the creating request declared, where they were its own
     /// (a 2026-07-28 request's `_meta`): the upstream may ask only for those.
     declared: Option<Value>,
@@ -48,6 +45,9 @@ struct Running {
     max_held: usize,
     /// On a modern link: what the call needs to go on with input rounds.
     rounds: Option<round_state::Rounds>,
+    /// Questions go to the creator even when it cannot be reached now (its sink keeps them
+    /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
+    to_creator_later: bool,
 }
 
 pub struct Hosted {
@@ -165,12 +165,12 @@ impl Hosted {
                 upstream_id: None,
                 creator,
                 result_waiters: Vec::new(),
-                held_inputs: Vec::new(),
-                inputs_held: 0,
+                held_inputs: HeldInputs::default(),
                 declared: None,
                 token,
                 max_held: MAX_HELD_INPUTS,
                 rounds: None,
+                to_creator_later: false,
             },
         );
     }
@@ -209,6 +209,29 @@ impl Hosted {
         if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
             s.discard_progress(token);
         }
+    }
+
+    /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
+    pub fn retain_after_end(&self, task_id: &str) {
+        self.store.update(task_id, &mut |r| r.ttl_from_end = true);
+    }
+
+    /// The task's questions go to its creator, reachable now or not (see `Running`).
+    pub fn ask_creator_later(&self, task_id: &str) {
+        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
+            r.to_creator_later = true;
+        }
+    }
+
+    /// The task's status and status message, while it is kept.
+    pub fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
+        self.store.get(task_id).map(|r| (r.status, r.status_message))
+    }
+
+    /// The upstream asked the client something for the task, outside the hosted call (a
+    /// bridge that follows an upstream task for it).
+    pub fn input_asked(&self, task_id: &str) {
+        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
     }
 
     /// The client answered an input request of the task.
@@ -256,6 +279,12 @@ impl Hosted {
         }
     }
 
+    /// Task `task_id`'s status from now on (a `subscriptions/listen` stream watching it);
+    /// the sender goes once the task has ended.
+    pub fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
+        self.store.watch(task_id)
+    }
+
     /// What a finished task's call ended with (its whole response), if it has ended so.
     pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
         self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
@@ -265,16 +294,7 @@ impl Hosted {
     /// (`{method, params}`, without the related-task tag).
     pub fn held_input_requests(&self, task_id: &str) -> serde_json::Map<String, Value> {
         let running = self.running.lock().unwrap();
-        let Some(r) = running.get(task_id) else { return serde_json::Map::new() };
-        r.held_inputs
-            .iter()
-            .map(|(_, _, msg, key)| {
-                let mut msg = msg.clone();
-                mcp_tasks::untag_related(&mut msg, "params");
-                let params = msg.get("params").cloned().unwrap_or(json!({}));
-                (key.clone(), json!({"method": msg.get("method").cloned().unwrap_or(Value::Null), "params": params}))
-            })
-            .collect()
+        running.get(task_id).map(|r| r.held_inputs.listed()).unwrap_or_default()
     }
 
     /// Answers the held input request `key` of the task with `result` (an extension
@@ -287,15 +307,11 @@ impl Hosted {
         let held = {
             let mut running = self.running.lock().unwrap();
             let Some(r) = running.get_mut(task_id) else { return false };
-            let Some(at) = r.held_inputs.iter().position(|(_, _, _, k)| k == key) else { return false };
-            let held = r.held_inputs.remove(at);
+            let Some(held) = r.held_inputs.take(key) else { return false };
             (held, r.held_inputs.is_empty())
         };
-        let ((link, upstream_id, _, _), none_left) = held;
-        let answer = crate::jsonrpc::Message::made(jsonrpc::result_response(&upstream_id, result));
-        if let Err(e) = link.send(answer).await {
-            tracing::debug!(task = task_id, "input answer not delivered: {e}");
-        }
+        let (held, none_left) = held;
+        held.answer(result).await;
         if none_left {
             self.input_answered(task_id);
         }
@@ -348,16 +364,16 @@ impl Hosted {
         let held = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
                 r.result_waiters.push((waiter.clone(), client_id.clone()));
-                std::mem::take(&mut r.held_inputs)
+                r.held_inputs.take_all()
             }
             None => Vec::new(),
         };
         if let Some(s) = waiter.upgrade() {
-            for (link, upstream_id, msg, _) in held {
+            for h in held {
                 s.relay_server_request(
-                    &link,
-                    upstream_id,
-                    msg,
+                    &h.link,
+                    h.upstream_id,
+                    h.msg,
                     Route::Related(client_id.clone()),
                     Some(task_id.into()),
                 );
@@ -529,16 +545,15 @@ impl TaskCalls for Hosted {
                     let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
                     match (waiter, r.creator.upgrade()) {
                         (Some((s, id)), _) => Target::To(s, Route::Related(id)),
-                        (None, Some(c)) if c.reaches_client_now() => Target::To(c, Route::Unrelated),
+                        (None, Some(c)) if r.to_creator_later || c.reaches_client_now() => {
+                            Target::To(c, Route::Unrelated)
+                        }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ if r.held_inputs.len() < r.max_held => {
-                            r.inputs_held += 1;
-                            let key = format!("input-{}", r.inputs_held);
-                            r.held_inputs.push((link.clone(), upstream_id.clone(), msg.clone(), key));
-                            Target::Hold
-                        }
-                        _ => Target::Nobody,
+                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
+                            Some(_) => Target::Hold,
+                            None => Target::Nobody,
+                        },
                     }
                 }
             }
@@ -552,11 +567,7 @@ impl TaskCalls for Hosted {
             Target::Nobody => {
                 link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
-            Target::Undeclared => {
-                let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-                let why = format!("the client did not declare that it supports {method}");
-                link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
-            }
+            Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
         }
     }
 
@@ -564,17 +575,4 @@ impl TaskCalls for Hosted {
     fn input_answer(&self, answer: Value) {
         self.round_answer(answer);
     }
-}
-
-/// Whether client capabilities `declared` (`None`: not known here, the session checks)
-/// cover input request `msg`.
-fn declares(declared: Option<&Value>, msg: &Value) -> bool {
-    let Some(caps) = declared else { return true };
-    let need = match msg.get("method").and_then(Value::as_str) {
-        Some("elicitation/create") => "elicitation",
-        Some("sampling/createMessage") => "sampling",
-        Some("roots/list") => "roots",
-        _ => return true,
-    };
-    caps.get(need).is_some_and(Value::is_object)
 }

@@ -36,6 +36,8 @@ pub struct TaskRecord {
     /// terminal. Kept as text: a parsed tree costs several times its size, and it is read
     /// once or twice.
     pub outcome: Option<Arc<str>>,
+    /// The ttl counts from the task's end, not its creation (a SEP-1391 `keepAlive`).
+    pub ttl_from_end: bool,
 }
 
 impl TaskRecord {
@@ -61,6 +63,7 @@ impl TaskRecord {
             ttl,
             poll_interval,
             outcome: None,
+            ttl_from_end: false,
         }
     }
 
@@ -82,6 +85,9 @@ impl TaskRecord {
     /// When a finished task may be removed: its ttl after creation, but never before a
     /// moment after it finished, so that a waiting `tasks/result` still finds it.
     pub fn expires_at(&self) -> SystemTime {
+        if self.ttl_from_end {
+            return self.last_updated_at + self.ttl;
+        }
         (self.created_at + self.ttl).max(self.last_updated_at + REAP_GRACE.min(self.ttl))
     }
 

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod ext_server;
 pub mod modern;
 mod stdio_script;
 mod wait;
@@ -234,7 +235,12 @@ impl HttpMcp {
 
     /// initialize + notifications/initialized; returns the initialize result.
     pub async fn initialize(&mut self, version: &str) -> Value {
-        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params(version)});
+        self.initialize_with(init_params(version)).await
+    }
+
+    /// [`HttpMcp::initialize`] with these `initialize` params.
+    pub async fn initialize_with(&mut self, params: Value) -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
         let resp = self.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
         assert_eq!(resp.status, 200, "initialize failed: {:?}", String::from_utf8_lossy(&resp.body));
         self.session = Some(resp.headers.get("mcp-session-id").expect("session id").to_str().unwrap().to_string());
@@ -344,7 +350,8 @@ impl SseReader {
 
 pub struct StdioMcp {
     pub child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
+    /// `None` once the client's input has ended ([`StdioMcp::end_input`]).
+    stdin: Option<tokio::process::ChildStdin>,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     next_id: i64,
     /// Messages read while waiting for something else.
@@ -366,7 +373,7 @@ impl StdioMcp {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         StdioMcp { child, stdin, lines, next_id: 1, backlog: vec![], _dir: dir }
     }
@@ -381,9 +388,17 @@ impl StdioMcp {
 
     /// One line of raw bytes (need not be UTF-8).
     pub async fn send_bytes(&mut self, line: &[u8]) {
-        self.stdin.write_all(line).await.unwrap();
-        self.stdin.write_all(b"\n").await.unwrap();
-        self.stdin.flush().await.unwrap();
+        let stdin = self.stdin.as_mut().expect("the client's input has ended");
+        stdin.write_all(line).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Ends the client's input (EOF on the gateway's stdin), as a client that goes away
+    /// does, and waits (at most [`STEP`]) for the gateway to exit.
+    pub async fn end_input(&mut self) -> std::process::ExitStatus {
+        self.stdin = None;
+        tokio::time::timeout(STEP, self.child.wait()).await.expect("the gateway did not exit at EOF").unwrap()
     }
 
     pub async fn recv(&mut self) -> Value {
@@ -396,7 +411,12 @@ impl StdioMcp {
     }
 
     pub async fn initialize(&mut self, version: &str) -> Value {
-        let out = self.request("initialize", init_params(version)).await;
+        self.initialize_with(init_params(version)).await
+    }
+
+    /// [`StdioMcp::initialize`] with these `initialize` params.
+    pub async fn initialize_with(&mut self, params: Value) -> Value {
+        let out = self.request("initialize", params).await;
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         out.result().clone()
     }

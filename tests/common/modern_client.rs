@@ -64,3 +64,15 @@ pub fn messages_of(r: &RawResponse) -> Vec<Value> {
         .map(|d| serde_json::from_str(d.trim()).unwrap())
         .collect()
 }
+
+/// Opens a `subscriptions/listen` stream (request `req`) and reads its acknowledgement.
+pub async fn listen_stream(c: &HttpMcp, req: &Value) -> (SseReader, Value) {
+    let h = mirrored(req);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = c.post_streaming(serde_json::to_vec(req).unwrap(), &h).await;
+    assert_eq!(resp.status(), 200);
+    let mut events = SseReader::new(resp.into_body());
+    let (_, ack) = events.next().await.expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    (events, ack)
+}

@@ -1,13 +1,13 @@
 //! What comes back from upstream: responses matched to their waiters, server requests and
-//! notifications passed on, timeouts enforced, and everything in flight failed when the
-//! connection dies.
+//! notifications passed on (those naming a task relayed to modern clients to its
+//! subscriber), timeouts enforced, and everything in flight failed when the connection dies.
 
 use super::error::{CloseReason, LinkError, Timeout};
 use super::types::*;
 use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError};
 use crate::transport::{self, InboundSink};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
 
 impl LinkCore {
@@ -136,6 +136,21 @@ impl LinkCore {
     }
 }
 
+impl LinkCore {
+    /// The relayed upstream task a question of the server's names (related-task), with the
+    /// link: only on a shared link, where relayed tasks are made.
+    fn relayed_task_of(&self, frame: &Message) -> Option<(Arc<super::Link>, crate::jsonrpc::TaskId)> {
+        let question =
+            matches!(frame.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::RootsList);
+        if !self.shared || !question {
+            return None;
+        }
+        let task = crate::mcp::tasks::related_task(frame)?;
+        let link = self.link.get().and_then(Weak::upgrade)?;
+        self.relayed.relays(&link, task.as_str()).then_some((link, task))
+    }
+}
+
 impl InboundSink for LinkCore {
     fn message(&self, frame: Message, related: Option<Id>) {
         match frame.kind() {
@@ -235,6 +250,13 @@ impl InboundSink for LinkCore {
             }
             Kind::Request => {
                 let id = frame.id().cloned().expect("requests have ids");
+                if let Some((link, task)) = self.relayed_task_of(&frame) {
+                    // A question during a relayed task is its task's, whichever stream it came on.
+                    if let Some(Id::Num(up)) = &related {
+                        self.deadlines.touch(up);
+                    }
+                    return self.relayed.input_request(&link, task.as_str(), id, frame.into_value());
+                }
                 let (frame, by_token) = self.token_back(frame);
                 let dest = self.route(&frame, related.clone(), by_token);
                 // A question from the server is a sign of life of the request it serves.
@@ -273,6 +295,15 @@ impl InboundSink for LinkCore {
                         return self.unrelated(frame);
                     }
                     Method::TaskStatus => {
+                        if let Some(task) = frame.task_id_param()
+                            && let Some(link) = self.link.get().and_then(Weak::upgrade)
+                            && self.shared
+                            && self.relayed.relays(&link, task.as_str())
+                        {
+                            let mut note = frame.into_value();
+                            let params = note.get_mut("params").map(Value::take).unwrap_or_default();
+                            return self.relayed.status(&link, task.as_str(), params);
+                        }
                         // A bridged call's task: its status is for the bridge, not the client.
                         let task = frame.task_id_param();
                         if let Some(follower) =

@@ -30,4 +30,4 @@ mod types;
 
 pub use error::CloseReason;
 pub use handshake::Negotiated;
-pub use types::{ClientRef, Link, LinkEnv, LinkEvents, SessionTag, Shape, TaskCalls, TaskFollower};
+pub use types::{ClientRef, Link, LinkEnv, LinkEvents, RelayedTaskEvents, SessionTag, Shape, TaskCalls, TaskFollower};

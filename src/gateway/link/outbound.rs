@@ -33,6 +33,7 @@ impl Link {
             state: Mutex::new(state),
             shared,
             tasks: env.tasks,
+            relayed: env.relayed,
             link: OnceLock::new(),
             me: me.clone(),
             progress_interval: env.limits.progress_min_interval,

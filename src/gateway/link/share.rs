@@ -9,7 +9,9 @@
 //!   bridged task it names, the link token it carries). Of the notifications tied to no
 //!   request, list changes go to every session, `notifications/resources/updated` to the
 //!   sessions subscribed to its uri, a task's status to the session whose request created
-//!   the task, and anything else (logs) to nobody.
+//!   the task, and anything else (logs) to nobody. What names a task relayed to modern
+//!   clients (its questions, its status) goes to its subscriber ([`RelayedTaskEvents`],
+//!   `inbound`) instead.
 //! - Resource subscriptions are counted per uri: the upstream hears `resources/subscribe`
 //!   once while any session holds it, and `resources/unsubscribe` when the last lets go.
 //!

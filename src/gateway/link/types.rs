@@ -1,7 +1,7 @@
 //! The link's types: the handle sessions hold ([`Link`]), the part the transport calls into
 //! ([`LinkCore`]), who waits for what ([`LinkState`]), the sessions it serves (by
 //! [`SessionTag`]; a client request is a [`ClientRef`]), and the traits of those the link
-//! reports to ([`LinkEvents`], [`TaskCalls`], [`TaskFollower`]). Their behaviour is in the
+//! reports to ([`LinkEvents`], [`TaskCalls`], [`TaskFollower`], [`RelayedTaskEvents`]). Their behaviour is in the
 //! sibling modules: `outbound` (what goes upstream), `inbound` (what comes back), `routes`
 //! (where server messages and progress go) and `share` (what a shared link adds).
 
@@ -71,6 +71,19 @@ pub trait TaskCalls: Send + Sync + 'static {
     fn input_answer(&self, answer: Value);
 }
 
+/// The subscriber for upstream tasks relayed to clients that know them by an id of the
+/// gateway's (`tasks::relayed`): what the server sends naming such a task (a question tagged
+/// with related-task, a status notification) goes to it, whichever request's stream carried
+/// it. Asked only on shared links, where those tasks are made. Calls must not block.
+pub trait RelayedTaskEvents: Send + Sync + 'static {
+    /// Whether upstream task `task_id` of `link` is one of its.
+    fn relays(&self, link: &Link, task_id: &str) -> bool;
+    /// A question the server asks during such a task.
+    fn input_request(&self, link: &Arc<Link>, task_id: &str, upstream_id: Id, msg: Value);
+    /// A `notifications/tasks/status` for such a task (`task`: its params).
+    fn status(&self, link: &Arc<Link>, task_id: &str, task: Value);
+}
+
 /// A subscriber that follows one upstream task (a bridged call), from
 /// [`Link::start_bridge`] to [`Link::end_bridge`]. Calls are synchronous and must not block.
 pub trait TaskFollower: Send + Sync + 'static {
@@ -88,6 +101,8 @@ pub struct LinkEnv<'a> {
     pub limits: &'a ServerConfig,
     /// Where hosted tasks' calls report.
     pub tasks: Arc<dyn TaskCalls>,
+    /// Where what concerns relayed upstream tasks goes.
+    pub relayed: Arc<dyn RelayedTaskEvents>,
 }
 
 /// Where progress for a token goes.
@@ -197,6 +212,7 @@ pub struct LinkCore {
     /// It serves every session of its upstream (`share = true`).
     pub(super) shared: bool,
     pub(super) tasks: Arc<dyn TaskCalls>,
+    pub(super) relayed: Arc<dyn RelayedTaskEvents>,
     pub(super) link: OnceLock<Weak<Link>>,
     pub(super) me: Weak<LinkCore>,
     pub(super) progress_interval: Duration,

@@ -9,14 +9,18 @@
 //!   `CreateTaskResult`; an `InputRequiredResult` (it asks for input first) becomes a hosted
 //!   task whose call goes on in input rounds (`tasks::hosted::rounds`); an error is the
 //!   answer.
+//! - Each task is followed in the background until it ends for the client (`ext_follow`):
+//!   `notifications/tasks/status` on each change, though no `tasks/result` waits.
 //! - `tasks/get` is the upstream's `tasks/get`, translated, kept as the task's snapshot (and
 //!   its inline outcome, once terminal).
 //! - `tasks/result` blocks: the waiter polls (`tasks/get` at the task's `pollInterval`,
-//!   clamped as the bridges clamp it; one waiter polls at a time, the others read what it
-//!   found), relays input requests on its own stream (tagged with related-task, each key
-//!   once) and sends their answers up as `tasks/update`, sends `notifications/tasks/status`
-//!   when the status changes, and answers with the outcome tagged with related-task. Bounded
-//!   by `max_request_time`.
+//!   clamped as the bridges clamp it; polls of one task take turns, and the follower rests
+//!   while a waiter polls), relays input requests on its own stream (tagged with
+//!   related-task, each key once) and sends their answers up as `tasks/update`, sends
+//!   `notifications/tasks/status` on its stream when the status changes, and answers with
+//!   the outcome tagged with related-task. Bounded by `max_request_time`; the client's
+//!   `notifications/cancelled` for it, and the session's end, stop it and its polling (it
+//!   holds a slot among the session's bridged calls).
 //! - `tasks/cancel`: -32602 for a task seen terminal; else the upstream's `tasks/cancel` (an
 //!   ack) and, at once, the task as last seen, `cancelled`, which it stays for this client.
 //! - `tasks/list`: the session's hosted tasks, then the extension tasks it has seen.
@@ -26,7 +30,6 @@
 use super::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
-use crate::tasks::bridge::extension::InputWait;
 use crate::tasks::ext_table::{self, Outcome};
 use serde_json::Map;
 use tokio::sync::mpsc;
@@ -103,14 +106,16 @@ impl Session {
         let Some(task) = created.get("task").and_then(Value::as_object).cloned() else {
             return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
         };
+        let task_id = task.get("taskId").and_then(Value::as_str).unwrap_or_default().to_string();
         if let Err(e) = self.state.lock().unwrap().ext.table.insert(task, inline) {
             // Nobody would follow it: the upstream is told to drop it.
-            if let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str) {
-                self.cancel_ext_upstream(task_id.to_string());
+            if !task_id.is_empty() {
+                self.cancel_ext_upstream(task_id);
             }
             return e.response(Some(id));
         }
-        tracing::debug!(upstream = %self.upstream.name, task = ?created.pointer("/task/taskId"), "an extension task for a core client");
+        tracing::debug!(upstream = %self.upstream.name, task = %task_id, "an extension task for a core client");
+        self.follow_ext_task(task_id);
         jsonrpc::result_response(id, created)
     }
 
@@ -157,7 +162,7 @@ impl Session {
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
-    fn cancel_ext_upstream(&self, task_id: String) {
+    pub(super) fn cancel_ext_upstream(&self, task_id: String) {
         let Some(link) = self.link.lock().unwrap().clone() else { return };
         let timeout = self.upstream.request_timeout;
         let caps = Some(self.ext_capabilities());
@@ -185,12 +190,8 @@ impl Session {
                 }
                 let resp = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await?;
                 let now = crate::tasks::store::rfc3339(std::time::SystemTime::now());
-                let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now).map_err(|e| {
-                    RpcError::new(
-                        e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
-                        e.get("message").and_then(Value::as_str).unwrap_or("tasks/cancel failed").to_string(),
-                    )
-                })?;
+                let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now)
+                    .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
                 if let Value::Object(t) = &cancelled {
                     self.state.lock().unwrap().ext.table.cancel(task_id, t.clone());
                 }
@@ -198,20 +199,27 @@ impl Session {
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
+                let cancel = self.claim_bridge_slot(&id)?;
                 let me = self.me.clone();
                 let task_id = task_id.to_string();
                 let max = self.upstream.max_request_time;
                 tokio::spawn(async move {
                     let Some(s) = me.upgrade() else { return };
-                    let resp = match tokio::time::timeout(max, s.ext_result(&id, &task_id)).await {
-                        Ok(r) => r,
-                        Err(_) => RpcError::new(
-                            jsonrpc::REQUEST_TIMEOUT,
-                            format!("request timed out: task {task_id} did not end within max_request_time"),
-                        )
-                        .response(Some(&id)),
+                    let resp = tokio::select! {
+                        r = tokio::time::timeout(max, s.ext_result(&id, &task_id)) => Some(r.unwrap_or_else(|_| {
+                            RpcError::new(
+                                jsonrpc::REQUEST_TIMEOUT,
+                                format!("request timed out: task {task_id} did not end within max_request_time"),
+                            )
+                            .response(Some(&id))
+                        })),
+                        // Cancelled by the client, or its session ended: no answer is due.
+                        _ = cancel.cancelled() => None,
                     };
-                    s.answer(id, resp, Some("tools/call"));
+                    s.state.lock().unwrap().bridges.remove(&id);
+                    if let Some(resp) = resp {
+                        s.answer(id, resp, Some("tools/call"));
+                    }
                 });
             }
         }
@@ -237,28 +245,37 @@ impl Session {
         }
     }
 
-    /// The task now: the upstream's `tasks/get`, translated and kept (a task already ended, or
-    /// cancelled by the client, is not asked about again). An upstream error is the answer.
+    /// The task now, for the client's `tasks/get`: what [`Session::look_ext`] found, or the
+    /// snapshot of a task that has ended. The client sees its status here: no notification
+    /// repeats it.
     async fn poll_ext(&self, task_id: &str) -> Result<Map<String, Value>, RpcError> {
-        {
-            let st = self.state.lock().unwrap();
-            if st.ext.table.outcome(task_id).is_some() {
-                return st.ext.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id));
-            }
+        let looked = self.look_ext(task_id).await;
+        let mut st = self.state.lock().unwrap();
+        st.ext.table.status_news(task_id);
+        match looked {
+            Some(Ok((task, _))) => Ok(task),
+            Some(Err(e)) => Err(e),
+            None => st.ext.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id)),
         }
-        let (task, _) = self.poll_ext_detailed(task_id).await?;
-        Ok(task)
     }
 
-    /// [`Session::poll_ext`], with the input requests the upstream task holds.
-    async fn poll_ext_detailed(&self, task_id: &str) -> Result<(Map<String, Value>, Map<String, Value>), RpcError> {
+    /// One look at the task, taking turns with whoever else polls it: the upstream's
+    /// `tasks/get`, translated and kept, with the input requests the task holds. `None`: the
+    /// task has ended for the client (or is gone), and nothing was asked.
+    pub(super) async fn look_ext(&self, task_id: &str) -> Option<LookResult> {
+        let gate = self.state.lock().unwrap().ext.table.poll_gate(task_id)?;
+        let _turn = gate.lock().await;
+        if !self.state.lock().unwrap().ext.table.is_open(task_id) {
+            return None;
+        }
+        Some(self.poll_ext_detailed(task_id).await)
+    }
+
+    /// The upstream's `tasks/get`, translated and kept, with the task's input requests.
+    async fn poll_ext_detailed(&self, task_id: &str) -> LookResult {
         let resp = self.ext_upstream("tasks/get", json!({"taskId": task_id})).await?;
         let Some(result) = resp.get("result").cloned() else {
-            let e = resp.get("error").cloned().unwrap_or(Value::Null);
-            return Err(RpcError::new(
-                e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
-                e.get("message").and_then(Value::as_str).unwrap_or("tasks/get failed").to_string(),
-            ));
+            return Err(RpcError::from_object(resp.get("error"), "tasks/get failed"));
         };
         let (task, inline) = dialect_task::get_to_core(result).map_err(|e| e.to_rpc())?;
         let input = match &inline {
@@ -273,31 +290,18 @@ impl Session {
     /// A core `tasks/result` of an extension task: the whole response, once it has ended.
     async fn ext_result(&self, id: &Id, task_id: &str) -> Value {
         let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
-        let mut last_status: Option<String> = None;
+        let _waiting = Waiting::start(self, task_id);
         loop {
-            let gate = self.state.lock().unwrap().ext.table.poll_gate(task_id);
-            let Some(gate) = gate else { return hosted::not_found(task_id).response(Some(id)) };
-            let polled = {
-                let _one_poller = gate.lock().await;
-                if self.state.lock().unwrap().ext.table.outcome(task_id).is_some() {
-                    None
-                } else {
-                    Some(self.poll_ext_detailed(task_id).await)
-                }
-            };
-            let (task, input) = match polled {
+            let (task, input) = match self.look_ext(task_id).await {
                 None => (Map::new(), Map::new()),
                 Some(Ok(t)) => t,
                 Some(Err(e)) => return e.response(Some(id)),
             };
-            if let Some(outcome) = self.state.lock().unwrap().ext.table.outcome(task_id) {
-                return ext_answer(id, task_id, outcome);
-            }
-            let status = task.get("status").and_then(Value::as_str).map(str::to_string);
-            if status != last_status {
-                last_status = status;
-                let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task.clone()));
-                self.to_client(Message::made(note), Route::Related(id.clone()));
+            self.announce_ext_status(task_id, Route::Related(id.clone()));
+            match self.state.lock().unwrap().ext.table.outcome(task_id) {
+                Some(outcome) => return ext_answer(id, task_id, outcome),
+                None if task.is_empty() => return hosted::not_found(task_id).response(Some(id)),
+                None => {}
             }
             for (key, req) in &input {
                 let fresh =
@@ -309,12 +313,19 @@ impl Session {
                     tracing::info!(upstream = %self.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
                 }
             }
-            let after =
-                task.get("pollInterval").and_then(Value::as_u64).map_or(Duration::from_secs(1), Duration::from_millis);
             tokio::select! {
-                _ = tokio::time::sleep(after.clamp(MIN_POLL, MAX_POLL)) => {}
+                _ = tokio::time::sleep(poll_interval(&task)) => {}
                 Some((key, resp)) = answers.recv() => self.ext_input_to_upstream(task_id, &key, &resp).await,
             }
+        }
+    }
+
+    /// A `notifications/tasks/status` by `route` if the task's status is news to the client.
+    pub(super) fn announce_ext_status(&self, task_id: &str, route: Route) {
+        let news = self.state.lock().unwrap().ext.table.status_news(task_id);
+        if let Some(task) = news {
+            let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task));
+            self.to_client(Message::made(note), route);
         }
     }
 
@@ -328,27 +339,8 @@ impl Session {
         req: &Value,
         answers: &mpsc::Sender<(String, Value)>,
     ) -> Result<(), RpcError> {
-        let mut msg = flow::input_request_to_core(task_id, req).map_err(|e| e.to_rpc())?;
-        msg["id"] = 0.into();
-        let msg = Message::from_value(msg).map_err(|r| r.error)?;
-        if !self.client_can_answer(&msg) {
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_FOUND,
-                format!("the client does not support {}", msg.method_name()),
-            ));
-        }
-        let client_side = {
-            let mut st = self.state.lock().unwrap();
-            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
-                return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
-            }
-            let cid = Id::Num(st.next_client_side_id);
-            st.next_client_side_id += 1;
-            st.ext.inputs.insert(cid.clone(), InputWait { key: key.to_string(), answers: answers.clone() });
-            cid
-        };
-        self.to_client(msg.with_id(&client_side), Route::Related(waiter.clone()));
-        Ok(())
+        let msg = flow::input_request_to_core(task_id, req).map_err(|e| e.to_rpc())?;
+        self.ask_client(waiter, msg, key.to_string(), answers.clone())
     }
 
     /// The core client answered input `key`: a result goes up as `tasks/update`; an error
@@ -379,6 +371,18 @@ impl Session {
         }
     }
 
+    /// The session's hosted tasks from `cursor`, and once they are all listed, the first
+    /// page of its extension tasks (under the extension table's cursor).
+    fn hosted_then_ext(&self, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
+        let (mut tasks, next) = self.hosted().list(&self.owner, cursor)?;
+        if next.is_some() {
+            return Ok((tasks, next));
+        }
+        let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
+        tasks.extend(ext);
+        Ok((tasks, next))
+    }
+
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
     pub(super) fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
@@ -390,26 +394,8 @@ impl Session {
         };
         let (tasks, next) = match cursor.as_deref() {
             Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.state.lock().unwrap().ext.table.list(Some(c))?,
-            None => {
-                let (mut tasks, next) = self.hosted().list(&self.owner, None)?;
-                if next.is_none() {
-                    let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
-                    tasks.extend(ext);
-                    (tasks, next)
-                } else {
-                    (tasks, next)
-                }
-            }
-            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {
-                let (mut tasks, next) = self.hosted().list(&self.owner, Some(c))?;
-                if next.is_none() {
-                    let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
-                    tasks.extend(ext);
-                    (tasks, next)
-                } else {
-                    (tasks, next)
-                }
-            }
+            None => self.hosted_then_ext(None)?,
+            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(Some(c))?,
             Some(_) => return Err(bad_cursor()),
         };
         let mut result = json!({"tasks": tasks});
@@ -418,6 +404,37 @@ impl Session {
         }
         self.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
+    }
+}
+
+/// What one look at an extension task found: the task as the core client sees it, and the
+/// input requests it holds.
+pub(super) type LookResult = Result<(Map<String, Value>, Map<String, Value>), RpcError>;
+
+/// How often an extension task is polled: its `pollInterval` (translated), clamped as the
+/// bridges clamp it.
+pub(super) fn poll_interval(task: &Map<String, Value>) -> Duration {
+    let every = task.get("pollInterval").and_then(Value::as_u64).map_or(Duration::from_secs(1), Duration::from_millis);
+    every.clamp(MIN_POLL, MAX_POLL)
+}
+
+/// Held while a `tasks/result` waits on a task (its follower rests meanwhile), however the
+/// wait ends.
+struct Waiting<'a> {
+    session: &'a Session,
+    task_id: &'a str,
+}
+
+impl<'a> Waiting<'a> {
+    fn start(session: &'a Session, task_id: &'a str) -> Waiting<'a> {
+        session.state.lock().unwrap().ext.table.set_waiting(task_id, true);
+        Waiting { session, task_id }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.session.state.lock().unwrap().ext.table.set_waiting(self.task_id, false);
     }
 }
 

@@ -75,17 +75,7 @@ impl Session {
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
     async fn start_ext_bridge(&self, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = self.link().await?;
-        let cancel = CancellationToken::new();
-        {
-            let mut st = self.state.lock().unwrap();
-            if st.bridges.len() >= self.gateway.limits().max_in_flight {
-                return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
-            }
-            if st.bridges.contains_key(&id) {
-                return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
-            }
-            st.bridges.insert(id.clone(), cancel.clone());
-        }
+        let cancel = self.claim_bridge_slot(&id)?;
         let bridge = ExtBridge {
             link: link.clone(),
             client: self.client_ref(id.clone()),
@@ -95,26 +85,16 @@ impl Session {
             max_request_time: self.upstream.max_request_time,
             max_input: self.gateway.limits().max_in_flight,
             cancel,
-            asker: Arc::new(Asker(self.me.clone())),
+            asker: self.ext_asker(),
             capabilities: self.ext_capabilities(),
         };
-        link.retain();
-        let me = self.me.clone();
-        tokio::spawn(async move {
-            let ending = bridge.run().await;
-            link.release();
-            let Some(s) = me.upgrade() else { return };
-            {
-                let mut st = s.state.lock().unwrap();
-                st.bridges.remove(&id);
-                // Questions of this call the client has not answered are moot now.
-                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
-            }
-            if let Ending::Answer(resp) = ending {
-                s.answer(id, resp, Some("tools/call"));
-            }
-        });
+        self.spawn_bridged(id, link, bridge.run());
         Ok(())
+    }
+
+    /// How a bridged extension task asks this session's client.
+    pub(super) fn ext_asker(&self) -> Arc<dyn AskClient> {
+        Arc::new(Asker(self.me.clone()))
     }
 
     /// The client's answer to a bridged task's input request: `true` if it was one.
@@ -133,7 +113,10 @@ impl Session {
         true
     }
 
-    fn ask_client(
+    /// Sends `request` (an upstream task's input request, without an id) to the client as a
+    /// request related to client request `client_id`; its answer comes back on `answers`
+    /// with `key` (see [`Session::ext_input_answered`]).
+    pub(super) fn ask_client(
         &self,
         client_id: &Id,
         request: Value,

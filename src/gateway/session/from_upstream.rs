@@ -45,6 +45,9 @@ impl Session {
                 if let Some(v) = version {
                     shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
                 }
+                if self.sep1391_client() {
+                    self.mark_invocation_modes(result);
+                }
             }
             Shape::UpstreamTaskPage => {
                 if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {

@@ -9,9 +9,38 @@
 //! `io.modelcontextprotocol/subscriptionId` (the request's id). Resource updates are
 //! subscribed to upstream through the shared link, which asks the upstream once per uri and
 //! lets go when the last session holding it ends. A modern upstream serves the request itself.
+//!
+//! The tasks extension's `taskIds` (from a client that declared it, else -32021) are granted
+//! for the tasks this client could `tasks/get`: the hosted tasks of its owner, and the
+//! upstream tasks relayed to clients of this upstream on the live link. Each granted task is
+//! watched until it ends or the stream does, and each change of it becomes
+//! `notifications/tasks` with the whole `DetailedTask`, as `tasks/get` would answer then:
+//! a hosted task's status changes (`tasks::hosted`), a relayed task's status as the upstream
+//! reports it (its `notifications/tasks/status`, or an answer to `tasks/get`) with the
+//! client's id. Other ids are silently not granted (the acknowledgement leaves them out).
 
 use super::*;
 use crate::mcp::modern::client::{self as modern, ListenFilter};
+use crate::mcp::task_dialects::flow;
+use crate::mcp::tasks::TaskStatus;
+use tokio::sync::watch;
+
+/// What a listen stream watches of a task it was granted.
+enum Watched {
+    Hosted(watch::Receiver<TaskStatus>),
+    /// The upstream's id, and the task as last heard of.
+    Relayed(String, watch::Receiver<Option<Value>>),
+}
+
+impl Watched {
+    /// Waits for a change: `false` once none can come (the task ended, or was forgotten).
+    async fn changed(&mut self) -> bool {
+        match self {
+            Watched::Hosted(rx) => rx.changed().await.is_ok(),
+            Watched::Relayed(_, rx) => rx.changed().await.is_ok(),
+        }
+    }
+}
 
 impl Session {
     /// The client's `subscriptions/listen` (request `id`).
@@ -35,10 +64,84 @@ impl Session {
             }
         }
         granted.uris = held;
+        let watched = self.grant_tasks(&link, &asked.task_ids);
+        granted.task_ids = watched.iter().map(|(t, _)| t.clone()).collect();
         *client.listen.lock().unwrap() = Some((id.clone(), granted.clone()));
         let ack = modern::acknowledged(&granted, &id.to_value());
-        self.sink.deliver(Message::made(ack), Route::Related(id));
+        self.sink.deliver(Message::made(ack), Route::Related(id.clone()));
+        for (task, w) in watched {
+            tokio::spawn(Self::watch_task(self.me.clone(), id.clone(), task, w, client.listen_ended.clone()));
+        }
         Ok(())
+    }
+
+    /// Of the task ids a listen asks for, those this client could `tasks/get`, each with what
+    /// to watch of it.
+    fn grant_tasks(&self, link: &Link, asked: &[String]) -> Vec<(String, Watched)> {
+        let mut granted: Vec<(String, Watched)> = Vec::new();
+        for task in asked {
+            if granted.iter().any(|(t, _)| t == task) {
+                continue;
+            }
+            let watched = if self.hosted().visible(task, &self.owner) {
+                self.hosted().watch(task).map(Watched::Hosted)
+            } else {
+                let relayed = &self.gateway.relayed;
+                relayed
+                    .resolve(task, &self.upstream.name, link.generation())
+                    .and_then(|up| relayed.watch(task).map(|rx| Watched::Relayed(up, rx)))
+            };
+            if let Some(w) = watched {
+                granted.push((task.clone(), w));
+            }
+        }
+        granted
+    }
+
+    /// Sends `notifications/tasks` on listen stream `listen` for each change of `task`,
+    /// until it ends, or the stream does.
+    async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
+        loop {
+            let more = tokio::select! {
+                _ = ended.cancelled() => return,
+                more = watched.changed() => more,
+            };
+            if !more {
+                return;
+            }
+            let Some(session) = me.upgrade() else { return };
+            match session.task_note(&listen, &task, &mut watched).await {
+                Ok((note, ended)) => {
+                    session.sink.deliver(Message::made(note), Route::Related(listen.clone()));
+                    if ended {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(upstream = %session.upstream.name, task = %task, "no task notification: {}", e.message)
+                }
+            }
+        }
+    }
+
+    /// The `notifications/tasks` for `task` as it is now, and whether it has ended.
+    async fn task_note(&self, listen: &Id, task: &str, watched: &mut Watched) -> Result<(Value, bool), RpcError> {
+        let (core, inline) = match watched {
+            Watched::Hosted(_) => self.ext_inline(task)?,
+            Watched::Relayed(upstream_id, rx) => {
+                let Some(core) = rx.borrow_and_update().clone() else {
+                    return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "nothing heard of the task yet"));
+                };
+                let link = self.link().await?;
+                let inline = self.relayed_inline(&link, task, upstream_id, &core).await?;
+                (core, inline)
+            }
+        };
+        let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+        let mut note = flow::notification_to_ext(core, inline, listen).map_err(|e| e.to_rpc())?;
+        // The client knows a relayed task by the gateway's id.
+        note["params"]["taskId"] = task.into();
+        Ok((note, status.is_some_and(|s| s.is_terminal())))
     }
 
     /// Holds `uri`'s updates for this session on the shared link: the upstream is asked
@@ -67,6 +170,7 @@ impl Session {
         let listening = client.listen.lock().unwrap().as_ref().is_some_and(|(l, _)| *l == id);
         if listening {
             *client.listen.lock().unwrap() = None;
+            client.listen_ended.cancel();
             self.sink.abandon(&id);
         }
         listening
@@ -77,6 +181,7 @@ impl Session {
     pub(super) fn listen_lost(&self) {
         let Some(client) = &self.modern else { return };
         let Some((id, _)) = client.listen.lock().unwrap().take() else { return };
+        client.listen_ended.cancel();
         let note = jsonrpc::notification(
             "notifications/cancelled",
             json!({"requestId": id.to_value(), "reason": "the gateway lost its upstream; listen again"}),

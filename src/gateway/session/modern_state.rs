@@ -13,6 +13,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// A session that can wait for its client's input (the modern request's session).
 pub trait Parked: Send + Sync + 'static {
@@ -98,6 +99,10 @@ pub(super) struct ModernClient {
     /// The `subscriptions/listen` this request is, once acknowledged: its id and what it
     /// carries (see `modern_listen`).
     pub(super) listen: Mutex<Option<(Id, ListenFilter)>>,
+    /// Fired when the listen stream ends (also when the session goes): the watchers of the
+    /// tasks it was granted stop.
+    pub(super) listen_ended: CancellationToken,
+    _listen_ends_with_session: DropGuard,
 }
 
 #[derive(Default)]
@@ -129,7 +134,16 @@ impl ModernClient {
                 done: false,
             }),
         });
-        ModernClient { meta, rounds, parked, asked: Mutex::default(), listen: Mutex::new(None) }
+        let listen_ended = CancellationToken::new();
+        ModernClient {
+            meta,
+            rounds,
+            parked,
+            asked: Mutex::default(),
+            listen: Mutex::new(None),
+            _listen_ends_with_session: listen_ended.clone().drop_guard(),
+            listen_ended,
+        }
     }
 }
 

@@ -20,9 +20,12 @@
 //! ways: the core `CreateTaskResult` made flat, `tasks/get` answered from the upstream's
 //! `tasks/get` (and, once the task has ended, its `tasks/result`, inline), `tasks/cancel`
 //! passed on and acknowledged. The client knows each such task by an id of the gateway's
-//! (`tasks::relayed`); only those are asked about, on the link they were created on. The upstream's questions during such a task are not relayed yet:
-//! `tasks/get` shows `input_required` with no `inputRequests`, and `tasks/update` is
-//! acknowledged without effect.
+//! (`tasks::relayed`); only those are asked about, on the link they were created on. The
+//! upstream's questions during such a task (tagged with related-task) are held there:
+//! `tasks/get` of an `input_required` task keeps a `tasks/result` pending upstream (their
+//! stream) and shows those held as `inputRequests`; `tasks/update` answers them upstream
+//! (keys not outstanding are ignored). Questions the creating request's capabilities do not
+//! cover are refused upstream (-32601).
 
 use super::*;
 use crate::mcp::modern::client as modern;
@@ -73,7 +76,9 @@ impl Session {
             Some(result) if result.get("task").is_some() => {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
                 if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
-                    let ours = self.gateway.relayed.mint(&self.upstream.name, link.generation(), t);
+                    let declared = self.modern.as_ref().map(|m| Value::Object(m.meta.capabilities.clone()));
+                    let relayed = &self.gateway.relayed;
+                    let ours = relayed.mint(&self.upstream.name, link.generation(), t, declared.unwrap_or_default());
                     ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
@@ -118,16 +123,8 @@ impl Session {
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
-                        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
-                        let inline = match status {
-                            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
-                                let mut payload = ask("tasks/result").await?;
-                                modern::for_modern(&mut payload, Some("tools/call"));
-                                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
-                            }
-                            Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(Default::default()),
-                            _ => Inline::None,
-                        };
+                        self.gateway.relayed.observe(ours, &core);
+                        let inline = self.relayed_inline(&link, ours, task_id, &core).await?;
                         let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
                         ext["taskId"] = ours.into();
                         jsonrpc::result_response(&id, ext)
@@ -144,10 +141,43 @@ impl Session {
                     _ => jsonrpc::result_response(&id, flow::ack()),
                 }
             }
-            _ => jsonrpc::result_response(&id, flow::ack()),
+            _ => {
+                let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
+                for (key, answer) in responses {
+                    // A key that is not outstanding is ignored, as the extension says.
+                    self.gateway.relayed.answer_held_input(ours, &key, answer).await;
+                }
+                jsonrpc::result_response(&id, flow::ack())
+            }
         };
         self.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
+    }
+
+    /// What the extension inlines for relayed task `ours` (upstream `upstream_id` of `link`)
+    /// as the upstream has it now (`core`): its outcome once it has ended, the questions held
+    /// for it while it waits for input (a `tasks/result` kept pending upstream meanwhile, the
+    /// stream they come on).
+    pub(super) async fn relayed_inline(
+        &self,
+        link: &Arc<Link>,
+        ours: &str,
+        upstream_id: &str,
+        core: &Value,
+    ) -> Result<Inline, RpcError> {
+        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
+        Ok(match status {
+            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
+                let mut payload = link.request("tasks/result", json!({"taskId": upstream_id})).await?;
+                modern::for_modern(&mut payload, Some("tools/call"));
+                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
+            }
+            Some(mcp_tasks::TaskStatus::InputRequired) => {
+                self.gateway.relayed.follow(link, ours);
+                Inline::InputRequests(self.gateway.relayed.held_input_requests(ours))
+            }
+            _ => Inline::None,
+        })
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of a task the gateway hosts for modern
@@ -176,6 +206,12 @@ impl Session {
 
     /// A hosted task as the extension's `tasks/get` has it.
     fn ext_snapshot(&self, task_id: &str) -> Result<Value, RpcError> {
+        let (core, inline) = self.ext_inline(task_id)?;
+        ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
+    }
+
+    /// A hosted task (core `Task`) and what the extension inlines for it now.
+    pub(super) fn ext_inline(&self, task_id: &str) -> Result<(Value, Inline), RpcError> {
         let hosted = self.hosted();
         let core = hosted.get(task_id)?;
         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
@@ -198,6 +234,6 @@ impl Session {
             Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(hosted.held_input_requests(task_id)),
             _ => Inline::None,
         };
-        ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
+        Ok((core, inline))
     }
 }

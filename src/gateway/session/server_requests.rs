@@ -7,6 +7,7 @@ use super::*;
 impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
+        let frame = if self.speaks_by_token() { self.by_token_answered(&id, frame) } else { frame };
         if self.ext_input_answered(&id, &frame) {
             return;
         }
@@ -52,6 +53,7 @@ impl Session {
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
             return;
         }
+        let msg = if self.speaks_by_token() { self.tag_operation_question(msg, task.as_deref()) } else { msg };
         // A request the client's version cannot take is refused upstream, never sent.
         let msg = match self.downward_request(msg) {
             Ok(m) => m,

@@ -19,17 +19,7 @@ impl Session {
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
     pub(super) async fn start_bridge(&self, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = self.link().await?;
-        let cancel = CancellationToken::new();
-        {
-            let mut st = self.state.lock().unwrap();
-            if st.bridges.len() >= self.gateway.limits().max_in_flight {
-                return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
-            }
-            if st.bridges.contains_key(&id) {
-                return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
-            }
-            st.bridges.insert(id.clone(), cancel.clone());
-        }
+        let cancel = self.claim_bridge_slot(&id)?;
         let bridge = Bridge {
             link: link.clone(),
             client: self.client_ref(id.clone()),
@@ -40,19 +30,53 @@ impl Session {
             max_request_time: self.upstream.max_request_time,
             cancel,
         };
-        // The link stays open until the bridged call has ended (and cancelled its task).
+        self.spawn_bridged(id, link, bridge.run());
+        Ok(())
+    }
+
+    /// A slot among the client requests the session serves by following an upstream task
+    /// (bridged calls, translated `tasks/result` waits), by the client's id: the token its
+    /// `notifications/cancelled` and the session's end fire. Refused past `max_in_flight`,
+    /// and for an id already in use.
+    pub(super) fn claim_bridge_slot(&self, id: &Id) -> Result<CancellationToken, RpcError> {
+        let cancel = CancellationToken::new();
+        let mut st = self.state.lock().unwrap();
+        if st.bridges.len() >= self.gateway.limits().max_in_flight {
+            return Err(RpcError::new(GATEWAY_BUSY, "too many bridged calls in flight"));
+        }
+        if st.bridges.contains_key(id) {
+            return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
+        }
+        st.bridges.insert(id.clone(), cancel.clone());
+        Ok(cancel)
+    }
+
+    /// Runs a bridged call (its slot claimed) to its end: the link stays open until then
+    /// (and the task is cancelled), the slot is freed, and the answer, if one is due, goes
+    /// to the client.
+    pub(super) fn spawn_bridged(
+        &self,
+        id: Id,
+        link: Arc<Link>,
+        run: impl std::future::Future<Output = Ending> + Send + 'static,
+    ) {
         link.retain();
         let me = self.me.clone();
         tokio::spawn(async move {
-            let ending = bridge.run().await;
+            let ending = run.await;
             link.release();
             let Some(s) = me.upgrade() else { return };
-            s.state.lock().unwrap().bridges.remove(&id);
+            {
+                let mut st = s.state.lock().unwrap();
+                st.bridges.remove(&id);
+                // Questions of an extension task's call the client has not answered are moot
+                // now (see `ext_tasks`).
+                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
+            }
             if let Ending::Answer(resp) = ending {
                 s.answer(id, resp, Some("tools/call"));
             }
         });
-        Ok(())
     }
 
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).

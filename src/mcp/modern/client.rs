@@ -11,7 +11,8 @@
 //! - **Notifications**: only those of the request itself reach a modern client: progress,
 //!   and log messages at or above the level its `_meta` asked for ([`reaches_modern`]).
 //!   List changes and resource updates go only on a `subscriptions/listen` stream that asked
-//!   for them ([`ListenFilter`]); task status is dropped.
+//!   for them ([`ListenFilter`]); so do the tasks extension's `notifications/tasks`, which
+//!   the session makes (the upstream's core task status is not passed on as it is).
 //! - **Requests the era removed** ([`refused`]): `ping`, `logging/setLevel`, resource
 //!   subscriptions, core `tasks/result` and `tasks/list` get -32601; `initialize` is the
 //!   legacy era's and never reaches a modern request's session.
@@ -35,18 +36,21 @@ pub fn server_capabilities(caps: &Value, keep_extensions: bool) -> Value {
 }
 
 /// What a `subscriptions/listen` stream carries (`params.notifications`, a
-/// `SubscriptionFilter`): list changes by kind, and updates of the listed resources.
+/// `SubscriptionFilter`): list changes by kind, updates of the listed resources, and (the
+/// tasks extension's `taskIds`) `notifications/tasks` for the listed tasks.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListenFilter {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
     pub uris: Vec<String>,
+    pub task_ids: Vec<String>,
 }
 
 impl ListenFilter {
-    /// Reads `params.notifications`: -32602 if it is missing or malformed; keys the gateway
-    /// does not know (an extension's, such as `taskIds`) are not granted.
+    /// Reads `params.notifications`: -32602 if it is missing or malformed, or lists more
+    /// than `max_uris` resources or task ids; keys the gateway does not know (another
+    /// extension's) are not granted.
     pub fn read(params: Option<&Value>, max_uris: usize) -> Result<ListenFilter, RpcError> {
         let bad = |why: &str| RpcError::new(crate::jsonrpc::INVALID_PARAMS, format!("subscriptions/listen: {why}"));
         let n = params.and_then(|p| p.get("notifications")).and_then(Value::as_object);
@@ -56,25 +60,27 @@ impl ListenFilter {
             Some(Value::Bool(b)) => Ok(*b),
             Some(_) => Err(bad(&format!("notifications.{k} must be a boolean"))),
         };
-        let uris = match n.get("resourceSubscriptions") {
-            None | Some(Value::Null) => Vec::new(),
+        let strings = |k: &str| match n.get(k) {
+            None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::Array(a)) if a.len() <= max_uris => a
                 .iter()
                 .map(|u| u.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| bad("notifications.resourceSubscriptions must hold strings"))?,
-            Some(Value::Array(_)) => return Err(bad(&format!("at most {max_uris} resourceSubscriptions"))),
-            Some(_) => return Err(bad("notifications.resourceSubscriptions must be an array")),
+                .ok_or_else(|| bad(&format!("notifications.{k} must hold strings"))),
+            Some(Value::Array(_)) => Err(bad(&format!("at most {max_uris} {k}"))),
+            Some(_) => Err(bad(&format!("notifications.{k} must be an array"))),
         };
         Ok(ListenFilter {
             tools: flag("toolsListChanged")?,
             prompts: flag("promptsListChanged")?,
             resources: flag("resourcesListChanged")?,
-            uris,
+            uris: strings("resourceSubscriptions")?,
+            task_ids: strings("taskIds")?,
         })
     }
 
-    /// What of it the upstream can deliver (by its capabilities).
+    /// What of it the upstream can deliver (by its capabilities). Task ids are the
+    /// session's to grant, task by task (none here).
     pub fn granted(&self, caps: &Value) -> ListenFilter {
         let has = |p: &str| caps.pointer(p).is_some_and(|v| v.as_bool() == Some(true));
         ListenFilter {
@@ -82,6 +88,7 @@ impl ListenFilter {
             prompts: self.prompts && has("/prompts/listChanged"),
             resources: self.resources && has("/resources/listChanged"),
             uris: if has("/resources/subscribe") { self.uris.clone() } else { Vec::new() },
+            task_ids: Vec::new(),
         }
     }
 
@@ -99,6 +106,9 @@ impl ListenFilter {
         }
         if !self.uris.is_empty() {
             m.insert("resourceSubscriptions".into(), self.uris.clone().into());
+        }
+        if !self.task_ids.is_empty() {
+            m.insert("taskIds".into(), self.task_ids.clone().into());
         }
         Value::Object(m)
     }
@@ -328,10 +338,24 @@ mod tests {
         let params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
             "resourceSubscriptions": ["demo://a"], "taskIds": ["t"]}});
         let f = ListenFilter::read(Some(&params), 8).unwrap();
-        assert_eq!(f, ListenFilter { tools: true, prompts: true, resources: false, uris: vec!["demo://a".into()] });
+        let asked = ListenFilter {
+            tools: true,
+            prompts: true,
+            resources: false,
+            uris: vec!["demo://a".into()],
+            task_ids: vec!["t".into()],
+        };
+        assert_eq!(f, asked);
         let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}});
-        let g = f.granted(&caps);
-        assert_eq!(g.to_value(), json!({"toolsListChanged": true, "resourceSubscriptions": ["demo://a"]}));
+        let mut g = f.granted(&caps);
+        assert_eq!(
+            g.to_value(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["demo://a"]}),
+            "tasks: the session's to grant"
+        );
+        g.task_ids = vec!["t".into()];
+        assert_eq!(g.to_value()["taskIds"], json!(["t"]));
+        g.task_ids.clear();
         assert!(g.carries("notifications/tools/list_changed", None));
         assert!(!g.carries("notifications/prompts/list_changed", None), "not granted");
         assert!(g.carries("notifications/resources/updated", Some(&json!({"uri": "demo://a"}))));
@@ -343,6 +367,9 @@ mod tests {
             json!({"notifications": {"toolsListChanged": 1}}),
             json!({"notifications": {"resourceSubscriptions": [1]}}),
             json!({"notifications": {"resourceSubscriptions": ["a", "b", "c"]}}),
+            json!({"notifications": {"taskIds": "t"}}),
+            json!({"notifications": {"taskIds": [1]}}),
+            json!({"notifications": {"taskIds": ["a", "b", "c"]}}),
         ] {
             assert_eq!(ListenFilter::read(Some(&bad), 2).unwrap_err().code, crate::jsonrpc::INVALID_PARAMS, "{bad}");
         }

@@ -228,7 +228,6 @@ pub fn notification_to_core(ext_params: Value) -> Result<(Value, Inline), Dialec
 /// Core `notifications/tasks/status` params (a `Task`) and what the gateway holds for the
 /// task, as the `notifications/tasks` an extension client's `subscriptions/listen` stream
 /// `subscription` (its request id) carries.
-#[cfg_attr(not(test), expect(dead_code, reason = "no wired direction uses it yet (issue 11)"))]
 pub fn notification_to_ext(core_params: Value, inline: Inline, subscription: &Id) -> Result<Value, DialectError> {
     let Value::Object(mut p) = core_params else { return Err(DialectError::NotATask("params must be an object")) };
     untag(&mut p);

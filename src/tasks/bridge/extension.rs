@@ -23,7 +23,7 @@
 //! by status changes and input answers) and `max_request_time` are one [`Deadlines`] entry,
 //! as for the core bridge; each upstream request is bounded by `request_timeout`.
 
-use super::{Follower, MAX_POLL, MIN_POLL, StatusTracker};
+use super::{MAX_POLL, MIN_POLL, StatusTracker, follow_subscribed};
 use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::link::{ClientRef, Link};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
@@ -147,18 +147,14 @@ impl ExtBridge {
         };
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream extension task");
 
-        let (tx, mut events) = mpsc::channel(64);
-        self.link.start_bridge(&task_id, &self.client, token.as_ref(), Arc::new(Follower(tx)));
-        let mut statuses = StatusTracker::default();
         deadline.insert_since((), started);
-        let ending = self.follow(&task_id, task, &mut events, token.as_ref(), &deadline, &mut statuses).await;
-        if let (Some(_), Ending::Answer(_)) = (&token, &ending) {
-            // What the client was not told yet goes out before the answer.
-            for msg in statuses.take_unsent() {
-                self.link.synthesize_progress(&task_id, &msg);
-            }
-        }
-        self.link.end_bridge(&task_id);
+        let token = token.as_ref();
+        let statuses = StatusTracker::default();
+        let ending =
+            follow_subscribed(&*self.link, &self.client, &task_id, token, statuses, async |events, statuses| {
+                self.follow(&task_id, task, events, token, &deadline, statuses).await
+            })
+            .await;
         if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
             self.cancel_task(&task_id).await;
         }
@@ -192,11 +188,7 @@ impl ExtBridge {
                 tokio::select! {
                     _ = sleep_until(next_poll) => break,
                     _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
-                        if token.is_some() {
-                            for msg in statuses.take_due(Instant::now()) {
-                                self.link.synthesize_progress(task_id, &msg);
-                            }
-                        }
+                        statuses.send_due(&*self.link, task_id, token);
                     }
                     Some((key, resp)) = answers.recv() => {
                         deadline.touch(&());

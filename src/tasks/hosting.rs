@@ -1,5 +1,5 @@
-//! Whether the gateway hosts a tool's task-augmented call, from `[upstream.tasks] hosted`,
-//! what the upstream declares and the tool's own `taskSupport`.
+//! The hosting decision: which tools the gateway runs as tasks of its own (per
+//! `[upstream.tasks] hosted`), given what the upstream runs itself.
 
 use crate::config::HostedMode;
 use crate::mcp::tasks::TaskSupport;

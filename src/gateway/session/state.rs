@@ -1,0 +1,80 @@
+//! What one session keeps between messages: the negotiated versions, what it learned of the
+//! upstream, and the requests, tasks and operations in flight on either side.
+
+use super::input_state;
+use crate::gateway::link::Link;
+use crate::jsonrpc::{Id, Message, ProgressToken};
+use crate::mcp::ProtocolVersion;
+use crate::mcp::tasks::TaskSupport;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// A request the server sent the client, waiting for the client's answer.
+pub(super) struct ServerRequest {
+    pub(super) link: Weak<Link>,
+    pub(super) upstream_id: Id,
+    /// The hosted task it was asked for, if any.
+    pub(super) task: Option<Arc<str>>,
+    /// Its method, if the version table rewrites its result (the client's answer).
+    pub(super) answers: Option<&'static str>,
+}
+
+#[derive(Default)]
+pub(super) struct SessionState {
+    /// The client's version, once its `initialize` has been answered.
+    pub(super) version: Option<ProtocolVersion>,
+    /// The version the client's `initialize` is to be answered at, from the moment it
+    /// arrives: what the upstream sends while the handshake runs is translated for it.
+    pub(super) asked: Option<ProtocolVersion>,
+    /// The client's `initialize` params (its capabilities are declared to every link).
+    pub(super) init_params: Option<Value>,
+    /// The version the current link negotiated.
+    pub(super) upstream_version: Option<ProtocolVersion>,
+    /// The current link speaks 2026-07-28 (see `versions`).
+    pub(super) upstream_modern: bool,
+    /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
+    pub(super) ext: crate::tasks::ext_table::ExtState,
+    /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
+    /// gets it in each request's `_meta`, links that replace this one too).
+    pub(super) log_level: Option<crate::mcp::modern::meta::LogLevel>,
+    /// The upstream's `initialize` result as the link negotiated it (what `server/discover`
+    /// tells a modern client).
+    pub(super) upstream_init: Value,
+    /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
+    /// version has none: a server that leaks them is not run as a task server).
+    pub(super) upstream_caps: Value,
+    /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
+    pub(super) tool_support: HashMap<String, TaskSupport>,
+    /// The upstream's listing marked a tool optional or required.
+    pub(super) listed_task_tools: bool,
+    /// `tool_support` holds the upstream's whole listing.
+    pub(super) listing_loaded: bool,
+    pub(super) next_client_side_id: i64,
+    pub(super) server_requests: HashMap<Id, ServerRequest>,
+    /// Bridged calls in flight (and translated `tasks/result` waits, `ext_core`), by client
+    /// id, and how to cancel them.
+    pub(super) bridges: HashMap<Id, CancellationToken>,
+    /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
+    pub(super) retry: HashMap<Id, Message>,
+    /// Requests to a modern upstream that may be answered with input requests, and the rounds
+    /// of those that were (see `input_rounds`).
+    pub(super) input_rounds: input_state::InputRounds,
+    /// Ids of upstream tasks this client created (its task-augmented calls passed through):
+    /// the only upstream task status notifications it gets.
+    pub(super) known_tasks: std::collections::VecDeque<String>,
+    /// Requests followed for `progress/get`, by client id, with their progress token.
+    pub(super) progress_requests: HashMap<Id, ProgressToken>,
+    /// Questions the server asked for a followed request, by the client's id for them.
+    pub(super) progress_inputs: HashMap<Id, ProgressToken>,
+    /// SEP-1391 operations (see `by_token`).
+    pub(super) ops: crate::tasks::operations::Operations,
+    /// Questions asked for a bridged operation, by the client's id for them, with its task.
+    pub(super) operation_inputs: HashMap<Id, Arc<str>>,
+    pub(super) generation: u64,
+    /// When the last link died, and the delay before the next may start.
+    pub(super) restart_backoff: Option<(Instant, Duration)>,
+    pub(super) closed: bool,
+}

@@ -1,0 +1,482 @@
+//! The progress-state dialect's memory (`progress/get`): for each progress token a client
+//! used, the latest progress of its request and, once the request has ended, its result,
+//! kept for the retention and scoped to the owner (the client's session).
+//!
+//! A request that reuses a token whose state is still open (`working`, or `input-required`
+//! waiting for the client's next turn) continues that state; a token whose request has
+//! ended starts over. Bounded: states per owner and in all by the task store's counts, kept
+//! results by its bytes. An ended state is forgotten when its retention passes, or earlier,
+//! oldest first, to make room; an open one never is (a new token then goes untracked).
+
+use crate::jsonrpc::{ProgressToken, RpcError};
+use crate::tasks::store::rfc3339;
+use lru::LruCache;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A request's state as the proposal names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Working => "working",
+            State::InputRequired => "input-required",
+            State::Completed => "completed",
+            State::Failed => "failed",
+        }
+    }
+
+    /// A state an upstream that speaks the proposal put in its result (`input_required` as
+    /// the proposal's own example spells it, too).
+    fn parse(s: &str) -> Option<State> {
+        match s {
+            "working" => Some(State::Working),
+            "input-required" | "input_required" => Some(State::InputRequired),
+            "completed" => Some(State::Completed),
+            "failed" => Some(State::Failed),
+            _ => None,
+        }
+    }
+
+    fn is_open(self) -> bool {
+        matches!(self, State::Working | State::InputRequired)
+    }
+}
+
+struct Entry {
+    state: State,
+    progress: Option<Value>,
+    total: Option<Value>,
+    message: Option<String>,
+    updated: SystemTime,
+    /// Requests in flight under the token.
+    requests: usize,
+    /// Questions of the upstream's that wait for the client.
+    inputs: usize,
+    /// The last response's result (partial content while open), as JSON text.
+    result: Option<Arc<str>>,
+    /// The last response's error.
+    error: Option<Value>,
+    /// When an ended state is forgotten.
+    expires: Option<Instant>,
+}
+
+impl Entry {
+    fn new() -> Entry {
+        Entry {
+            state: State::Working,
+            progress: None,
+            total: None,
+            message: None,
+            updated: SystemTime::now(),
+            requests: 1,
+            inputs: 0,
+            result: None,
+            error: None,
+            expires: None,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.result.as_ref().map_or(0, |r| r.len())
+    }
+
+    /// `_meta.progress` as the proposal defines it, with the latest progress values.
+    fn meta(&self, token: &ProgressToken) -> Value {
+        let mut m = Map::new();
+        m.insert("progressToken".into(), token.to_value());
+        m.insert("state".into(), self.state.as_str().into());
+        m.insert("timestamp".into(), rfc3339(self.updated).into());
+        if let Some(msg) = &self.message {
+            m.insert("message".into(), msg.clone().into());
+        }
+        if let Some(p) = &self.progress {
+            m.insert("progress".into(), p.clone());
+        }
+        if let Some(t) = &self.total {
+            m.insert("total".into(), t.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+type Key = (Arc<str>, ProgressToken);
+
+#[derive(Default)]
+struct Inner {
+    by_owner: HashMap<Arc<str>, HashMap<ProgressToken, Entry>>,
+    /// Ended states, the one that ended longest ago first.
+    ended: Option<LruCache<Key, ()>>,
+    count: usize,
+    bytes: usize,
+}
+
+impl Inner {
+    fn ended(&mut self) -> &mut LruCache<Key, ()> {
+        self.ended.get_or_insert_with(LruCache::unbounded)
+    }
+
+    fn remove(&mut self, owner: &Arc<str>, token: &ProgressToken) {
+        let Some(states) = self.by_owner.get_mut(owner) else { return };
+        if let Some(e) = states.remove(token) {
+            self.count -= 1;
+            self.bytes -= e.bytes();
+        }
+        if states.is_empty() {
+            self.by_owner.remove(owner);
+        }
+        self.ended().pop(&(owner.clone(), token.clone()));
+    }
+
+    /// Forgets the state that ended longest ago; `false` if none has ended.
+    fn evict_oldest(&mut self) -> bool {
+        match self.ended().pop_lru() {
+            Some(((owner, token), ())) => {
+                self.remove(&owner, &token);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets ended states whose retention has passed, oldest first.
+    fn sweep(&mut self, now: Instant) {
+        while let Some(((owner, token), ())) = self.ended().peek_lru().map(|(k, v)| (k.clone(), *v)) {
+            let expired = self
+                .by_owner
+                .get(&owner)
+                .and_then(|s| s.get(&token))
+                .is_none_or(|e| e.expires.is_some_and(|t| t <= now));
+            if !expired {
+                break;
+            }
+            self.remove(&owner, &token);
+        }
+    }
+}
+
+/// The limits of the store (from `[tasks]`; per owner, the upstream's `max_tasks_per_owner`).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_states: usize,
+    pub max_result_bytes: usize,
+    pub max_bytes: usize,
+}
+
+pub struct ProgressStates {
+    inner: Mutex<Inner>,
+    limits: Limits,
+}
+
+impl ProgressStates {
+    pub fn new(limits: Limits) -> ProgressStates {
+        ProgressStates { inner: Mutex::new(Inner::default()), limits }
+    }
+
+    /// A request under `token` starts: it continues the token's open state, or starts a new
+    /// one. `false` when there is no room (the request goes on untracked): the owner keeps
+    /// at most `per_owner` states.
+    pub fn begin(&self, owner: &Arc<str>, token: &ProgressToken, per_owner: usize) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        inner.sweep(Instant::now());
+        let continues = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token)).filter(|e| e.state.is_open());
+        if let Some(e) = continues {
+            e.requests += 1;
+            e.expires = None;
+            if e.inputs == 0 {
+                e.state = State::Working;
+            }
+            e.updated = SystemTime::now();
+            inner.ended().pop(&(owner.clone(), token.clone()));
+            return true;
+        }
+        inner.remove(owner, token);
+        loop {
+            let own = inner.by_owner.get(owner).map_or(0, HashMap::len);
+            if own >= per_owner {
+                // Only the owner's own ended states make room under its cap.
+                let oldest = inner.ended().iter().rev().find(|((o, _), _)| o == owner).map(|(k, _)| k.clone());
+                let Some((o, t)) = oldest else { return false };
+                inner.remove(&o, &t);
+            } else if inner.count >= self.limits.max_states {
+                if !inner.evict_oldest() {
+                    return false;
+                }
+            } else {
+                break;
+            }
+        }
+        inner.by_owner.entry(owner.clone()).or_default().insert(token.clone(), Entry::new());
+        inner.count += 1;
+        true
+    }
+
+    /// Progress under the token: the latest values and message.
+    pub fn progress(&self, owner: &Arc<str>, token: &ProgressToken, progress: &Value) {
+        let mut inner = self.inner.lock().unwrap();
+        let Some(e) = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token)) else { return };
+        if !e.state.is_open() {
+            return;
+        }
+        e.progress = progress.get("progress").cloned();
+        e.total = progress.get("total").cloned();
+        if let Some(m) = progress.get("message").and_then(Value::as_str) {
+            e.message = Some(m.to_string());
+        }
+        e.updated = SystemTime::now();
+    }
+
+    /// The upstream asked the client something for the token's request.
+    pub fn input_asked(&self, owner: &Arc<str>, token: &ProgressToken) {
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(e) = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token))
+            && e.state.is_open()
+        {
+            e.inputs += 1;
+            e.state = State::InputRequired;
+            e.updated = SystemTime::now();
+        }
+    }
+
+    /// The client answered (or can no longer answer) one of those questions.
+    pub fn input_answered(&self, owner: &Arc<str>, token: &ProgressToken) {
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(e) = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token))
+            && e.inputs > 0
+        {
+            e.inputs -= 1;
+            if e.inputs == 0 && e.state == State::InputRequired {
+                e.state = State::Working;
+                e.updated = SystemTime::now();
+            }
+        }
+    }
+
+    /// A request under the token was answered with `resp` (its whole response): the state
+    /// takes its outcome once no other request continues it, and is kept for `retention`.
+    /// Returns the `_meta.progress` the result is to carry.
+    pub fn ended(&self, owner: &Arc<str>, token: &ProgressToken, resp: &Value, retention: Duration) -> Option<Value> {
+        let mut inner = self.inner.lock().unwrap();
+        let limits = self.limits;
+        let free = limits.max_bytes.saturating_sub(inner.bytes);
+        let e = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token))?;
+        e.requests = e.requests.saturating_sub(1);
+        let before = e.bytes();
+        if let Some(err) = resp.get("error") {
+            e.error = Some(err.clone());
+            e.result = None;
+            if e.requests == 0 {
+                e.state = State::Failed;
+                e.message = err.get("message").and_then(Value::as_str).map(str::to_string);
+            }
+        } else if let Some(result) = resp.get("result") {
+            // An upstream that speaks the proposal says itself whether it is done.
+            let said = result.pointer("/_meta/progress/state").and_then(Value::as_str).and_then(State::parse);
+            let text = serde_json::to_string(result).expect("values serialize");
+            e.error = None;
+            e.result = if text.len() <= limits.max_result_bytes && text.len() <= free + before {
+                Some(text.into())
+            } else {
+                e.message = Some(format!("the result ({} bytes) was too large to keep", text.len()));
+                None
+            };
+            if e.requests == 0 {
+                e.state = said.unwrap_or(State::Completed);
+            }
+        }
+        e.updated = SystemTime::now();
+        let after = e.bytes();
+        let ends = e.requests == 0;
+        if ends {
+            e.inputs = 0;
+            e.expires = Some(Instant::now() + retention);
+        }
+        let meta = e.meta(token);
+        inner.bytes = inner.bytes - before + after;
+        if ends {
+            inner.ended().put((owner.clone(), token.clone()), ());
+        }
+        Some(meta)
+    }
+
+    /// The `progress/get` result for the token: the kept result (or partial content) with
+    /// `_meta.progress`, or the error the request ended with under `error`.
+    pub fn get(&self, owner: &Arc<str>, token: &ProgressToken) -> Result<Value, RpcError> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.sweep(Instant::now());
+        let e = inner.by_owner.get(owner).and_then(|s| s.get(token)).ok_or_else(|| {
+            RpcError::new(
+                crate::jsonrpc::INVALID_PARAMS,
+                format!("no progress state for token {token}: unknown, or its retention has passed"),
+            )
+        })?;
+        let mut result = e
+            .result
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({"content": []}));
+        if let Some(err) = &e.error {
+            result["error"] = err.clone();
+        }
+        if !result.get("_meta").is_some_and(Value::is_object) {
+            result["_meta"] = json!({});
+        }
+        result["_meta"]["progress"] = e.meta(token);
+        Ok(result)
+    }
+
+    /// The owner (a session that ended) is gone: so are its states.
+    pub fn drop_owner(&self, owner: &Arc<str>) {
+        let mut inner = self.inner.lock().unwrap();
+        let Some(states) = inner.by_owner.remove(owner) else { return };
+        for (token, e) in states {
+            inner.count -= 1;
+            inner.bytes -= e.bytes();
+            inner.ended().pop(&(owner.clone(), token));
+        }
+    }
+
+    /// States kept, and bytes of kept results (for tests and metrics).
+    pub fn usage(&self) -> (usize, usize) {
+        let inner = self.inner.lock().unwrap();
+        (inner.count, inner.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Store(ProgressStates, usize);
+
+    impl std::ops::Deref for Store {
+        type Target = ProgressStates;
+        fn deref(&self) -> &ProgressStates {
+            &self.0
+        }
+    }
+
+    impl Store {
+        fn begin(&self, owner: &Arc<str>, token: &ProgressToken) -> bool {
+            self.0.begin(owner, token, self.1)
+        }
+    }
+
+    fn store(max_states: usize, per_owner: usize) -> Store {
+        Store(ProgressStates::new(Limits { max_states, max_result_bytes: 1000, max_bytes: 10_000 }), per_owner)
+    }
+
+    fn tok(s: &str) -> ProgressToken {
+        ProgressToken::Str(s.into())
+    }
+
+    const KEEP: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_request_goes_from_working_to_completed_with_its_result() {
+        let s = store(10, 10);
+        let o: Arc<str> = "a".into();
+        assert!(s.begin(&o, &tok("t")));
+        s.progress(&o, &tok("t"), &json!({"progress": 5, "total": 10, "message": "half"}));
+        let got = s.get(&o, &tok("t")).unwrap();
+        assert_eq!(got["_meta"]["progress"]["state"], "working");
+        assert_eq!(got["_meta"]["progress"]["progress"], 5);
+        assert_eq!(got["_meta"]["progress"]["message"], "half");
+        let meta = s.ended(&o, &tok("t"), &json!({"result": {"content": [{"type": "text", "text": "done"}]}}), KEEP);
+        assert_eq!(meta.unwrap()["state"], "completed");
+        let got = s.get(&o, &tok("t")).unwrap();
+        assert_eq!(got["content"][0]["text"], "done");
+        assert_eq!(got["_meta"]["progress"]["state"], "completed");
+        // Another owner does not see it.
+        assert!(s.get(&"b".into(), &tok("t")).is_err());
+    }
+
+    #[test]
+    fn errors_fail_and_questions_require_input() {
+        let s = store(10, 10);
+        let o: Arc<str> = "a".into();
+        s.begin(&o, &tok("t"));
+        s.input_asked(&o, &tok("t"));
+        assert_eq!(s.get(&o, &tok("t")).unwrap()["_meta"]["progress"]["state"], "input-required");
+        s.input_answered(&o, &tok("t"));
+        assert_eq!(s.get(&o, &tok("t")).unwrap()["_meta"]["progress"]["state"], "working");
+        s.ended(&o, &tok("t"), &json!({"error": {"code": -32603, "message": "boom"}}), KEEP);
+        let got = s.get(&o, &tok("t")).unwrap();
+        assert_eq!(got["_meta"]["progress"]["state"], "failed");
+        assert_eq!(got["error"]["message"], "boom");
+    }
+
+    #[test]
+    fn an_open_token_is_continued_and_an_ended_one_starts_over() {
+        let s = store(10, 10);
+        let o: Arc<str> = "a".into();
+        s.begin(&o, &tok("t"));
+        s.begin(&o, &tok("t"));
+        // The first of the two ends: the state is still the second's.
+        s.ended(&o, &tok("t"), &json!({"result": {"content": []}}), KEEP);
+        assert_eq!(s.get(&o, &tok("t")).unwrap()["_meta"]["progress"]["state"], "working");
+        s.ended(&o, &tok("t"), &json!({"result": {"content": [], "n": 2}}), KEEP);
+        assert_eq!(s.get(&o, &tok("t")).unwrap()["n"], 2);
+        // A server that speaks the proposal asks for the next turn: the token stays open.
+        s.begin(&o, &tok("u"));
+        let turn = json!({"result": {"content": [], "_meta": {"progress": {"state": "input_required"}}}});
+        assert_eq!(s.ended(&o, &tok("u"), &turn, KEEP).unwrap()["state"], "input-required");
+        s.begin(&o, &tok("u"));
+        assert_eq!(s.get(&o, &tok("u")).unwrap()["_meta"]["progress"]["state"], "working");
+        // An ended token starts over: its old result is gone.
+        s.begin(&o, &tok("t"));
+        assert!(s.get(&o, &tok("t")).unwrap().get("n").is_none());
+        assert_eq!(s.usage().0, 2);
+    }
+
+    #[test]
+    fn limits_evict_ended_states_and_never_open_ones() {
+        let s = store(2, 2);
+        let o: Arc<str> = "a".into();
+        s.begin(&o, &tok("1"));
+        s.begin(&o, &tok("2"));
+        // Both open: no room for a third.
+        assert!(!s.begin(&o, &tok("3")));
+        s.ended(&o, &tok("1"), &json!({"result": {}}), KEEP);
+        assert!(s.begin(&o, &tok("3")));
+        assert!(s.get(&o, &tok("1")).is_err());
+        assert_eq!(s.usage().0, 2);
+        // Another owner's ended state is not this owner's to take under its own cap.
+        let s = store(10, 1);
+        let b: Arc<str> = "b".into();
+        s.begin(&b, &tok("x"));
+        s.ended(&b, &tok("x"), &json!({"result": {}}), KEEP);
+        s.begin(&o, &tok("y"));
+        assert!(!s.begin(&o, &tok("z")));
+        assert!(s.get(&b, &tok("x")).is_ok());
+    }
+
+    #[test]
+    fn retention_passes_and_large_results_are_not_kept() {
+        let s = store(10, 10);
+        let o: Arc<str> = "a".into();
+        s.begin(&o, &tok("t"));
+        s.ended(&o, &tok("t"), &json!({"result": {}}), Duration::ZERO);
+        assert!(s.get(&o, &tok("t")).is_err());
+        assert_eq!(s.usage(), (0, 0));
+        s.begin(&o, &tok("big"));
+        let big = "x".repeat(2000);
+        s.ended(&o, &tok("big"), &json!({"result": {"text": big}}), KEEP);
+        let got = s.get(&o, &tok("big")).unwrap();
+        assert_eq!(got["_meta"]["progress"]["state"], "completed");
+        assert!(got["_meta"]["progress"]["message"].as_str().unwrap().contains("too large"));
+        assert_eq!(s.usage().1, 0);
+        s.drop_owner(&o);
+        assert_eq!(s.usage(), (0, 0));
+    }
+}

@@ -1,0 +1,184 @@
+//! A scripted 2026-07-28 server of the tasks extension (`io.modelcontextprotocol/tasks`),
+//! for the tests of legacy clients in front of one (`tests/extension_tasks.rs`).
+//!
+//! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
+//! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
+//! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
+//! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges
+//! `tasks/cancel` and completes anyway, `deaf` acknowledges it and works on for ever. Each
+//! refuses a request that does not declare the extension with -32021 naming it, as the
+//! extension requires; `echo` is plain.
+
+use super::{Step, reply};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub const MODERN: &str = "2026-07-28";
+pub const EXT: &str = "io.modelcontextprotocol/tasks";
+
+#[derive(Clone)]
+pub struct Task {
+    pub tool: String,
+    pub steps: u32,
+    pub status: &'static str,
+    pub answer: Option<Value>,
+    pub cancelled: bool,
+}
+
+#[derive(Default)]
+pub struct Server {
+    /// By task id (`task-1`, `task-2`, … in order of creation).
+    pub tasks: HashMap<String, Task>,
+    next: u32,
+}
+
+pub fn declares(req: &Value) -> bool {
+    req["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"].get(EXT).is_some()
+}
+
+fn error(req: &Value, code: i64, message: &str, data: Option<Value>) -> Vec<Step> {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"], "error": e}))]
+}
+
+fn missing(req: &Value) -> Vec<Step> {
+    error(
+        req,
+        -32021,
+        "Missing required client capability",
+        Some(json!({"requiredCapabilities": {"extensions": {EXT: {}}}})),
+    )
+}
+
+fn complete(req: &Value, mut result: Value) -> Vec<Step> {
+    result["resultType"] = "complete".into();
+    vec![reply(req, result)]
+}
+
+fn text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}], "isError": false, "resultType": "complete"})
+}
+
+/// The task as the extension shows it (`DetailedTask`), after one more step of work.
+fn detailed(id: &str, t: &Task) -> Value {
+    let mut v = json!({"taskId": id, "status": t.status, "createdAt": "2026-12-01T10:00:00.000Z",
+        "lastUpdatedAt": format!("2026-12-01T10:00:{:02}.000Z", t.steps), "ttlMs": 60000, "pollIntervalMs": 100});
+    match (t.tool.as_str(), t.status) {
+        (_, "working") => v["statusMessage"] = format!("step {} of 3", t.steps).into(),
+        ("slow", "completed") => {
+            v["statusMessage"] = "step 3 of 3".into();
+            v["result"] = text("slow done after 3 steps");
+        }
+        ("ask", "completed") => {
+            let a = t.answer.as_ref().and_then(|a| a.pointer("/content/answer")).cloned().unwrap_or(Value::Null);
+            v["result"] = text(&format!("answer: {}", a.as_str().unwrap_or("?")));
+        }
+        ("ask", "input_required") => {
+            v["statusMessage"] = "waiting for an answer".into();
+            v["inputRequests"] = json!({"answer": {"method": "elicitation/create", "params": {"message": "colour?",
+                "mode": "form", "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}});
+        }
+        ("fails", "failed") => v["error"] = json!({"code": -32000, "message": "boom"}),
+        ("stubborn", "completed") => v["result"] = text("done anyway"),
+        _ => {}
+    }
+    v
+}
+
+fn advance(t: &mut Task) {
+    if t.cancelled || matches!(t.status, "completed" | "failed" | "cancelled") {
+        return;
+    }
+    match t.tool.as_str() {
+        "slow" if t.steps < 3 => t.steps += 1,
+        "slow" => t.status = "completed",
+        "fails" if t.steps < 1 => t.steps += 1,
+        "stubborn" if t.steps < 2 => t.steps += 1,
+        "stubborn" => t.status = "completed",
+        "fails" => t.status = "failed",
+        "ask" if t.answer.is_some() => t.status = "completed",
+        "ask" => t.status = "input_required",
+        "stuck" | "deaf" => {}
+        _ => t.steps = (t.steps + 1).min(50),
+    }
+}
+
+pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static {
+    move |req: &Value| {
+        if req.get("id").is_none() {
+            return vec![];
+        }
+        let mut s = state.lock().unwrap();
+        let method = req["method"].as_str().unwrap_or("");
+        match method {
+            "server/discover" => complete(
+                req,
+                json!({"supportedVersions": [MODERN], "capabilities": {"tools": {}, "extensions": {EXT: {}}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
+            ),
+            "tools/list" => {
+                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn", "stuck", "deaf"]
+                    .iter()
+                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                    .collect();
+                complete(req, json!({"tools": tools}))
+            }
+            "tools/call" => {
+                let tool = req["params"]["name"].as_str().unwrap_or("").to_string();
+                if tool == "echo" {
+                    return complete(
+                        req,
+                        json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
+                    );
+                }
+                if !["slow", "fails", "ask", "endless", "stubborn", "stuck", "deaf"].contains(&tool.as_str()) {
+                    return error(req, -32602, "unknown tool", None);
+                }
+                if !declares(req) {
+                    return missing(req);
+                }
+                s.next += 1;
+                let id = format!("task-{}", s.next);
+                let t = Task { tool, steps: 0, status: "working", answer: None, cancelled: false };
+                let mut created = detailed(&id, &t);
+                created["resultType"] = "task".into();
+                s.tasks.insert(id, t);
+                vec![reply(req, created)]
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                if !declares(req) {
+                    return missing(req);
+                }
+                let id = req["params"]["taskId"].as_str().unwrap_or("").to_string();
+                let Some(t) = s.tasks.get_mut(&id) else { return error(req, -32602, "unknown task", None) };
+                match method {
+                    "tasks/get" => {
+                        advance(t);
+                        complete(req, detailed(&id, t))
+                    }
+                    "tasks/update" => {
+                        if let Some(a) = req["params"]["inputResponses"].get("answer") {
+                            t.answer = Some(a.clone());
+                            t.status = "working";
+                        }
+                        complete(req, json!({}))
+                    }
+                    // Acknowledged, and it runs on to its end (cancellation is cooperative).
+                    _ if t.tool == "stubborn" || t.tool == "deaf" => complete(req, json!({})),
+                    _ => {
+                        if !matches!(t.status, "completed" | "failed") {
+                            t.cancelled = true;
+                            t.status = "cancelled";
+                        }
+                        complete(req, json!({}))
+                    }
+                }
+            }
+            _ => error(req, -32601, "method not found", None),
+        }
+    }
+}
