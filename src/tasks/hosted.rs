@@ -2,7 +2,9 @@
 //! blocking call upstream in the background, and serves `tasks/get|result|list|cancel` from
 //! its store. It routes what the background call produces: progress to the client's token,
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
-//! and the outcome into the store.
+//! and the outcome into the store. On a modern (2026-07-28) upstream the call's input
+//! requests come as rounds of its answer, and become the task's input the same way
+//! (`rounds`).
 
 use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
@@ -17,6 +19,10 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
+
+mod round_state;
+mod rounds;
+pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
 struct Running {
@@ -35,12 +41,17 @@ struct Running {
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
+    /// Input requests held at most (`held_inputs`).
+    max_held: usize,
+    /// On a modern link: what the call needs to go on with input rounds.
+    rounds: Option<round_state::Rounds>,
     /// Questions go to the creator even when it cannot be reached now (its sink keeps them
     /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
     to_creator_later: bool,
 }
 
 pub struct Hosted {
+    me: Weak<Hosted>,
     store: Arc<dyn TaskStore>,
     running: Mutex<HashMap<Arc<str>, Running>>,
     /// Tasks per `tasks/list` page.
@@ -65,7 +76,8 @@ pub fn not_found(task_id: &str) -> RpcError {
 
 impl Hosted {
     pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
-        Arc::new(Hosted {
+        Arc::new_cyclic(|me| Hosted {
+            me: me.clone(),
             store: Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
             running: Mutex::new(HashMap::new()),
             page_size: cfg.list_page_size,
@@ -156,6 +168,8 @@ impl Hosted {
                 held_inputs: HeldInputs::default(),
                 declared: None,
                 token,
+                max_held: MAX_HELD_INPUTS,
+                rounds: None,
                 to_creator_later: false,
             },
         );
@@ -175,11 +189,13 @@ impl Hosted {
         }
     }
 
-    /// The background call is on its way as upstream request `upstream_id`.
-    pub fn started(&self, task_id: &str, upstream_id: i64) {
-        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
-            r.upstream_id = Some(upstream_id);
-        }
+    /// The background call is on its way as upstream request `upstream_id`: `false` if the
+    /// task no longer runs (the caller cancels the call).
+    pub fn started(&self, task_id: &str, upstream_id: i64) -> bool {
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return false };
+        r.upstream_id = Some(upstream_id);
+        true
     }
 
     /// The background call could not start: the task fails with that error.
@@ -428,6 +444,7 @@ impl Hosted {
 impl TaskCalls for Hosted {
     /// The upstream answered the background call (or the link died, or it timed out).
     fn outcome(&self, task_id: &str, msg: Value) {
+        let Some(msg) = self.next_round(task_id, msg) else { return };
         let mut text = serde_json::to_string(&msg).expect("values serialize");
         let mut msg = msg;
         let too_large = if text.len() > self.max_result_bytes {
@@ -487,8 +504,15 @@ impl TaskCalls for Hosted {
         }
         // Delivered while the task is known to run (the lock held), so that its end, which
         // removes it under the same lock, cannot come in between.
-        let running = self.running.lock().unwrap();
-        let Some(r) = running.get(task_id) else { return };
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return };
+        let value = msg.pointer("/params/progress").and_then(Value::as_f64);
+        if let (Some(rounds), Some(v)) = (r.rounds.as_mut(), value)
+            && !rounds.rises(v)
+        {
+            tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
+            return;
+        }
         // On the stream of a `tasks/result` the creator has pending, else the creator's own.
         let route = r
             .result_waiters
@@ -526,7 +550,7 @@ impl TaskCalls for Hosted {
                         }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), MAX_HELD_INPUTS) {
+                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
                             Some(_) => Target::Hold,
                             None => Target::Nobody,
                         },
@@ -545,5 +569,10 @@ impl TaskCalls for Hosted {
             }
             Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
         }
+    }
+
+    /// The answer to an input request of a modern upstream's round (see `rounds`).
+    fn input_answer(&self, answer: Value) {
+        self.round_answer(answer);
     }
 }

@@ -207,11 +207,25 @@ impl Session {
         Ok((task_id, Hosted::create_result(&rec), link, msg))
     }
 
+    /// How a hosted task's call on a modern link may go on with input rounds.
+    pub(super) fn round_policy(&self) -> hosted::RoundPolicy {
+        hosted::RoundPolicy {
+            limits: self.input_limits(),
+            answer_within: self.upstream.request_timeout,
+            max_time: self.upstream.max_request_time,
+        }
+    }
+
     /// Starts a hosted task's call upstream (after its `CreateTaskResult` was sent).
     pub(super) async fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) {
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
+        if link.is_modern() {
+            self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
+        }
         match link.start_task_call(task_id.clone(), msg).await {
-            Ok(up) => self.hosted().started(&task_id, up),
+            Ok(up) => {
+                self.hosted().started(&task_id, up);
+            }
             Err(e) => self.hosted().start_failed(&task_id, &e),
         }
     }
