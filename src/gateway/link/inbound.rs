@@ -196,10 +196,12 @@ impl InboundSink for LinkCore {
                             .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
                     }
                 };
-                // A listing tells which arguments a modern upstream wants as headers.
-                if let Some(result) =
-                    frame.value().get("result").filter(|r| r.get("tools").is_some_and(serde_json::Value::is_array))
-                    && let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| l.is_modern())
+                // A listing tells which arguments a modern upstream wants as headers. The link
+                // is asked first: a legacy response's tree is not built for this (it is most of
+                // a forwarded call's cost).
+                if let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| l.is_modern())
+                    && let Some(result) =
+                        frame.value().get("result").filter(|r| r.get("tools").is_some_and(serde_json::Value::is_array))
                 {
                     link.learn_param_headers(result);
                 }
