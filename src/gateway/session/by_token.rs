@@ -453,34 +453,9 @@ impl Session {
             return Ok(());
         }
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
-            Box::pin(
-                crate::tasks::bridge::extension::ExtBridge {
-                    link: link.clone(),
-                    client: self.client_ref(id.clone()),
-                    call,
-                    created: None,
-                    request_timeout: self.upstream.request_timeout,
-                    max_request_time: self.upstream.max_request_time,
-                    max_input: self.gateway.limits().max_in_flight,
-                    cancel,
-                    asker: self.ext_asker(),
-                    capabilities: self.ext_capabilities(),
-                }
-                .run(),
-            )
+            Box::pin(self.ext_bridge(&link, &id, call, None, cancel).run())
         } else {
-            Box::pin(
-                Bridge {
-                    link: link.clone(),
-                    client: self.client_ref(id.clone()),
-                    call,
-                    ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
-                    request_timeout: self.upstream.request_timeout,
-                    max_request_time: self.upstream.max_request_time,
-                    cancel,
-                }
-                .run(),
-            )
+            Box::pin(self.core_bridge(&link, &id, call, cancel).run())
         };
         link.retain();
         let hosted = self.hosted().clone();
@@ -496,9 +471,7 @@ impl Session {
                 }
             }
             if let Some(s) = me.upgrade() {
-                let mut st = s.state.lock().unwrap();
-                st.bridges.remove(&id);
-                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
+                s.bridge_ended(&id);
             }
         });
         Ok(())
