@@ -4,37 +4,15 @@
 
 mod common;
 
+use common::dialects::*;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const DIALECTS: &str = "[upstream.dialects]\nprogress_get = true\nsep1391 = true\nretention = \"10m\"\n";
 
-fn sep_params(version: &str) -> Value {
-    let mut p = init_params(version);
-    p["capabilities"]["experimental"] = json!({"sep-1391": {}});
-    p
-}
-
-fn slow(ms: u64, steps: u64, meta: Value) -> Value {
-    json!({"name": "slow", "arguments": {"duration_ms": ms, "steps": steps}, "_meta": meta})
-}
-
 fn op_call(tool: &str, args: Value, token: &str) -> Value {
     json!({"name": tool, "arguments": args, "operation": {"token": token, "keepAlive": 60}})
-}
-
-async fn state_of(c: &mut StdioMcp, token: &str) -> String {
-    let out = c.request("progress/get", json!({"progressToken": token})).await;
-    out.response.pointer("/result/_meta/progress/state").and_then(Value::as_str).unwrap_or("").to_string()
-}
-
-async fn stdio_state_becomes(c: &mut StdioMcp, token: &str, want: &str) {
-    let start = tokio::time::Instant::now();
-    while state_of(c, token).await != want {
-        assert!(start.elapsed() < STEP, "{token} never became {want}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A scripted upstream whose listing takes a while, so that concurrent starts overlap.
@@ -126,7 +104,7 @@ async fn one_requests_end_leaves_another_requests_question_pending_and_then_answ
     // A second request under the token ends while the question waits: still asked.
     let echo = json!({"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": "s"}});
     c.request("tools/call", echo).await;
-    assert_eq!(state_of(&mut c, "s").await, "input-required");
+    assert_eq!(stdio_state(&mut c, "s").await, "input-required");
     c.send(&json!({"jsonrpc": "2.0", "id": 203, "method": "tools/call", "params": slow(60_000, 60, json!({"progressToken": "s"}))}))
         .await;
     c.send(&answer(&q)).await;
@@ -147,9 +125,9 @@ async fn a_duplicate_id_in_flight_pins_no_state() {
     let mut answers = vec![c.wait_response(300).await.response, c.wait_response(300).await.response];
     answers.sort_by_key(|a| a.get("error").is_none());
     assert_eq!(answers[0]["error"]["code"], -32600, "the duplicate is refused: {answers:?}");
-    let d1 = state_of(&mut c, "d1").await;
+    let d1 = stdio_state(&mut c, "d1").await;
     assert!(d1 == "completed" || d1 == "failed", "d1 ended: {d1}");
-    assert_eq!(state_of(&mut c, "d2").await, "", "the refused request was never followed");
+    assert_eq!(stdio_state(&mut c, "d2").await, "", "the refused request was never followed");
 }
 
 #[tokio::test]
