@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::dialects::*;
 use common::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -16,17 +17,6 @@ fn demo_with_dialects() -> String {
 
 fn stdio_config() -> String {
     format!("{}{DIALECTS}", stdio_demo_upstream("demo"))
-}
-
-/// `initialize` params that opt in to SEP-1391.
-fn sep_params(version: &str) -> Value {
-    let mut p = init_params(version);
-    p["capabilities"]["experimental"] = json!({"sep-1391": {}});
-    p
-}
-
-fn slow(ms: u64, steps: u64, meta: Value) -> Value {
-    json!({"name": "slow", "arguments": {"duration_ms": ms, "steps": steps}, "_meta": meta})
 }
 
 fn progress_get(token: &str) -> (&'static str, Value) {
@@ -115,7 +105,7 @@ async fn progress_state_of_questions_cancels_and_errors_over_stdio() {
     let (m, p) = progress_get("c1");
     assert_eq!(state(&c.request(m, p).await), "working");
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 101}})).await;
-    eventually_stdio_state(&mut c, "c1", "failed").await;
+    stdio_state_becomes(&mut c, "c1", "failed").await;
 
     // An error fails, with the error kept.
     let bad = json!({"name": "no-such-tool", "arguments": {}, "_meta": {"progressToken": "e1"}});
@@ -135,19 +125,6 @@ async fn progress_state_of_questions_cancels_and_errors_over_stdio() {
     assert_eq!(first.result()["_meta"]["progress"]["state"], "completed");
     let (m, p) = progress_get("r1");
     assert_eq!(c.request(m, p).await.result()["content"][0]["text"], "done after 2 steps");
-}
-
-async fn eventually_stdio_state(c: &mut StdioMcp, token: &str, want: &str) {
-    let start = tokio::time::Instant::now();
-    loop {
-        let (m, p) = progress_get(token);
-        let out = c.request(m, p).await;
-        if out.response.get("result").is_some() && state(&out) == want {
-            return;
-        }
-        assert!(start.elapsed() < STEP, "{token} never became {want}: {}", out.response);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -421,3 +421,66 @@ async fn a_listen_stream_ends_when_its_link_is_lost() {
     let more = tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await.unwrap();
     assert!(more.is_none(), "the stream ended: {more:?}");
 }
+
+/// A legacy upstream with `logging`: a modern request's `_meta` `logLevel` is applied by the
+/// gateway to the logs of that request (none without one); no `logging/setLevel` goes up,
+/// on a link of its own or a shared one.
+#[tokio::test]
+async fn log_level_filters_a_legacy_upstreams_logs() {
+    const ARMS: &str = r#"
+    logging/setLevel) echo "$line" >> "$LOG"; reply '{}' ;;
+    logs) for l in debug info warning error; do printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"%s","data":"%s"}}\n' "$l" "$l"; done
+        reply '{"content":[{"type":"text","text":"logged"}]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let caps = r#"{"tools":{},"logging":{}}"#;
+    let table = format!("{}env = {{ LOG = {:?}, CAPS = {caps:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    for cfg in [table.clone(), format!("{table}share = true\n")] {
+        let gw = start_gateway(&cfg).await;
+        let c = HttpMcp::new(&gw.url("up"));
+        let levels = |before: &[Value]| -> Vec<String> {
+            let logs = before.iter().filter(|m| m["method"] == "notifications/message");
+            logs.map(|m| m["params"]["level"].as_str().unwrap().to_string()).collect()
+        };
+        let mut logged = request(json!(1), "tools/call", json!({"name": "logs", "arguments": {}}), json!({}));
+        logged["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
+        let (status, r, before) = call(&c, &logged).await;
+        assert_eq!((status, r["result"]["content"][0]["text"].as_str()), (200, Some("logged")), "{r}");
+        assert_eq!(levels(&before), ["warning", "error"], "{cfg}: {before:?}");
+        logged["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+        let (_, _, before) = call(&c, &logged).await;
+        assert_eq!(levels(&before), ["debug", "info", "warning", "error"], "{cfg}");
+        let quiet = request(json!(2), "tools/call", json!({"name": "logs", "arguments": {}}), json!({}));
+        let (_, r, before) = call(&c, &quiet).await;
+        assert_eq!(r["result"]["content"][0]["text"], "logged");
+        assert!(levels(&before).is_empty(), "{cfg}: no level asked, no logs: {before:?}");
+    }
+    assert!(!log.exists(), "no logging/setLevel went up: {:?}", std::fs::read_to_string(&log));
+}
+
+/// 404 goes with a -32601 for a method the server does not implement, and only there: a
+/// -32601 answering a `tools/call` (here the upstream's, for a tool it reports so) is about
+/// the tool, and travels with 200.
+#[tokio::test]
+async fn only_an_unimplemented_method_gets_404() {
+    const ARMS: &str = r#"
+    gone|completion/complete) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"not here: %s"}}\n' "$id" "$name" ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&script.upstream("up")).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let gone = request(json!(1), "tools/call", json!({"name": "gone", "arguments": {}}), json!({}));
+    let (status, r, _) = call(&c, &gone).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (200, Some(-32601)), "{r}");
+    let complete = request(
+        json!(2),
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"}}),
+        json!({}),
+    );
+    let (status, r, _) = call(&c, &complete).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "the upstream lacks the method: {r}");
+    let (status, r, _) = call(&c, &request(json!(3), "ping", json!({}), json!({}))).await;
+    assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "the era has no ping: {r}");
+}

@@ -371,18 +371,122 @@ async fn a_prompt_may_ask_too() {
     assert!(out.others.iter().any(|m| m["method"] == "roots/list"), "{:?}", out.others);
 }
 
-/// Where nothing relays input: a hosted task's background call (the gateway runs it, with
-/// no client request to ask under) ends with -32603, as before.
+/// A task the gateway hosts for a 2025-11-25 client in front of a modern upstream (without
+/// the tasks extension; or with it, when the server asks for input instead of making a
+/// task): the call's input requests become the task's input (`input_required`, asked on the
+/// `tasks/result` stream, tagged with the task), and the answers go up in the retry; the
+/// task completes with its result.
 #[tokio::test]
-async fn a_hosted_tasks_call_that_asks_for_input_fails() {
-    let up = Scripted::start_with_headers(modern_server).await;
+async fn a_hosted_tasks_input_rounds_are_the_tasks_input() {
+    type Server = fn(&Value, &hyper::HeaderMap) -> Vec<Step>;
+    for server in [modern_server_without_tasks as Server, modern_server] {
+        hosted_rounds_complete(server).await;
+    }
+}
+
+async fn hosted_rounds_complete(server: fn(&Value, &hyper::HeaderMap) -> Vec<Step>) {
+    let up = Scripted::start_with_headers(server).await;
     let gw = start_gateway(&http_upstream("up", &up.url())).await;
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2025-11-25").await;
-    let created = c.request("tools/call", json!({"name": "confirm", "arguments": {}, "task": {"ttl": 60000}})).await;
-    let task_id = created.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
-    let result = c.request("tasks/result", json!({"taskId": task_id})).await;
+    for tool in ["confirm", "two-rounds"] {
+        let created = c.request("tools/call", json!({"name": tool, "arguments": {}, "task": {"ttl": 60000}})).await;
+        let task_id = created.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
+        eventually("the task waits for input", async || {
+            c.request("tasks/get", json!({"taskId": task_id})).await.result()["status"] == "input_required"
+        })
+        .await;
+        let result = c.request("tasks/result", json!({"taskId": task_id})).await;
+        let asked: Vec<&Value> = result.others.iter().filter(|m| m.get("id").is_some()).collect();
+        assert!(!asked.is_empty(), "{tool}: {:?}", result.others);
+        for q in &asked {
+            assert_eq!(q["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task_id.as_str(), "{q}");
+        }
+        let text = result.result()["content"][0]["text"].as_str().expect("the tool's result").to_string();
+        assert!(no_result_type(result.result()), "{tool}: {}", result.response);
+        let got: Value = serde_json::from_str(&text).unwrap();
+        let calls = calls_of(&up, tool);
+        match tool {
+            "confirm" => {
+                assert_eq!(got, json!({"action": "accept", "content": {"answer": "forty-two"}}));
+                assert_eq!(calls.len(), 2);
+                assert_eq!(calls[1]["params"]["requestState"], "st-1", "the state echoed");
+                assert!(calls[1]["params"].get("task").is_none(), "the upstream never sees params.task");
+            }
+            _ => {
+                assert_eq!(got["model"]["content"]["text"], "sampled", "{got}");
+                assert_eq!(got["roots"]["roots"][0]["uri"], "file:///tmp", "{got}");
+                assert_eq!(calls.len(), 3, "two rounds, then the answer");
+            }
+        }
+        let ids: std::collections::HashSet<String> = calls.iter().map(|c| c["id"].to_string()).collect();
+        assert_eq!(ids.len(), calls.len(), "every round is a new request");
+        assert_eq!(c.request("tasks/get", json!({"taskId": task_id})).await.result()["status"], "completed");
+    }
+}
+
+/// The limits of a hosted task's rounds are those of a blocking call's; a client that
+/// answers a round with an error fails the task with it; other tasks are not affected.
+#[tokio::test]
+async fn a_hosted_tasks_rounds_are_bounded_and_an_error_answer_fails_it() {
+    let up = Scripted::start_with_headers(modern_server_without_tasks).await;
+    let cfg = format!("{}max_input_rounds = 2\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&cfg).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let task = |out: &Outcome| out.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
+    let forever = task(&c.request("tools/call", json!({"name": "forever", "arguments": {}, "task": {}})).await);
+    let result = c.request("tasks/result", json!({"taskId": forever})).await;
     assert_eq!(result.error_code(), -32603, "{}", result.response);
-    assert!(result.response["error"]["message"].as_str().unwrap().contains("cannot relay"), "{}", result.response);
+    let message = result.response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 2 times") && message.contains("max_input_rounds"), "{message}");
+    assert_eq!(calls_of(&up, "forever").len(), 3, "the first round and 2 retries");
+    assert_eq!(c.request("tasks/get", json!({"taskId": forever})).await.result()["status"], "failed");
+
+    // An error answer: the task fails with its code, and no retry goes up.
+    let confirm = task(&c.request("tools/call", json!({"name": "confirm", "arguments": {}, "task": {}})).await);
+    let wait = json!({"jsonrpc": "2.0", "id": 77, "method": "tasks/result", "params": {"taskId": confirm}});
+    let resp = c.post_streaming(serde_json::to_vec(&wait).unwrap(), &[]).await;
+    let mut stream = SseReader::new(resp.into_body());
+    let asked = loop {
+        let (_, m) = stream.next().await.expect("the question on the tasks/result stream");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    let refusal = json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32600, "message": "not now"}});
+    assert_eq!(c.post_raw(serde_json::to_vec(&refusal).unwrap(), &[]).await.status, 202);
+    let failed = loop {
+        let (_, m) = stream.next().await.expect("the tasks/result answer");
+        if m["id"] == json!(77) {
+            break m;
+        }
+    };
+    assert_eq!(failed["error"]["code"], -32600, "{failed}");
     assert_eq!(calls_of(&up, "confirm").len(), 1, "no retry");
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "still");
+}
+
+/// The round limits are the upstream's `max_input_rounds` and `max_input_requests`.
+#[tokio::test]
+async fn the_round_limits_come_from_the_config() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let cfg = format!("{}max_input_rounds = 3\nmax_input_requests = 1\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&cfg).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    let out = c.request("tools/call", json!({"name": "forever", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32603, "{}", out.response);
+    let message = out.response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 3 times") && message.contains("max_input_rounds"), "{message}");
+    assert_eq!(calls_of(&up, "forever").len(), 4, "the first round and 3 retries");
+    // The second round of two-rounds asks two things at once: one more than allowed.
+    let out = c.request("tools/call", json!({"name": "two-rounds", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32603, "{}", out.response);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("max_input_requests"), "{}", out.response);
+    assert_eq!(calls_of(&up, "two-rounds").len(), 2, "no retry after the refused round");
+    // Nothing else changed: the session serves the next request.
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "still");
 }

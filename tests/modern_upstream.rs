@@ -67,6 +67,32 @@ async fn a_modern_only_server_serves_legacy_clients_of_every_version() {
     assert!(up.received_http().is_empty(), "no GET, no DELETE: {:?}", up.received_http());
 }
 
+/// A tool whose listing declares `x-mcp-header` is called with its argument as
+/// `Mcp-Param-*` (the strict server refuses the call without it), encoded where needed.
+#[tokio::test]
+async fn declared_arguments_travel_as_mcp_param_headers() {
+    let up = Scripted::start_with_headers(modern_server).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    // Before the listing the gateway cannot know the header: the server's refusal is the answer.
+    let early = c.request("tools/call", json!({"name": "regional", "arguments": {"region": "us-west1"}})).await;
+    assert_eq!(early.error_code(), -32020, "{}", early.response);
+    let tools = c.request("tools/list", json!({})).await;
+    assert_eq!(tools.result()["tools"][1]["name"], "regional");
+    for region in ["us-west1", "Zürich", " padded "] {
+        let call =
+            c.request("tools/call", json!({"name": "regional", "arguments": {"region": region, "query": "q"}})).await;
+        assert_eq!(call.result()["content"][0]["text"], region, "{}", call.response);
+    }
+    // Absent: no header, and the server expects none.
+    let none = c.request("tools/call", json!({"name": "regional", "arguments": {"query": "q"}})).await;
+    assert!(none.response.get("result").is_some(), "{}", none.response);
+    // Other tools carry none.
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "x"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "x");
+}
+
 #[tokio::test]
 async fn log_level_travels_in_each_request_meta() {
     let up = Scripted::start_with_headers(modern_server).await;

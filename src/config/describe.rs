@@ -89,6 +89,8 @@ impl Config {
                 Era::Modern => "modern",
             };
             let _ = writeln!(out, "era = \"{era}\"");
+            let _ = writeln!(out, "max_input_rounds = {}", u.max_input_rounds);
+            let _ = writeln!(out, "max_input_requests = {}", u.max_input_requests);
             let t = &u.tasks;
             let _ = writeln!(out, "[upstream.tasks]");
             let mode = match t.hosted {

@@ -244,6 +244,16 @@ fn upstream_config(
         client_info: client_info(&at, u.client_info)?,
         share: u.share.unwrap_or(false),
         era,
+        max_input_rounds: input_limit(
+            &format!("{at}.max_input_rounds"),
+            u.max_input_rounds,
+            DEFAULT_INPUT_ROUNDS as usize,
+        )? as u32,
+        max_input_requests: input_limit(
+            &format!("{at}.max_input_requests"),
+            u.max_input_requests,
+            DEFAULT_INPUT_REQUESTS,
+        )?,
         tasks: upstream_tasks(&at, u.tasks)?,
         dialects: dialects(&at, u.dialects)?,
     })
@@ -359,6 +369,18 @@ fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigEr
     }
 }
 
+/// The most `max_input_rounds` and `max_input_requests` take: each round is kept whole
+/// (every question out to the client, every answer until the retry), so the product bounds
+/// what one request holds.
+const MAX_INPUT_LIMIT: u64 = 1024;
+
+fn input_limit(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigError> {
+    match v {
+        Some(n) if n > MAX_INPUT_LIMIT => err(format!("{key}: {n} is more than the {MAX_INPUT_LIMIT} allowed")),
+        _ => positive(key, v, default),
+    }
+}
+
 /// The longest duration any key takes: durations are added to the current time, and a
 /// year is beyond every sensible timeout or retention.
 const MAX_DURATION: Duration = Duration::from_secs(8760 * 3600);
@@ -463,6 +485,11 @@ mod tests {
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nrequest_timeout=\"0s\"", "upstream \"a\".request_timeout"),
             ("[tasks]\nmax_tasks=0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "tasks.max_tasks"),
             ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nmax_request_time=\"9000000h\"", "max_request_time"),
+            ("[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nmax_input_rounds=0", "upstream \"a\".max_input_rounds"),
+            (
+                "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\nmax_input_requests=2000",
+                "upstream \"a\".max_input_requests",
+            ),
             ("[server]\nmax_batch = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"", "server.max_batch"),
             (
                 "[server]\nevent_buffer_bytes = 0\n[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"",

@@ -88,6 +88,8 @@ pub(super) struct RawUpstream {
     pub(super) client_info: Option<RawClientInfo>,
     pub(super) share: Option<bool>,
     pub(super) era: Option<String>,
+    pub(super) max_input_rounds: Option<u64>,
+    pub(super) max_input_requests: Option<u64>,
     pub(super) tasks: Option<RawUpstreamTasks>,
     pub(super) dialects: Option<RawDialects>,
 }

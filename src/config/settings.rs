@@ -156,6 +156,8 @@ impl UpstreamConfig {
             client_info: ClientInfo::default(),
             share: false,
             era: Era::Legacy,
+            max_input_rounds: DEFAULT_INPUT_ROUNDS,
+            max_input_requests: DEFAULT_INPUT_REQUESTS,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
             dialects: Dialects::default(),
         }
@@ -245,9 +247,19 @@ pub struct UpstreamConfig {
     pub share: bool,
     /// Which era the gateway speaks to it (`era`, default `auto`).
     pub era: Era,
+    /// Rounds of input requests (multi round-trip, a 2026-07-28 upstream's
+    /// `InputRequiredResult`) one request may be answered with before it fails.
+    pub max_input_rounds: u32,
+    /// Input requests one such round may carry; a round with more fails its request.
+    pub max_input_requests: usize,
     pub tasks: UpstreamTasks,
     pub dialects: Dialects,
 }
+
+/// Default of `max_input_rounds`.
+pub const DEFAULT_INPUT_ROUNDS: u32 = 16;
+/// Default of `max_input_requests`.
+pub const DEFAULT_INPUT_REQUESTS: usize = 16;
 
 /// The `clientInfo` the gateway sends an upstream (`[upstream.client_info]`).
 #[derive(Debug, Clone, PartialEq)]

@@ -8,8 +8,8 @@
 //! served on a session of its own (`Session::for_modern_request`) that ends with the POST:
 //! when the answer has been sent, or when the client closed the response, which for a modern
 //! client cancels the request. No session id is minted or read, and a GET or DELETE that
-//! names a modern version gets 405. Refusals travel with HTTP 400, an unknown method with
-//! 404, as the era's transport says.
+//! names a modern version gets 405. Refusals travel with HTTP 400, a method the server does
+//! not implement with 404, as the era's transport says; nothing else gets 404 ([`status_of`]).
 
 use crate::config::UpstreamConfig;
 use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error};
@@ -88,6 +88,7 @@ pub(crate) async fn serve(
         Ok(m) => m,
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e.to_rpc(), Some(&id)),
     };
+    let method = frame.method_name().to_string();
     let limits = gateway.limits();
     let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
     // A retry of a request waiting for this client's input goes on in that request's session.
@@ -119,7 +120,7 @@ pub(crate) async fn serve(
     let keepalive = limits.sse_keepalive;
     match first {
         Ok((Some(ev), _)) if ev.is_response => {
-            let status = status_of(&ev.json);
+            let status = status_of(&ev.json, &method);
             let mut r = json_response(ev.json, None);
             *r.status_mut() = status;
             r
@@ -142,16 +143,25 @@ fn sse(mut body: SseBody, ends: EndsWithPost) -> Response<Body> {
     crate::downstream::http_body::event_stream_response(Body::Frames(Box::pin(stream)), None)
 }
 
-/// The HTTP status a JSON answer travels with: 400 for the era's refusals, 404 for an
-/// unknown method, else 200.
-fn status_of(json: &Bytes) -> StatusCode {
+/// The HTTP status a JSON answer to a request of `method` travels with: 400 for the era's
+/// refusals, 404 for a method the server does not implement, else 200.
+///
+/// The transport ties 404 to one case only ("If the server does not implement the requested
+/// RPC method, it MUST respond with 404 Not Found and a JSON-RPC error with code -32601"):
+/// a 404 without a modern error body is how a legacy HTTP+SSE server looks, so a false one
+/// may send a client back to the legacy transport. A -32601 answering `tools/call`,
+/// `prompts/get` or `resources/read` is about the tool, prompt or resource the request names
+/// (a tool hidden from old clients, an upstream that reports an unknown tool so), methods the
+/// gateway serves for every client: it travels with 200, as any other error result.
+fn status_of(json: &Bytes, method: &str) -> StatusCode {
+    const NAMES_WHAT_IT_SERVES: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
     if !json.windows(7).any(|w| w == b"\"error\"") {
         return StatusCode::OK;
     }
     let code =
         Message::parse(json.clone()).ok().and_then(|m| m.value().pointer("/error/code").and_then(|c| c.as_i64()));
     match code {
-        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(METHOD_NOT_FOUND) if !NAMES_WHAT_IT_SERVES.contains(&method) => StatusCode::NOT_FOUND,
         Some(
             modern::HEADER_MISMATCH | modern::MISSING_REQUIRED_CLIENT_CAPABILITY | modern::UNSUPPORTED_PROTOCOL_VERSION,
         ) => StatusCode::BAD_REQUEST,

@@ -414,8 +414,11 @@ impl Session {
     }
 
     async fn handle_notification(&self, frame: Message) {
-        if self.speaks_by_token() && Box::pin(self.operation_cancelled(&frame)).await {
-            return;
+        if self.speaks_by_token() && frame.method() == Method::Cancelled {
+            Box::pin(self.operation_cancelled(&frame)).await;
+            if let Some(id) = frame.request_id_param() {
+                self.progress_cancelled(&id);
+            }
         }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
@@ -456,7 +459,6 @@ impl Session {
             let Some(client_id) = msg.request_id_param() else { return };
             // A modern request's link knows it by its first id, whichever retry it is now.
             let client_id = self.modern_cancel_target(client_id);
-            self.progress_cancelled(&client_id);
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
@@ -524,14 +526,15 @@ impl Session {
     /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
         self.unpark();
-        if self.speaks_by_token() {
-            Box::pin(self.end_by_token()).await;
-        }
         let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;
             st.bridges.drain().map(|(_, c)| c).collect()
         };
+        // After `closed`: an operation still starting is not recorded, but stopped.
+        if self.speaks_by_token() {
+            Box::pin(self.end_by_token()).await;
+        }
         // A bridged call's upstream task is cancelled when its session ends (a client that
         // only disconnected from a stream has not cancelled).
         for c in bridges {

@@ -103,7 +103,11 @@ impl Upstream {
     /// Sends one message with headers of its own (`name`, `value`), for a transport that has
     /// headers (Streamable HTTP: a stateless POST, without the session's id); the others
     /// send it as [`Upstream::send`] does.
-    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), transport::Error> {
+    pub async fn send_headed(
+        &self,
+        msg: Message,
+        headers: &[(std::borrow::Cow<'static, str>, String)],
+    ) -> Result<(), transport::Error> {
         match self {
             Upstream::Stdio(c) => c.send(msg).await,
             Upstream::Http(c) => c.send_headed(msg, headers).await,

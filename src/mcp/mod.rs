@@ -5,8 +5,6 @@
 //! Every decision that depends on the negotiated protocol version is made from here, so that
 //! adding a generation touches one place.
 
-// Not called yet: issue 11 wires the modern era and the task dialects into sessions and links.
-#[cfg_attr(not(test), expect(dead_code, reason = "not wired into sessions yet (issue 11, item 1)"))]
 pub mod modern;
 pub mod sep1391;
 pub mod shaping;

@@ -2,7 +2,9 @@
 //! blocking call upstream in the background, and serves `tasks/get|result|list|cancel` from
 //! its store. It routes what the background call produces: progress to the client's token,
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
-//! and the outcome into the store.
+//! and the outcome into the store. On a modern (2026-07-28) upstream the call's input
+//! requests come as rounds of its answer, and become the task's input the same way
+//! (`rounds`).
 //!
 //! The store is asynchronous ([`TaskStore`]); what this module keeps itself is the hot state
 //! of the tasks this process runs (`running`: the link, the waiters, held questions, the
@@ -29,6 +31,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+mod round_state;
+mod rounds;
+pub use round_state::RoundPolicy;
+
 /// A hosted task whose background call is still running.
 struct Running {
     /// Held so the link outlives the session that started the task.
@@ -46,6 +52,10 @@ struct Running {
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
     token: Option<Value>,
+    /// Input requests held at most (`held_inputs`).
+    max_held: usize,
+    /// On a modern link: what the call needs to go on with input rounds.
+    rounds: Option<round_state::Rounds>,
     /// Questions go to the creator even when it cannot be reached now (its sink keeps them
     /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
     to_creator_later: bool,
@@ -209,6 +219,8 @@ impl Hosted {
                 held_inputs: HeldInputs::default(),
                 declared: None,
                 token,
+                max_held: MAX_HELD_INPUTS,
+                rounds: None,
                 to_creator_later: false,
                 progress: None,
             },
@@ -234,11 +246,13 @@ impl Hosted {
         }
     }
 
-    /// The background call is on its way as upstream request `upstream_id`.
-    pub fn started(&self, task_id: &str, upstream_id: i64) {
-        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
-            r.upstream_id = Some(upstream_id);
-        }
+    /// The background call is on its way as upstream request `upstream_id`: `false` if the
+    /// task no longer runs (the caller cancels the call).
+    pub fn started(&self, task_id: &str, upstream_id: i64) -> bool {
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return false };
+        r.upstream_id = Some(upstream_id);
+        true
     }
 
     /// The background call could not start: the task fails with that error.
@@ -269,6 +283,12 @@ impl Hosted {
     }
 
     /// The task's status and status message, while it is kept.
+    /// Whether the task's call runs in this process (its status is not terminal): answered
+    /// from the hot state alone, so callable under a session's lock.
+    pub fn runs(&self, task_id: &str) -> bool {
+        self.running.lock().unwrap().contains_key(task_id)
+    }
+
     pub async fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
         let rec = self.live(self.store.get(task_id).await?);
         Some((rec.status, rec.status_message))

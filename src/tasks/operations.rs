@@ -8,7 +8,7 @@
 //! refused) until room is needed: bounded by the upstream's `max_tasks_per_owner`.
 
 use crate::jsonrpc::{Id, ProgressToken};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +32,9 @@ pub enum Refusal {
 #[derive(Default)]
 pub struct Operations {
     by_token: HashMap<String, Operation>,
+    /// Tokens whose operation is being started (checked, not yet recorded): taken too, so
+    /// that concurrent calls with one token cannot both start.
+    starting: HashSet<String>,
 }
 
 impl Operations {
@@ -48,22 +51,30 @@ impl Operations {
         self.by_token.is_empty()
     }
 
-    /// Whether a new operation under `token` may start (`kept` says whether a task is still
-    /// kept; past `cap`, operations whose task is gone are forgotten to make room).
-    pub fn check(&mut self, token: &str, cap: usize, kept: &dyn Fn(&str) -> bool) -> Result<(), Refusal> {
-        if self.by_token.contains_key(token) {
+    /// Reserves `token` for a new operation, if one may start (`kept` says whether a task is
+    /// still kept; past `cap`, operations whose task is gone are forgotten to make room).
+    /// The reservation ends with [`Operations::insert`] or [`Operations::release`].
+    pub fn reserve(&mut self, token: &str, cap: usize, kept: &dyn Fn(&str) -> bool) -> Result<(), Refusal> {
+        if self.by_token.contains_key(token) || self.starting.contains(token) {
             return Err(Refusal::Reused);
         }
-        if self.by_token.len() >= cap {
+        if self.by_token.len() + self.starting.len() >= cap {
             self.by_token.retain(|_, op| kept(&op.task_id));
         }
-        if self.by_token.len() >= cap {
+        if self.by_token.len() + self.starting.len() >= cap {
             return Err(Refusal::Full);
         }
+        self.starting.insert(token.to_string());
         Ok(())
     }
 
+    /// The operation reserved under `token` did not start: the token is free again.
+    pub fn release(&mut self, token: &str) {
+        self.starting.remove(token);
+    }
+
     pub fn insert(&mut self, token: String, op: Operation) {
+        self.starting.remove(&token);
         self.by_token.insert(token, op);
     }
 
@@ -71,9 +82,10 @@ impl Operations {
         self.by_token.get(token)
     }
 
-    /// The operation started by request `id`.
-    pub fn by_request(&self, id: &Id) -> Option<(&str, &Operation)> {
-        self.by_token.iter().find(|(_, op)| op.request_id == *id).map(|(t, op)| (t.as_str(), op))
+    /// The operations started by request `id` (a client may have reused the id), with
+    /// their task and bridge.
+    pub fn by_request(&self, id: &Id) -> Vec<(&str, &Operation)> {
+        self.by_token.iter().filter(|(_, op)| op.request_id == *id).map(|(t, op)| (t.as_str(), op)).collect()
     }
 
     /// The token of the operation that task `task_id` runs.
@@ -88,6 +100,7 @@ impl Operations {
 
     /// Every operation, for the session's end.
     pub fn drain(&mut self) -> Vec<Operation> {
+        self.starting.clear();
         self.by_token.drain().map(|(_, op)| op).collect()
     }
 }
@@ -103,15 +116,21 @@ mod tests {
     #[test]
     fn tokens_are_taken_once_and_room_is_made_from_gone_tasks() {
         let mut ops = Operations::default();
-        ops.check("a", 2, &|_| true).unwrap();
+        ops.reserve("a", 2, &|_| true).unwrap();
+        // Being started: taken.
+        assert_eq!(ops.reserve("a", 2, &|_| true), Err(Refusal::Reused));
         ops.insert("a".into(), op("t1", 1));
-        assert_eq!(ops.check("a", 2, &|_| true), Err(Refusal::Reused));
+        assert_eq!(ops.reserve("a", 2, &|_| true), Err(Refusal::Reused));
+        ops.reserve("b", 2, &|_| true).unwrap();
         ops.insert("b".into(), op("t2", 2));
-        assert_eq!(ops.check("c", 2, &|_| true), Err(Refusal::Full));
+        assert_eq!(ops.reserve("c", 2, &|_| true), Err(Refusal::Full));
         // t1 is no longer kept: its token is forgotten to make room.
-        assert_eq!(ops.check("c", 2, &|t| t != "t1"), Ok(()));
+        assert_eq!(ops.reserve("c", 2, &|t| t != "t1"), Ok(()));
         assert!(ops.get("a").is_none());
-        assert_eq!(ops.by_request(&Id::Num(2)).map(|(t, _)| t), Some("b"));
+        // A start that failed frees its token.
+        ops.release("c");
+        assert_eq!(ops.reserve("c", 3, &|_| true), Ok(()));
+        assert_eq!(ops.by_request(&Id::Num(2)).iter().map(|(t, _)| *t).collect::<Vec<_>>(), ["b"]);
         assert_eq!(ops.token_of_task("t2"), Some("b"));
     }
 }

@@ -188,7 +188,12 @@ impl ProgressStates {
     pub fn begin(&self, owner: &Arc<str>, token: &ProgressToken, per_owner: usize) -> bool {
         let mut inner = self.inner.lock().unwrap();
         inner.sweep(Instant::now());
-        let continues = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token)).filter(|e| e.state.is_open());
+        let now = Instant::now();
+        let continues = inner
+            .by_owner
+            .get_mut(owner)
+            .and_then(|s| s.get_mut(token))
+            .filter(|e| e.state.is_open() && e.expires.is_none_or(|t| t > now));
         if let Some(e) = continues {
             e.requests += 1;
             e.expires = None;
@@ -313,6 +318,11 @@ impl ProgressStates {
     pub fn get(&self, owner: &Arc<str>, token: &ProgressToken) -> Result<Value, RpcError> {
         let mut inner = self.inner.lock().unwrap();
         inner.sweep(Instant::now());
+        // Retention differs between upstreams: the sweep may stop before this one.
+        let now = Instant::now();
+        if inner.by_owner.get(owner).and_then(|s| s.get(token)).is_some_and(|e| e.expires.is_some_and(|t| t <= now)) {
+            inner.remove(owner, token);
+        }
         let e = inner.by_owner.get(owner).and_then(|s| s.get(token)).ok_or_else(|| {
             RpcError::new(
                 crate::jsonrpc::INVALID_PARAMS,

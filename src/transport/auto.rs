@@ -112,7 +112,11 @@ impl AutoConn {
 
     /// Sends one message with headers of its own (see [`HttpConn::send_headed`]); before the
     /// transport is decided, over Streamable HTTP, deciding nothing.
-    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), Error> {
+    pub async fn send_headed(
+        &self,
+        msg: Message,
+        headers: &[(std::borrow::Cow<'static, str>, String)],
+    ) -> Result<(), Error> {
         let now = self.inner.phase.borrow().clone();
         match now {
             Phase::Legacy(c) => c.send(msg).await,

@@ -69,7 +69,7 @@ pub(crate) type Probe = oneshot::Sender<Legacy>;
 type Headed = Option<Arc<[(HeaderName, HeaderValue)]>>;
 
 /// A caller's header list, checked: a name or value HTTP cannot carry is refused.
-fn headed(headers: &[(&'static str, String)]) -> Result<Arc<[(HeaderName, HeaderValue)]>, Error> {
+fn headed(headers: &[(std::borrow::Cow<'static, str>, String)]) -> Result<Arc<[(HeaderName, HeaderValue)]>, Error> {
     headers
         .iter()
         .map(|(k, v)| {
@@ -155,7 +155,11 @@ impl HttpConn {
 
     /// Sends one message with `headers` of its own, instead of the session's id and
     /// version header; nothing of its answer is kept for the session (a stateless POST).
-    pub async fn send_headed(&self, msg: Message, headers: &[(&'static str, String)]) -> Result<(), Error> {
+    pub async fn send_headed(
+        &self,
+        msg: Message,
+        headers: &[(std::borrow::Cow<'static, str>, String)],
+    ) -> Result<(), Error> {
         let headers = headed(headers)?;
         self.send_with(msg, None, Some(headers)).await
     }

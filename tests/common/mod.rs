@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod dialects;
 pub mod ext_server;
 pub mod modern;
 mod stdio_script;

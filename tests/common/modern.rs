@@ -1,6 +1,7 @@
 //! A strict scripted 2026-07-28-only server (Streamable HTTP), shared by the modern-upstream
 //! tests: it checks on each POST what a 2026-07-28 server checks (the `_meta` fields,
-//! `MCP-Protocol-Version` equal to them, `Mcp-Method`, `Mcp-Name`; no session id) and answers
+//! `MCP-Protocol-Version` equal to them, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-Region` for
+//! the tool that declares it; no session id) and answers
 //! -32602 or -32020 with HTTP 400 when one is wrong; `initialize` gets -32601 with HTTP 404,
 //! as an unknown method does. Its tools include ones that ask for input (multi round-trip
 //! requests).
@@ -58,7 +59,54 @@ fn refusal(req: &Value, h: &hyper::HeaderMap) -> Option<Vec<Step>> {
     if name.is_some() && header(h, "mcp-name") != name {
         return Some(err(400, req, -32020, "Mcp-Name disagrees with the body"));
     }
+    // The one tool that declares an x-mcp-header: its argument must come as a header too.
+    if req["method"] == "tools/call" && req["params"]["name"] == "regional" {
+        let want = req["params"]["arguments"]["region"].as_str().map(header_value);
+        if header(h, "mcp-param-region") != want.as_deref() {
+            return Some(err(400, req, -32020, "Mcp-Param-Region disagrees with the body"));
+        }
+    }
     None
+}
+
+/// A value as a header carries it: plain visible ASCII as is, anything else Base64-encoded.
+fn header_value(v: &str) -> String {
+    use base64::Engine;
+    if v.bytes().all(|b| (0x21..=0x7e).contains(&b)) && !v.starts_with("=?base64?") {
+        return v.to_string();
+    }
+    format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(v))
+}
+
+/// `regional`'s listing: its `region` is mirrored as `Mcp-Param-Region`.
+pub fn regional_tool() -> Value {
+    json!({"name": "regional", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}, "query": {"type": "string"}}}})
+}
+
+/// What `server/discover` answers, with or without the tasks extension.
+fn discover_result(extension_tasks: bool) -> Value {
+    let mut capabilities =
+        json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}, "logging": {}});
+    if extension_tasks {
+        capabilities["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
+    }
+    json!({
+        "supportedVersions": [MODERN],
+        "capabilities": capabilities,
+        "instructions": "modern only",
+        "ttlMs": 0, "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-scripted", "version": "9"}}
+    })
+}
+
+/// [`modern_server`] without the tasks extension: a 2025-11-25 client's task calls are the
+/// gateway's to host.
+pub fn modern_server_without_tasks(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
+    if req["method"] == "server/discover" && refusal(req, h).is_none() {
+        return vec![complete(req, discover_result(false))];
+    }
+    modern_server(req, h)
 }
 
 pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
@@ -67,20 +115,10 @@ pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
     }
     match req["method"].as_str().unwrap_or("") {
         "initialize" => err(404, req, -32601, "initialize: this server speaks 2026-07-28 only"),
-        "server/discover" => vec![complete(
-            req,
-            json!({
-                "supportedVersions": [MODERN],
-                "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}, "logging": {},
-                    "extensions": {"io.modelcontextprotocol/tasks": {}}},
-                "instructions": "modern only",
-                "ttlMs": 0, "cacheScope": "private",
-                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-scripted", "version": "9"}}
-            }),
-        )],
+        "server/discover" => vec![complete(req, discover_result(true))],
         "tools/list" => vec![complete(
             req,
-            json!({"tools": [{"name": "echo", "title": "Echo", "inputSchema": {"type": "object"}}], "ttlMs": 0, "cacheScope": "private"}),
+            json!({"tools": [{"name": "echo", "title": "Echo", "inputSchema": {"type": "object"}}, regional_tool()], "ttlMs": 0, "cacheScope": "private"}),
         )],
         "tools/call" => match req["params"]["name"].as_str().unwrap_or("") {
             "echo" => {
@@ -94,6 +132,10 @@ pub fn modern_server(req: &Value, h: &hyper::HeaderMap) -> Vec<Step> {
                 steps
             }
             "needs-tasks" => err(400, req, -32021, "Missing required client capability"),
+            "regional" => vec![complete(
+                req,
+                json!({"content": [{"type": "text", "text": req["params"]["arguments"]["region"]}]}),
+            )],
             "ask" => vec![reply(req, json!({"resultType": "input_required", "inputRequests": {}}))],
             "confirm" => confirm(req, 0),
             "slow-confirm" => confirm(req, 10_000),

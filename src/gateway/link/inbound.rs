@@ -17,26 +17,28 @@ impl LinkCore {
 
     /// Removes a pending request and everything that points at it.
     pub(super) fn take_pending(&self, up_id: i64) -> Option<Pending> {
-        let p = {
-            let mut st = self.state.lock().unwrap();
-            let p = st.pending.remove(&up_id);
-            if let Some(p) = &p {
-                self.deadlines.remove(&up_id);
-                if let Some(t) = &p.token
-                    && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
-                {
-                    st.remove_token(t);
-                }
-                if let Waiter::Client { client, .. } = &p.waiter {
-                    st.by_client_id.remove(client);
-                }
-            }
-            p
-        };
+        let p = self.take_pending_keeping_slot(up_id);
         if matches!(p, Some(Pending { waiter: Waiter::Task { .. }, .. })) {
             self.release_slot();
         }
         p
+    }
+
+    /// [`LinkCore::take_pending`], a hosted task's slot kept: its caller releases it once the
+    /// task has heard the response, which may go on with another round on the link.
+    fn take_pending_keeping_slot(&self, up_id: i64) -> Option<Pending> {
+        let mut st = self.state.lock().unwrap();
+        let p = st.pending.remove(&up_id)?;
+        self.deadlines.remove(&up_id);
+        if let Some(t) = &p.token
+            && st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id))
+        {
+            st.remove_token(t);
+        }
+        if let Waiter::Client { client, .. } = &p.waiter {
+            st.by_client_id.remove(client);
+        }
+        Some(p)
     }
 
     /// A hosted task or bridged call stopped using the link; the link of an ended session
@@ -194,7 +196,16 @@ impl InboundSink for LinkCore {
                             .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
                     }
                 };
-                let Some(p) = self.take_pending(up_id) else {
+                // A listing tells which arguments a modern upstream wants as headers. The link
+                // is asked first: a legacy response's tree is not built for this (it is most of
+                // a forwarded call's cost).
+                if let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| l.is_modern())
+                    && let Some(result) =
+                        frame.value().get("result").filter(|r| r.get("tools").is_some_and(serde_json::Value::is_array))
+                {
+                    link.learn_param_headers(result);
+                }
+                let Some(p) = self.take_pending_keeping_slot(up_id) else {
                     // A request given up on that the upstream answered after all: it is done.
                     self.state.lock().unwrap().abandoned.remove(&up_id);
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
@@ -228,7 +239,12 @@ impl InboundSink for LinkCore {
                             ev.response(client.id, msg, shape, answers);
                         }
                     }
-                    Waiter::Task { task_id } => self.tasks.outcome(&task_id, frame.into_value()),
+                    Waiter::Task { task_id } => {
+                        // A round of input requests keeps the link (`TaskCalls::outcome`)
+                        // before this call's slot goes.
+                        self.tasks.outcome(&task_id, frame.into_value());
+                        self.release_slot();
+                    }
                     Waiter::Internal { tx, .. } => {
                         let _ = tx.send(frame.into_value());
                     }

@@ -3,16 +3,22 @@
 //! or those a forward declares for its own request), its
 //! `clientInfo`, and the log level the client set, if any), spliced into `params._meta`
 //! without touching the rest; over HTTP every message is POSTed with the headers that mirror
-//! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and without a session id.
-//! What those are is `mcp::modern`'s; this module only applies them. A legacy link pays one
+//! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and for a `tools/call` the
+//! `Mcp-Param-*` its tool's `x-mcp-header` declarations ask for, learned from the listings
+//! the link carried) and without a session id.
+//! What those are is `mcp::modern`'s; this module only applies them. A modern server sends
+//! no requests, so the link sends it no responses: the one the gateway makes (answering an
+//! input request of a hosted task's round, see `tasks::hosted`) goes to
+//! [`super::TaskCalls::input_answer`]. A legacy link pays one
 //! atomic load per message for it, and its bytes pass as they are.
 
 use super::types::Link;
-use crate::jsonrpc::{Kind, Message};
-use crate::mcp::modern::headers;
+use crate::jsonrpc::{Kind, Message, Method};
+use crate::mcp::modern::headers::{self, ParamHeaders};
 use crate::mcp::modern::meta::{LogLevel, RequestMeta};
 use crate::transport;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 impl Link {
@@ -69,6 +75,12 @@ impl Link {
         msg: Message,
         capabilities: Option<Map<String, Value>>,
     ) -> Result<(), transport::Error> {
+        if msg.kind() == Kind::Response {
+            // A modern server asks nothing of its client: a response is a hosted task's
+            // answer to its call's input round, which its next round carries.
+            self.core.tasks.input_answer(msg.into_value());
+            return Ok(());
+        }
         let Some(mut meta) = self.modern.meta.lock().unwrap().clone() else { return self.conn.send(msg).await };
         if let Some(c) = capabilities {
             meta.capabilities = c;
@@ -77,8 +89,49 @@ impl Link {
         let mut mirrored = headers::for_body(msg.value());
         // Every POST carries the version, a notification (no `_meta` of its own) too.
         if !mirrored.iter().any(|(k, _)| *k == headers::PROTOCOL_VERSION) {
-            mirrored.insert(0, (headers::PROTOCOL_VERSION, meta.version.to_string()));
+            mirrored.insert(0, (headers::PROTOCOL_VERSION.into(), meta.version.to_string()));
+        }
+        if msg.method() == Method::ToolsCall {
+            mirrored.extend(self.param_headers(msg.value()));
         }
         self.conn.send_headed(msg, &mirrored).await
     }
+
+    /// The `Mcp-Param-*` headers of a `tools/call`, from the tool's declarations as the last
+    /// listing showed them (none for a tool not listed yet).
+    fn param_headers(&self, call: &Value) -> Vec<headers::Header> {
+        let Some(name) = call.pointer("/params/name").and_then(Value::as_str) else { return Vec::new() };
+        let declared = self.modern.param_headers.lock().unwrap().get(name).cloned();
+        let arguments = call.pointer("/params/arguments").unwrap_or(&Value::Null);
+        declared.map(|d| d.for_arguments(arguments)).unwrap_or_default()
+    }
+
+    /// Learns the tools' `x-mcp-header` declarations from a `tools/list` result on a modern
+    /// link (at most [`MAX_DECLARING_TOOLS`] tools that declare any are kept). A tool whose
+    /// declarations break the rules is called without `Mcp-Param-*` headers.
+    pub(super) fn learn_param_headers(&self, result: &Value) {
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
+        let mut table = self.modern.param_headers.lock().unwrap();
+        for t in tools {
+            let Some(name) = t.get("name").and_then(Value::as_str) else { continue };
+            match t.get("inputSchema").map(ParamHeaders::of_schema) {
+                Some(Ok(d)) if !d.is_empty() => {
+                    if table.len() < MAX_DECLARING_TOOLS || table.contains_key(name) {
+                        table.insert(name.to_string(), Arc::new(d));
+                    }
+                }
+                Some(Err(why)) => {
+                    tracing::warn!(upstream = %self.core.upstream, tool = name, "the tool's x-mcp-header is invalid: {why}");
+                    table.remove(name);
+                }
+                _ => {
+                    table.remove(name);
+                }
+            }
+        }
+    }
 }
+
+/// Tools with `x-mcp-header` declarations one link keeps (as many as a session keeps the
+/// `taskSupport` of).
+const MAX_DECLARING_TOOLS: usize = 10_000;

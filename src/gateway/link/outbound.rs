@@ -308,6 +308,11 @@ impl Link {
         }
     }
 
+    /// Whether client request `client` is in flight on this link.
+    pub fn has_client_request(&self, client: &ClientRef) -> bool {
+        self.core.state.lock().unwrap().by_client_id.contains_key(client)
+    }
+
     /// The client cancelled its request `client_id`: the slot is freed, the upstream is told
     /// once (with the client's `reason`), and nothing more is delivered for it. Returns
     /// whether the request was in flight.

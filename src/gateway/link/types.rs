@@ -65,6 +65,10 @@ pub trait TaskCalls: Send + Sync + 'static {
     fn progress(&self, task_id: &str, msg: Value);
     /// A request the server sent while serving the call (elicitation, sampling).
     fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, msg: Value);
+    /// A response the gateway would send a modern upstream, which takes none (its server
+    /// sends no requests): the answer to an input request of a round a call was answered
+    /// with (multi round-trip), under the id its subscriber gave that input request.
+    fn input_answer(&self, answer: Value);
 }
 
 /// The subscriber for upstream tasks relayed to clients that know them by an id of the
@@ -240,6 +244,8 @@ pub struct Link {
 pub struct ModernState {
     pub(super) on: std::sync::atomic::AtomicBool,
     pub(super) meta: Mutex<Option<crate::mcp::modern::meta::RequestMeta>>,
+    /// Tool name → its `x-mcp-header` declarations (`Link::learn_param_headers`).
+    pub(super) param_headers: Mutex<HashMap<String, Arc<crate::mcp::modern::headers::ParamHeaders>>>,
 }
 
 impl Drop for LinkCore {

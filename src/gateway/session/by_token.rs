@@ -41,6 +41,10 @@ impl Session {
     pub(super) async fn by_token_request(&self, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
         if self.speaks_sep1391() {
             match frame.method() {
+                // A client that did not opt in is outdated, however it wrote the parameter.
+                Method::ToolsCall if frame.value().pointer("/params/operation").is_some() && !self.sep1391_client() => {
+                    return Some(Err(sep1391::outdated("tools/call with operation")));
+                }
                 Method::ToolsCall => match sep1391::operation_param(frame.value()) {
                     Err(e) => return Some(Err(e)),
                     Ok(Some(op)) => return Some(self.start_operation(id.clone(), frame.clone(), op).await),
@@ -64,7 +68,9 @@ impl Session {
         }
         let token = frame.progress_token()?;
         let mut st = self.state.lock().unwrap();
-        if st.progress_requests.len() < self.gateway.limits().max_in_flight
+        // An id already in flight is the link's to refuse: its state stays the first's.
+        if !st.progress_requests.contains_key(id)
+            && st.progress_requests.len() < self.gateway.limits().max_in_flight
             && self.gateway.progress_states.begin(&self.owner_key, &token, self.upstream.tasks.max_tasks_per_owner)
         {
             st.progress_requests.insert(id.clone(), token);
@@ -94,7 +100,7 @@ impl Session {
         match (msg.kind(), route) {
             (Kind::Response, Route::Response(id)) => {
                 let Some(token) = self.state.lock().unwrap().progress_requests.remove(id) else { return msg };
-                self.forget_progress_inputs(&token);
+                self.forget_progress_inputs(id);
                 let Some(meta) = states.ended(&self.owner_key, &token, msg.value(), self.upstream.dialects.retention)
                 else {
                     return msg;
@@ -123,7 +129,7 @@ impl Session {
                 if let Some(asked) = msg.id().cloned()
                     && st.progress_inputs.len() < self.gateway.limits().max_in_flight
                 {
-                    st.progress_inputs.insert(asked, token.clone());
+                    st.progress_inputs.insert(asked, (id.clone(), token.clone()));
                     states.input_asked(&self.owner_key, &token);
                 }
                 msg
@@ -138,14 +144,39 @@ impl Session {
             return;
         }
         let Some(token) = self.state.lock().unwrap().progress_requests.remove(id) else { return };
-        self.forget_progress_inputs(&token);
+        self.forget_progress_inputs(id);
         let cancelled = RpcError::new(jsonrpc::INTERNAL_ERROR, "cancelled by the client").response(Some(id));
         self.gateway.progress_states.ended(&self.owner_key, &token, &cancelled, self.upstream.dialects.retention);
     }
 
-    /// The questions asked for a request that has ended are answered by nobody now.
-    fn forget_progress_inputs(&self, token: &ProgressToken) {
-        self.state.lock().unwrap().progress_inputs.retain(|_, t| t != token);
+    /// The questions asked for request `request`, which has ended, are answered by nobody
+    /// now (those of other requests under the same token still wait).
+    fn forget_progress_inputs(&self, request: &Id) {
+        let moot: Vec<ProgressToken> = {
+            let mut st = self.state.lock().unwrap();
+            let ids: Vec<Id> =
+                st.progress_inputs.iter().filter(|(_, (r, _))| r == request).map(|(q, _)| q.clone()).collect();
+            ids.iter().filter_map(|q| st.progress_inputs.remove(q)).map(|(_, t)| t).collect()
+        };
+        for token in moot {
+            self.gateway.progress_states.input_answered(&self.owner_key, &token);
+        }
+    }
+
+    /// The server withdrew its question `id` (the client's id for it): as if answered.
+    pub(super) fn by_token_withdrawn(&self, id: &Id) {
+        if self.speaks_progress_get() {
+            let asked = self.state.lock().unwrap().progress_inputs.remove(id);
+            if let Some((_, token)) = asked {
+                self.gateway.progress_states.input_answered(&self.owner_key, &token);
+            }
+        }
+        if self.speaks_sep1391() {
+            let task = self.state.lock().unwrap().operation_inputs.remove(id);
+            if let Some(task) = task {
+                self.hosted().input_answered_soon(&task);
+            }
+        }
     }
 
     /// The client answered server request `id`: the state it was asked for goes on. The
@@ -153,8 +184,8 @@ impl Session {
     /// it).
     pub(super) fn by_token_answered(&self, id: &Id, frame: Message) -> Message {
         if self.speaks_progress_get() {
-            let token = self.state.lock().unwrap().progress_inputs.remove(id);
-            if let Some(token) = token {
+            let asked = self.state.lock().unwrap().progress_inputs.remove(id);
+            if let Some((_, token)) = asked {
                 self.gateway.progress_states.input_answered(&self.owner_key, &token);
             }
         }
@@ -178,17 +209,27 @@ impl Session {
         if st.ops.is_empty() {
             return msg;
         }
-        let by_task = crate::mcp::tasks::related_task(&msg).and_then(|t| st.ops.token_of_task(t.as_str()));
+        // Its questions name its task in `_meta`, a status notification in `params`.
+        let task = crate::mcp::tasks::related_task(&msg)
+            .or_else(|| (msg.method() == Method::TaskStatus).then(|| msg.task_id_param()).flatten());
+        let by_task = task.and_then(|t| st.ops.token_of_task(t.as_str()));
         let by_progress = || msg.progress_token().and_then(|t| st.ops.token_of_progress(&t));
         let by_request = || match route {
-            Route::Related(id) => st.ops.by_request(id).map(|(t, _)| t),
+            // A bridged operation's request: the only one under its id while its bridge runs.
+            Route::Related(id) => st.ops.by_request(id).into_iter().find(|(_, op)| op.bridge.is_some()).map(|(t, _)| t),
             _ => None,
         };
         let Some(token) = by_task.or_else(by_progress).or_else(by_request).map(str::to_string) else { return msg };
         let bridged = st.ops.get(&token).filter(|op| op.bridge.is_some()).map(|op| op.task_id.clone());
         let mut asked_for = None;
+        let cap = self.gateway.limits().max_in_flight;
+        if st.operation_inputs.len() >= cap {
+            // Questions of operations that have ended wait for nothing.
+            let hosted = self.hosted();
+            st.operation_inputs.retain(|_, t| hosted.runs(t));
+        }
         if let (Kind::Request, Some(task), Some(asked)) = (msg.kind(), bridged, msg.id().cloned())
-            && st.operation_inputs.len() < self.gateway.limits().max_in_flight
+            && st.operation_inputs.len() < cap
         {
             st.operation_inputs.insert(asked, task.clone());
             asked_for = Some(task);
@@ -213,20 +254,30 @@ impl Session {
         }
     }
 
-    /// A `notifications/cancelled` for the call that started an operation cancels it:
-    /// `true` if it was one.
-    pub(super) async fn operation_cancelled(&self, frame: &Message) -> bool {
+    /// A `notifications/cancelled` for the call that started an operation cancels it (the
+    /// one still running), unless the client reused the id for a request now in flight: the
+    /// cancel is that request's. It goes on its way in any case.
+    pub(super) async fn operation_cancelled(&self, frame: &Message) {
         if !self.speaks_sep1391() || frame.method() != Method::Cancelled {
-            return false;
+            return;
         }
-        let Some(request) = frame.request_id_param() else { return false };
+        let Some(request) = frame.request_id_param() else { return };
+        let link = self.link.lock().unwrap().clone();
+        if link.is_some_and(|l| l.has_client_request(&self.client_ref(request.clone()))) {
+            return;
+        }
         let found = {
             let st = self.state.lock().unwrap();
-            st.ops.by_request(&request).map(|(_, op)| (op.task_id.clone(), op.bridge.clone()))
+            let hosted = self.hosted();
+            st.ops
+                .by_request(&request)
+                .into_iter()
+                .find(|(_, op)| hosted.runs(&op.task_id))
+                .map(|(_, op)| (op.task_id.clone(), op.bridge.clone()))
         };
-        let Some((task, bridge)) = found else { return false };
-        Self::stop_operation(self.hosted(), &task, bridge.as_ref()).await;
-        true
+        if let Some((task, bridge)) = found {
+            Self::stop_operation(self.hosted(), &task, bridge.as_ref()).await;
+        }
     }
 
     async fn stop_operation(hosted: &Hosted, task: &str, bridge: Option<&CancellationToken>) {
@@ -272,7 +323,7 @@ impl Session {
             }
             let mut st = self.state.lock().unwrap();
             let kept = |t: &str| kept.contains(t) || !snapshot.iter().any(|s| &**s == t);
-            st.ops.check(&op.token, policy.max_tasks_per_owner, &kept).map_err(|r| match r {
+            st.ops.reserve(&op.token, policy.max_tasks_per_owner, &kept).map_err(|r| match r {
                 Refusal::Reused => sep1391::reused(&op.token),
                 Refusal::Full => RpcError::new(
                     GATEWAY_BUSY,
@@ -283,6 +334,17 @@ impl Session {
                 ),
             })?;
         }
+        let token = op.token.clone();
+        let started = self.launch_operation(id, frame, op).await;
+        if started.is_err() {
+            self.state.lock().unwrap().ops.release(&token);
+        }
+        started
+    }
+
+    /// Runs a call with `operation` whose token is reserved.
+    async fn launch_operation(&self, id: Id, frame: Message, op: OperationParam) -> Result<(), RpcError> {
+        let policy = &self.upstream.tasks;
         let keep_alive = match op.keep_alive {
             None => policy.ttl,
             Some(None) => policy.max_ttl,
@@ -307,8 +369,11 @@ impl Session {
             let (task_id, _, link, call) = self.create_hosted(call).await?;
             self.hosted().retain_after_end(&task_id).await;
             self.hosted().ask_creator_later(&task_id);
-            self.record_operation(&id, op.token, task_id.clone(), token, None, keep_alive);
-            self.run_hosted(task_id, link, call).await;
+            if self.record_operation(&id, op.token, task_id.clone(), token, None, keep_alive) {
+                self.run_hosted(task_id, link, call).await;
+            } else {
+                let _ = self.hosted().cancel(&task_id).await;
+            }
             return Ok(());
         }
         let support = if self.upstream_runs_tasks() { self.support_of(&name).await? } else { TaskSupport::Forbidden };
@@ -326,7 +391,8 @@ impl Session {
         self.start_bridged_operation(id, op.token, call, token, keep_alive, false).await
     }
 
-    /// Notes the operation and answers its call.
+    /// Notes the operation and answers its call: `false` if the session has ended
+    /// meanwhile (nothing is noted; the caller stops what it started).
     fn record_operation(
         &self,
         id: &Id,
@@ -335,11 +401,19 @@ impl Session {
         progress_token: Option<ProgressToken>,
         bridge: Option<CancellationToken>,
         keep_alive: Duration,
-    ) {
+    ) -> bool {
         let op = Operation { task_id, request_id: id.clone(), progress_token, bridge };
-        self.state.lock().unwrap().ops.insert(token, op);
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.closed {
+                st.ops.release(&token);
+                return false;
+            }
+            st.ops.insert(token, op);
+        }
         let accepted = sep1391::accepted(keep_alive, self.upstream.tasks.poll_interval, mcp_tasks::TaskStatus::Working);
         self.to_client(Message::made(jsonrpc::result_response(id, accepted)), Route::Response(id.clone()));
+        true
     }
 
     /// An operation of a tool the upstream runs as a task (a 2025-11-25 task, or with
@@ -355,10 +429,23 @@ impl Session {
         extension: bool,
     ) -> Result<(), RpcError> {
         let link = self.link().await?;
-        let rec = self
+        // Counted with the session's bridged calls (their limit, their questions' handling,
+        // their cancellation at the session's end).
+        let cancel = self.claim_bridge_slot(&id)?;
+        let free_slot = |s: &Session| {
+            s.state.lock().unwrap().bridges.remove(&id);
+        };
+        let rec = match self
             .hosted()
             .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, Some(keep_alive))
-            .await?;
+            .await
+        {
+            Ok(rec) => rec,
+            Err(e) => {
+                free_slot(self);
+                return Err(e);
+            }
+        };
         let task_id: Arc<str> = rec.id.as_str().into();
         self.hosted().retain_after_end(&task_id).await;
         self.hosted().track(
@@ -367,45 +454,31 @@ impl Session {
             self.me.clone(),
             progress_token.as_ref().map(ProgressToken::to_value),
         );
-        let cancel = CancellationToken::new();
-        self.record_operation(&id, token, task_id.clone(), progress_token, Some(cancel.clone()), keep_alive);
+        if !self.record_operation(&id, token, task_id.clone(), progress_token, Some(cancel.clone()), keep_alive) {
+            free_slot(self);
+            let _ = self.hosted().cancel(&task_id).await;
+            return Ok(());
+        }
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
-            Box::pin(
-                crate::tasks::bridge::extension::ExtBridge {
-                    link: link.clone(),
-                    client: self.client_ref(id),
-                    call,
-                    created: None,
-                    request_timeout: self.upstream.request_timeout,
-                    max_request_time: self.upstream.max_request_time,
-                    max_input: self.gateway.limits().max_in_flight,
-                    cancel,
-                    asker: self.ext_asker(),
-                    capabilities: self.ext_capabilities(),
-                }
-                .run(),
-            )
+            Box::pin(self.ext_bridge(&link, &id, call, None, cancel).run())
         } else {
-            Box::pin(
-                Bridge {
-                    link: link.clone(),
-                    client: self.client_ref(id),
-                    call,
-                    ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
-                    request_timeout: self.upstream.request_timeout,
-                    max_request_time: self.upstream.max_request_time,
-                    cancel,
-                }
-                .run(),
-            )
+            Box::pin(self.core_bridge(&link, &id, call, cancel).run())
         };
         link.retain();
         let hosted = self.hosted().clone();
+        let me = self.me.clone();
         tokio::spawn(async move {
             let ending = bridge.await;
             link.release();
-            if let Ending::Answer(resp) = ending {
-                crate::gateway::link::TaskCalls::outcome(&*hosted, &task_id, resp);
+            match ending {
+                Ending::Answer(resp) => crate::gateway::link::TaskCalls::outcome(&*hosted, &task_id, resp),
+                // Cancelled by whoever fired the bridge (the session's end too): so is the task.
+                Ending::Cancelled => {
+                    let _ = hosted.cancel(&task_id).await;
+                }
+            }
+            if let Some(s) = me.upgrade() {
+                s.bridge_ended(&id);
             }
         });
         Ok(())
@@ -428,7 +501,22 @@ impl Session {
                 // one has none to fetch.
                 let outcome = hosted.stored_outcome(&task).await;
                 match outcome.and_then(|mut o| o.get_mut("result").map(Value::take)) {
-                    Some(r) if status.is_terminal() => json!({"result": r}),
+                    Some(r) if status.is_terminal() => {
+                        // The upstream's result, as `tools/call` results reach this client.
+                        let resp = Message::made(jsonrpc::result_response(&id, r));
+                        let Some(resp) = self.downward(resp, Some("tools/call"), self.versions()) else {
+                            return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the result cannot be sent"));
+                        };
+                        let mut resp = resp.into_value();
+                        match resp.get_mut("result").map(Value::take) {
+                            Some(r) => json!({"result": r}),
+                            // The client's version cannot take it: the error says why.
+                            None => {
+                                self.to_client(Message::made(resp), Route::Response(id));
+                                return Ok(());
+                            }
+                        }
+                    }
                     _ => {
                         return Err(RpcError::new(
                             INVALID_PARAMS,

@@ -6,7 +6,9 @@
 //!   request; a `resultType: "task"` answer becomes core's `CreateTaskResult {task}`; a plain
 //!   result (the server chose not to make a task) becomes a gateway-hosted task already
 //!   completed (or failed, by `isError`) with that result, since the client "MUST" get a
-//!   `CreateTaskResult`; an error is the answer.
+//!   `CreateTaskResult`; an `InputRequiredResult` (it asks for input first) becomes a hosted
+//!   task whose call goes on in input rounds (`tasks::hosted::rounds`); an error is the
+//!   answer.
 //! - Each task is followed in the background until it ends for the client (`ext_follow`):
 //!   `notifications/tasks/status` on each change, though no `tasks/result` waits.
 //! - `tasks/get` is the upstream's `tasks/get`, translated, kept as the task's snapshot (and
@@ -61,11 +63,13 @@ impl Session {
         // The call's own deadline: the server may run it plainly before it answers.
         let within = self.upstream.max_request_time;
         let caps = Some(self.ext_capabilities());
+        // Kept for the retries, should the server ask for input instead of making a task.
+        let kept = call.clone();
         tokio::spawn(async move {
             let resp = tokio::time::timeout(within, link.request_for_declaring(call, Some(client), caps)).await;
             let Some(s) = me.upgrade() else { return };
             let answer = match resp {
-                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl).await,
+                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl, (&link, kept)).await,
                 Ok(Err(e)) => e.response(Some(&id)),
                 Err(_) => RpcError::new(
                     jsonrpc::REQUEST_TIMEOUT,
@@ -78,10 +82,20 @@ impl Session {
         Ok(())
     }
 
-    /// The upstream's answer to a task-augmented call, as the core client's.
-    async fn ext_created(&self, id: &Id, mut resp: Value, requested_ttl: Option<Duration>) -> Value {
+    /// The upstream's answer to a task-augmented call (`call`, sent on `link`), as the core
+    /// client's.
+    async fn ext_created(
+        &self,
+        id: &Id,
+        mut resp: Value,
+        requested_ttl: Option<Duration>,
+        call: (&Arc<Link>, Value),
+    ) -> Value {
         jsonrpc::set_id(&mut resp, id);
         let Some(result) = resp.get("result").cloned() else { return resp };
+        if ResultType::of(&result) == Ok(ResultType::InputRequired) {
+            return self.host_input_rounds(id, resp, requested_ttl, call).await;
+        }
         if ResultType::of(&result) != Ok(ResultType::Task) {
             return self.host_plain_result(id, resp, requested_ttl).await;
         }
@@ -120,6 +134,30 @@ impl Session {
         let _ = crate::mcp::modern::legacy::for_legacy(&mut outcome);
         self.hosted().finish(&rec.id, outcome).await;
         let task = self.hosted().get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
+        jsonrpc::result_response(id, json!({"task": task}))
+    }
+
+    /// The server asked for input instead of making a task: a hosted task, whose call goes
+    /// on in input rounds (`tasks::hosted::rounds`) from this first answer.
+    async fn host_input_rounds(
+        &self,
+        id: &Id,
+        resp: Value,
+        requested_ttl: Option<Duration>,
+        (link, call): (&Arc<Link>, Value),
+    ) -> Value {
+        let hosted = self.hosted();
+        let rec = match hosted
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return e.response(Some(id)),
+        };
+        hosted.track(&rec.id, link.clone(), self.me.clone(), jsonrpc::progress_token(&call).cloned());
+        hosted.keep_for_rounds(&rec.id, call, self.round_policy());
+        crate::gateway::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
+        let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 

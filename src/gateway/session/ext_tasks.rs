@@ -76,7 +76,22 @@ impl Session {
     async fn start_ext_bridge(&self, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = self.link().await?;
         let cancel = self.claim_bridge_slot(&id)?;
-        let bridge = ExtBridge {
+        let bridge = self.ext_bridge(&link, &id, call, created, cancel);
+        self.spawn_bridged(id, link, bridge.run());
+        Ok(())
+    }
+
+    /// The bridge of client call `id` (`call`) through an extension task on `link`
+    /// (`created`: the upstream's answer so far, if it already made a task of it).
+    pub(super) fn ext_bridge(
+        &self,
+        link: &Arc<Link>,
+        id: &Id,
+        call: Value,
+        created: Option<Value>,
+        cancel: CancellationToken,
+    ) -> ExtBridge {
+        ExtBridge {
             link: link.clone(),
             client: self.client_ref(id.clone()),
             call,
@@ -87,9 +102,7 @@ impl Session {
             cancel,
             asker: self.ext_asker(),
             capabilities: self.ext_capabilities(),
-        };
-        self.spawn_bridged(id, link, bridge.run());
-        Ok(())
+        }
     }
 
     /// How a bridged extension task asks this session's client.

@@ -176,7 +176,15 @@ impl LinkEvents for Session {
                 st.server_requests.iter().find(|(_, r)| r.upstream_id == up).map(|(ours, _)| ours.clone())
             });
             let Some(ours) = ours else { return };
-            st.server_requests.remove(&ours);
+            let withdrawn = st.server_requests.remove(&ours);
+            drop(st);
+            // A withdrawn question is answered for what waited on it.
+            if let Some(task) = withdrawn.and_then(|r| r.task) {
+                self.hosted().input_answered_soon(&task);
+            }
+            if self.speaks_by_token() {
+                self.by_token_withdrawn(&ours);
+            }
             msg = msg.edit(|m| m["params"]["requestId"] = ours.to_value());
         }
         self.to_client(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));

@@ -22,9 +22,9 @@
 //!    first round used). Its progress token is the client's, so progress reaches the client
 //!    in every round, rising across rounds (a retry's that starts again below is dropped).
 //!    A client's error answer fails the request with that error's code.
-//! 4. Repeat while the upstream asks, at most [`MAX_INPUT_ROUNDS`] times, with at most
-//!    [`MAX_INPUT_REQUESTS`] input requests a round; the client gets the last round's answer
-//!    under its own id.
+//! 4. Repeat while the upstream asks, at most the upstream's `max_input_rounds` times, with
+//!    at most `max_input_requests` input requests a round (past either: -32603 naming the
+//!    key); the client gets the last round's answer under its own id.
 //!
 //! Time, as for a server request of a legacy upstream (which restarts its request's idle
 //! timer; the client's answer does not): each upstream round has `request_timeout` of
@@ -44,11 +44,6 @@ use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
 use crate::mcp::translate;
 use serde_json::Map;
-
-/// Rounds one request may be answered with input requests.
-pub(super) const MAX_INPUT_ROUNDS: u32 = 16;
-/// Input requests one round may carry.
-pub(super) const MAX_INPUT_REQUESTS: usize = 16;
 
 /// What a failed exchange leaves to do once the lock is released.
 struct Failed {
@@ -116,6 +111,11 @@ impl Session {
         sent
     }
 
+    /// The upstream's bounds on one request's input rounds.
+    pub(super) fn input_limits(&self) -> input::InputLimits {
+        input::InputLimits { rounds: self.upstream.max_input_rounds, requests: self.upstream.max_input_requests }
+    }
+
     /// What the session's client declared, as a modern upstream reads it per request.
     fn declared_capabilities(&self) -> Map<String, Value> {
         let st = self.state.lock().unwrap();
@@ -143,15 +143,9 @@ impl Session {
             };
             ex.rounds += 1;
             let limits = (self.upstream.request_timeout, self.upstream.max_request_time);
-            let checked = InputRequired::read(result, MAX_INPUT_REQUESTS)
-                .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("the upstream's input request is malformed: {e}")))
+            let checked = InputRequired::read_round(result, ex.rounds, self.input_limits())
+                .map_err(|e| RpcError::new(INTERNAL_ERROR, e.to_string()))
                 .and_then(|asked| {
-                    if ex.rounds > MAX_INPUT_ROUNDS {
-                        return Err(RpcError::new(
-                            INTERNAL_ERROR,
-                            format!("the upstream asked for input more than {MAX_INPUT_ROUNDS} times for one request"),
-                        ));
-                    }
                     if ex.started.elapsed() >= limits.1 {
                         return Err(lifetime_error(limits.1));
                     }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio::task::AbortHandle;
 
 /// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
-/// most `input_rounds::MAX_INPUT_REQUESTS` questions out.
+/// most the upstream's `max_input_requests` questions out.
 #[derive(Default)]
 pub(super) struct InputRounds {
     pub(super) exchanges: HashMap<Id, Exchange>,

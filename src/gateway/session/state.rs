@@ -68,7 +68,8 @@ pub(super) struct SessionState {
     /// Requests followed for `progress/get`, by client id, with their progress token.
     pub(super) progress_requests: HashMap<Id, ProgressToken>,
     /// Questions the server asked for a followed request, by the client's id for them.
-    pub(super) progress_inputs: HashMap<Id, ProgressToken>,
+    /// (and the client id of the request it was asked for).
+    pub(super) progress_inputs: HashMap<Id, (Id, ProgressToken)>,
     /// SEP-1391 operations (see `by_token`).
     pub(super) ops: crate::tasks::operations::Operations,
     /// Questions asked for a bridged operation, by the client's id for them, with its task.

@@ -20,18 +20,23 @@ impl Session {
     pub(super) async fn start_bridge(&self, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = self.link().await?;
         let cancel = self.claim_bridge_slot(&id)?;
-        let bridge = Bridge {
+        let bridge = self.core_bridge(&link, &id, msg, cancel);
+        self.spawn_bridged(id, link, bridge.run());
+        Ok(())
+    }
+
+    /// The bridge of client call `id` (`call`) through a 2025-11-25 task on `link`.
+    pub(super) fn core_bridge(&self, link: &Arc<Link>, id: &Id, call: Value, cancel: CancellationToken) -> Bridge {
+        Bridge {
             link: link.clone(),
             client: self.client_ref(id.clone()),
-            call: msg,
+            call,
             // The upstream must keep the task at least as long as the call may run.
             ttl: self.upstream.tasks.ttl.max(self.upstream.max_request_time),
             request_timeout: self.upstream.request_timeout,
             max_request_time: self.upstream.max_request_time,
             cancel,
-        };
-        self.spawn_bridged(id, link, bridge.run());
-        Ok(())
+        }
     }
 
     /// A slot among the client requests the session serves by following an upstream task
@@ -66,17 +71,19 @@ impl Session {
             let ending = run.await;
             link.release();
             let Some(s) = me.upgrade() else { return };
-            {
-                let mut st = s.state.lock().unwrap();
-                st.bridges.remove(&id);
-                // Questions of an extension task's call the client has not answered are moot
-                // now (see `ext_tasks`).
-                st.ext.inputs.retain(|_, w| !w.answers.is_closed());
-            }
+            s.bridge_ended(&id);
             if let Ending::Answer(resp) = ending {
                 s.answer(id, resp, Some("tools/call"));
             }
         });
+    }
+
+    /// The bridged call `id` has ended: its slot is free, and questions of an extension
+    /// task's call the client has not answered are moot now (see `ext_tasks`).
+    pub(super) fn bridge_ended(&self, id: &Id) {
+        let mut st = self.state.lock().unwrap();
+        st.bridges.remove(id);
+        st.ext.inputs.retain(|_, w| !w.answers.is_closed());
     }
 
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
@@ -204,11 +211,25 @@ impl Session {
         Ok((task_id, Hosted::create_result(&rec), link, msg))
     }
 
+    /// How a hosted task's call on a modern link may go on with input rounds.
+    pub(super) fn round_policy(&self) -> hosted::RoundPolicy {
+        hosted::RoundPolicy {
+            limits: self.input_limits(),
+            answer_within: self.upstream.request_timeout,
+            max_time: self.upstream.max_request_time,
+        }
+    }
+
     /// Starts a hosted task's call upstream (after its `CreateTaskResult` was sent).
     pub(super) async fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) {
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
+        if link.is_modern() {
+            self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
+        }
         match link.start_task_call(task_id.clone(), msg).await {
-            Ok(up) => self.hosted().started(&task_id, up),
+            Ok(up) => {
+                self.hosted().started(&task_id, up);
+            }
             Err(e) => self.hosted().start_failed(&task_id, &e).await,
         }
     }

@@ -17,11 +17,17 @@
 //! [`decode_value`]). Header names are case-insensitive (the caller's HTTP layer finds them);
 //! values are compared exactly.
 //!
-//! Not here: `Mcp-Param-{Name}` headers, which a tool's `inputSchema` asks for with
-//! `x-mcp-header`; checking them needs the tool's schema, and an intermediary that does not
-//! recognise one must forward it untouched. Notification POSTs: the revision defines no
-//! header requirement for them beyond `MCP-Protocol-Version`, so a notification is checked
-//! only for the headers it carries.
+//! `Mcp-Param-{Name}`: a tool's `inputSchema` may mark properties reachable through
+//! `properties` alone with `x-mcp-header: Name` ([`ParamHeaders::of_schema`], which refuses
+//! a declaration the spec forbids); a client's `tools/call` then carries each such argument
+//! present and not null as `Mcp-Param-Name` (strings as they are, integers in decimal,
+//! booleans `true`/`false`, encoded like `Mcp-Name`) ([`ParamHeaders::for_arguments`]). The
+//! gateway sets them toward a modern upstream from the listings it has seen
+//! (`gateway::link::modern`). Checking them on the way in needs the tool's schema, which the
+//! gateway does not keep for its downstream side: it rebuilds them from the body when it
+//! sends the request on. Notification POSTs: the revision defines no header requirement for
+//! them beyond `MCP-Protocol-Version`, so a notification is checked only for the headers it
+//! carries.
 
 use super::{HeaderProblem, key};
 use serde_json::Value;
@@ -134,20 +140,107 @@ pub fn check(headers: &RequestHeaders<'_>, body: &Value) -> Result<(), HeaderPro
     }
 }
 
+/// A header name and value, as a client sets it.
+pub type Header = (Cow<'static, str>, String);
+
 /// The mirrored headers a client (the gateway, toward a modern upstream) sets for a body:
 /// each as (name, value), the value encoded where the rules allow and require it.
-pub fn for_body(body: &Value) -> Vec<(&'static str, String)> {
+pub fn for_body(body: &Value) -> Vec<Header> {
     let mut out = Vec::with_capacity(3);
     if let Some(v) = body.pointer("/params/_meta").and_then(|m| m.get(key::PROTOCOL_VERSION)).and_then(Value::as_str) {
-        out.push((PROTOCOL_VERSION, v.to_string()));
+        out.push((PROTOCOL_VERSION.into(), v.to_string()));
     }
     let Some(method) = body.get("method").and_then(Value::as_str) else { return out };
-    out.push((METHOD, method.to_string()));
+    out.push((METHOD.into(), method.to_string()));
     let name = name_param(method).and_then(|p| body.get("params")?.get(p)?.as_str());
     if let Some(name) = name {
-        out.push((NAME, encode_value(name).into_owned()));
+        out.push((NAME.into(), encode_value(name).into_owned()));
     }
     out
+}
+
+/// One tool's `x-mcp-header` declarations: each header's name part and the chain of
+/// `properties` keys that leads to its argument.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParamHeaders(Vec<(String, Vec<String>)>);
+
+/// JavaScript's safe integers, the range an `x-mcp-header` integer must stay in.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+impl ParamHeaders {
+    /// Reads a tool's `inputSchema`: its declarations, or why the tool is invalid (a name
+    /// that is empty, not an RFC 9110 token, or repeated ignoring case; a property that is
+    /// not a string, integer or boolean; a declaration not reachable through `properties`).
+    pub fn of_schema(schema: &Value) -> Result<ParamHeaders, String> {
+        let mut found = Vec::new();
+        walk(schema, &mut Vec::new(), &mut found)?;
+        if count_declarations(schema) != found.len() {
+            return Err("an x-mcp-header outside a chain of properties".into());
+        }
+        for (i, (name, _)) in found.iter().enumerate() {
+            if found[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                return Err(format!("x-mcp-header {name:?} is declared twice"));
+            }
+        }
+        Ok(ParamHeaders(found))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `Mcp-Param-*` headers of a call with these `arguments`: one per declared argument
+    /// present and not null (a value of another type than declared is left to the server).
+    pub fn for_arguments(&self, arguments: &Value) -> Vec<Header> {
+        let mut out = Vec::new();
+        for (name, path) in &self.0 {
+            let value = path.iter().try_fold(arguments, |v, k| v.get(k));
+            let text = match value {
+                Some(Value::String(s)) => encode_value(s).into_owned(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) if n.as_i64().is_some_and(|i| i.abs() <= MAX_SAFE_INTEGER) => n.to_string(),
+                _ => continue,
+            };
+            out.push((format!("{PARAM_PREFIX}{name}").into(), text));
+        }
+        out
+    }
+}
+
+/// Collects the declarations along `properties` chains from `schema`.
+fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<(String, Vec<String>)>) -> Result<(), String> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
+    for (key, prop) in props {
+        path.push(key.clone());
+        if let Some(decl) = prop.get("x-mcp-header") {
+            let name = decl.as_str().filter(|n| !n.is_empty() && n.bytes().all(is_tchar));
+            let Some(name) = name else { return Err(format!("x-mcp-header of {key:?} is not a header name")) };
+            let primitive = matches!(prop.get("type").and_then(Value::as_str), Some("string" | "integer" | "boolean"));
+            if !primitive {
+                return Err(format!("x-mcp-header {name:?} is on a property that is not a string, integer or boolean"));
+            }
+            found.push((name.to_string(), path.clone()));
+        }
+        walk(prop, path, found)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// Every `x-mcp-header` key anywhere in `v`.
+fn count_declarations(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => {
+            usize::from(m.contains_key("x-mcp-header")) + m.values().map(count_declarations).sum::<usize>()
+        }
+        Value::Array(a) => a.iter().map(count_declarations).sum(),
+        _ => 0,
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Standard Base64 (RFC 4648 §4), padded.
@@ -276,6 +369,37 @@ mod tests {
             assert_eq!(check(&h, &body), Ok(()), "{set:?}");
         }
         let set = for_body(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}));
-        assert_eq!(set, vec![(METHOD, "tools/list".to_string())]);
+        assert_eq!(set, vec![(METHOD.into(), "tools/list".to_string())]);
+    }
+
+    #[test]
+    fn param_headers_follow_the_spec_example_and_rules() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "query": {"type": "string"},
+            "opts": {"type": "object", "properties": {"dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+                                                      "n": {"type": "integer", "x-mcp-header": "N"}}}}});
+        let decl = ParamHeaders::of_schema(&schema).unwrap();
+        let set =
+            decl.for_arguments(&json!({"region": "us-west1", "query": "SELECT 1", "opts": {"dry": false, "n": -7}}));
+        let find = |h: &str| set.iter().find(|(n, _)| n == h).map(|(_, v)| v.as_str());
+        assert_eq!(find("Mcp-Param-Region"), Some("us-west1"));
+        assert_eq!(find("Mcp-Param-Dry-Run"), Some("false"));
+        assert_eq!(find("Mcp-Param-N"), Some("-7"));
+        assert_eq!(set.len(), 3);
+        let set = decl.for_arguments(&json!({"region": "Hello, 世界", "opts": {"dry": null}}));
+        assert_eq!(
+            set,
+            vec![("Mcp-Param-Region".into(), "=?base64?SGVsbG8sIOS4lueVjA==?=".to_string())],
+            "null and absent: omitted"
+        );
+        let bad = |s: Value| ParamHeaders::of_schema(&json!({"type": "object", "properties": s})).unwrap_err();
+        bad(json!({"a": {"type": "string", "x-mcp-header": ""}}));
+        bad(json!({"a": {"type": "string", "x-mcp-header": "a b"}}));
+        bad(json!({"a": {"type": "number", "x-mcp-header": "A"}}));
+        bad(json!({"a": {"type": "string", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "a"}}));
+        bad(json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}));
+        bad(json!({"a": {"oneOf": [{"type": "string", "x-mcp-header": "A"}]}}));
+        assert!(ParamHeaders::of_schema(&json!({"type": "object"})).unwrap().is_empty());
     }
 }

@@ -14,6 +14,10 @@
 //!   JSON-RPC id**, `params.inputResponses` mapping each key to the client's *result* for it
 //!   (there is no place for an error), and `params.requestState` echoed exactly when the
 //!   server sent one (never otherwise) ([`retry`]).
+//!
+//! How many rounds one request may take, and how many input requests one round may carry,
+//! is the gateway's choice ([`InputLimits`], from each upstream's `max_input_rounds` and
+//! `max_input_requests`); [`InputRequired::read_round`] enforces both.
 
 use serde_json::{Map, Value};
 
@@ -66,11 +70,39 @@ pub enum BadInputRequired {
     StateNotString,
     #[error("neither inputRequests nor requestState is present")]
     Empty,
-    #[error("{count} input requests in one result, more than the {limit} the gateway relays")]
+    #[error("{count} input requests in one result, more than the {limit} the gateway relays (max_input_requests)")]
     TooMany { count: usize, limit: usize },
 }
 
+/// The bounds on one request's input rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputLimits {
+    /// Rounds one request may be answered with `input_required`.
+    pub rounds: u32,
+    /// Input requests one round may carry.
+    pub requests: usize,
+}
+
+/// Why a round of input requests is not relayed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RoundRefused {
+    #[error("the upstream's input request is malformed: {0}")]
+    Malformed(#[from] BadInputRequired),
+    #[error("the upstream asked for input more than {limit} times for one request (max_input_rounds)")]
+    TooManyRounds { limit: u32 },
+}
+
 impl InputRequired {
+    /// Reads round `round` (1 for the first `input_required` answer of a request) within
+    /// `limits`.
+    pub fn read_round(result: &Value, round: u32, limits: InputLimits) -> Result<InputRequired, RoundRefused> {
+        let asked = InputRequired::read(result, limits.requests)?;
+        if round > limits.rounds {
+            return Err(RoundRefused::TooManyRounds { limit: limits.rounds });
+        }
+        Ok(asked)
+    }
+
     /// Reads an `InputRequiredResult` (the `result` of a response whose `resultType` is
     /// `input_required`), with at most `limit` input requests.
     pub fn read(result: &Value, limit: usize) -> Result<InputRequired, BadInputRequired> {
@@ -178,6 +210,18 @@ mod tests {
         assert_eq!(bad(json!({"requestState": 7})), BadInputRequired::StateNotString);
         let three = json!({"inputRequests": {"a": {"method": "roots/list"}, "b": {"method": "roots/list"}, "c": {"method": "roots/list"}}});
         assert_eq!(bad(three), BadInputRequired::TooMany { count: 3, limit: 2 });
+    }
+
+    #[test]
+    fn rounds_are_bounded_by_the_limits() {
+        let limits = InputLimits { rounds: 2, requests: 1 };
+        let state = json!({"resultType": "input_required", "requestState": "s"});
+        assert!(InputRequired::read_round(&state, 2, limits).is_ok());
+        assert_eq!(InputRequired::read_round(&state, 3, limits), Err(RoundRefused::TooManyRounds { limit: 2 }));
+        let two = json!({"inputRequests": {"a": {"method": "roots/list"}, "b": {"method": "roots/list"}}});
+        let refused = InputRequired::read_round(&two, 1, limits).unwrap_err();
+        assert_eq!(refused, RoundRefused::Malformed(BadInputRequired::TooMany { count: 2, limit: 1 }));
+        assert!(refused.to_string().contains("max_input_requests"), "{refused}");
     }
 
     #[test]

@@ -18,9 +18,10 @@
 //!
 //! Which capabilities the gateway declares to a modern upstream is [`client_capabilities`].
 //! An `InputRequiredResult` is relayed to the client by the session (its input requests
-//! become ordinary server requests, see `gateway::session::input_rounds`); it reaches
-//! [`for_legacy`] only where nothing can relay it: a hosted task's background call, and a
-//! request the session could not keep for a retry (more than `max_in_flight` exchanges).
+//! become ordinary server requests, see `gateway::session::input_rounds`), or, for a hosted
+//! task's background call, becomes the task's input (`tasks::hosted::rounds`); it reaches
+//! [`for_legacy`] only where nothing can relay it: a request the session could not keep for
+//! a retry (more than `max_in_flight` exchanges).
 
 use super::{ResultType, key};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, Method, RpcError};

@@ -116,11 +116,6 @@ impl ModernError {
         }
     }
 
-    /// The HTTP status the refusal travels with: every one of them is a 400.
-    pub fn http_status(&self) -> u16 {
-        400
-    }
-
     /// The JSON-RPC error, with the `data` the schema defines for -32021 and -32022.
     pub fn to_rpc(&self) -> RpcError {
         let mut e = RpcError::new(self.code(), self.to_string());
@@ -211,13 +206,6 @@ pub fn fill_result_type(result: &mut Value) {
     }
 }
 
-/// A modern result on its way to a legacy receiver, which lacks the field.
-pub fn strip_result_type(result: &mut Value) {
-    if let Some(obj) = result.as_object_mut() {
-        obj.remove("resultType");
-    }
-}
-
 /// `CacheableResult.cacheScope`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheScope {
@@ -296,12 +284,6 @@ pub fn read_discover_result(result: &Value) -> Result<Discovery, &'static str> {
     })
 }
 
-/// The newest version both sides speak, from an upstream's `supportedVersions` (the modern
-/// ones first, then legacy); `None` when they share none.
-pub fn choose_version(supported: &[String]) -> Option<&'static str> {
-    advertised_versions().into_iter().find(|ours| supported.iter().any(|s| s == ours))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,8 +317,6 @@ mod tests {
         set_result_type(&mut r, ResultType::Task);
         fill_result_type(&mut r);
         assert_eq!(r["resultType"], "task", "fill keeps a type already named");
-        strip_result_type(&mut r);
-        assert_eq!(r, json!({"content": []}));
     }
 
     #[test]
@@ -353,7 +333,6 @@ mod tests {
         let e = ModernError::MissingCapability { required: required.clone() }.to_rpc();
         assert_eq!((e.code, e.data.as_deref()), (-32021, Some(&json!({"requiredCapabilities": required}))));
         assert_eq!(ModernError::MissingMeta(key::PROTOCOL_VERSION).code(), -32602);
-        assert_eq!(ModernError::MissingMeta(key::PROTOCOL_VERSION).http_status(), 400);
         assert!(is_modern_error(&e.to_value()));
         assert!(is_modern_error(&ModernError::UnsupportedVersion { requested: "x".into() }.to_rpc().to_value()));
         assert!(!is_modern_error(&json!({"code": -32022, "message": "legacy reuse, no data"})));
@@ -361,7 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn discover_round_trips_and_chooses_the_newest_shared_version() {
+    fn discover_round_trips() {
         let d = Discovery {
             supported_versions: advertised_versions().iter().map(|s| s.to_string()).collect(),
             capabilities: json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}),
@@ -380,9 +359,5 @@ mod tests {
         assert!(read_discover_result(&json!({"supportedVersions": "2026-07-28", "capabilities": {}})).is_err());
         assert!(read_discover_result(&json!({"supportedVersions": [1], "capabilities": {}})).is_err());
         assert!(read_discover_result(&json!({"supportedVersions": []})).is_err());
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(choose_version(&s(&["2025-06-18", "2026-07-28"])), Some("2026-07-28"));
-        assert_eq!(choose_version(&s(&["2025-06-18", "2025-03-26"])), Some("2025-06-18"));
-        assert_eq!(choose_version(&s(&["2099-01-01"])), None);
     }
 }

@@ -1,7 +1,7 @@
 //! What the link hears for a hosted task's background call ([`TaskCalls`]): its outcome,
 //! its progress and the upstream's questions, and the task's end that follows an outcome.
 
-use super::{Hosted, MAX_HELD_INPUTS};
+use super::Hosted;
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::link::{Link, TaskCalls};
 use crate::jsonrpc::{self, Id, RpcError};
@@ -73,6 +73,7 @@ impl TaskCalls for Hosted {
     /// The upstream answered the background call (or the link died, or it timed out):
     /// written by a task of its own (see the module doc).
     fn outcome(&self, task_id: &str, msg: Value) {
+        let Some(msg) = self.next_round(task_id, msg) else { return };
         let Some(me) = self.me.upgrade() else { return };
         let task_id = task_id.to_string();
         self.writes.spawn(async move { me.finish(&task_id, msg).await });
@@ -85,6 +86,13 @@ impl TaskCalls for Hosted {
         // removes it under the same lock, cannot come in between.
         let mut running = self.running.lock().unwrap();
         let Some(r) = running.get_mut(task_id) else { return };
+        let value = msg.pointer("/params/progress").and_then(Value::as_f64);
+        if let (Some(rounds), Some(v)) = (r.rounds.as_mut(), value)
+            && !rounds.rises(v)
+        {
+            tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
+            return;
+        }
         if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
             r.progress = Some((text.to_string(), SystemTime::now()));
         }
@@ -125,7 +133,7 @@ impl TaskCalls for Hosted {
                         }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), MAX_HELD_INPUTS) {
+                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
                             Some(_) => Target::Hold,
                             None => Target::Nobody,
                         },
@@ -153,5 +161,10 @@ impl TaskCalls for Hosted {
             }
             Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
         }
+    }
+
+    /// The answer to an input request of a modern upstream's round (see `rounds`).
+    fn input_answer(&self, answer: Value) {
+        self.round_answer(answer);
     }
 }
