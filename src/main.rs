@@ -111,7 +111,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             serve_http(server, config.server.listen, &paths).await
         }
         Command::Stdio { upstream } => {
-            let config = load(cli.config)?;
+            let mut config = load(cli.config)?;
+            if !config.tasks.store_chosen {
+                config.tasks.store = taskgate::StoreKind::Memory;
+            }
             let stop = shutdown_signal();
             serve_stdio(Gateway::open(config).map_err(|e| Failure::Store(e.to_string()))?, &upstream, stop).await?;
             children_exited().await;

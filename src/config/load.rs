@@ -61,6 +61,7 @@ impl Config {
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
                     store: store_kind(t.store.as_deref(), t.path.as_deref(), base)?,
+                    store_chosen: t.store.is_some() || t.path.is_some(),
                 }
             }
         };
@@ -417,6 +418,10 @@ mod tests {
         assert_eq!(parse(&abs).unwrap().tasks.store, StoreKind::File("/var/tg".into()));
         let mem = format!("[tasks]\nstore = \"memory\"\n{up}");
         assert_eq!(at(&mem).unwrap().tasks.store, StoreKind::Memory);
+        // Whether the config chose it (`taskgate stdio` keeps a defaulted store in memory).
+        assert!(!at(up).unwrap().tasks.store_chosen);
+        assert!(!at(&format!("[tasks]\nmax_tasks = 5\n{up}")).unwrap().tasks.store_chosen);
+        assert!(at(&rel).unwrap().tasks.store_chosen && at(&mem).unwrap().tasks.store_chosen);
         for (text, key) in [
             (format!("[tasks]\nstore = \"file\"\n{up}"), "tasks.path"),
             (format!("[tasks]\nstore = \"redis\"\n{up}"), "tasks.store"),

@@ -31,6 +31,11 @@ pub struct TasksConfig {
     pub max_followed: usize,
     /// Where the task store keeps tasks (`store`, `path`).
     pub store: StoreKind,
+    /// `store` was named in the config (not a default): `taskgate stdio` keeps a defaulted
+    /// store in memory, as nothing could reach a stdio session's tasks after a restart
+    /// (they belong to the session, which is the process) and several clients may each
+    /// start a stdio gateway with one config (a data directory takes one gateway).
+    pub store_chosen: bool,
 }
 
 /// The task store's backend (`[tasks] store`).
@@ -56,6 +61,7 @@ impl Default for TasksConfig {
             max_store_bytes: 256 * 1024 * 1024,
             max_followed: 1000,
             store: StoreKind::Memory,
+            store_chosen: false,
         }
     }
 }
