@@ -154,7 +154,7 @@ fn translation(c: &mut Criterion) {
 /// The task store with 10 000 tasks retained (1 KiB results): insert, get and complete.
 fn task_store(c: &mut Criterion) {
     use taskgate::TaskStatus;
-    use taskgate::{MemoryStore, TaskRecord, TaskStore};
+    use taskgate::{MemoryStore, TaskRecord};
     let outcome: std::sync::Arc<str> = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}",
         "x".repeat(960)

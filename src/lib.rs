@@ -25,7 +25,7 @@ mod tasks;
 mod transport;
 
 // The gateway, as the binary runs it.
-pub use config::{Config, ConfigError, ServerConfig, UpstreamConfig, parse_duration};
+pub use config::{Config, ConfigError, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http};
 pub use downstream::stdio::{StdioError, serve_stdio};
@@ -37,7 +37,9 @@ pub use transport::stdio::all_children_exited;
 pub use gateway::progress::ProgressGate;
 pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping, translate};
-pub use tasks::store::{MemoryStore, TaskRecord, TaskStore};
+pub use tasks::file_store::{FileStore, RESTARTED};
+pub use tasks::memory_store::MemoryStore;
+pub use tasks::store::{TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
 pub use transport::http_target::HttpSettings;
 pub use transport::{Error as TransportError, InboundSink, sse};

@@ -77,6 +77,9 @@ enum Failure {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Stdio(#[from] StdioError),
+    /// The task store could not be opened (its data directory, a second gateway on it).
+    #[error("{0}")]
+    Store(String),
     #[error("cannot listen on {addr}: {cause}")]
     Listen { addr: SocketAddr, cause: std::io::Error },
 }
@@ -104,13 +107,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
             let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
-            let server = HttpServer::new(Gateway::new(config.clone()));
+            let server = HttpServer::new(Gateway::open(config.clone()).map_err(|e| Failure::Store(e.to_string()))?);
             serve_http(server, config.server.listen, &paths).await
         }
         Command::Stdio { upstream } => {
-            let config = load(cli.config)?;
+            let mut config = load(cli.config)?;
+            if !config.tasks.store_chosen {
+                config.tasks.store = taskgate::StoreKind::Memory;
+            }
             let stop = shutdown_signal();
-            serve_stdio(Gateway::new(config), &upstream, stop).await?;
+            serve_stdio(Gateway::open(config).map_err(|e| Failure::Store(e.to_string()))?, &upstream, stop).await?;
             children_exited().await;
             Ok(())
         }

@@ -36,6 +36,15 @@ impl Config {
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
         let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
+        match &self.tasks.store {
+            StoreKind::Memory => {
+                let _ = writeln!(out, "store = \"memory\"");
+            }
+            StoreKind::File(dir) => {
+                let _ = writeln!(out, "store = \"file\"");
+                let _ = writeln!(out, "path = {:?}", dir.display().to_string());
+            }
+        }
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);
             let _ = writeln!(out, "name = \"{}\"", u.name);

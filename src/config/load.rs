@@ -13,12 +13,25 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
-        Config::parse(&text, &|k| std::env::var(k).ok())
+        let base = path.parent().unwrap_or(Path::new(""));
+        Config::parse_at(&text, &|k| std::env::var(k).ok(), Some(base))
             .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
     }
 
-    /// Parses config text; `env` looks up `${VAR}` references.
+    /// Parses config text; `env` looks up `${VAR}` references. With no file to sit beside,
+    /// the task store is `memory` unless the text says otherwise (and a `file` store then
+    /// needs its `path`).
     pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        Config::parse_at(text, env, None)
+    }
+
+    /// Parses config text read from a file in directory `base` (where a relative
+    /// `[tasks] path`, and the default data directory, are).
+    pub fn parse_at(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        base: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_string()))?;
         let server = match raw.server {
             None => ServerConfig::default(),
@@ -38,7 +51,7 @@ impl Config {
             upstreams.push(up);
         }
         let tasks = match raw.tasks {
-            None => TasksConfig::default(),
+            None => TasksConfig { store: store_kind(None, None, base)?, ..TasksConfig::default() },
             Some(t) => {
                 let d = TasksConfig::default();
                 TasksConfig {
@@ -47,10 +60,32 @@ impl Config {
                     max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
+                    store: store_kind(t.store.as_deref(), t.path.as_deref(), base)?,
+                    store_chosen: t.store.is_some() || t.path.is_some(),
                 }
             }
         };
         Ok(Config { server, tasks, upstreams })
+    }
+}
+
+/// `[tasks] store` and `path`; `base` is the config file's directory, if it was read from one.
+fn store_kind(store: Option<&str>, path: Option<&str>, base: Option<&Path>) -> Result<StoreKind, ConfigError> {
+    let dir = |p: &str| match base {
+        Some(b) if Path::new(p).is_relative() => b.join(p),
+        _ => p.into(),
+    };
+    match (store, path) {
+        (Some("memory"), None) => Ok(StoreKind::Memory),
+        (Some("memory"), Some(_)) => err("tasks.path: only a \"file\" store has a path (store = \"memory\")"),
+        (Some("file") | None, Some("")) => err("tasks.path: must not be empty"),
+        (Some("file") | None, Some(p)) => Ok(StoreKind::File(dir(p))),
+        (Some("file") | None, None) => match base {
+            Some(_) => Ok(StoreKind::File(dir(DEFAULT_DATA_DIR))),
+            None if store.is_none() => Ok(StoreKind::Memory),
+            None => err("tasks.path: a \"file\" store needs a path when the config is not read from a file"),
+        },
+        (Some(other), _) => err(format!("tasks.store: \"{other}\" is not one of \"memory\", \"file\"")),
     }
 }
 
@@ -368,6 +403,33 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, &|k| (k == "TOKEN").then(|| "s3cret".to_string()))
+    }
+
+    #[test]
+    fn the_task_store_defaults_to_a_file_beside_the_config_and_to_memory_without_one() {
+        let up = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n";
+        let env = |_: &str| None;
+        assert_eq!(parse(up).unwrap().tasks.store, StoreKind::Memory);
+        let at = |text: &str| Config::parse_at(text, &env, Some(Path::new("/etc/tg")));
+        assert_eq!(at(up).unwrap().tasks.store, StoreKind::File("/etc/tg/taskgate-data".into()));
+        let rel = format!("[tasks]\npath = \"data\"\n{up}");
+        assert_eq!(at(&rel).unwrap().tasks.store, StoreKind::File("/etc/tg/data".into()));
+        let abs = format!("[tasks]\nstore = \"file\"\npath = \"/var/tg\"\n{up}");
+        assert_eq!(parse(&abs).unwrap().tasks.store, StoreKind::File("/var/tg".into()));
+        let mem = format!("[tasks]\nstore = \"memory\"\n{up}");
+        assert_eq!(at(&mem).unwrap().tasks.store, StoreKind::Memory);
+        // Whether the config chose it (`taskgate stdio` keeps a defaulted store in memory).
+        assert!(!at(up).unwrap().tasks.store_chosen);
+        assert!(!at(&format!("[tasks]\nmax_tasks = 5\n{up}")).unwrap().tasks.store_chosen);
+        assert!(at(&rel).unwrap().tasks.store_chosen && at(&mem).unwrap().tasks.store_chosen);
+        for (text, key) in [
+            (format!("[tasks]\nstore = \"file\"\n{up}"), "tasks.path"),
+            (format!("[tasks]\nstore = \"redis\"\n{up}"), "tasks.store"),
+            (format!("[tasks]\nstore = \"memory\"\npath = \"x\"\n{up}"), "tasks.path"),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.0.starts_with(key), "{key}: {e}");
+        }
     }
 
     #[test]

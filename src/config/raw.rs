@@ -45,6 +45,8 @@ pub(super) struct RawTasks {
     pub(super) max_result_bytes: Option<u64>,
     pub(super) max_store_bytes: Option<u64>,
     pub(super) max_followed: Option<u64>,
+    pub(super) store: Option<String>,
+    pub(super) path: Option<String>,
 }
 
 #[derive(Deserialize)]

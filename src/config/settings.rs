@@ -29,7 +29,28 @@ pub struct TasksConfig {
     /// that their 2025-11-25 clients get status notifications without waiting in
     /// `tasks/result`; 0: none followed.
     pub max_followed: usize,
+    /// Where the task store keeps tasks (`store`, `path`).
+    pub store: StoreKind,
+    /// `store` was named in the config (not a default): `taskgate stdio` keeps a defaulted
+    /// store in memory, as nothing could reach a stdio session's tasks after a restart
+    /// (they belong to the session, which is the process) and several clients may each
+    /// start a stdio gateway with one config (a data directory takes one gateway).
+    pub store_chosen: bool,
 }
+
+/// The task store's backend (`[tasks] store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process only: a restart loses every task. The default for a config that was
+    /// not read from a file (`Config::parse`, tests).
+    Memory,
+    /// A redb database in this directory: finished tasks survive a restart. The default
+    /// for a config read from a file, in [`DEFAULT_DATA_DIR`] beside it.
+    File(PathBuf),
+}
+
+/// The data directory's name beside the config file, when `[tasks] path` is not set.
+pub const DEFAULT_DATA_DIR: &str = "taskgate-data";
 
 impl Default for TasksConfig {
     fn default() -> Self {
@@ -39,6 +60,8 @@ impl Default for TasksConfig {
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
             max_followed: 1000,
+            store: StoreKind::Memory,
+            store_chosen: false,
         }
     }
 }

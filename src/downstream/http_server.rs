@@ -32,6 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
+mod revive;
+
 /// One downstream HTTP session.
 struct HttpSession {
     session: Arc<Session>,
@@ -234,6 +236,7 @@ impl HttpServer {
             };
             if let Some(s) = expired {
                 tracing::info!(upstream = s.session.upstream_name(), "session {} idled out", short(&id));
+                self.forget(&id).await;
                 s.streams.close();
                 s.session.close().await;
             }
@@ -344,6 +347,13 @@ impl HttpServer {
         let (sid, hs, created) = if existing {
             match self.lookup(headers, &path) {
                 Ok((id, s)) => (id, s, false),
+                // Unknown here, it may be one from before a restart (boxed: rare).
+                Err(refused) if refused.status == StatusCode::NOT_FOUND => {
+                    match Box::pin(self.revive(headers, &path, &upstream)).await {
+                        Some((id, s)) => (id, s, false),
+                        None => return refused.into_response(),
+                    }
+                }
                 Err(refused) => return refused.into_response(),
             }
         } else {
@@ -417,6 +427,7 @@ impl HttpServer {
         hs.session.handle(frame).await;
         if let Some(u) = &mut unclaimed {
             u.armed = false;
+            Box::pin(self.remember(&sid, &hs)).await;
         }
         let (held, rx) = hs.streams.attach(stream);
         drop(parked);
@@ -510,6 +521,7 @@ impl HttpServer {
         self.idle.remove(&id);
         if let Some(hs) = removed {
             tracing::info!(upstream = hs.session.upstream_name(), "session {} deleted by the client", short(&id));
+            self.forget(&id).await;
             hs.streams.close();
             hs.session.close().await;
         }

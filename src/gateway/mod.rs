@@ -45,14 +45,21 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// The gateway for `config`; panics if its task store cannot be opened (see [`Gateway::open`]).
     pub fn new(config: Config) -> Arc<Gateway> {
+        Gateway::open(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The gateway for `config`, its task store opened (blocking I/O, before serving).
+    pub fn open(config: Config) -> Result<Arc<Gateway>, crate::tasks::store::StoreError> {
         let connect_timeout =
             config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
-        let hosted = Hosted::new(&config.tasks);
+        let store = crate::tasks::file_store::open_configured(&config.tasks)?;
+        let hosted = Hosted::new(&config.tasks, store);
         if tokio::runtime::Handle::try_current().is_ok() {
             hosted.start_sweeper();
         }
-        Arc::new(Gateway {
+        Ok(Arc::new(Gateway {
             http: HttpClient::new(config.server.max_body_bytes, connect_timeout),
             hosted,
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
@@ -65,7 +72,7 @@ impl Gateway {
                 max_bytes: config.tasks.max_store_bytes,
             }),
             config,
-        })
+        }))
     }
 
     /// What a link it opens needs of it.

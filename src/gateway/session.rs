@@ -40,6 +40,7 @@ mod modern_rounds;
 pub mod modern_state;
 mod modern_tasks;
 mod relink;
+mod revive;
 mod server_requests;
 mod shared;
 mod state;
@@ -301,7 +302,7 @@ impl Session {
                         format!("{}: params.taskId must be a string", method.as_str()),
                     ));
                 };
-                if self.hosted().visible(task_id.as_str(), &self.owner) {
+                if Box::pin(self.hosted().visible(task_id.as_str(), &self.owner)).await {
                     return Box::pin(self.serve_task_request(id, method, task_id.as_str())).await;
                 }
                 if self.ext_tasks_upstream() {
@@ -314,7 +315,7 @@ impl Session {
                 Shape::AsIs
             }
             Method::TasksList if client_has_tasks && self.ext_tasks_upstream() => {
-                return self.list_ext_tasks(id, &frame);
+                return Box::pin(self.list_ext_tasks(id, &frame)).await;
             }
             // Passed upstream, a shared link's listing would show every session's tasks.
             Method::TasksList

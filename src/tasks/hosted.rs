@@ -5,16 +5,27 @@
 //! and the outcome into the store. On a modern (2026-07-28) upstream the call's input
 //! requests come as rounds of its answer, and become the task's input the same way
 //! (`rounds`).
+//!
+//! The store is asynchronous ([`TaskStore`]); what this module keeps itself is the hot state
+//! of the tasks this process runs (`running`: the link, the waiters, held questions, the
+//! latest progress message), under a `std::sync::Mutex` never held across an `.await`. The
+//! link's calls into [`TaskCalls`] are synchronous: an outcome is written by a spawned task
+//! (the only thing after it that depends on it, the announcement and the waiters' wake-up,
+//! runs in that task too), an input request's status change likewise before its question
+//! is relayed (so an answer cannot overtake it), and progress never reaches the store: its
+//! message is laid over the stored record while the task runs ([`Hosted::live`]).
 
 use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::deadline::Deadlines;
-use crate::gateway::link::{CloseReason, Link, TaskCalls};
+use crate::gateway::link::{CloseReason, Link};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
-use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
+use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
-use crate::tasks::store::{MemoryStore, StoreError, TaskRecord, TaskStore};
+
+mod calls;
+use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -48,6 +59,9 @@ struct Running {
     /// Questions go to the creator even when it cannot be reached now (its sink keeps them
     /// for its next stream): a SEP-1391 operation, whose client calls no `tasks/result`.
     to_creator_later: bool,
+    /// The latest progress message and when it came: the task's status message while it
+    /// runs, kept here rather than written to the store.
+    progress: Option<(String, SystemTime)>,
 }
 
 pub struct Hosted {
@@ -62,10 +76,16 @@ pub struct Hosted {
     cursor_key: std::hash::RandomState,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
+    /// The store writes the link's synchronous calls started (outcomes, status changes):
+    /// shutdown waits for them, so that a task cut by it is stored as it ended.
+    writes: tokio_util::task::TaskTracker,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
 pub const CURSOR_PREFIX: &str = "tg:";
+
+/// How long shutdown waits for the store writes of the tasks it ended.
+const SHUTDOWN_WRITES: Duration = Duration::from_secs(5);
 
 /// Input requests held per task while no client can be asked.
 const MAX_HELD_INPUTS: usize = 16;
@@ -75,38 +95,68 @@ pub fn not_found(task_id: &str) -> RpcError {
 }
 
 impl Hosted {
-    pub fn new(cfg: &TasksConfig) -> Arc<Hosted> {
+    /// Hosted tasks kept in `store` (see `tasks::file_store::open_configured`).
+    pub fn new(cfg: &TasksConfig, store: Arc<dyn TaskStore>) -> Arc<Hosted> {
         Arc::new_cyclic(|me| Hosted {
             me: me.clone(),
-            store: Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
+            store,
             running: Mutex::new(HashMap::new()),
             page_size: cfg.list_page_size,
             max_result_bytes: cfg.max_result_bytes,
             max_store_bytes: cfg.max_store_bytes,
             cursor_key: std::hash::RandomState::new(),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            writes: tokio_util::task::TaskTracker::new(),
         })
+    }
+
+    /// The store the tasks are kept in.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
     }
 
     /// Whether `owner` may see task `task_id` (get, fetch, cancel): its creator only. To
     /// anyone else the task does not exist.
-    pub fn visible(&self, task_id: &str, owner: &str) -> bool {
-        self.store.get(task_id).is_some_and(|r| r.owner == owner)
+    pub async fn visible(&self, task_id: &str, owner: &str) -> bool {
+        self.store.get(task_id).await.is_some_and(|r| r.owner == owner)
+    }
+
+    /// The stored record with what only memory knows laid over it: the latest progress
+    /// message of a task this process runs.
+    fn live(&self, mut rec: TaskRecord) -> TaskRecord {
+        if !rec.status.is_terminal()
+            && let Some(r) = self.running.lock().unwrap().get(rec.id.as_str())
+            && let Some((msg, at)) = &r.progress
+        {
+            rec.status_message = Some(msg.clone());
+            rec.last_updated_at = rec.last_updated_at.max(*at);
+        }
+        rec
+    }
+
+    /// A store failure as the client sees it.
+    fn store_failed(&self, e: StoreError) -> RpcError {
+        tracing::error!(store = self.store.name(), error = %e, "task store");
+        RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string())
     }
 
     /// Removes each finished task when its ttl has passed (one task, woken by the earliest
     /// retention to end). Running tasks are not reaped: their call ends by its own limits
     /// (`request_timeout`, `max_request_time`).
     pub fn start_sweeper(self: &Arc<Self>) {
+        // Finished tasks from before a restart expire as they would have.
+        for rec in self.store.finished_at_open() {
+            self.expire_when_due(&rec);
+        }
         let me = Arc::downgrade(self);
         let expiry = self.expiry.clone();
         tokio::spawn(async move {
             while let Some((id, _)) = expiry.expired().await {
                 let Some(h) = me.upgrade() else { return };
-                match h.store.remove_if_expired(&id, SystemTime::now()) {
+                match h.store.remove_if_expired(&id, SystemTime::now()).await {
                     Some(rec) => tracing::debug!(task = %rec.id, "task expired"),
                     None => {
-                        if let Some(rec) = h.store.get(&id) {
+                        if let Some(rec) = h.store.get(&id).await {
                             h.expire_when_due(&rec);
                         }
                     }
@@ -128,7 +178,7 @@ impl Hosted {
     /// Creates a task for a call about to start. The ttl is the client's (or the default),
     /// kept between the configured minimum and maximum. `client` is whose limit it counts
     /// against.
-    pub fn create(
+    pub async fn create(
         &self,
         owner: &str,
         client: &str,
@@ -145,14 +195,15 @@ impl Hosted {
             ttl,
             policy.poll_interval,
         );
-        self.store.insert(rec.clone(), policy.max_tasks_per_owner).map_err(|e| {
+        self.store.insert(rec, policy.max_tasks_per_owner).await.map_err(|e| {
             let code = match e {
                 StoreError::ClientFull { .. } => GATEWAY_BUSY,
-                StoreError::Full { .. } | StoreError::BytesFull { .. } => jsonrpc::INTERNAL_ERROR,
+                StoreError::Full { .. } | StoreError::BytesFull { .. } | StoreError::Backend { .. } => {
+                    jsonrpc::INTERNAL_ERROR
+                }
             };
             RpcError::new(code, format!("cannot create a task: {e}"))
-        })?;
-        Ok(self.store.get(&rec.id).unwrap_or(rec))
+        })
     }
 
     /// The background call is about to start on `link`, for the session `creator`, with the
@@ -171,6 +222,7 @@ impl Hosted {
                 max_held: MAX_HELD_INPUTS,
                 rounds: None,
                 to_creator_later: false,
+                progress: None,
             },
         );
     }
@@ -187,6 +239,11 @@ impl Hosted {
         for link in links {
             link.close_because(CloseReason::ShuttingDown).await;
         }
+        // The tasks those links ran have ended: their ends are written before the process exits.
+        self.writes.close();
+        if tokio::time::timeout(SHUTDOWN_WRITES, self.writes.wait()).await.is_err() {
+            tracing::warn!("task store writes still pending at shutdown");
+        }
     }
 
     /// The background call is on its way as upstream request `upstream_id`: `false` if the
@@ -199,8 +256,8 @@ impl Hosted {
     }
 
     /// The background call could not start: the task fails with that error.
-    pub fn start_failed(&self, task_id: &str, err: &RpcError) {
-        self.outcome(task_id, err.response(None));
+    pub async fn start_failed(&self, task_id: &str, err: &RpcError) {
+        self.finish(task_id, err.response(None)).await;
     }
 
     /// The task ended: its progress that still waits for the client is dropped, as progress
@@ -212,8 +269,10 @@ impl Hosted {
     }
 
     /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
-    pub fn retain_after_end(&self, task_id: &str) {
-        self.store.update(task_id, &mut |r| r.ttl_from_end = true);
+    pub async fn retain_after_end(&self, task_id: &str) {
+        if let Err(e) = self.store.update(task_id, &mut |r| r.ttl_from_end = true).await {
+            self.store_failed(e);
+        }
     }
 
     /// The task's questions go to its creator, reachable now or not (see `Running`).
@@ -224,31 +283,65 @@ impl Hosted {
     }
 
     /// The task's status and status message, while it is kept.
-    pub fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
-        self.store.get(task_id).map(|r| (r.status, r.status_message))
+    /// Whether the task's call runs in this process (its status is not terminal): answered
+    /// from the hot state alone, so callable under a session's lock.
+    pub fn runs(&self, task_id: &str) -> bool {
+        self.running.lock().unwrap().contains_key(task_id)
+    }
+
+    pub async fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
+        let rec = self.live(self.store.get(task_id).await?);
+        Some((rec.status, rec.status_message))
     }
 
     /// The upstream asked the client something for the task, outside the hosted call (a
     /// bridge that follows an upstream task for it).
-    pub fn input_asked(&self, task_id: &str) {
-        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
+    pub async fn input_asked(&self, task_id: &str) {
+        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working).await;
     }
 
     /// The client answered an input request of the task.
-    pub fn input_answered(&self, task_id: &str) {
-        self.set_status(task_id, TaskStatus::Working, TaskStatus::InputRequired);
+    pub async fn input_answered(&self, task_id: &str) {
+        self.set_status(task_id, TaskStatus::Working, TaskStatus::InputRequired).await;
     }
 
-    fn set_status(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
+    /// [`Hosted::input_answered`] from code that cannot wait (a task of its own).
+    pub fn input_answered_soon(&self, task_id: &str) {
+        self.set_status_soon(task_id, TaskStatus::Working, TaskStatus::InputRequired);
+    }
+
+    /// [`Hosted::input_asked`] from code that cannot wait (a task of its own).
+    pub fn input_asked_soon(&self, task_id: &str) {
+        self.set_status_soon(task_id, TaskStatus::InputRequired, TaskStatus::Working);
+    }
+
+    fn set_status_soon(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
+        let Some(me) = self.me.upgrade() else { return };
+        let task_id = task_id.to_string();
+        self.writes.spawn(async move { me.set_status(&task_id, to, from).await });
+    }
+
+    async fn set_status(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
         let mut changed = false;
-        let rec = self.store.update(task_id, &mut |r| {
-            if r.status == from {
-                r.status = to;
-                r.last_updated_at = SystemTime::now();
-                changed = true;
+        let rec = self
+            .store
+            .update(task_id, &mut |r| {
+                if r.status == from {
+                    r.status = to;
+                    r.last_updated_at = SystemTime::now();
+                    changed = true;
+                }
+            })
+            .await;
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                self.store_failed(e);
+                return;
             }
-        });
+        };
         if changed && let Some(rec) = rec {
+            let rec = self.live(rec);
             let running = self.running.lock().unwrap();
             if let Some(r) = running.get(task_id) {
                 self.announce(&rec, r);
@@ -281,13 +374,13 @@ impl Hosted {
 
     /// Task `task_id`'s status from now on (a `subscriptions/listen` stream watching it);
     /// the sender goes once the task has ended.
-    pub fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
-        self.store.watch(task_id)
+    pub async fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
+        self.store.watch(task_id).await
     }
 
     /// What a finished task's call ended with (its whole response), if it has ended so.
-    pub fn stored_outcome(&self, task_id: &str) -> Option<Value> {
-        self.store.get(task_id)?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
+    pub async fn stored_outcome(&self, task_id: &str) -> Option<Value> {
+        self.store.get(task_id).await?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
     }
 
     /// The input requests held for the task, by key, as the tasks extension lists them
@@ -313,13 +406,14 @@ impl Hosted {
         let (held, none_left) = held;
         held.answer(result).await;
         if none_left {
-            self.input_answered(task_id);
+            self.input_answered(task_id).await;
         }
         true
     }
 
-    pub fn get(&self, task_id: &str) -> Result<Value, RpcError> {
-        self.store.get(task_id).map(|r| Value::Object(r.to_json())).ok_or_else(|| not_found(task_id))
+    pub async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
+        let rec = self.store.get(task_id).await.ok_or_else(|| not_found(task_id))?;
+        Ok(Value::Object(self.live(rec).to_json()))
     }
 
     /// Moves the task to `cancelled` (before answering, as the spec requires) and cancels
@@ -336,6 +430,8 @@ impl Hosted {
                     r.last_updated_at = SystemTime::now();
                 }
             })
+            .await
+            .map_err(|e| self.store_failed(e))?
             .ok_or_else(|| not_found(task_id))?;
         if let Some(s) = was.filter(|s| s.is_terminal()) {
             return Err(RpcError::new(
@@ -358,7 +454,7 @@ impl Hosted {
     /// Blocks until the task is terminal, then returns exactly what the upstream returned
     /// (as a result or error response for `client_id`), tagged with the related task.
     pub async fn result(&self, task_id: &str, waiter: Weak<dyn ClientSession>, client_id: &Id) -> Value {
-        let Some(mut watch) = self.store.watch(task_id) else {
+        let Some(mut watch) = self.store.watch(task_id).await else {
             return not_found(task_id).response(Some(client_id));
         };
         let held = match self.running.lock().unwrap().get_mut(task_id) {
@@ -383,7 +479,7 @@ impl Hosted {
         if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
             r.result_waiters.retain(|(s, id)| !(s.ptr_eq(&waiter) && id == client_id));
         }
-        let rec = match (ended, self.store.get(task_id)) {
+        let rec = match (ended, self.store.get(task_id).await) {
             (true, Some(rec)) => rec,
             _ => return not_found(task_id).response(Some(client_id)),
         };
@@ -408,14 +504,17 @@ impl Hosted {
 
     /// One page of the owner's tasks, after `cursor` (one this gateway issued to that owner;
     /// `None` for the first page), and the cursor of the next page.
-    pub fn list(&self, owner: &str, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
+    pub async fn list(&self, owner: &str, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
         let after = match cursor {
             None => 0,
-            Some(c) => self.parse_cursor(owner, c).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+            Some(c) => {
+                let last = self.store.last_seq().await;
+                self.parse_cursor(owner, c, last).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?
+            }
         };
-        let (page, more) = self.store.list(owner, after, self.page_size);
+        let (page, more) = self.store.list(owner, after, self.page_size).await;
         let next = if more { page.last().map(|r| self.cursor(owner, r.seq)) } else { None };
-        Ok((page.into_iter().map(|r| Value::Object(r.to_json())).collect(), next))
+        Ok((page.into_iter().map(|r| Value::Object(self.live(r).to_json())).collect(), next))
     }
 
     fn cursor_mac(&self, owner: &str, seq: u64) -> u64 {
@@ -427,152 +526,14 @@ impl Hosted {
         format!("{CURSOR_PREFIX}{seq}.{:016x}", self.cursor_mac(owner, seq))
     }
 
-    fn parse_cursor(&self, owner: &str, cursor: &str) -> Option<u64> {
+    fn parse_cursor(&self, owner: &str, cursor: &str, last_seq: u64) -> Option<u64> {
         let (seq, mac) = cursor.strip_prefix(CURSOR_PREFIX)?.split_once('.')?;
         let seq: u64 = seq.parse().ok()?;
-        (u64::from_str_radix(mac, 16).ok()? == self.cursor_mac(owner, seq) && seq <= self.store.last_seq())
-            .then_some(seq)
+        (u64::from_str_radix(mac, 16).ok()? == self.cursor_mac(owner, seq) && seq <= last_seq).then_some(seq)
     }
 
     /// The `CreateTaskResult` for a new task.
     pub fn create_result(rec: &TaskRecord) -> Value {
         json!({"task": Value::Object(rec.to_json())})
-    }
-}
-
-/// What the link hears for a hosted task's background call.
-impl TaskCalls for Hosted {
-    /// The upstream answered the background call (or the link died, or it timed out).
-    fn outcome(&self, task_id: &str, msg: Value) {
-        let Some(msg) = self.next_round(task_id, msg) else { return };
-        let mut text = serde_json::to_string(&msg).expect("values serialize");
-        let mut msg = msg;
-        let too_large = if text.len() > self.max_result_bytes {
-            Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
-        } else if self.store.outcome_bytes() + text.len() > self.max_store_bytes {
-            Some(format!(
-                "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
-                text.len(),
-                self.max_store_bytes
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = too_large {
-            tracing::warn!(task = %task_id, "{why}");
-            msg = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(None);
-            text = serde_json::to_string(&msg).expect("values serialize");
-        }
-        let (status, message) = match msg.get("error") {
-            Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
-            None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
-                (TaskStatus::Failed, Some("the tool reported an error".to_string()))
-            }
-            None => (TaskStatus::Completed, None),
-        };
-        let outcome: Arc<str> = text.into();
-        let rec = self.store.update(task_id, &mut |r| {
-            if !r.status.is_terminal() {
-                r.status = status;
-                // A progress message describes work in progress, not the outcome.
-                r.status_message.clone_from(&message);
-                r.outcome = Some(outcome.clone());
-                r.last_updated_at = SystemTime::now();
-            }
-        });
-        if let Some(rec) = &rec {
-            self.expire_when_due(rec);
-        }
-        let running = self.running.lock().unwrap().remove(task_id);
-        if let (Some(rec), Some(r)) = (rec, running) {
-            Self::stop_progress(&r);
-            self.announce(&rec, &r);
-        }
-    }
-
-    /// Progress of the background call: forwarded under the client's token while the task
-    /// runs; its message becomes the task's status message.
-    fn progress(&self, task_id: &str, msg: Value) {
-        if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
-            let text = text.to_string();
-            self.store.update(task_id, &mut |r| {
-                if !r.status.is_terminal() {
-                    r.status_message = Some(text.clone());
-                    r.last_updated_at = SystemTime::now();
-                }
-            });
-        }
-        // Delivered while the task is known to run (the lock held), so that its end, which
-        // removes it under the same lock, cannot come in between.
-        let mut running = self.running.lock().unwrap();
-        let Some(r) = running.get_mut(task_id) else { return };
-        let value = msg.pointer("/params/progress").and_then(Value::as_f64);
-        if let (Some(rounds), Some(v)) = (r.rounds.as_mut(), value)
-            && !rounds.rises(v)
-        {
-            tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
-            return;
-        }
-        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
-        let route = r
-            .result_waiters
-            .iter()
-            .find(|(s, _)| s.ptr_eq(&r.creator))
-            .map(|(_, id)| Route::Related(id.clone()))
-            .unwrap_or(Route::Unrelated);
-        if let Some(s) = r.creator.upgrade() {
-            s.to_client(msg, route);
-        }
-    }
-
-    /// The upstream asks the client something while serving the task's call. It goes on the
-    /// stream of a pending `tasks/result`, else to the creating session if that can be
-    /// reached now, else it waits for the next `tasks/result`.
-    fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
-        mcp_tasks::tag_related(&mut msg, "params", task_id);
-        enum Target {
-            To(Arc<dyn ClientSession>, Route),
-            Hold,
-            Nobody,
-            Undeclared,
-        }
-        let target = {
-            let mut running = self.running.lock().unwrap();
-            match running.get_mut(task_id) {
-                None => Target::Nobody,
-                Some(r) if !declares(r.declared.as_ref(), &msg) => Target::Undeclared,
-                Some(r) => {
-                    let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
-                    match (waiter, r.creator.upgrade()) {
-                        (Some((s, id)), _) => Target::To(s, Route::Related(id)),
-                        (None, Some(c)) if r.to_creator_later || c.reaches_client_now() => {
-                            Target::To(c, Route::Unrelated)
-                        }
-                        // Held, also when the creator is gone: a client may come back with
-                        // the task id in a new session and call tasks/result.
-                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
-                            Some(_) => Target::Hold,
-                            None => Target::Nobody,
-                        },
-                    }
-                }
-            }
-        };
-        match target {
-            Target::To(session, route) => {
-                self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working);
-                session.relay_server_request(link, upstream_id, msg, route, Some(task_id.into()));
-            }
-            Target::Hold => self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working),
-            Target::Nobody => {
-                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
-            }
-            Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
-        }
-    }
-
-    /// The answer to an input request of a modern upstream's round (see `rounds`).
-    fn input_answer(&self, answer: Value) {
-        self.round_answer(answer);
     }
 }

@@ -1,4 +1,5 @@
-//! Tasks the gateway keeps: the store, tasks hosted for upstreams that have none, and plain
+//! Tasks the gateway keeps: the store (the async trait in `store`, its backends in
+//! `memory_store` and `file_store`), tasks hosted for upstreams that have none, and plain
 //! calls bridged onto the tasks of upstreams that require them, and the upstream tasks
 //! relayed to clients that reach them by id alone; for hosted and relayed tasks alike, the
 //! upstream's questions held until a client answers them; and what the by-token dialects
@@ -6,10 +7,14 @@
 
 pub mod bridge;
 pub mod ext_table;
+pub mod file_store;
 pub mod held_inputs;
 pub mod hosted;
 pub mod hosting;
+pub mod memory_store;
 pub mod operations;
 pub mod progress_state;
 pub mod relayed;
 pub mod store;
+#[cfg(test)]
+mod store_suite;

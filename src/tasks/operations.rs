@@ -38,6 +38,15 @@ pub struct Operations {
 }
 
 impl Operations {
+    pub fn len(&self) -> usize {
+        self.by_token.len()
+    }
+
+    /// The tasks the kept operations run.
+    pub fn task_ids(&self) -> Vec<std::sync::Arc<str>> {
+        self.by_token.values().map(|op| op.task_id.clone()).collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_token.is_empty()
     }

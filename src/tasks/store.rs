@@ -1,16 +1,20 @@
 //! The task store: bounded, owner-scoped task records with their final outcome, and waiters
 //! that wake on status changes.
 //!
-//! [`TaskStore`] is the seam for a shared backend (several gateway replicas); [`MemoryStore`]
-//! is the embedded default. No task is evicted to make room: a full store (by count, per
-//! client, or by the bytes of retained outcomes) refuses new tasks. A finished task is
-//! removed once its ttl, counted from creation, has passed; a running one never is.
+//! [`TaskStore`] is the async seam behind which the backends sit: `tasks::memory_store`
+//! (in this process only) and `tasks::file_store` (a redb database in a data directory, the
+//! default for a config read from a file); a shared one for several replicas comes later.
+//! The store also keeps what revives an HTTP session after a restart ([`SessionRecord`]):
+//! tasks belong to their creating session, so durable tasks need a durable owner to be
+//! reached. No task is evicted to make room: a full store (by count, per client, or by the bytes of
+//! retained outcomes) refuses new tasks. A finished task is removed once its ttl, counted
+//! from creation, has passed; a running one never is.
 
 use crate::mcp::tasks::TaskStatus;
-use lru::LruCache;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
@@ -91,9 +95,25 @@ impl TaskRecord {
         (self.created_at + self.ttl).max(self.last_updated_at + REAP_GRACE.min(self.ttl))
     }
 
-    fn outcome_len(&self) -> usize {
+    pub(crate) fn outcome_len(&self) -> usize {
         self.outcome.as_ref().map_or(0, |o| o.len())
     }
+}
+
+/// What revives an HTTP session after a restart: the identity its tasks belong to, and how
+/// its client initialized (`downstream::http_server`, "revive").
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// Its `Mcp-Session-Id`.
+    pub id: String,
+    /// The path it was created on.
+    pub path: String,
+    pub owner: String,
+    pub client: String,
+    /// The negotiated version.
+    pub version: String,
+    /// The client's `initialize` params, as the session keeps them (JSON text).
+    pub init_params: String,
 }
 
 /// How long a finished task is kept at least, even when its ttl passed while it ran.
@@ -107,6 +127,8 @@ pub enum StoreError {
     BytesFull { limit: usize },
     /// The client holds `limit` tasks.
     ClientFull { limit: usize },
+    /// The backend failed (a disk error, a closed database): `store` names it.
+    Backend { store: &'static str, cause: String },
 }
 
 impl std::fmt::Display for StoreError {
@@ -121,213 +143,68 @@ impl std::fmt::Display for StoreError {
             StoreError::ClientFull { limit } => {
                 write!(f, "too many tasks for this client (limit {limit}, max_tasks_per_owner)")
             }
+            StoreError::Backend { store, cause } => write!(f, "the {store} task store failed: {cause}"),
         }
     }
 }
 
-/// Storage for task records. Implementations keep their own bounds.
+/// A boxed future of a store call: the trait stays object-safe (`Arc<dyn TaskStore>`) and
+/// the one allocation per call is visible here. Hand-written rather than `async-trait`: the
+/// same thing, without a proc-macro dependency, and with the `Send` bound in plain sight.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A change to a record, applied under the store's own lock (or transaction).
+pub type Edit<'a> = &'a mut (dyn FnMut(&mut TaskRecord) + Send);
+
+/// Storage for task records, asynchronous so that a networked backend fits behind it.
+/// Implementations keep their own bounds. Everything above this trait behaves the same
+/// whichever implementation is chosen (the one suite in `tasks::store_suite` checks it).
 pub trait TaskStore: Send + Sync {
-    /// Adds a task (its `seq` is assigned here), unless a limit refuses it.
-    fn insert(&self, rec: TaskRecord, client_limit: usize) -> Result<(), StoreError>;
-    fn get(&self, id: &str) -> Option<TaskRecord>;
-    /// Changes a task with `f`; returns the record after the change.
-    fn update(&self, id: &str, f: &mut dyn FnMut(&mut TaskRecord)) -> Option<TaskRecord>;
+    /// Adds a task (its `seq` is assigned here), unless a limit refuses it; returns it as
+    /// stored. Once this returns, the task is as durable as the store is.
+    fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>>;
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>>;
+    /// Changes a task with `f`; returns the record after the change. A terminal task keeps
+    /// its status and outcome whatever `f` does. Once this returns, a change that made the
+    /// task terminal is as durable as the store is.
+    fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// The owner's tasks with `seq` greater than `after`, oldest first, at most `limit`; and
     /// whether more follow.
-    fn list(&self, owner: &str, after: u64, limit: usize) -> (Vec<TaskRecord>, bool);
+    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)>;
     /// A receiver that sees each status change; closed when the task is removed.
-    fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>>;
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>>;
     /// Removes finished tasks whose ttl has passed; returns them.
-    fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord>;
+    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>>;
     /// Removes task `id` if it is finished and its ttl has passed.
-    fn remove_if_expired(&self, id: &str, now: SystemTime) -> Option<TaskRecord>;
+    fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>>;
     /// The highest `seq` handed out so far.
-    fn last_seq(&self) -> u64;
+    fn last_seq(&self) -> StoreFuture<'_, u64>;
     /// Bytes of retained outcomes.
-    fn outcome_bytes(&self) -> usize;
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn outcome_bytes(&self) -> StoreFuture<'_, usize>;
+    /// Tasks kept, running and finished.
+    fn count(&self) -> StoreFuture<'_, usize>;
+    /// Finished tasks whose retention is counted by the store's caller (the sweeper): those
+    /// a durable store brought back from before a restart.
+    fn finished_at_open(&self) -> Vec<TaskRecord> {
+        Vec::new()
     }
-}
-
-struct Entry {
-    rec: TaskRecord,
-    /// Wakes waiters on status changes; dropped once the task is terminal (nothing changes
-    /// after that, and a finished task costs less without it).
-    tx: Option<watch::Sender<TaskStatus>>,
-}
-
-struct Inner {
-    running: HashMap<String, Entry>,
-    /// Finished tasks, most recently used last (a shared backend would order by expiry).
-    finished: LruCache<String, Entry>,
-    per_client: HashMap<String, usize>,
-    next_seq: u64,
-    outcome_bytes: usize,
-}
-
-/// The in-memory store.
-pub struct MemoryStore {
-    inner: Mutex<Inner>,
-    max_tasks: usize,
-    max_bytes: usize,
-}
-
-impl MemoryStore {
-    /// At most `max_tasks` tasks, and `max_bytes` bytes of retained outcomes.
-    pub fn new(max_tasks: usize, max_bytes: usize) -> MemoryStore {
-        MemoryStore {
-            inner: Mutex::new(Inner {
-                running: HashMap::new(),
-                finished: LruCache::unbounded(),
-                per_client: HashMap::new(),
-                next_seq: 1,
-                outcome_bytes: 0,
-            }),
-            max_tasks,
-            max_bytes,
-        }
+    /// Remembers an HTTP session, so that it can be revived after a restart. Not awaited
+    /// durable: the durable write of the session's first task carries it. A store that does
+    /// not outlive the process keeps nothing.
+    fn put_session(&self, _rec: SessionRecord) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
     }
-}
-
-impl Inner {
-    fn release(&mut self, rec: &TaskRecord) {
-        self.outcome_bytes -= rec.outcome_len();
-        if let Some(n) = self.per_client.get_mut(&rec.client) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_client.remove(&rec.client);
-            }
-        }
+    /// A session remembered from before a restart (only those whose owner still has tasks
+    /// are kept when the store opens).
+    fn get_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+        Box::pin(std::future::ready(None))
     }
-}
-
-impl TaskStore for MemoryStore {
-    fn insert(&self, mut rec: TaskRecord, client_limit: usize) -> Result<(), StoreError> {
-        let mut st = self.inner.lock().unwrap();
-        if st.running.len() + st.finished.len() >= self.max_tasks {
-            return Err(StoreError::Full { limit: self.max_tasks });
-        }
-        if st.outcome_bytes >= self.max_bytes {
-            return Err(StoreError::BytesFull { limit: self.max_bytes });
-        }
-        if st.per_client.get(&rec.client).copied().unwrap_or(0) >= client_limit {
-            return Err(StoreError::ClientFull { limit: client_limit });
-        }
-        rec.seq = st.next_seq;
-        st.next_seq += 1;
-        st.outcome_bytes += rec.outcome_len();
-        *st.per_client.entry(rec.client.clone()).or_default() += 1;
-        let tx = (!rec.status.is_terminal()).then(|| watch::channel(rec.status).0);
-        let entry = Entry { rec, tx };
-        if entry.rec.status.is_terminal() {
-            st.finished.put(entry.rec.id.clone(), entry);
-        } else {
-            st.running.insert(entry.rec.id.clone(), entry);
-        }
-        Ok(())
+    /// The session ended (deleted by its client, or idle): it is not revived.
+    fn remove_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
     }
-
-    fn get(&self, id: &str) -> Option<TaskRecord> {
-        let mut st = self.inner.lock().unwrap();
-        if let Some(e) = st.running.get(id) {
-            return Some(e.rec.clone());
-        }
-        st.finished.get(id).map(|e| e.rec.clone())
-    }
-
-    fn update(&self, id: &str, f: &mut dyn FnMut(&mut TaskRecord)) -> Option<TaskRecord> {
-        let mut guard = self.inner.lock().unwrap();
-        let st = &mut *guard;
-        if let Some(e) = st.running.get_mut(id) {
-            let before = e.rec.status;
-            let before_len = e.rec.outcome_len();
-            f(&mut e.rec);
-            let after = e.rec.clone();
-            if after.status != before
-                && let Some(tx) = &e.tx
-            {
-                tx.send_replace(after.status);
-            }
-            st.outcome_bytes = st.outcome_bytes - before_len + after.outcome_len();
-            if after.status.is_terminal() {
-                let mut e = st.running.remove(id).expect("present");
-                e.tx = None;
-                st.finished.put(id.to_string(), e);
-            }
-            return Some(after);
-        }
-        let e = st.finished.get_mut(id)?;
-        let (before, outcome) = (e.rec.status, e.rec.outcome.clone());
-        f(&mut e.rec);
-        // A terminal task stays terminal (the spec forbids leaving a terminal status), and
-        // keeps its outcome.
-        e.rec.status = before;
-        e.rec.outcome = outcome;
-        Some(e.rec.clone())
-    }
-
-    fn list(&self, owner: &str, after: u64, limit: usize) -> (Vec<TaskRecord>, bool) {
-        let st = self.inner.lock().unwrap();
-        let mut mine: Vec<&TaskRecord> = st
-            .running
-            .values()
-            .map(|e| &e.rec)
-            .chain(st.finished.iter().map(|(_, e)| &e.rec))
-            .filter(|r| r.owner == owner && r.seq > after)
-            .collect();
-        mine.sort_by_key(|r| r.seq);
-        let more = mine.len() > limit;
-        (mine.into_iter().take(limit).cloned().collect(), more)
-    }
-
-    fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
-        let st = self.inner.lock().unwrap();
-        let e = st.running.get(id).or_else(|| st.finished.peek(id))?;
-        Some(match &e.tx {
-            Some(tx) => tx.subscribe(),
-            // A finished task: its status is final, and the receiver says so at once.
-            None => watch::channel(e.rec.status).1,
-        })
-    }
-
-    fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord> {
-        let mut st = self.inner.lock().unwrap();
-        let expired: Vec<String> =
-            st.finished.iter().filter(|(_, e)| e.rec.expires_at() <= now).map(|(k, _)| k.clone()).collect();
-        let mut out = Vec::new();
-        for id in expired {
-            if let Some(e) = st.finished.pop(&id) {
-                st.release(&e.rec);
-                out.push(e.rec);
-            }
-        }
-        out
-    }
-
-    fn remove_if_expired(&self, id: &str, now: SystemTime) -> Option<TaskRecord> {
-        let mut st = self.inner.lock().unwrap();
-        if st.finished.peek(id)?.rec.expires_at() > now {
-            return None;
-        }
-        let e = st.finished.pop(id)?;
-        st.release(&e.rec);
-        Some(e.rec)
-    }
-
-    fn last_seq(&self) -> u64 {
-        self.inner.lock().unwrap().next_seq - 1
-    }
-
-    fn outcome_bytes(&self) -> usize {
-        self.inner.lock().unwrap().outcome_bytes
-    }
-
-    fn len(&self) -> usize {
-        let st = self.inner.lock().unwrap();
-        st.running.len() + st.finished.len()
-    }
+    /// The store's name in errors and logs.
+    fn name(&self) -> &'static str;
 }
 
 /// RFC 3339 UTC with milliseconds, e.g. `2025-11-25T10:30:00.000Z`.
@@ -358,113 +235,12 @@ pub fn rfc3339(t: SystemTime) -> String {
 mod tests {
     use super::*;
 
-    fn rec(id: &str, owner: &str) -> TaskRecord {
-        TaskRecord::new(
-            id.into(),
-            owner.into(),
-            owner.into(),
-            "up".into(),
-            Duration::from_secs(60),
-            Duration::from_secs(1),
-        )
-    }
-
-    fn finish(s: &MemoryStore, id: &str) {
-        s.update(id, &mut |r| r.status = TaskStatus::Completed).unwrap();
-    }
-
-    #[test]
-    fn a_full_store_refuses_and_evicts_nothing() {
-        let s = MemoryStore::new(2, 1 << 20);
-        s.insert(rec("a", "o"), 10).unwrap();
-        s.insert(rec("b", "o"), 10).unwrap();
-        assert_eq!(s.insert(rec("c", "o"), 10), Err(StoreError::Full { limit: 2 }));
-        finish(&s, "a");
-        assert_eq!(s.insert(rec("c", "o"), 10), Err(StoreError::Full { limit: 2 }), "finished tasks are kept");
-        assert!(s.get("a").is_some() && s.get("b").is_some());
-        assert_eq!(s.remove_expired(SystemTime::now() + Duration::from_secs(120)).len(), 1, "only the finished one");
-        s.insert(rec("c", "o"), 10).unwrap();
-    }
-
-    #[test]
-    fn the_client_limit_counts_finished_tasks_too() {
-        let s = MemoryStore::new(100, 1 << 20);
-        s.insert(rec("x1", "x"), 2).unwrap();
-        finish(&s, "x1");
-        s.insert(rec("y1", "y"), 2).unwrap();
-        s.insert(rec("x2", "x"), 2).unwrap();
-        assert_eq!(s.insert(rec("x3", "x"), 2), Err(StoreError::ClientFull { limit: 2 }));
-        assert!(s.get("x1").is_some() && s.get("y1").is_some());
-    }
-
-    #[test]
-    fn retained_outcomes_are_counted_in_bytes() {
-        let s = MemoryStore::new(100, 10);
-        s.insert(rec("a", "o"), 10).unwrap();
-        s.update("a", &mut |r| {
-            r.status = TaskStatus::Completed;
-            r.outcome = Some("0123456789".into());
-        });
-        assert_eq!(s.outcome_bytes(), 10);
-        s.update("a", &mut |r| r.outcome = None);
-        assert_eq!(s.outcome_bytes(), 10, "a finished task keeps its outcome");
-        assert_eq!(s.insert(rec("b", "o"), 10), Err(StoreError::BytesFull { limit: 10 }));
-        s.remove_expired(SystemTime::now() + Duration::from_secs(120));
-        assert_eq!(s.outcome_bytes(), 0);
-        s.insert(rec("b", "o"), 10).unwrap();
-    }
-
-    #[test]
-    fn terminal_status_sticks_and_waiters_wake() {
-        let s = MemoryStore::new(10, 1 << 20);
-        s.insert(rec("a", "o"), 10).unwrap();
-        let mut w = s.watch("a").unwrap();
-        s.update("a", &mut |r| r.status = TaskStatus::Cancelled);
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let seen = rt.block_on(async { *w.wait_for(|st| st.is_terminal()).await.unwrap() });
-        assert_eq!(seen, TaskStatus::Cancelled, "a waiter from before wakes with the terminal status");
-        assert_eq!(*s.watch("a").unwrap().borrow(), TaskStatus::Cancelled, "a finished task's watch is final");
-        let after = s.update("a", &mut |r| r.status = TaskStatus::Completed).unwrap();
-        assert_eq!(after.status, TaskStatus::Cancelled);
-    }
-
-    #[test]
-    fn listing_is_per_owner_and_paged() {
-        let s = MemoryStore::new(100, 1 << 20);
-        for i in 0..5 {
-            s.insert(rec(&format!("a{i}"), "a"), 10).unwrap();
-            s.insert(rec(&format!("b{i}"), "b"), 10).unwrap();
-        }
-        let (page, more) = s.list("a", 0, 3);
-        assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a0", "a1", "a2"]);
-        assert!(more);
-        let (page, more) = s.list("a", page[2].seq, 3);
-        assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a3", "a4"]);
-        assert!(!more);
-    }
-
-    #[test]
-    fn expiry_removes_finished_tasks_only_and_closes_waiters() {
-        let s = MemoryStore::new(10, 1 << 20);
-        let mut r = rec("a", "o");
-        r.ttl = Duration::from_millis(1);
-        s.insert(r, 10).unwrap();
-        let later = SystemTime::now() + Duration::from_secs(5);
-        assert!(s.remove_expired(later).is_empty(), "a running task outlives its ttl");
-        let w = s.watch("a").unwrap();
-        finish(&s, "a");
-        let gone = s.remove_expired(later);
-        assert_eq!(gone.len(), 1);
-        assert!(s.get("a").is_none());
-        assert!(w.has_changed().is_err(), "the sender is gone");
-    }
-
     #[test]
     fn timestamps() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         assert_eq!(
             rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_066_600_123)),
             "2025-11-25T10:30:00.123Z"
-        );
+        )
     }
 }

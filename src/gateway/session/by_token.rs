@@ -51,7 +51,7 @@ impl Session {
                     Ok(None) => {}
                 },
                 m @ (Method::ToolsAsyncStatus | Method::ToolsAsyncResult) => {
-                    return Some(self.serve_operation(id.clone(), m, frame.value()));
+                    return Some(Box::pin(self.serve_operation(id.clone(), m, frame.value())).await);
                 }
                 _ => {}
             }
@@ -174,7 +174,7 @@ impl Session {
         if self.speaks_sep1391() {
             let task = self.state.lock().unwrap().operation_inputs.remove(id);
             if let Some(task) = task {
-                self.hosted().input_answered(&task);
+                self.hosted().input_answered_soon(&task);
             }
         }
     }
@@ -194,7 +194,7 @@ impl Session {
         }
         let task = self.state.lock().unwrap().operation_inputs.remove(id);
         if let Some(task) = task {
-            self.hosted().input_answered(&task);
+            self.hosted().input_answered_soon(&task);
         }
         if frame.value().pointer("/result/_operation").is_some() {
             return frame.edit(sep1391::untag_answer);
@@ -226,7 +226,7 @@ impl Session {
         if st.operation_inputs.len() >= cap {
             // Questions of operations that have ended wait for nothing.
             let hosted = self.hosted();
-            st.operation_inputs.retain(|_, t| hosted.status(t).is_some_and(|(s, _)| !s.is_terminal()));
+            st.operation_inputs.retain(|_, t| hosted.runs(t));
         }
         if let (Kind::Request, Some(task), Some(asked)) = (msg.kind(), bridged, msg.id().cloned())
             && st.operation_inputs.len() < cap
@@ -237,7 +237,7 @@ impl Session {
         // Not under the session's lock: the status change is announced to this session.
         drop(st);
         if let Some(task) = asked_for {
-            self.hosted().input_asked(&task);
+            self.hosted().input_asked_soon(&task);
         }
         msg.edit(|m| sep1391::tag(m, &token))
     }
@@ -272,7 +272,7 @@ impl Session {
             st.ops
                 .by_request(&request)
                 .into_iter()
-                .find(|(_, op)| hosted.status(&op.task_id).is_some_and(|(s, _)| !s.is_terminal()))
+                .find(|(_, op)| hosted.runs(&op.task_id))
                 .map(|(_, op)| (op.task_id.clone(), op.bridge.clone()))
         };
         if let Some((task, bridge)) = found {
@@ -309,21 +309,30 @@ impl Session {
         }
         let policy = &self.upstream.tasks;
         {
-            let hosted = self.hosted();
-            let owner = &self.owner;
+            // Which of the kept operations' tasks still exist, asked of the store before the
+            // session's lock is taken (only when the table is full and may be pruned).
+            let snapshot = {
+                let st = self.state.lock().unwrap();
+                if st.ops.len() >= policy.max_tasks_per_owner { st.ops.task_ids() } else { Vec::new() }
+            };
+            let mut kept = std::collections::HashSet::new();
+            for t in &snapshot {
+                if self.hosted().visible(t, &self.owner).await {
+                    kept.insert(t.clone());
+                }
+            }
             let mut st = self.state.lock().unwrap();
-            st.ops.reserve(&op.token, policy.max_tasks_per_owner, &|t| hosted.visible(t, owner)).map_err(
-                |r| match r {
-                    Refusal::Reused => sep1391::reused(&op.token),
-                    Refusal::Full => RpcError::new(
-                        GATEWAY_BUSY,
-                        format!(
-                            "too many operations kept for this session (max_tasks_per_owner = {})",
-                            policy.max_tasks_per_owner
-                        ),
+            let kept = |t: &str| kept.contains(t) || !snapshot.iter().any(|s| &**s == t);
+            st.ops.reserve(&op.token, policy.max_tasks_per_owner, &kept).map_err(|r| match r {
+                Refusal::Reused => sep1391::reused(&op.token),
+                Refusal::Full => RpcError::new(
+                    GATEWAY_BUSY,
+                    format!(
+                        "too many operations kept for this session (max_tasks_per_owner = {})",
+                        policy.max_tasks_per_owner
                     ),
-                },
-            )?;
+                ),
+            })?;
         }
         let token = op.token.clone();
         let started = self.launch_operation(id, frame, op).await;
@@ -358,7 +367,7 @@ impl Session {
         }
         if self.hosts_tool(&name).await? {
             let (task_id, _, link, call) = self.create_hosted(call).await?;
-            self.hosted().retain_after_end(&task_id);
+            self.hosted().retain_after_end(&task_id).await;
             self.hosted().ask_creator_later(&task_id);
             if self.record_operation(&id, op.token, task_id.clone(), token, None, keep_alive) {
                 self.run_hosted(task_id, link, call).await;
@@ -426,13 +435,11 @@ impl Session {
         let free_slot = |s: &Session| {
             s.state.lock().unwrap().bridges.remove(&id);
         };
-        let rec = match self.hosted().create(
-            &self.owner,
-            &self.client,
-            &self.upstream.name,
-            &self.upstream.tasks,
-            Some(keep_alive),
-        ) {
+        let rec = match self
+            .hosted()
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, Some(keep_alive))
+            .await
+        {
             Ok(rec) => rec,
             Err(e) => {
                 free_slot(self);
@@ -440,7 +447,7 @@ impl Session {
             }
         };
         let task_id: Arc<str> = rec.id.as_str().into();
-        self.hosted().retain_after_end(&task_id);
+        self.hosted().retain_after_end(&task_id).await;
         self.hosted().track(
             &task_id,
             link.clone(),
@@ -478,7 +485,7 @@ impl Session {
     }
 
     /// `tools/async/status` and `tools/async/result`.
-    fn serve_operation(&self, id: Id, method: Method, msg: &Value) -> Result<(), RpcError> {
+    async fn serve_operation(&self, id: Id, method: Method, msg: &Value) -> Result<(), RpcError> {
         if !self.sep1391_client() {
             return Err(sep1391::outdated(method.as_str()));
         }
@@ -486,13 +493,13 @@ impl Session {
         let task = self.state.lock().unwrap().ops.get(&token).map(|op| op.task_id.clone());
         let task = task.ok_or_else(|| sep1391::not_found(&token))?;
         let hosted = self.hosted();
-        let (status, message) = hosted.status(&task).ok_or_else(|| sep1391::expired(&token))?;
+        let (status, message) = hosted.status(&task).await.ok_or_else(|| sep1391::expired(&token))?;
         let result = match method {
             Method::ToolsAsyncStatus => sep1391::status_result(status, message.as_deref()),
             _ => {
                 // A tool's own error (`isError`) is a result too; a call that never produced
                 // one has none to fetch.
-                let outcome = hosted.stored_outcome(&task);
+                let outcome = hosted.stored_outcome(&task).await;
                 match outcome.and_then(|mut o| o.get_mut("result").map(Value::take)) {
                     Some(r) if status.is_terminal() => {
                         // The upstream's result, as `tools/call` results reach this client.

@@ -69,7 +69,7 @@ impl Session {
             let resp = tokio::time::timeout(within, link.request_for_declaring(call, Some(client), caps)).await;
             let Some(s) = me.upgrade() else { return };
             let answer = match resp {
-                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl, (&link, kept)),
+                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl, (&link, kept)).await,
                 Ok(Err(e)) => e.response(Some(&id)),
                 Err(_) => RpcError::new(
                     jsonrpc::REQUEST_TIMEOUT,
@@ -84,7 +84,7 @@ impl Session {
 
     /// The upstream's answer to a task-augmented call (`call`, sent on `link`), as the core
     /// client's.
-    fn ext_created(
+    async fn ext_created(
         &self,
         id: &Id,
         mut resp: Value,
@@ -94,10 +94,10 @@ impl Session {
         jsonrpc::set_id(&mut resp, id);
         let Some(result) = resp.get("result").cloned() else { return resp };
         if ResultType::of(&result) == Ok(ResultType::InputRequired) {
-            return self.host_input_rounds(id, resp, requested_ttl, call);
+            return self.host_input_rounds(id, resp, requested_ttl, call).await;
         }
         if ResultType::of(&result) != Ok(ResultType::Task) {
-            return self.host_plain_result(id, resp, requested_ttl);
+            return self.host_plain_result(id, resp, requested_ttl).await;
         }
         let (created, inline) = match dialect_task::create_to_core(result) {
             Ok(c) => c,
@@ -120,29 +120,26 @@ impl Session {
     }
 
     /// The server ran a task-augmented call plainly: a hosted task, already ended with it.
-    fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>) -> Value {
-        use crate::gateway::link::TaskCalls;
-        let rec = match self.hosted().create(
-            &self.owner,
-            &self.client,
-            &self.upstream.name,
-            &self.upstream.tasks,
-            requested_ttl,
-        ) {
+    async fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>) -> Value {
+        let rec = match self
+            .hosted()
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .await
+        {
             Ok(r) => r,
             Err(e) => return e.response(Some(id)),
         };
         // What a legacy receiver lacks goes (resultType and the like), as for any result.
         let mut outcome = resp;
         let _ = crate::mcp::modern::legacy::for_legacy(&mut outcome);
-        self.hosted().outcome(&rec.id, outcome);
-        let task = self.hosted().get(&rec.id).unwrap_or_else(|_| Value::Object(rec.to_json()));
+        self.hosted().finish(&rec.id, outcome).await;
+        let task = self.hosted().get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
     /// The server asked for input instead of making a task: a hosted task, whose call goes
     /// on in input rounds (`tasks::hosted::rounds`) from this first answer.
-    fn host_input_rounds(
+    async fn host_input_rounds(
         &self,
         id: &Id,
         resp: Value,
@@ -150,15 +147,17 @@ impl Session {
         (link, call): (&Arc<Link>, Value),
     ) -> Value {
         let hosted = self.hosted();
-        let rec =
-            match hosted.create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl) {
-                Ok(r) => r,
-                Err(e) => return e.response(Some(id)),
-            };
+        let rec = match hosted
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return e.response(Some(id)),
+        };
         hosted.track(&rec.id, link.clone(), self.me.clone(), jsonrpc::progress_token(&call).cloned());
         hosted.keep_for_rounds(&rec.id, call, self.round_policy());
         crate::gateway::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
-        let task = hosted.get(&rec.id).unwrap_or_else(|_| Value::Object(rec.to_json()));
+        let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
@@ -373,8 +372,8 @@ impl Session {
 
     /// The session's hosted tasks from `cursor`, and once they are all listed, the first
     /// page of its extension tasks (under the extension table's cursor).
-    fn hosted_then_ext(&self, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
-        let (mut tasks, next) = self.hosted().list(&self.owner, cursor)?;
+    async fn hosted_then_ext(&self, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
+        let (mut tasks, next) = self.hosted().list(&self.owner, cursor).await?;
         if next.is_some() {
             return Ok((tasks, next));
         }
@@ -385,7 +384,7 @@ impl Session {
 
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
-    pub(super) fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
+    pub(super) async fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
         let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
         let cursor = match msg.value().pointer("/params/cursor") {
             None | Some(Value::Null) => None,
@@ -394,8 +393,8 @@ impl Session {
         };
         let (tasks, next) = match cursor.as_deref() {
             Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.state.lock().unwrap().ext.table.list(Some(c))?,
-            None => self.hosted_then_ext(None)?,
-            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(Some(c))?,
+            None => self.hosted_then_ext(None).await?,
+            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(Some(c)).await?,
             Some(_) => return Err(bad_cursor()),
         };
         let mut result = json!({"tasks": tasks});

@@ -180,7 +180,7 @@ impl LinkEvents for Session {
             drop(st);
             // A withdrawn question is answered for what waited on it.
             if let Some(task) = withdrawn.and_then(|r| r.task) {
-                self.hosted().input_answered(&task);
+                self.hosted().input_answered_soon(&task);
             }
             if self.speaks_by_token() {
                 self.by_token_withdrawn(&ours);

@@ -64,7 +64,7 @@ impl Session {
             }
         }
         granted.uris = held;
-        let watched = self.grant_tasks(&link, &asked.task_ids);
+        let watched = self.grant_tasks(&link, &asked.task_ids).await;
         granted.task_ids = watched.iter().map(|(t, _)| t.clone()).collect();
         *client.listen.lock().unwrap() = Some((id.clone(), granted.clone()));
         let ack = modern::acknowledged(&granted, &id.to_value());
@@ -77,14 +77,14 @@ impl Session {
 
     /// Of the task ids a listen asks for, those this client could `tasks/get`, each with what
     /// to watch of it.
-    fn grant_tasks(&self, link: &Link, asked: &[String]) -> Vec<(String, Watched)> {
+    async fn grant_tasks(&self, link: &Link, asked: &[String]) -> Vec<(String, Watched)> {
         let mut granted: Vec<(String, Watched)> = Vec::new();
         for task in asked {
             if granted.iter().any(|(t, _)| t == task) {
                 continue;
             }
-            let watched = if self.hosted().visible(task, &self.owner) {
-                self.hosted().watch(task).map(Watched::Hosted)
+            let watched = if self.hosted().visible(task, &self.owner).await {
+                self.hosted().watch(task).await.map(Watched::Hosted)
             } else {
                 let relayed = &self.gateway.relayed;
                 relayed
@@ -127,7 +127,7 @@ impl Session {
     /// The `notifications/tasks` for `task` as it is now, and whether it has ended.
     async fn task_note(&self, listen: &Id, task: &str, watched: &mut Watched) -> Result<(Value, bool), RpcError> {
         let (core, inline) = match watched {
-            Watched::Hosted(_) => self.ext_inline(task)?,
+            Watched::Hosted(_) => self.ext_inline(task).await?,
             Watched::Relayed(upstream_id, rx) => {
                 let Some(core) = rx.borrow_and_update().clone() else {
                     return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "nothing heard of the task yet"));

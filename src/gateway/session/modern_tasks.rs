@@ -185,7 +185,7 @@ impl Session {
     pub(super) async fn serve_ext_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
         let hosted = self.hosted().clone();
         let result = match frame.method_name() {
-            "tasks/get" => self.ext_snapshot(task_id)?,
+            "tasks/get" => self.ext_snapshot(task_id).await?,
             "tasks/update" => {
                 let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
                 for (key, answer) in responses {
@@ -205,19 +205,20 @@ impl Session {
     }
 
     /// A hosted task as the extension's `tasks/get` has it.
-    fn ext_snapshot(&self, task_id: &str) -> Result<Value, RpcError> {
-        let (core, inline) = self.ext_inline(task_id)?;
+    async fn ext_snapshot(&self, task_id: &str) -> Result<Value, RpcError> {
+        let (core, inline) = self.ext_inline(task_id).await?;
         ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
     }
 
     /// A hosted task (core `Task`) and what the extension inlines for it now.
-    pub(super) fn ext_inline(&self, task_id: &str) -> Result<(Value, Inline), RpcError> {
+    pub(super) async fn ext_inline(&self, task_id: &str) -> Result<(Value, Inline), RpcError> {
         let hosted = self.hosted();
-        let core = hosted.get(task_id)?;
+        let core = hosted.get(task_id).await?;
         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
         let inline = match status {
             Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => match hosted
                 .stored_outcome(task_id)
+                .await
             {
                 Some(mut resp) => {
                     let from = self.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);

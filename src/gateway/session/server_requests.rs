@@ -15,7 +15,7 @@ impl Session {
         // Else an answer to a modern upstream's input request, if it is one.
         let Some(req) = target else { return self.input_answer(id, frame) };
         if let Some(task) = &req.task {
-            self.hosted().input_answered(task);
+            self.hosted().input_answered_soon(task);
         }
         let Some(link) = req.link.upgrade() else { return };
         // An answer the upstream's version cannot take is an error for its request.
@@ -38,7 +38,7 @@ impl Session {
         let answers = crate::mcp::translate::answered_method(msg.method_name());
         if self.modern.is_some() {
             if let Some(t) = &task {
-                self.hosted().input_answered(t);
+                self.hosted().input_answered_soon(t);
             }
             return self.ask_modern_client(link, upstream_id, msg, route);
         }
@@ -47,7 +47,7 @@ impl Session {
         if self.shares() && !self.client_can_answer(&msg) {
             tracing::info!(upstream = %self.upstream.name, method = msg.method_name(), "refused a server request the client did not declare it can answer");
             if let Some(t) = &task {
-                self.hosted().input_answered(t);
+                self.hosted().input_answered_soon(t);
             }
             let why = format!("the client does not support {}", msg.method_name());
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
@@ -60,7 +60,7 @@ impl Session {
             Err(e) => {
                 tracing::info!(upstream = %self.upstream.name, "refused a server request the client's version lacks: {}", e.message);
                 if let Some(t) = &task {
-                    self.hosted().input_answered(t);
+                    self.hosted().input_answered_soon(t);
                 }
                 link.refuse(upstream_id, e);
                 return;

@@ -198,13 +198,10 @@ impl Session {
         {
             return Err(e);
         }
-        let rec = self.hosted().create(
-            &self.owner,
-            &self.client,
-            &self.upstream.name,
-            &self.upstream.tasks,
-            requested_ttl,
-        )?;
+        let rec = self
+            .hosted()
+            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .await?;
         if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
             p.remove("task");
         }
@@ -233,7 +230,7 @@ impl Session {
             Ok(up) => {
                 self.hosted().started(&task_id, up);
             }
-            Err(e) => self.hosted().start_failed(&task_id, &e),
+            Err(e) => self.hosted().start_failed(&task_id, &e).await,
         }
     }
 
@@ -241,7 +238,7 @@ impl Session {
         let hosted = self.hosted().clone();
         match method {
             Method::TasksGet => {
-                let task = hosted.get(task_id)?;
+                let task = hosted.get(task_id).await?;
                 self.to_client(Message::made(jsonrpc::result_response(&id, task)), Route::Response(id));
             }
             Method::TasksCancel => {
@@ -301,7 +298,7 @@ impl Session {
             }
             Some(_) => return Err(bad_cursor()),
         };
-        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref())?;
+        let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref()).await?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
             if self.shares() {
                 return self.own_upstream_tasks(id, "").await;

@@ -177,7 +177,7 @@ impl Hosted {
             // `asking` keeps the link open until the retry holds it.
             (r.link.clone(), msg, asking)
         };
-        self.input_answered(&task_id);
+        self.input_answered(&task_id).await;
         tracing::debug!(task = %task_id, round, "retrying the call with the answers");
         match link.start_task_call(task_id.clone(), msg).await {
             Ok(up) if !self.started(&task_id, up) => link.cancel(up, "the task was cancelled").await,

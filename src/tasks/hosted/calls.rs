@@ -1,0 +1,170 @@
+//! What the link hears for a hosted task's background call ([`TaskCalls`]): its outcome,
+//! its progress and the upstream's questions, and the task's end that follows an outcome.
+
+use super::Hosted;
+use crate::gateway::client::{ClientSession, Route};
+use crate::gateway::link::{Link, TaskCalls};
+use crate::jsonrpc::{self, Id, RpcError};
+use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::tasks::held_inputs::{declares, undeclared};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+impl Hosted {
+    /// The background call ended with `msg` (the upstream's answer, or the link's error):
+    /// the task ends with it, then its watchers and sessions hear so.
+    pub async fn finish(&self, task_id: &str, msg: Value) {
+        let mut text = serde_json::to_string(&msg).expect("values serialize");
+        let mut msg = msg;
+        let too_large = if text.len() > self.max_result_bytes {
+            Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
+        } else if self.store.outcome_bytes().await + text.len() > self.max_store_bytes {
+            Some(format!(
+                "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
+                text.len(),
+                self.max_store_bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = too_large {
+            tracing::warn!(task = %task_id, "{why}");
+            msg = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(None);
+            text = serde_json::to_string(&msg).expect("values serialize");
+        }
+        let (status, message) = match msg.get("error") {
+            Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
+            None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
+                (TaskStatus::Failed, Some("the tool reported an error".to_string()))
+            }
+            None => (TaskStatus::Completed, None),
+        };
+        let outcome: Arc<str> = text.into();
+        let rec = self
+            .store
+            .update(task_id, &mut |r| {
+                if !r.status.is_terminal() {
+                    r.status = status;
+                    // A progress message describes work in progress, not the outcome.
+                    r.status_message.clone_from(&message);
+                    r.outcome = Some(outcome.clone());
+                    r.last_updated_at = SystemTime::now();
+                }
+            })
+            .await
+            .unwrap_or_else(|e| {
+                self.store_failed(e);
+                None
+            });
+        if let Some(rec) = &rec {
+            self.expire_when_due(rec);
+        }
+        let running = self.running.lock().unwrap().remove(task_id);
+        if let (Some(rec), Some(r)) = (rec, running) {
+            Self::stop_progress(&r);
+            self.announce(&rec, &r);
+        }
+    }
+}
+
+/// What the link hears for a hosted task's background call.
+impl TaskCalls for Hosted {
+    /// The upstream answered the background call (or the link died, or it timed out):
+    /// written by a task of its own (see the module doc).
+    fn outcome(&self, task_id: &str, msg: Value) {
+        let Some(msg) = self.next_round(task_id, msg) else { return };
+        let Some(me) = self.me.upgrade() else { return };
+        let task_id = task_id.to_string();
+        self.writes.spawn(async move { me.finish(&task_id, msg).await });
+    }
+
+    /// Progress of the background call: forwarded under the client's token while the task
+    /// runs; its message becomes the task's status message.
+    fn progress(&self, task_id: &str, msg: Value) {
+        // Delivered while the task is known to run (the lock held), so that its end, which
+        // removes it under the same lock, cannot come in between.
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get_mut(task_id) else { return };
+        let value = msg.pointer("/params/progress").and_then(Value::as_f64);
+        if let (Some(rounds), Some(v)) = (r.rounds.as_mut(), value)
+            && !rounds.rises(v)
+        {
+            tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
+            return;
+        }
+        if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
+            r.progress = Some((text.to_string(), SystemTime::now()));
+        }
+        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
+        let route = r
+            .result_waiters
+            .iter()
+            .find(|(s, _)| s.ptr_eq(&r.creator))
+            .map(|(_, id)| Route::Related(id.clone()))
+            .unwrap_or(Route::Unrelated);
+        if let Some(s) = r.creator.upgrade() {
+            s.to_client(msg, route);
+        }
+    }
+
+    /// The upstream asks the client something while serving the task's call. It goes on the
+    /// stream of a pending `tasks/result`, else to the creating session if that can be
+    /// reached now, else it waits for the next `tasks/result`.
+    fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
+        mcp_tasks::tag_related(&mut msg, "params", task_id);
+        enum Target {
+            To(Arc<dyn ClientSession>, Route),
+            Hold,
+            Nobody,
+            Undeclared,
+        }
+        let target = {
+            let mut running = self.running.lock().unwrap();
+            match running.get_mut(task_id) {
+                None => Target::Nobody,
+                Some(r) if !declares(r.declared.as_ref(), &msg) => Target::Undeclared,
+                Some(r) => {
+                    let waiter = r.result_waiters.iter().find_map(|(s, id)| s.upgrade().map(|s| (s, id.clone())));
+                    match (waiter, r.creator.upgrade()) {
+                        (Some((s, id)), _) => Target::To(s, Route::Related(id)),
+                        (None, Some(c)) if r.to_creator_later || c.reaches_client_now() => {
+                            Target::To(c, Route::Unrelated)
+                        }
+                        // Held, also when the creator is gone: a client may come back with
+                        // the task id in a new session and call tasks/result.
+                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
+                            Some(_) => Target::Hold,
+                            None => Target::Nobody,
+                        },
+                    }
+                }
+            }
+        };
+        // The status changes before the question goes out, so that its answer cannot overtake
+        // it (both in one task, as the store is asynchronous).
+        let asked = |then: Option<(Arc<dyn ClientSession>, Route, Id, Value)>| {
+            let Some(me) = self.me.upgrade() else { return };
+            let (task_id, link) = (task_id.to_string(), link.clone());
+            self.writes.spawn(async move {
+                me.set_status(&task_id, TaskStatus::InputRequired, TaskStatus::Working).await;
+                if let Some((session, route, upstream_id, msg)) = then {
+                    session.relay_server_request(&link, upstream_id, msg, route, Some(task_id.as_str().into()));
+                }
+            });
+        };
+        match target {
+            Target::To(session, route) => asked(Some((session, route, upstream_id, msg))),
+            Target::Hold => asked(None),
+            Target::Nobody => {
+                link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
+            }
+            Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
+        }
+    }
+
+    /// The answer to an input request of a modern upstream's round (see `rounds`).
+    fn input_answer(&self, answer: Value) {
+        self.round_answer(answer);
+    }
+}

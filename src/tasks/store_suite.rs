@@ -1,0 +1,207 @@
+//! One suite for every [`TaskStore`]: each test is a function over the trait, run against
+//! each backend by `suite!`, so that everything above the trait can count on the same
+//! behaviour. The file store's own (restart) tests follow.
+
+use crate::mcp::tasks::TaskStatus;
+use crate::tasks::file_store::{FileStore, RESTARTED};
+use crate::tasks::store::{SessionRecord, StoreError, TaskRecord, TaskStore};
+use std::time::{Duration, SystemTime};
+
+fn rec(id: &str, owner: &str) -> TaskRecord {
+    TaskRecord::new(id.into(), owner.into(), owner.into(), "up".into(), Duration::from_secs(60), Duration::from_secs(1))
+}
+
+async fn finish(s: &dyn TaskStore, id: &str) {
+    s.update(id, &mut |r| r.status = TaskStatus::Completed).await.unwrap().unwrap();
+}
+
+async fn a_full_store_refuses_and_evicts_nothing(s: &dyn TaskStore) {
+    s.insert(rec("a", "o"), 10).await.unwrap();
+    s.insert(rec("b", "o"), 10).await.unwrap();
+    assert_eq!(s.insert(rec("c", "o"), 10).await.unwrap_err(), StoreError::Full { limit: 2 });
+    finish(s, "a").await;
+    assert_eq!(s.insert(rec("c", "o"), 10).await.unwrap_err(), StoreError::Full { limit: 2 }, "finished are kept");
+    assert!(s.get("a").await.is_some() && s.get("b").await.is_some());
+    let later = SystemTime::now() + Duration::from_secs(120);
+    assert_eq!(s.remove_expired(later).await.len(), 1, "only the finished one");
+    s.insert(rec("c", "o"), 10).await.unwrap();
+}
+
+async fn the_client_limit_counts_finished_tasks_too(s: &dyn TaskStore) {
+    s.insert(rec("x1", "x"), 2).await.unwrap();
+    finish(s, "x1").await;
+    s.insert(rec("y1", "y"), 2).await.unwrap();
+    s.insert(rec("x2", "x"), 2).await.unwrap();
+    assert_eq!(s.insert(rec("x3", "x"), 2).await.unwrap_err(), StoreError::ClientFull { limit: 2 });
+    assert!(s.get("x1").await.is_some() && s.get("y1").await.is_some());
+}
+
+async fn retained_outcomes_are_counted_in_bytes(s: &dyn TaskStore) {
+    s.insert(rec("a", "o"), 10).await.unwrap();
+    s.update("a", &mut |r| {
+        r.status = TaskStatus::Completed;
+        r.outcome = Some("0123456789".into());
+    })
+    .await
+    .unwrap();
+    assert_eq!(s.outcome_bytes().await, 10);
+    s.update("a", &mut |r| r.outcome = None).await.unwrap();
+    assert_eq!(s.outcome_bytes().await, 10, "a finished task keeps its outcome");
+    assert_eq!(s.insert(rec("b", "o"), 10).await.unwrap_err(), StoreError::BytesFull { limit: 10 });
+    s.remove_expired(SystemTime::now() + Duration::from_secs(120)).await;
+    assert_eq!(s.outcome_bytes().await, 0);
+    s.insert(rec("b", "o"), 10).await.unwrap();
+}
+
+async fn terminal_status_sticks_and_waiters_wake(s: &dyn TaskStore) {
+    s.insert(rec("a", "o"), 10).await.unwrap();
+    let mut w = s.watch("a").await.unwrap();
+    s.update("a", &mut |r| r.status = TaskStatus::Cancelled).await.unwrap();
+    let seen = *w.wait_for(|st| st.is_terminal()).await.unwrap();
+    assert_eq!(seen, TaskStatus::Cancelled, "a waiter from before wakes with the terminal status");
+    assert_eq!(*s.watch("a").await.unwrap().borrow(), TaskStatus::Cancelled, "a finished task's watch is final");
+    let after = s.update("a", &mut |r| r.status = TaskStatus::Completed).await.unwrap().unwrap();
+    assert_eq!(after.status, TaskStatus::Cancelled);
+}
+
+async fn listing_is_per_owner_and_paged(s: &dyn TaskStore) {
+    for i in 0..5 {
+        s.insert(rec(&format!("a{i}"), "a"), 10).await.unwrap();
+        s.insert(rec(&format!("b{i}"), "b"), 10).await.unwrap();
+    }
+    let (page, more) = s.list("a", 0, 3).await;
+    assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a0", "a1", "a2"]);
+    assert!(more);
+    let (page, more) = s.list("a", page[2].seq, 3).await;
+    assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a3", "a4"]);
+    assert!(!more);
+    assert_eq!(s.last_seq().await, 10);
+    assert_eq!(s.count().await, 10);
+}
+
+async fn expiry_removes_finished_tasks_only_and_closes_waiters(s: &dyn TaskStore) {
+    let mut r = rec("a", "o");
+    r.ttl = Duration::from_millis(1);
+    s.insert(r, 10).await.unwrap();
+    let later = SystemTime::now() + Duration::from_secs(5);
+    assert!(s.remove_expired(later).await.is_empty(), "a running task outlives its ttl");
+    assert!(s.remove_if_expired("a", later).await.is_none());
+    let w = s.watch("a").await.unwrap();
+    finish(s, "a").await;
+    assert_eq!(s.remove_if_expired("a", later).await.map(|r| r.id), Some("a".to_string()));
+    assert!(s.get("a").await.is_none());
+    assert!(w.has_changed().is_err(), "the sender is gone");
+    assert!(s.remove_expired(later).await.is_empty());
+}
+
+async fn unknown_tasks_are_none(s: &dyn TaskStore) {
+    assert!(s.get("nope").await.is_none());
+    assert!(s.watch("nope").await.is_none());
+    assert!(s.update("nope", &mut |r| r.status = TaskStatus::Failed).await.unwrap().is_none());
+}
+
+/// Each test against each store: `memory`, and `file` in a fresh directory.
+macro_rules! suite {
+    ($($name:ident: max_tasks $max:expr, max_bytes $bytes:expr;)*) => {
+        mod memory {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(&crate::tasks::memory_store::MemoryStore::new($max, $bytes)).await;
+            })*
+        }
+        mod file {
+            $(#[tokio::test]
+            async fn $name() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = crate::tasks::file_store::FileStore::open(dir.path(), $max, $bytes).unwrap();
+                super::$name(&s).await;
+            })*
+        }
+    };
+}
+
+suite! {
+    a_full_store_refuses_and_evicts_nothing: max_tasks 2, max_bytes 1 << 20;
+    the_client_limit_counts_finished_tasks_too: max_tasks 100, max_bytes 1 << 20;
+    retained_outcomes_are_counted_in_bytes: max_tasks 100, max_bytes 10;
+    terminal_status_sticks_and_waiters_wake: max_tasks 10, max_bytes 1 << 20;
+    listing_is_per_owner_and_paged: max_tasks 100, max_bytes 1 << 20;
+    expiry_removes_finished_tasks_only_and_closes_waiters: max_tasks 10, max_bytes 1 << 20;
+    unknown_tasks_are_none: max_tasks 10, max_bytes 1 << 20;
+}
+
+fn session(id: &str, owner: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        path: "/mcp/demo".into(),
+        owner: owner.into(),
+        client: "127.0.0.1".into(),
+        version: "2025-11-25".into(),
+        init_params: "{}".into(),
+    }
+}
+
+#[tokio::test]
+async fn the_memory_store_remembers_no_session() {
+    let s = crate::tasks::memory_store::MemoryStore::new(10, 1 << 20);
+    TaskStore::put_session(&s, session("s1", "o")).await;
+    assert!(TaskStore::get_session(&s, "s1").await.is_none(), "its sessions die with the process anyway");
+}
+
+#[tokio::test]
+async fn a_reopened_file_store_remembers_the_sessions_that_still_have_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+        for (id, owner) in [("kept", "o1"), ("taskless", "o2"), ("ended", "o3")] {
+            s.put_session(session(id, owner)).await;
+        }
+        s.insert(rec("t1", "o1"), 10).await.unwrap();
+        s.insert(rec("t3", "o3"), 10).await.unwrap();
+        s.remove_session("ended").await;
+        assert!(s.get_session("kept").await.is_none(), "only sessions from before the opening are looked up");
+    }
+    let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+    assert_eq!(s.get_session("kept").await, Some(session("kept", "o1")));
+    assert!(s.get_session("taskless").await.is_none(), "no task left to come back for");
+    assert!(s.get_session("ended").await.is_none(), "it ended");
+}
+
+#[tokio::test]
+async fn a_reopened_file_store_keeps_finished_tasks_and_fails_running_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+        s.insert(rec("done", "o"), 10).await.unwrap();
+        s.insert(rec("running", "o"), 10).await.unwrap();
+        let mut short = rec("short", "o");
+        short.ttl = Duration::from_millis(1);
+        s.insert(short, 10).await.unwrap();
+        TaskStore::update(&s, "done", &mut |r| {
+            r.status = TaskStatus::Completed;
+            r.outcome = Some(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#.into());
+        })
+        .await
+        .unwrap();
+        TaskStore::update(&s, "running", &mut |r| r.status_message = Some("halfway".into())).await.unwrap();
+        finish(&s, "short").await;
+    }
+    // The short one's ttl passes while the gateway is down.
+    std::thread::sleep(Duration::from_millis(1100));
+    let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+    let done = TaskStore::get(&s, "done").await.unwrap();
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert_eq!(done.outcome.as_deref(), Some(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#));
+    let ran = TaskStore::get(&s, "running").await.unwrap();
+    assert_eq!(ran.status, TaskStatus::Failed);
+    assert_eq!(ran.status_message.as_deref(), Some(RESTARTED));
+    assert!(ran.outcome.as_deref().unwrap().contains(RESTARTED), "its tasks/result is an error saying so");
+    assert!(TaskStore::get(&s, "short").await.is_none(), "expired while down");
+    assert_eq!(s.finished_at_open().len(), 2, "the sweeper is told of both");
+    assert_eq!(TaskStore::last_seq(&s).await, 2, "new tasks list after the kept ones");
+    assert!(FileStore::open(dir.path(), 100, 1 << 20).is_err(), "one gateway per data directory");
+    // What was fixed at the reopening is durable too.
+    drop(s);
+    let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
+    assert_eq!(TaskStore::get(&s, "running").await.unwrap().status, TaskStatus::Failed);
+}
