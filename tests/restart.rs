@@ -70,7 +70,9 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     // No [tasks] table: a config read from a file keeps its tasks in taskgate-data beside it.
-    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:0\"\n{}", builtin_upstream("demo"))).unwrap();
+    // (One task per tasks/list page: a cursor from before the crash is used after it.)
+    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nlist_page_size = 1\n{}", builtin_upstream("demo"));
+    std::fs::write(&config, text).unwrap();
 
     let (gw, addr) = start(&config).await;
     let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
@@ -89,6 +91,9 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     let running_id = created.result()["task"]["taskId"].as_str().unwrap().to_string();
     let got = c.request("tasks/get", json!({"taskId": running_id})).await;
     assert_eq!(got.result()["status"], "working");
+    let first = c.request("tasks/list", json!({})).await;
+    assert_eq!(first.result()["tasks"][0]["taskId"], done_id.as_str(), "{:?}", first.response);
+    let cursor = first.result()["nextCursor"].as_str().expect("a second page").to_string();
 
     signal(gw.pid(), libc::SIGKILL);
     drop(gw);
@@ -105,8 +110,11 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     assert_eq!(got.result()["statusMessage"], taskgate::RESTARTED);
     let result = c.request("tasks/result", json!({"taskId": running_id})).await;
     assert_eq!(result.error_code(), -32603, "{:?}", result.response);
-    let listed = c.request("tasks/list", json!({})).await;
-    assert_eq!(listed.result()["tasks"].as_array().unwrap().len(), 2, "{:?}", listed.response);
+    let listed = c.request("tasks/list", json!({"cursor": cursor})).await;
+    let page = listed.result()["tasks"].as_array().unwrap();
+    assert_eq!(page.len(), 1, "the cursor from before the crash still works: {:?}", listed.response);
+    assert_eq!(page[0]["taskId"], running_id.as_str());
+    assert!(listed.result().get("nextCursor").is_none(), "{:?}", listed.response);
     // Its link is opened again on the gateway's behalf.
     let echoed = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "again"}})).await;
     assert_eq!(echoed.result()["content"][0]["text"], "again", "{:?}", echoed.response);

@@ -72,8 +72,6 @@ pub struct Hosted {
     page_size: usize,
     max_result_bytes: usize,
     max_store_bytes: usize,
-    /// Keys the `tasks/list` cursors, so that only cursors the gateway issued are accepted.
-    cursor_key: std::hash::RandomState,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
     /// The store writes the link's synchronous calls started (outcomes, status changes):
@@ -104,7 +102,6 @@ impl Hosted {
             page_size: cfg.list_page_size,
             max_result_bytes: cfg.max_result_bytes,
             max_store_bytes: cfg.max_store_bytes,
-            cursor_key: std::hash::RandomState::new(),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
         })
@@ -517,9 +514,15 @@ impl Hosted {
         Ok((page.into_iter().map(|r| Value::Object(self.live(r).to_json())).collect(), next))
     }
 
+    /// A check value of `seq` for `owner`, so that only cursors the gateway issued to that
+    /// owner are accepted. Not secret (a forged one could only skip through the owner's own
+    /// tasks): it is the same in every process of one build, so a cursor stays good across a
+    /// restart and on every replica sharing a store.
     fn cursor_mac(&self, owner: &str, seq: u64) -> u64 {
-        use std::hash::BuildHasher;
-        self.cursor_key.hash_one((owner, seq))
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        (owner, seq).hash(&mut h);
+        h.finish()
     }
 
     fn cursor(&self, owner: &str, seq: u64) -> String {
