@@ -33,6 +33,8 @@ use std::time::{Duration, SystemTime};
 
 mod round_state;
 mod rounds;
+#[cfg(test)]
+mod store_failures;
 pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
