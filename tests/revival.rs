@@ -111,3 +111,25 @@ async fn two_requests_reviving_one_session_at_once_share_it() {
     let got = c.request("tasks/list", json!({})).await;
     assert_eq!(got.result()["tasks"].as_array().unwrap().len(), 1, "{:?}", got.response);
 }
+
+// Fails: the file store writes a session's removal without waiting, and commits it with
+// `Durability::None`, which redb persists only with a later durable commit; a crash before
+// one brings the deleted session back (src/tasks/file_store.rs, the other helper's).
+#[ignore = "src/tasks/file_store.rs: a session's removal is not durable (Durability::None)"]
+#[tokio::test]
+async fn a_session_deleted_before_a_crash_is_not_revived() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    assert_eq!(c.delete().await, 200);
+    // Past the second after which a removal is committed on its own.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    common::gateway_proc::signal(gw.pid(), libc::SIGKILL);
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    let after = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
+    assert_eq!(after.status, 404, "the client ended it: {:?}", String::from_utf8_lossy(&after.body));
+}
