@@ -432,25 +432,43 @@ impl Hosted {
                     r.last_updated_at = SystemTime::now();
                 }
             })
-            .await
-            .map_err(|e| self.store_failed(e))?
-            .ok_or_else(|| not_found(task_id))?;
+            .await;
+        let rec = match rec {
+            Ok(rec) => rec.ok_or_else(|| not_found(task_id))?,
+            Err(e) => {
+                let err = self.store_failed(e);
+                // The store may hold the cancel all the same (a file store's hot copy when
+                // its commit fails): then the task is cancelled, and its call goes too.
+                if was.is_some_and(|s| !s.is_terminal())
+                    && let Some(rec) = self.store.get(task_id).await.filter(|r| r.status == TaskStatus::Cancelled)
+                {
+                    self.cancelled(&rec).await;
+                }
+                return Err(err);
+            }
+        };
         if let Some(s) = was.filter(|s| s.is_terminal()) {
             return Err(RpcError::new(
                 INVALID_PARAMS,
                 format!("task {task_id} is already {} and cannot be cancelled", s.as_str()),
             ));
         }
-        self.expire_when_due(&rec);
-        let running = self.running.lock().unwrap().remove(task_id);
+        self.cancelled(&rec).await;
+        Ok(Value::Object(rec.to_json()))
+    }
+
+    /// The task is cancelled in the store: it is retained as any finished task, its hot
+    /// state goes, and its call upstream is cancelled.
+    async fn cancelled(&self, rec: &TaskRecord) {
+        self.expire_when_due(rec);
+        let running = self.running.lock().unwrap().remove(rec.id.as_str());
         if let Some(r) = running {
             Self::stop_progress(&r);
-            self.announce(&rec, &r);
+            self.announce(rec, &r);
             if let Some(up) = r.upstream_id {
                 r.link.cancel(up, "the task was cancelled").await;
             }
         }
-        Ok(Value::Object(rec.to_json()))
     }
 
     /// Blocks until the task is terminal, then returns exactly what the upstream returned

@@ -113,3 +113,26 @@ async fn an_end_the_store_failed_to_take_is_written_again() {
     let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
     assert_eq!(resp["result"]["content"][0]["text"], "done", "{resp}");
 }
+
+/// A link to the in-process demo server, reporting to `h`.
+async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
+    let http = crate::transport::http_client::HttpClient::new(1 << 20, Duration::from_secs(5));
+    let permits = Arc::new(tokio::sync::Semaphore::new(4));
+    let limits = crate::config::ServerConfig::default();
+    let relayed = crate::tasks::relayed::RelayedTasks::new(10, 10);
+    let env =
+        crate::gateway::link::LinkEnv { http: &http, permits: &permits, limits: &limits, tasks: h.clone(), relayed };
+    Link::connect(env, &crate::config::UpstreamConfig::plain_demo(), 1, false).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_cancel_the_store_failed_to_write_names_the_store_and_ends_the_hot_state() {
+    let (h, store, id) = hosted(true).await;
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    h.track(&id, demo_link(&h).await, nobody, None);
+    let err = h.cancel(&id).await.unwrap_err();
+    assert_eq!(err.code, jsonrpc::INTERNAL_ERROR);
+    assert!(err.message.contains("failing task store"), "{}", err.message);
+    assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Cancelled, "the store holds the cancel");
+    assert!(!h.runs(&id), "so the task no longer runs here: its hot state (and link) are let go");
+}
