@@ -64,6 +64,9 @@ struct Running {
     /// The latest progress message and when it came: the task's status message while it
     /// runs, kept here rather than written to the store.
     progress: Option<(String, SystemTime)>,
+    /// Why the task's end could not be stored, if so (set as its hot state goes): its
+    /// waiting `tasks/result`s answer with it, as no store change will wake them.
+    unstored: tokio::sync::watch::Sender<Option<String>>,
 }
 
 pub struct Hosted {
@@ -225,6 +228,7 @@ impl Hosted {
                 rounds: None,
                 to_creator_later: false,
                 progress: None,
+                unstored: tokio::sync::watch::channel(None).0,
             },
         );
     }
@@ -477,12 +481,12 @@ impl Hosted {
         let Some(mut watch) = self.store.watch(task_id).await else {
             return not_found(task_id).response(Some(client_id));
         };
-        let held = match self.running.lock().unwrap().get_mut(task_id) {
+        let (held, unstored) = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
                 r.result_waiters.push((waiter.clone(), client_id.clone()));
-                r.held_inputs.take_all()
+                (r.held_inputs.take_all(), Some(r.unstored.subscribe()))
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         if let Some(s) = waiter.upgrade() {
             for h in held {
@@ -493,6 +497,19 @@ impl Hosted {
                     Route::Related(client_id.clone()),
                     Some(task_id.into()),
                 );
+            }
+        }
+        if let Some(mut unstored) = unstored {
+            tokio::select! {
+                _ = watch.wait_for(|s| s.is_terminal()) => {}
+                // Also when the hot state goes without a failure: the store then says how it ended.
+                _ = unstored.wait_for(Option::is_some) => {}
+            }
+            let why = unstored.borrow().clone();
+            if let Some(why) = why
+                && !self.store.get(task_id).await.is_some_and(|r| r.status.is_terminal())
+            {
+                return RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(client_id));
             }
         }
         let ended = watch.wait_for(|s| s.is_terminal()).await.is_ok();

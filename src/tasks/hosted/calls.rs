@@ -51,17 +51,22 @@ impl Hosted {
                 r.last_updated_at = SystemTime::now();
             }
         };
-        let rec = match self.store.update(task_id, &mut end).await {
-            Ok(rec) => rec,
+        let (rec, unstored) = match self.store.update(task_id, &mut end).await {
+            Ok(rec) => (rec, None),
             Err(e) => {
-                self.store_failed(e);
-                self.end_after_store_error(task_id, &mut end).await
+                let err = self.store_failed(e);
+                let rec = self.end_after_store_error(task_id, &mut end).await;
+                let why = format!("task {task_id} ended, but its end could not be stored: {}", err.message);
+                (rec.clone(), rec.is_none().then_some(why))
             }
         };
         if let Some(rec) = &rec {
             self.expire_when_due(rec);
         }
         let running = self.running.lock().unwrap().remove(task_id);
+        if let (Some(why), Some(r)) = (unstored, &running) {
+            r.unstored.send_replace(Some(why));
+        }
         if let (Some(rec), Some(r)) = (rec, running) {
             Self::stop_progress(&r);
             self.announce(&rec, &r);

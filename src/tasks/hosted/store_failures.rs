@@ -136,3 +136,26 @@ async fn a_cancel_the_store_failed_to_write_names_the_store_and_ends_the_hot_sta
     assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Cancelled, "the store holds the cancel");
     assert!(!h.runs(&id), "so the task no longer runs here: its hot state (and link) are let go");
 }
+
+#[tokio::test]
+async fn an_end_the_store_cannot_take_at_all_answers_the_waiting_result_naming_the_store() {
+    let (h, store, id) = hosted(false).await;
+    store.failing.store(2, Ordering::Release);
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    h.track(&id, demo_link(&h).await, nobody.clone(), None);
+    let waiter = {
+        let (h, id) = (h.clone(), id.clone());
+        tokio::spawn(async move { h.result(&id, nobody, &Id::Num(3)).await })
+    };
+    for _ in 0..100 {
+        if h.running.lock().unwrap().get(id.as_str()).is_some_and(|r| !r.result_waiters.is_empty()) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    h.finish(&id, answer()).await;
+    assert!(!h.runs(&id));
+    let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
+    assert_eq!(resp["error"]["code"], jsonrpc::INTERNAL_ERROR, "{resp}");
+    assert!(resp["error"]["message"].as_str().unwrap().contains("failing task store"), "{resp}");
+}
