@@ -349,9 +349,9 @@ impl HttpServer {
                 Ok((id, s)) => (id, s, false),
                 // Unknown here, it may be one from before a restart (boxed: rare).
                 Err(refused) if refused.status == StatusCode::NOT_FOUND => {
-                    match Box::pin(self.revive(headers, &path, &upstream)).await {
-                        Some((id, s)) => (id, s, false),
-                        None => return refused.into_response(),
+                    match Box::pin(self.revive(headers, &path, &upstream, refused)).await {
+                        Ok((id, s)) => (id, s, false),
+                        Err(refused) => return refused.into_response(),
                     }
                 }
                 Err(refused) => return refused.into_response(),
@@ -515,6 +515,9 @@ impl HttpServer {
     async fn delete(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
         let (id, _) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
+            Err(r) if r.status == StatusCode::NOT_FOUND && self.forget_remembered(req.headers(), path).await => {
+                return empty(StatusCode::OK);
+            }
             Err(refused) => return refused.into_response(),
         };
         let removed = self.sessions.lock().unwrap().remove(&id);

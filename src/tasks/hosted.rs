@@ -33,6 +33,8 @@ use std::time::{Duration, SystemTime};
 
 mod round_state;
 mod rounds;
+#[cfg(test)]
+mod store_failures;
 pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
@@ -62,6 +64,9 @@ struct Running {
     /// The latest progress message and when it came: the task's status message while it
     /// runs, kept here rather than written to the store.
     progress: Option<(String, SystemTime)>,
+    /// Why the task's end could not be stored, if so (set as its hot state goes): its
+    /// waiting `tasks/result`s answer with it, as no store change will wake them.
+    unstored: tokio::sync::watch::Sender<Option<String>>,
 }
 
 pub struct Hosted {
@@ -220,6 +225,7 @@ impl Hosted {
                 rounds: None,
                 to_creator_later: false,
                 progress: None,
+                unstored: tokio::sync::watch::channel(None).0,
             },
         );
     }
@@ -427,25 +433,43 @@ impl Hosted {
                     r.last_updated_at = SystemTime::now();
                 }
             })
-            .await
-            .map_err(|e| self.store_failed(e))?
-            .ok_or_else(|| not_found(task_id))?;
+            .await;
+        let rec = match rec {
+            Ok(rec) => rec.ok_or_else(|| not_found(task_id))?,
+            Err(e) => {
+                let err = self.store_failed(e);
+                // The store may hold the cancel all the same (a file store's hot copy when
+                // its commit fails): then the task is cancelled, and its call goes too.
+                if was.is_some_and(|s| !s.is_terminal())
+                    && let Some(rec) = self.store.get(task_id).await.filter(|r| r.status == TaskStatus::Cancelled)
+                {
+                    self.cancelled(&rec).await;
+                }
+                return Err(err);
+            }
+        };
         if let Some(s) = was.filter(|s| s.is_terminal()) {
             return Err(RpcError::new(
                 INVALID_PARAMS,
                 format!("task {task_id} is already {} and cannot be cancelled", s.as_str()),
             ));
         }
-        self.expire_when_due(&rec);
-        let running = self.running.lock().unwrap().remove(task_id);
+        self.cancelled(&rec).await;
+        Ok(Value::Object(rec.to_json()))
+    }
+
+    /// The task is cancelled in the store: it is retained as any finished task, its hot
+    /// state goes, and its call upstream is cancelled.
+    async fn cancelled(&self, rec: &TaskRecord) {
+        self.expire_when_due(rec);
+        let running = self.running.lock().unwrap().remove(rec.id.as_str());
         if let Some(r) = running {
             Self::stop_progress(&r);
-            self.announce(&rec, &r);
+            self.announce(rec, &r);
             if let Some(up) = r.upstream_id {
                 r.link.cancel(up, "the task was cancelled").await;
             }
         }
-        Ok(Value::Object(rec.to_json()))
     }
 
     /// Blocks until the task is terminal, then returns exactly what the upstream returned
@@ -454,12 +478,12 @@ impl Hosted {
         let Some(mut watch) = self.store.watch(task_id).await else {
             return not_found(task_id).response(Some(client_id));
         };
-        let held = match self.running.lock().unwrap().get_mut(task_id) {
+        let (held, unstored) = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
                 r.result_waiters.push((waiter.clone(), client_id.clone()));
-                r.held_inputs.take_all()
+                (r.held_inputs.take_all(), Some(r.unstored.subscribe()))
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         if let Some(s) = waiter.upgrade() {
             for h in held {
@@ -470,6 +494,19 @@ impl Hosted {
                     Route::Related(client_id.clone()),
                     Some(task_id.into()),
                 );
+            }
+        }
+        if let Some(mut unstored) = unstored {
+            tokio::select! {
+                _ = watch.wait_for(|s| s.is_terminal()) => {}
+                // Also when the hot state goes without a failure: the store then says how it ended.
+                _ = unstored.wait_for(Option::is_some) => {}
+            }
+            let why = unstored.borrow().clone();
+            if let Some(why) = why
+                && !self.store.get(task_id).await.is_some_and(|r| r.status.is_terminal())
+            {
+                return RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(client_id));
             }
         }
         let ended = watch.wait_for(|s| s.is_terminal()).await.is_ok();

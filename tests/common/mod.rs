@@ -6,6 +6,7 @@
 
 pub mod dialects;
 pub mod ext_server;
+pub mod gateway_proc;
 pub mod modern;
 mod stdio_script;
 mod wait;

@@ -6,9 +6,11 @@
 
 use super::{HttpServer, HttpSession, short};
 use crate::config::UpstreamConfig;
+use crate::downstream::http_body::Refusal;
 use crate::downstream::http_guard;
 use crate::downstream::streams::Streams;
 use crate::gateway::session::Session;
+use crate::mcp::ProtocolVersion;
 use crate::transport::mcp_http::SESSION_HEADER;
 use hyper::header::HeaderMap;
 use std::sync::Arc;
@@ -28,28 +30,61 @@ impl HttpServer {
     }
 
     /// The session named in `Mcp-Session-Id`, revived from the store, if it remembers it
-    /// on `path` from before a restart (and a session slot is free).
+    /// on `path` from before a restart; else `unknown` (the 404 the lookup gave). A request
+    /// with another `MCP-Protocol-Version` than the session's gets 400, as it would had the
+    /// session never gone away, and one that finds `max_sessions` taken 503: a 404 would tell
+    /// the client to initialize again, giving its tasks up.
     pub(super) async fn revive(
         &self,
         headers: &HeaderMap,
         path: &str,
         upstream: &Arc<UpstreamConfig>,
-    ) -> Option<(String, Arc<HttpSession>)> {
-        let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
-        let rec = self.gateway.hosted.store().get_session(id).await?;
-        if rec.path != path {
-            return None;
-        }
-        let slot = self.slots.take().ok()?;
-        let limits = self.gateway.limits();
-        let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
-        let session = Session::revive(self.gateway.clone(), upstream.clone(), streams.clone(), &rec)?;
-        http_guard::check_protocol_version(headers, session.version()).ok()?;
-        let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), _slot: slot });
-        // Two requests may revive it at once: the first one's session is kept.
-        let hs = self.sessions.lock().unwrap().entry(id.to_string()).or_insert(hs).clone();
+        unknown: Refusal,
+    ) -> Result<(String, Arc<HttpSession>), Refusal> {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return Err(unknown) };
+        let Some(rec) = self.gateway.hosted.store().get_session(id).await.filter(|r| r.path == path) else {
+            return Err(unknown);
+        };
+        let Some(version) = ProtocolVersion::parse(&rec.version) else { return Err(unknown) };
+        http_guard::check_protocol_version(headers, Some(version))?;
+        let hs = {
+            // Checked and inserted under one lock: of requests reviving it at once, the first
+            // revives it (taking one slot), and the others find its session.
+            let mut sessions = self.sessions.lock().unwrap();
+            if let Some(hs) = sessions.get(id) {
+                return if hs.path == path { Ok((id.to_string(), hs.clone())) } else { Err(unknown) };
+            }
+            let slot = self.slots.take()?;
+            let limits = self.gateway.limits();
+            let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
+            let Some(session) = Session::revive(self.gateway.clone(), upstream.clone(), streams.clone(), &rec) else {
+                return Err(unknown);
+            };
+            let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), _slot: slot });
+            sessions.insert(id.to_string(), hs.clone());
+            hs
+        };
         self.idle.insert(id.to_string());
         tracing::info!(upstream = hs.session.upstream_name(), "session {} revived after a restart", short(id));
-        Some((id.to_string(), hs))
+        Ok((id.to_string(), hs))
+    }
+
+    /// A DELETE of a session the store remembers from before a restart: it is not revived,
+    /// but it ended, and is not revived later either. `false` if none is remembered there.
+    pub(super) async fn forget_remembered(&self, headers: &HeaderMap, path: &str) -> bool {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return false };
+        if self.gateway.hosted.store().get_session(id).await.is_none_or(|r| r.path != path) {
+            return false;
+        }
+        // A request may have revived it meanwhile: that session ends too.
+        let revived = self.sessions.lock().unwrap().remove(id);
+        self.idle.remove(&id.to_string());
+        self.forget(id).await;
+        if let Some(hs) = revived {
+            hs.streams.close();
+            hs.session.close().await;
+        }
+        tracing::info!("session {} (from before a restart) deleted by the client", short(id));
+        true
     }
 }

@@ -7,6 +7,7 @@ use crate::gateway::link::{Link, TaskCalls};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::held_inputs::{declares, undeclared};
+use crate::tasks::store::{Edit, TaskRecord};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -41,29 +42,54 @@ impl Hosted {
             None => (TaskStatus::Completed, None),
         };
         let outcome: Arc<str> = text.into();
-        let rec = self
-            .store
-            .update(task_id, &mut |r| {
-                if !r.status.is_terminal() {
-                    r.status = status;
-                    // A progress message describes work in progress, not the outcome.
-                    r.status_message.clone_from(&message);
-                    r.outcome = Some(outcome.clone());
-                    r.last_updated_at = SystemTime::now();
-                }
-            })
-            .await
-            .unwrap_or_else(|e| {
-                self.store_failed(e);
-                None
-            });
+        let mut end = |r: &mut TaskRecord| {
+            if !r.status.is_terminal() {
+                r.status = status;
+                // A progress message describes work in progress, not the outcome.
+                r.status_message.clone_from(&message);
+                r.outcome = Some(outcome.clone());
+                r.last_updated_at = SystemTime::now();
+            }
+        };
+        let (rec, unstored) = match self.store.update(task_id, &mut end).await {
+            Ok(rec) => (rec, None),
+            Err(e) => {
+                let err = self.store_failed(e);
+                let rec = self.end_after_store_error(task_id, &mut end).await;
+                let why = format!("task {task_id} ended, but its end could not be stored: {}", err.message);
+                (rec.clone(), rec.is_none().then_some(why))
+            }
+        };
         if let Some(rec) = &rec {
             self.expire_when_due(rec);
         }
         let running = self.running.lock().unwrap().remove(task_id);
+        if let (Some(why), Some(r)) = (unstored, &running) {
+            r.unstored.send_replace(Some(why));
+        }
         if let (Some(rec), Some(r)) = (rec, running) {
             Self::stop_progress(&r);
             self.announce(&rec, &r);
+        }
+    }
+}
+
+impl Hosted {
+    /// The store failed to write the task's end: what it holds is the task as it stands,
+    /// retained (and announced) as any finished task if it holds the end (a file store keeps
+    /// its hot copy when a commit fails); else the end is written once more (a backend's
+    /// passing failure). `None` if the store still has no end for it: the failure is logged.
+    async fn end_after_store_error(&self, task_id: &str, end: Edit<'_>) -> Option<TaskRecord> {
+        if let Some(rec) = self.store.get(task_id).await.filter(|r| r.status.is_terminal()) {
+            return Some(rec);
+        }
+        match self.store.update(task_id, end).await {
+            Ok(rec) => rec,
+            Err(e) => {
+                self.store_failed(e);
+                tracing::error!(task = %task_id, "the task's end could not be stored");
+                None
+            }
         }
     }
 }

@@ -1,0 +1,161 @@
+//! Hosted tasks when the store fails mid-lifecycle (`StoreError::Backend`) as a task ends.
+
+use super::*;
+use crate::tasks::memory_store::MemoryStore;
+use crate::tasks::store::{Edit, StoreFuture};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::watch;
+
+/// A memory store whose next `failing` updates fail: after being applied (`applied`, as a
+/// file store whose commit failed: memory has the change, the disk does not), or before
+/// (a store that lost the change).
+struct Failing {
+    mem: MemoryStore,
+    failing: AtomicUsize,
+    applied: bool,
+}
+
+impl TaskStore for Failing {
+    fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
+        TaskStore::insert(&self.mem, rec, client_limit)
+    }
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
+        TaskStore::get(&self.mem, id)
+    }
+    fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        let fail = self.failing.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
+        let after = (!fail || self.applied).then(|| self.mem.update(id, f));
+        let failed = StoreError::Backend { store: "failing", cause: "the disk is full".into() };
+        Box::pin(std::future::ready(if fail { Err(failed) } else { Ok(after.flatten()) }))
+    }
+    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)> {
+        TaskStore::list(&self.mem, owner, after, limit)
+    }
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>> {
+        TaskStore::watch(&self.mem, id)
+    }
+    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
+        TaskStore::remove_expired(&self.mem, now)
+    }
+    fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
+        TaskStore::remove_if_expired(&self.mem, id, now)
+    }
+    fn last_seq(&self) -> StoreFuture<'_, u64> {
+        TaskStore::last_seq(&self.mem)
+    }
+    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
+        TaskStore::outcome_bytes(&self.mem)
+    }
+    fn count(&self) -> StoreFuture<'_, usize> {
+        TaskStore::count(&self.mem)
+    }
+    fn name(&self) -> &'static str {
+        "failing"
+    }
+}
+
+/// A `tasks/result` waiter whose session has gone.
+struct Nobody;
+
+impl ClientSession for Nobody {
+    fn to_client(&self, _: Value, _: Route) {}
+    fn relay_server_request(&self, _: &Arc<Link>, _: Id, _: Value, _: Route, _: Option<Arc<str>>) {}
+    fn reaches_client_now(&self) -> bool {
+        false
+    }
+    fn discard_progress(&self, _: &Value) {}
+}
+
+async fn hosted(applied: bool) -> (Arc<Hosted>, Arc<Failing>, String) {
+    let store = Arc::new(Failing { mem: MemoryStore::new(10, 1 << 20), failing: AtomicUsize::new(0), applied });
+    let h = Hosted::new(&TasksConfig::default(), store.clone());
+    h.start_sweeper();
+    let policy =
+        UpstreamTasks { ttl: Duration::from_millis(50), min_ttl: Duration::from_millis(1), ..Default::default() };
+    let rec = h.create("owner", "client", "demo", &policy, None).await.unwrap();
+    store.failing.store(1, Ordering::Release);
+    (h, store, rec.id)
+}
+
+fn answer() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}})
+}
+
+#[tokio::test]
+async fn an_end_the_store_holds_though_its_write_failed_still_expires() {
+    let (h, store, id) = hosted(true).await;
+    h.finish(&id, answer()).await;
+    assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Completed);
+    // Its retention is counted, as any finished task's: it does not keep its place forever.
+    let mut gone = false;
+    for _ in 0..100 {
+        if store.mem.get(&id).is_none() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the finished task is removed once its ttl has passed");
+}
+
+#[tokio::test]
+async fn an_end_the_store_failed_to_take_is_written_again() {
+    let (h, _store, id) = hosted(false).await;
+    let waiter = {
+        let (h, id) = (h.clone(), id.clone());
+        tokio::spawn(async move {
+            let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+            h.result(&id, nobody, &Id::Num(3)).await
+        })
+    };
+    tokio::task::yield_now().await;
+    h.finish(&id, answer()).await;
+    let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
+    assert_eq!(resp["result"]["content"][0]["text"], "done", "{resp}");
+}
+
+/// A link to the in-process demo server, reporting to `h`.
+async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
+    let http = crate::transport::http_client::HttpClient::new(1 << 20, Duration::from_secs(5));
+    let permits = Arc::new(tokio::sync::Semaphore::new(4));
+    let limits = crate::config::ServerConfig::default();
+    let relayed = crate::tasks::relayed::RelayedTasks::new(10, 10);
+    let env =
+        crate::gateway::link::LinkEnv { http: &http, permits: &permits, limits: &limits, tasks: h.clone(), relayed };
+    Link::connect(env, &crate::config::UpstreamConfig::plain_demo(), 1, false).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_cancel_the_store_failed_to_write_names_the_store_and_ends_the_hot_state() {
+    let (h, store, id) = hosted(true).await;
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    h.track(&id, demo_link(&h).await, nobody, None);
+    let err = h.cancel(&id).await.unwrap_err();
+    assert_eq!(err.code, jsonrpc::INTERNAL_ERROR);
+    assert!(err.message.contains("failing task store"), "{}", err.message);
+    assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Cancelled, "the store holds the cancel");
+    assert!(!h.runs(&id), "so the task no longer runs here: its hot state (and link) are let go");
+}
+
+#[tokio::test]
+async fn an_end_the_store_cannot_take_at_all_answers_the_waiting_result_naming_the_store() {
+    let (h, store, id) = hosted(false).await;
+    store.failing.store(2, Ordering::Release);
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    h.track(&id, demo_link(&h).await, nobody.clone(), None);
+    let waiter = {
+        let (h, id) = (h.clone(), id.clone());
+        tokio::spawn(async move { h.result(&id, nobody, &Id::Num(3)).await })
+    };
+    for _ in 0..100 {
+        if h.running.lock().unwrap().get(id.as_str()).is_some_and(|r| !r.result_waiters.is_empty()) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    h.finish(&id, answer()).await;
+    assert!(!h.runs(&id));
+    let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
+    assert_eq!(resp["error"]["code"], jsonrpc::INTERNAL_ERROR, "{resp}");
+    assert!(resp["error"]["message"].as_str().unwrap().contains("failing task store"), "{resp}");
+}

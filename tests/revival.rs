@@ -1,0 +1,135 @@
+//! HTTP session revival after a restart, at its edges: a session its client deleted after
+//! the restart, a revival that finds `max_sessions` taken, a revival with another
+//! `MCP-Protocol-Version`, two requests reviving the same session at once (README, "Data
+//! and retention").
+
+mod common;
+
+use common::gateway_proc::start;
+use common::*;
+use serde_json::{Value, json};
+
+fn config_file(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n{server}{}", builtin_upstream("demo"));
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// A session with one finished task (so that the store keeps it across the restart), and
+/// that task's id.
+async fn session_with_a_task(addr: &str) -> (HttpMcp, String) {
+    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    c.initialize("2025-11-25").await;
+    let created =
+        c.request("tools/call", json!({"name": "echo", "arguments": {"text": "kept"}, "task": {"ttl": 600000}})).await;
+    let id = created.result()["task"]["taskId"].as_str().unwrap().to_string();
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "kept", "{:?}", result.response);
+    (c, id)
+}
+
+fn body(method: &str, params: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).unwrap()
+}
+
+#[tokio::test]
+async fn a_session_deleted_after_the_restart_is_not_revived_afterwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    assert_eq!(c.delete().await, 200, "the client ends the session it holds");
+    let after = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
+    assert_eq!(after.status, 404, "a deleted session is not revived: {:?}", String::from_utf8_lossy(&after.body));
+}
+
+#[tokio::test]
+async fn a_revival_that_finds_max_sessions_taken_is_busy_not_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "max_sessions = 1\n");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    let mut other = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    other.initialize("2025-11-25").await;
+    c.url = format!("http://{addr}/mcp/demo");
+    let busy = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
+    // A 404 would tell the client to initialize again, giving up its tasks.
+    assert_eq!(busy.status, 503, "{:?}", String::from_utf8_lossy(&busy.body));
+    assert_eq!(other.delete().await, 200);
+    let got = c.request("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(got.result()["status"], "completed", "revived once a slot is free: {:?}", got.response);
+}
+
+#[tokio::test]
+async fn a_revival_with_another_protocol_version_is_refused_as_a_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    c.version = None;
+    let wrong = c.post_raw(body("tasks/get", json!({"taskId": task})), &[("mcp-protocol-version", "2025-06-18")]).await;
+    // As for a session that never went away: the version is wrong, the session is not unknown.
+    assert_eq!(wrong.status, 400, "{:?}", String::from_utf8_lossy(&wrong.body));
+    c.version = Some("2025-11-25".into());
+    let got = c.request("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(got.result()["status"], "completed", "{:?}", got.response);
+}
+
+#[tokio::test]
+async fn two_requests_reviving_one_session_at_once_share_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "max_sessions = 1\n");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    let bodies: Vec<Vec<u8>> = (0..8)
+        .map(|i| {
+            let msg = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tasks/get", "params": {"taskId": task}});
+            serde_json::to_vec(&msg).unwrap()
+        })
+        .collect();
+    // The only slot goes to the first revival; the others find its session, not a full server.
+    let all = futures_util::future::join_all(bodies.into_iter().map(|b| c.post_raw(b, &[]))).await;
+    for r in &all {
+        assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    }
+    let got = c.request("tasks/list", json!({})).await;
+    assert_eq!(got.result()["tasks"].as_array().unwrap().len(), 1, "{:?}", got.response);
+}
+
+// Fails: the file store writes a session's removal without waiting, and commits it with
+// `Durability::None`, which redb persists only with a later durable commit; a crash before
+// one brings the deleted session back (src/tasks/file_store.rs, the other helper's).
+#[ignore = "src/tasks/file_store.rs: a session's removal is not durable (Durability::None)"]
+#[tokio::test]
+async fn a_session_deleted_before_a_crash_is_not_revived() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    assert_eq!(c.delete().await, 200);
+    // Past the second after which a removal is committed on its own.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    common::gateway_proc::signal(gw.pid(), libc::SIGKILL);
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    let after = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
+    assert_eq!(after.status, 404, "the client ended it: {:?}", String::from_utf8_lossy(&after.body));
+}
