@@ -7,17 +7,23 @@
 //!   comes back `failed`, with [`RESTARTED`] as its status message and as the error its
 //!   `tasks/result` gives; a finished one whose ttl has passed is dropped.
 //! - **Writes** go to memory first, then, in the same order (a lock held across both), to
-//!   one writer thread that commits whatever has queued up in one transaction (group
-//!   commit). What must survive a crash is awaited: a new task (so that an id a client
-//!   holds is never unknown after a restart) and a change that made a task terminal, or that
-//!   changed a finished one. Removals (and session records) are written without waiting and
-//!   without an fsync of their own: the next durable commit carries them, or after a second
-//!   a commit of their own without one; a removal lost to a crash is expired again when the
-//!   store opens. Changes to a running task (status messages, input-required
-//!   and back) are not written at all: after a restart a running task is `failed` whatever
-//!   it said, so nothing is spent on them, and progress never reaches the store.
+//!   one writer thread, which keeps the last write of each task until its next commit. Every
+//!   commit is durable (one fsync; redb 4.6 keeps a `Durability::None` commit in memory
+//!   only, so a `kill -9` loses it) and takes all that queued: at once when a write is due
+//!   and the previous commit began `[tasks] sync_interval` ago or more (10 ms by default),
+//!   else when it is that old, so under load one fsync serves every task that ended meanwhile.
+//!   A change that made a task terminal (or changed a finished one) is awaited: its
+//!   `tasks/result` and status notification wait for its commit, at most the interval. A new
+//!   task is not awaited (its `CreateTaskResult` goes out at once) but is due within the
+//!   interval, and any later awaited write carries it: a crash in that window can leave a
+//!   client an id the restarted gateway does not know, where it would otherwise find the
+//!   task `failed` (its work is lost either way). With `sync_interval = 0` a due write is
+//!   committed at once and a new task is awaited too. Removals and session records wait for
+//!   the next commit, or a second (one lost to a crash is expired again at opening). Changes
+//!   to a running task (status messages, input required and back) are not written: after a
+//!   restart a running task is `failed` whatever it said, and progress never reaches the store.
 //! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
-//!   initialized (without waiting: its first task's durable write carries it) and removed
+//!   initialized (without waiting: its first task's commit carries it) and removed
 //!   when it ends; at reopening only those whose owner still has tasks are kept, so that a
 //!   client coming back with its `Mcp-Session-Id` reaches its tasks again.
 //! - The directory is locked while the store is open (`flock` on [`LOCK_FILE`]; redb
@@ -33,7 +39,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch};
 
 /// The status message (and error) of a task that was running when the gateway stopped.
@@ -49,8 +55,8 @@ const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// HTTP sessions by `Mcp-Session-Id`, JSON [`SessionRecord`]s.
 const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 
-/// Jobs committed in one transaction at most.
-const MAX_BATCH: usize = 512;
+/// The default `[tasks] sync_interval`: at most one durable commit (one fsync) per 10 ms.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
 
 enum Op {
     Put(String, Vec<u8>),
@@ -59,10 +65,19 @@ enum Op {
     DeleteSession(String),
 }
 
+/// How soon a write must be durable.
+enum Due {
+    /// Someone waits until it is: told then (or told the commit failed).
+    Awaited(oneshot::Sender<Result<(), String>>),
+    /// Within the sync interval; nobody waits (a new task, when the interval is not zero).
+    Soon,
+    /// Whenever the next commit is, within [`LAZY_WRITES`] (removals, session records).
+    Lazy,
+}
+
 struct Job {
     ops: Vec<Op>,
-    /// Told once the ops are durable; `None`: nobody waits (and no fsync is owed).
-    done: Option<oneshot::Sender<Result<(), String>>>,
+    due: Due,
 }
 
 pub struct FileStore {
@@ -70,6 +85,9 @@ pub struct FileStore {
     /// Held across the memory change and the queueing of its write, so that the database
     /// sees the changes in the order memory did.
     writer: Mutex<mpsc::Sender<Job>>,
+    /// How long a new task may wait for its durable commit (`[tasks] sync_interval`); zero:
+    /// its insert waits for it.
+    sync_interval: Duration,
     /// The finished tasks brought back when the store opened.
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
@@ -203,8 +221,20 @@ fn backend(cause: impl std::fmt::Display) -> StoreError {
 
 impl FileStore {
     /// Opens (or creates) the store in directory `dir`, with the limits of a
-    /// [`MemoryStore`]. Blocking I/O: call it before serving, or off the runtime.
+    /// [`MemoryStore`] and the [`DEFAULT_SYNC_INTERVAL`]. Blocking I/O: call it before
+    /// serving, or off the runtime.
     pub fn open(dir: &Path, max_tasks: usize, max_bytes: usize) -> Result<FileStore, StoreError> {
+        FileStore::open_synced(dir, max_tasks, max_bytes, DEFAULT_SYNC_INTERVAL)
+    }
+
+    /// [`FileStore::open`], making at most one durable commit per `sync_interval` (zero: one
+    /// as soon as a write is waited for).
+    pub fn open_synced(
+        dir: &Path,
+        max_tasks: usize,
+        max_bytes: usize,
+        sync_interval: Duration,
+    ) -> Result<FileStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| backend(format!("cannot create {}: {e}", dir.display())))?;
         let lock = lock_dir(dir)?;
         let path = dir.join(DB_FILE);
@@ -264,18 +294,21 @@ impl FileStore {
                 }
             }
         }
-        commit(&db, std::slice::from_ref(&Job { ops: fixes, done: None }), Durability::Immediate).map_err(backend)?;
+        let mut pending = Pending::default();
+        pending.add(fixes);
+        pending.commit(&db).map_err(backend)?;
         if !restored.is_empty() {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
         }
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("taskgate-store".into())
-            .spawn(move || write_loop(db, rx))
+            .spawn(move || write_loop(db, rx, sync_interval))
             .map_err(backend)?;
         Ok(FileStore {
             mem,
             writer: Mutex::new(tx),
+            sync_interval,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
             path,
@@ -289,18 +322,17 @@ impl FileStore {
         &self.path
     }
 
-    /// Queues `ops`; the receiver says when they are durable (`durable`), else `None`.
-    fn queue(tx: &mpsc::Sender<Job>, ops: Vec<Op>, durable: bool) -> Option<oneshot::Receiver<Result<(), String>>> {
-        let (done, rx) = if durable {
-            let (a, b) = oneshot::channel();
-            (Some(a), Some(b))
-        } else {
-            (None, None)
-        };
-        // The writer outlives every sender; a send fails only if it panicked, and the
-        // waiter then hears so.
-        let _ = tx.send(Job { ops, done });
-        rx
+    /// Queues `ops`. The writer outlives every sender; a send fails only if it panicked, and
+    /// a waiter then hears so (its sender is dropped).
+    fn queue(tx: &mpsc::Sender<Job>, ops: Vec<Op>, due: Due) {
+        let _ = tx.send(Job { ops, due });
+    }
+
+    /// Queues `ops`; the receiver says when they are durable.
+    fn queue_awaited(tx: &mpsc::Sender<Job>, ops: Vec<Op>) -> Option<oneshot::Receiver<Result<(), String>>> {
+        let (done, rx) = oneshot::channel();
+        Self::queue(tx, ops, Due::Awaited(done));
+        Some(rx)
     }
 }
 
@@ -314,77 +346,123 @@ async fn durable(rx: Option<oneshot::Receiver<Result<(), String>>>) -> Result<()
     }
 }
 
-fn commit(db: &Database, jobs: &[Job], durability: Durability) -> Result<(), String> {
-    let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-    txn.set_durability(durability).map_err(|e| e.to_string())?;
-    {
-        let mut tasks = txn.open_table(TASKS).map_err(|e| e.to_string())?;
-        let mut sessions = txn.open_table(SESSIONS).map_err(|e| e.to_string())?;
-        for op in jobs.iter().flat_map(|j| &j.ops) {
-            match op {
-                Op::Put(k, v) => tasks.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                Op::Delete(k) => tasks.remove(k.as_str()).map(|_| ()),
-                Op::PutSession(k, v) => sessions.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                Op::DeleteSession(k) => sessions.remove(k.as_str()).map(|_| ()),
-            }
-            .map_err(|e| e.to_string())?;
-        }
-    }
-    txn.commit().map_err(|e| e.to_string())
+/// What the writer holds until its next commit: the last write of each key (a later write
+/// of a task replaces an earlier one not yet committed), and who waits for it.
+#[derive(Default)]
+struct Pending {
+    tasks: HashMap<String, Option<Vec<u8>>>,
+    sessions: HashMap<String, Option<Vec<u8>>>,
+    waiters: Vec<oneshot::Sender<Result<(), String>>>,
+    /// A write is due within the sync interval (awaited or [`Due::Soon`]).
+    due: bool,
+    /// When the oldest write not yet committed came.
+    since: Option<Instant>,
 }
 
-/// How long writes nobody waits for (removals, session records) wait for a durable commit
-/// to carry them before they are committed on their own (without an fsync).
-const LAZY_WRITES: Duration = Duration::from_secs(1);
+impl Pending {
+    fn add(&mut self, ops: Vec<Op>) {
+        self.since.get_or_insert_with(Instant::now);
+        for op in ops {
+            match op {
+                Op::Put(k, v) => self.tasks.insert(k, Some(v)),
+                Op::Delete(k) => self.tasks.insert(k, None),
+                Op::PutSession(k, v) => self.sessions.insert(k, Some(v)),
+                Op::DeleteSession(k) => self.sessions.insert(k, None),
+            };
+        }
+    }
 
-/// The writer thread: takes what has queued up and commits it in one transaction, durably
-/// (telling the waiters) if anyone waits; writes nobody waits for are held for the next
-/// such commit, for at most [`LAZY_WRITES`] or [`MAX_BATCH`] jobs. Ends when the store is
-/// dropped, committing what it holds.
-fn write_loop(db: Database, rx: mpsc::Receiver<Job>) {
-    let mut lazy: Vec<Job> = Vec::new();
-    loop {
-        let next = if lazy.is_empty() {
-            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-        } else {
-            rx.recv_timeout(LAZY_WRITES)
-        };
-        let first = match next {
-            Ok(j) => j,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = commit(&db, &lazy, Durability::None) {
-                    tracing::error!(error = %e, "task store write failed");
-                }
-                lazy.clear();
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let mut jobs = std::mem::take(&mut lazy);
-        jobs.push(first);
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
-            }
+    fn take(&mut self, job: Job) {
+        self.add(job.ops);
+        self.due |= !matches!(job.due, Due::Lazy);
+        if let Due::Awaited(w) = job.due {
+            self.waiters.push(w);
         }
-        let waited = jobs.iter().any(|j| j.done.is_some());
-        if !waited && jobs.len() < MAX_BATCH {
-            lazy = jobs;
-            continue;
-        }
-        let res = commit(&db, &jobs, if waited { Durability::Immediate } else { Durability::None });
+    }
+
+    /// When the next commit is due, if one is: `last` is when the previous durable commit
+    /// began.
+    fn deadline(&self, last: Option<Instant>, interval: Duration) -> Option<Instant> {
+        let since = self.since?;
+        if self.due { Some(last.map_or(since, |l| (l + interval).max(since))) } else { Some(since + LAZY_WRITES) }
+    }
+
+    /// Commits what is held in one durable transaction, and tells the waiters.
+    fn commit(&mut self, db: &Database) -> Result<(), String> {
+        let res = write(db, &self.tasks, &self.sessions);
         if let Err(e) = &res {
             tracing::error!(error = %e, "task store write failed");
         }
-        for j in jobs {
-            if let Some(d) = j.done {
-                let _ = d.send(res.clone());
+        for w in self.waiters.drain(..) {
+            let _ = w.send(res.clone());
+        }
+        self.tasks.clear();
+        self.sessions.clear();
+        (self.due, self.since) = (false, None);
+        res
+    }
+}
+
+type Rows = HashMap<String, Option<Vec<u8>>>;
+
+fn write(db: &Database, tasks: &Rows, sessions: &Rows) -> Result<(), String> {
+    let e = |e: redb::Error| e.to_string();
+    let mut txn = db.begin_write().map_err(|x| e(x.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|x| e(x.into()))?;
+    for (def, rows) in [(TASKS, tasks), (SESSIONS, sessions)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let mut table = txn.open_table(def).map_err(|x| e(x.into()))?;
+        for (k, v) in rows {
+            match v {
+                Some(v) => table.insert(k.as_str(), v.as_slice()).map(|_| ()),
+                None => table.remove(k.as_str()).map(|_| ()),
             }
+            .map_err(|x| e(x.into()))?;
         }
     }
-    // The last removals, made durable before the thread ends.
-    let _ = commit(&db, &lazy, Durability::Immediate);
+    txn.commit().map_err(|x| e(x.into()))
+}
+
+/// How long writes nobody waits for (removals, session records) wait for a commit to carry
+/// them before they get one of their own.
+const LAZY_WRITES: Duration = Duration::from_secs(1);
+
+/// The writer thread: gathers what is queued, the last write of each key winning, and
+/// commits it all in one durable transaction (one fsync) when a write is due: at once if
+/// the last commit began `interval` ago or more, else when it is that old, so that whatever
+/// queues meanwhile shares the fsync. Writes nobody waits for ride along, or get a commit of
+/// their own after [`LAZY_WRITES`]. Ends when the store is dropped, committing what it holds.
+fn write_loop(db: Database, rx: mpsc::Receiver<Job>, interval: Duration) {
+    let mut held = Pending::default();
+    let mut last: Option<Instant> = None;
+    loop {
+        let next = match held.deadline(last, interval) {
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            Some(at) => match at.checked_duration_since(Instant::now()) {
+                Some(wait) if !wait.is_zero() => rx.recv_timeout(wait),
+                _ => Err(mpsc::RecvTimeoutError::Timeout),
+            },
+        };
+        match next {
+            Ok(job) => {
+                held.take(job);
+                while let Ok(job) = rx.try_recv() {
+                    held.take(job);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                last = Some(Instant::now());
+                let _ = held.commit(&db);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // The last writes, made durable before the thread ends.
+    if held.since.is_some() {
+        let _ = held.commit(&db);
+    }
 }
 
 /// Whether a change is one the database must see.
@@ -401,7 +479,13 @@ impl TaskStore for FileStore {
         let queued = {
             let tx = self.writer.lock().unwrap();
             self.mem.insert(rec, client_limit).map(|rec| {
-                let rx = Self::queue(&tx, vec![Op::Put(rec.id.clone(), encode(&rec))], true);
+                let ops = vec![Op::Put(rec.id.clone(), encode(&rec))];
+                let rx = if self.sync_interval.is_zero() {
+                    Self::queue_awaited(&tx, ops)
+                } else {
+                    Self::queue(&tx, ops, Due::Soon);
+                    None
+                };
                 (rec, rx)
             })
         };
@@ -425,7 +509,9 @@ impl TaskStore for FileStore {
                 f(r)
             });
             let rx = match (&after, &before) {
-                (Some(a), Some(b)) if persists(b, a) => Self::queue(&tx, vec![Op::Put(a.id.clone(), encode(a))], true),
+                (Some(a), Some(b)) if persists(b, a) => {
+                    Self::queue_awaited(&tx, vec![Op::Put(a.id.clone(), encode(a))])
+                }
                 _ => None,
             };
             (after, rx)
@@ -448,7 +534,7 @@ impl TaskStore for FileStore {
         let tx = self.writer.lock().unwrap();
         let gone = self.mem.remove_expired(now);
         if !gone.is_empty() {
-            Self::queue(&tx, gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), false);
+            Self::queue(&tx, gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
@@ -457,7 +543,7 @@ impl TaskStore for FileStore {
         let tx = self.writer.lock().unwrap();
         let gone = self.mem.remove_if_expired(id, now);
         if let Some(r) = &gone {
-            Self::queue(&tx, vec![Op::Delete(r.id.clone())], false);
+            Self::queue(&tx, vec![Op::Delete(r.id.clone())], Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
@@ -476,7 +562,7 @@ impl TaskStore for FileStore {
 
     fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
         let bytes = serde_json::to_vec(&rec).expect("records serialize");
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::PutSession(rec.id, bytes)], false);
+        Self::queue(&self.writer.lock().unwrap(), vec![Op::PutSession(rec.id, bytes)], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
@@ -486,7 +572,7 @@ impl TaskStore for FileStore {
 
     fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
         self.sessions.lock().unwrap().remove(id);
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::DeleteSession(id.to_string())], false);
+        Self::queue(&self.writer.lock().unwrap(), vec![Op::DeleteSession(id.to_string())], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
@@ -504,6 +590,8 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
     use crate::config::StoreKind;
     Ok(match &cfg.store {
         StoreKind::Memory => Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
-        StoreKind::File(dir) => Arc::new(FileStore::open(dir, cfg.max_tasks, cfg.max_store_bytes)?),
+        StoreKind::File(dir) => {
+            Arc::new(FileStore::open_synced(dir, cfg.max_tasks, cfg.max_store_bytes, cfg.sync_interval)?)
+        }
     })
 }
