@@ -5,7 +5,10 @@
 //!   once, when the store opens, and every task it holds is put back in memory then (the
 //!   store's limits bound what that costs). A task that was running when the process died
 //!   comes back `failed`, with [`RESTARTED`] as its status message and as the error its
-//!   `tasks/result` gives; a finished one whose ttl has passed is dropped.
+//!   `tasks/result` gives; a finished one whose ttl has passed is dropped. A `get` of a task
+//!   whose end is queued but not yet durable waits for its commit (at most the sync
+//!   interval): `tasks/get` and `tasks/result` never show an end a crash could still undo
+//!   (`tasks/list` and a status watch may see it that moment sooner).
 //! - **Writes** go to memory first, then, in the same order (a lock held across both), to
 //!   one writer thread, which keeps the last write of each task until its next commit. Every
 //!   commit is durable (one fsync; redb 4.6 keeps a `Durability::None` commit in memory
@@ -33,14 +36,15 @@
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch};
+use writer::{Due, Job, Op, Pending, SESSIONS, TASKS};
 
 /// The status message (and error) of a task that was running when the gateway stopped.
 pub const RESTARTED: &str = "the gateway restarted while the task was running";
@@ -51,40 +55,18 @@ pub const DB_FILE: &str = "tasks.redb";
 /// Held locked by the gateway that has the directory open.
 pub const LOCK_FILE: &str = "lock";
 
-const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
-/// HTTP sessions by `Mcp-Session-Id`, JSON [`SessionRecord`]s.
-const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+mod writer;
 
 /// The default `[tasks] sync_interval`: at most one durable commit (one fsync) per 10 ms.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
-
-enum Op {
-    Put(String, Vec<u8>),
-    Delete(String),
-    PutSession(String, Vec<u8>),
-    DeleteSession(String),
-}
-
-/// How soon a write must be durable.
-enum Due {
-    /// Someone waits until it is: told then (or told the commit failed).
-    Awaited(oneshot::Sender<Result<(), String>>),
-    /// Within the sync interval; nobody waits (a new task, when the interval is not zero).
-    Soon,
-    /// Whenever the next commit is, within [`LAZY_WRITES`] (removals, session records).
-    Lazy,
-}
-
-struct Job {
-    ops: Vec<Op>,
-    due: Due,
-}
 
 pub struct FileStore {
     mem: MemoryStore,
     /// Held across the memory change and the queueing of its write, so that the database
     /// sees the changes in the order memory did.
-    writer: Mutex<mpsc::Sender<Job>>,
+    writer: Mutex<Queue>,
+    /// The last job the writer committed.
+    synced: watch::Receiver<u64>,
     /// How long a new task may wait for its durable commit (`[tasks] sync_interval`); zero:
     /// its insert waits for it.
     sync_interval: Duration,
@@ -97,6 +79,32 @@ pub struct FileStore {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Locked while the store is open; unlocked when closed.
     _lock: std::fs::File,
+}
+
+/// The way to the writer thread.
+struct Queue {
+    tx: mpsc::Sender<Job>,
+    /// The last job queued.
+    seq: u64,
+    /// Tasks whose end (or later change) is queued, and its job: `get` waits until it is
+    /// durable, so that no `tasks/result` answers with a result a crash could still lose.
+    ends: HashMap<String, u64>,
+}
+
+impl Queue {
+    /// Queues `ops`, returning the job's seq. The writer outlives every sender; a send fails
+    /// only if it panicked, and a waiter then hears so (its sender is dropped).
+    fn send(&mut self, ops: Vec<Op>, due: Due) -> u64 {
+        self.seq += 1;
+        let _ = self.tx.send(Job { ops, due, seq: self.seq });
+        self.seq
+    }
+
+    /// Queues `ops`; the receiver says when they are durable.
+    fn awaited(&mut self, ops: Vec<Op>) -> (u64, oneshot::Receiver<Result<(), String>>) {
+        let (done, rx) = oneshot::channel();
+        (self.send(ops, Due::Awaited(done)), rx)
+    }
 }
 
 /// Locks the data directory for this process, or says who holds it.
@@ -119,7 +127,7 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
 impl Drop for FileStore {
     fn drop(&mut self) {
         // Closing the queue ends the writer once it has written what was queued.
-        *self.writer.get_mut().unwrap_or_else(|e| e.into_inner()) = mpsc::channel().0;
+        self.writer.get_mut().unwrap_or_else(|e| e.into_inner()).tx = mpsc::channel().0;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -301,13 +309,15 @@ impl FileStore {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
         }
         let (tx, rx) = mpsc::channel();
+        let (synced_tx, synced) = watch::channel(0);
         let thread = std::thread::Builder::new()
             .name("taskgate-store".into())
-            .spawn(move || write_loop(db, rx, sync_interval))
+            .spawn(move || writer::write_loop(db, rx, sync_interval, synced_tx))
             .map_err(backend)?;
         Ok(FileStore {
             mem,
-            writer: Mutex::new(tx),
+            writer: Mutex::new(Queue { tx, seq: 0, ends: HashMap::new() }),
+            synced,
             sync_interval,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
@@ -321,19 +331,6 @@ impl FileStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// Queues `ops`. The writer outlives every sender; a send fails only if it panicked, and
-    /// a waiter then hears so (its sender is dropped).
-    fn queue(tx: &mpsc::Sender<Job>, ops: Vec<Op>, due: Due) {
-        let _ = tx.send(Job { ops, due });
-    }
-
-    /// Queues `ops`; the receiver says when they are durable.
-    fn queue_awaited(tx: &mpsc::Sender<Job>, ops: Vec<Op>) -> Option<oneshot::Receiver<Result<(), String>>> {
-        let (done, rx) = oneshot::channel();
-        Self::queue(tx, ops, Due::Awaited(done));
-        Some(rx)
-    }
 }
 
 async fn durable(rx: Option<oneshot::Receiver<Result<(), String>>>) -> Result<(), StoreError> {
@@ -343,125 +340,6 @@ async fn durable(rx: Option<oneshot::Receiver<Result<(), String>>>) -> Result<()
             Ok(r) => r.map_err(backend),
             Err(_) => Err(backend("the writer thread stopped")),
         },
-    }
-}
-
-/// What the writer holds until its next commit: the last write of each key (a later write
-/// of a task replaces an earlier one not yet committed), and who waits for it.
-#[derive(Default)]
-struct Pending {
-    tasks: HashMap<String, Option<Vec<u8>>>,
-    sessions: HashMap<String, Option<Vec<u8>>>,
-    waiters: Vec<oneshot::Sender<Result<(), String>>>,
-    /// A write is due within the sync interval (awaited or [`Due::Soon`]).
-    due: bool,
-    /// When the oldest write not yet committed came.
-    since: Option<Instant>,
-}
-
-impl Pending {
-    fn add(&mut self, ops: Vec<Op>) {
-        self.since.get_or_insert_with(Instant::now);
-        for op in ops {
-            match op {
-                Op::Put(k, v) => self.tasks.insert(k, Some(v)),
-                Op::Delete(k) => self.tasks.insert(k, None),
-                Op::PutSession(k, v) => self.sessions.insert(k, Some(v)),
-                Op::DeleteSession(k) => self.sessions.insert(k, None),
-            };
-        }
-    }
-
-    fn take(&mut self, job: Job) {
-        self.add(job.ops);
-        self.due |= !matches!(job.due, Due::Lazy);
-        if let Due::Awaited(w) = job.due {
-            self.waiters.push(w);
-        }
-    }
-
-    /// When the next commit is due, if one is: `last` is when the previous durable commit
-    /// began.
-    fn deadline(&self, last: Option<Instant>, interval: Duration) -> Option<Instant> {
-        let since = self.since?;
-        if self.due { Some(last.map_or(since, |l| (l + interval).max(since))) } else { Some(since + LAZY_WRITES) }
-    }
-
-    /// Commits what is held in one durable transaction, and tells the waiters.
-    fn commit(&mut self, db: &Database) -> Result<(), String> {
-        let res = write(db, &self.tasks, &self.sessions);
-        if let Err(e) = &res {
-            tracing::error!(error = %e, "task store write failed");
-        }
-        for w in self.waiters.drain(..) {
-            let _ = w.send(res.clone());
-        }
-        self.tasks.clear();
-        self.sessions.clear();
-        (self.due, self.since) = (false, None);
-        res
-    }
-}
-
-type Rows = HashMap<String, Option<Vec<u8>>>;
-
-fn write(db: &Database, tasks: &Rows, sessions: &Rows) -> Result<(), String> {
-    let e = |e: redb::Error| e.to_string();
-    let mut txn = db.begin_write().map_err(|x| e(x.into()))?;
-    txn.set_durability(Durability::Immediate).map_err(|x| e(x.into()))?;
-    for (def, rows) in [(TASKS, tasks), (SESSIONS, sessions)] {
-        if rows.is_empty() {
-            continue;
-        }
-        let mut table = txn.open_table(def).map_err(|x| e(x.into()))?;
-        for (k, v) in rows {
-            match v {
-                Some(v) => table.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                None => table.remove(k.as_str()).map(|_| ()),
-            }
-            .map_err(|x| e(x.into()))?;
-        }
-    }
-    txn.commit().map_err(|x| e(x.into()))
-}
-
-/// How long writes nobody waits for (removals, session records) wait for a commit to carry
-/// them before they get one of their own.
-const LAZY_WRITES: Duration = Duration::from_secs(1);
-
-/// The writer thread: gathers what is queued, the last write of each key winning, and
-/// commits it all in one durable transaction (one fsync) when a write is due: at once if
-/// the last commit began `interval` ago or more, else when it is that old, so that whatever
-/// queues meanwhile shares the fsync. Writes nobody waits for ride along, or get a commit of
-/// their own after [`LAZY_WRITES`]. Ends when the store is dropped, committing what it holds.
-fn write_loop(db: Database, rx: mpsc::Receiver<Job>, interval: Duration) {
-    let mut held = Pending::default();
-    let mut last: Option<Instant> = None;
-    loop {
-        let next = match held.deadline(last, interval) {
-            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            Some(at) => match at.checked_duration_since(Instant::now()) {
-                Some(wait) if !wait.is_zero() => rx.recv_timeout(wait),
-                _ => Err(mpsc::RecvTimeoutError::Timeout),
-            },
-        };
-        match next {
-            Ok(job) => {
-                held.take(job);
-                while let Ok(job) = rx.try_recv() {
-                    held.take(job);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                last = Some(Instant::now());
-                let _ = held.commit(&db);
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    // The last writes, made durable before the thread ends.
-    if held.since.is_some() {
-        let _ = held.commit(&db);
     }
 }
 
@@ -477,13 +355,13 @@ fn persists(before: &(TaskStatus, Option<String>, SystemTime, Duration, bool), a
 impl TaskStore for FileStore {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
         let queued = {
-            let tx = self.writer.lock().unwrap();
+            let mut q = self.writer.lock().unwrap();
             self.mem.insert(rec, client_limit).map(|rec| {
                 let ops = vec![Op::Put(rec.id.clone(), encode(&rec))];
                 let rx = if self.sync_interval.is_zero() {
-                    Self::queue_awaited(&tx, ops)
+                    Some(q.awaited(ops).1)
                 } else {
-                    Self::queue(&tx, ops, Due::Soon);
+                    q.send(ops, Due::Soon);
                     None
                 };
                 (rec, rx)
@@ -497,12 +375,19 @@ impl TaskStore for FileStore {
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
-        Box::pin(std::future::ready(self.mem.get(id)))
+        let Some(&seq) = self.writer.lock().unwrap().ends.get(id) else {
+            return Box::pin(std::future::ready(self.mem.get(id)));
+        };
+        Box::pin(async move {
+            // Its end is not durable yet: wait for the commit that carries it (or the writer's end).
+            let _ = self.synced.clone().wait_for(|&done| done >= seq).await;
+            self.mem.get(id)
+        })
     }
 
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         let (after, rx) = {
-            let tx = self.writer.lock().unwrap();
+            let mut q = self.writer.lock().unwrap();
             let mut before = None;
             let after = self.mem.update(id, &mut |r| {
                 before = Some((r.status, r.status_message.clone(), r.last_updated_at, r.ttl, r.ttl_from_end));
@@ -510,15 +395,22 @@ impl TaskStore for FileStore {
             });
             let rx = match (&after, &before) {
                 (Some(a), Some(b)) if persists(b, a) => {
-                    Self::queue_awaited(&tx, vec![Op::Put(a.id.clone(), encode(a))])
+                    let (seq, rx) = q.awaited(vec![Op::Put(a.id.clone(), encode(a))]);
+                    q.ends.insert(a.id.clone(), seq);
+                    Some((seq, rx))
                 }
                 _ => None,
             };
             (after, rx)
         };
         Box::pin(async move {
-            durable(rx).await?;
-            Ok(after)
+            let Some((seq, rx)) = rx else { return Ok(after) };
+            let res = durable(Some(rx)).await;
+            let mut q = self.writer.lock().unwrap();
+            if q.ends.get(id) == Some(&seq) {
+                q.ends.remove(id);
+            }
+            res.map(|()| after)
         })
     }
 
@@ -531,19 +423,21 @@ impl TaskStore for FileStore {
     }
 
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        let tx = self.writer.lock().unwrap();
+        let mut q = self.writer.lock().unwrap();
         let gone = self.mem.remove_expired(now);
         if !gone.is_empty() {
-            Self::queue(&tx, gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), Due::Lazy);
+            gone.iter().for_each(|r| _ = q.ends.remove(&r.id));
+            q.send(gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
 
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
-        let tx = self.writer.lock().unwrap();
+        let mut q = self.writer.lock().unwrap();
         let gone = self.mem.remove_if_expired(id, now);
         if let Some(r) = &gone {
-            Self::queue(&tx, vec![Op::Delete(r.id.clone())], Due::Lazy);
+            q.ends.remove(&r.id);
+            q.send(vec![Op::Delete(r.id.clone())], Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
@@ -562,7 +456,7 @@ impl TaskStore for FileStore {
 
     fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
         let bytes = serde_json::to_vec(&rec).expect("records serialize");
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::PutSession(rec.id, bytes)], Due::Lazy);
+        self.writer.lock().unwrap().send(vec![Op::PutSession(rec.id, bytes)], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
@@ -572,7 +466,7 @@ impl TaskStore for FileStore {
 
     fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
         self.sessions.lock().unwrap().remove(id);
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::DeleteSession(id.to_string())], Due::Lazy);
+        self.writer.lock().unwrap().send(vec![Op::DeleteSession(id.to_string())], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
