@@ -16,9 +16,14 @@ use taskgate::{FileStore, TaskStatus, TaskStore};
 async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
-    // No [tasks] table: a config read from a file keeps its tasks in taskgate-data beside it.
-    // (One task per tasks/list page: a cursor from before the crash is used after it.)
-    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nlist_page_size = 1\n{}", builtin_upstream("demo"));
+    // No store named: a config read from a file keeps its tasks in taskgate-data beside it.
+    // Every write awaited durable, a new task's too (sync_interval 0): the running task is on
+    // disk once its CreateTaskResult is sent, however soon the kill comes. One task per
+    // tasks/list page: a cursor from before the crash is used after it.
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nsync_interval = \"0ms\"\nlist_page_size = 1\n{}",
+        builtin_upstream("demo")
+    );
     std::fs::write(&config, text).unwrap();
 
     let (gw, addr) = start(&config).await;
@@ -109,4 +114,45 @@ async fn a_task_cut_by_sigterm_comes_back_failed_saying_so() {
     assert_eq!(got.result()["status"], "failed", "{:?}", got.response);
     let message = got.result()["statusMessage"].as_str().unwrap();
     assert!(message.ends_with("the gateway is shutting down"), "stored as it ended: {message}");
+}
+
+/// With a sync interval (long here, so that a write acknowledged before its commit would be
+/// caught), a task's end is acknowledged only once it is durable, and carries every write
+/// queued before it: a `kill -9` right after `tasks/result` loses neither the finished task
+/// nor the running one created before it.
+#[tokio::test]
+async fn with_a_sync_interval_an_acknowledged_end_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nsync_interval = \"400ms\"\n{}", builtin_upstream("demo"));
+    std::fs::write(&config, text).unwrap();
+
+    let (gw, addr) = start(&config).await;
+    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    c.initialize("2025-11-25").await;
+    let slow = json!({"name": "slow", "arguments": {"duration_ms": 60000, "steps": 60}, "task": {"ttl": 600000}});
+    let running_id = c.request("tools/call", slow).await.result()["task"]["taskId"].as_str().unwrap().to_string();
+    let mut done_ids = Vec::new();
+    for text in ["first", "second"] {
+        let created = c
+            .request("tools/call", json!({"name": "echo", "arguments": {"text": text}, "task": {"ttl": 600000}}))
+            .await;
+        let id = created.result()["task"]["taskId"].as_str().unwrap().to_string();
+        let result = c.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(result.result()["content"][0]["text"], text, "{:?}", result.response);
+        done_ids.push(id);
+    }
+    signal(gw.pid(), libc::SIGKILL);
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    for (id, text) in done_ids.iter().zip(["first", "second"]) {
+        let result = c.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(result.result()["content"][0]["text"], text, "acknowledged, so durable: {:?}", result.response);
+    }
+    let got = c.request("tasks/get", json!({"taskId": running_id})).await;
+    assert_eq!(got.result()["status"], "failed", "its creation rode with the later ends: {:?}", got.response);
+    assert_eq!(got.result()["statusMessage"], taskgate::RESTARTED);
 }

@@ -112,10 +112,8 @@ async fn two_requests_reviving_one_session_at_once_share_it() {
     assert_eq!(got.result()["tasks"].as_array().unwrap().len(), 1, "{:?}", got.response);
 }
 
-// Fails: the file store writes a session's removal without waiting, and commits it with
-// `Durability::None`, which redb persists only with a later durable commit; a crash before
-// one brings the deleted session back (src/tasks/file_store.rs, the other helper's).
-#[ignore = "src/tasks/file_store.rs: a session's removal is not durable (Durability::None)"]
+// A session's removal is not awaited, but is in a durable commit within a second (the next
+// one, or one of its own).
 #[tokio::test]
 async fn a_session_deleted_before_a_crash_is_not_revived() {
     let dir = tempfile::tempdir().unwrap();

@@ -43,6 +43,7 @@ impl Config {
             StoreKind::File(dir) => {
                 let _ = writeln!(out, "store = \"file\"");
                 let _ = writeln!(out, "path = {:?}", dir.display().to_string());
+                let _ = writeln!(out, "sync_interval = \"{}\"", fmt_duration(self.tasks.sync_interval));
             }
         }
         for u in &self.upstreams {

@@ -62,6 +62,10 @@ impl Config {
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
                     store: store_kind(t.store.as_deref(), t.path.as_deref(), base)?,
                     store_chosen: t.store.is_some() || t.path.is_some(),
+                    sync_interval: match duration_or_zero("tasks.sync_interval", t.sync_interval, d.sync_interval)? {
+                        i if i > Duration::from_secs(1) => return err("tasks.sync_interval: at most \"1s\""),
+                        i => i,
+                    },
                 }
             }
         };

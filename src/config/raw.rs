@@ -47,6 +47,7 @@ pub(super) struct RawTasks {
     pub(super) max_followed: Option<u64>,
     pub(super) store: Option<String>,
     pub(super) path: Option<String>,
+    pub(super) sync_interval: Option<String>,
 }
 
 #[derive(Deserialize)]

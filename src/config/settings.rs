@@ -36,6 +36,10 @@ pub struct TasksConfig {
     /// (they belong to the session, which is the process) and several clients may each
     /// start a stdio gateway with one config (a data directory takes one gateway).
     pub store_chosen: bool,
+    /// The `file` store makes at most one durable commit (one fsync) per this long, shared by
+    /// whatever queued meanwhile; zero: one as soon as a write is waited for, a new task's
+    /// included (see `tasks::file_store`).
+    pub sync_interval: Duration,
 }
 
 /// The task store's backend (`[tasks] store`).
@@ -62,6 +66,7 @@ impl Default for TasksConfig {
             max_followed: 1000,
             store: StoreKind::Memory,
             store_chosen: false,
+            sync_interval: Duration::from_millis(10),
         }
     }
 }

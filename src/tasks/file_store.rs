@@ -5,19 +5,28 @@
 //!   once, when the store opens, and every task it holds is put back in memory then (the
 //!   store's limits bound what that costs). A task that was running when the process died
 //!   comes back `failed`, with [`RESTARTED`] as its status message and as the error its
-//!   `tasks/result` gives; a finished one whose ttl has passed is dropped.
+//!   `tasks/result` gives; a finished one whose ttl has passed is dropped. A `get` of a task
+//!   whose end is queued but not yet durable waits for its commit (at most the sync
+//!   interval): `tasks/get` and `tasks/result` never show an end a crash could still undo
+//!   (`tasks/list` and a status watch may see it that moment sooner).
 //! - **Writes** go to memory first, then, in the same order (a lock held across both), to
-//!   one writer thread that commits whatever has queued up in one transaction (group
-//!   commit). What must survive a crash is awaited: a new task (so that an id a client
-//!   holds is never unknown after a restart) and a change that made a task terminal, or that
-//!   changed a finished one. Removals (and session records) are written without waiting and
-//!   without an fsync of their own: the next durable commit carries them, or after a second
-//!   a commit of their own without one; a removal lost to a crash is expired again when the
-//!   store opens. Changes to a running task (status messages, input-required
-//!   and back) are not written at all: after a restart a running task is `failed` whatever
-//!   it said, so nothing is spent on them, and progress never reaches the store.
+//!   one writer thread, which keeps the last write of each task until its next commit. Every
+//!   commit is durable (one fsync; redb 4.6 keeps a `Durability::None` commit in memory
+//!   only, so a `kill -9` loses it) and takes all that queued: at once when a write is due
+//!   and the previous commit began `[tasks] sync_interval` ago or more (10 ms by default),
+//!   else when it is that old, so under load one fsync serves every task that ended meanwhile.
+//!   A change that made a task terminal (or changed a finished one) is awaited: its
+//!   `tasks/result` and status notification wait for its commit, at most the interval. A new
+//!   task is not awaited (its `CreateTaskResult` goes out at once) but is due within the
+//!   interval, and any later awaited write carries it: a crash in that window can leave a
+//!   client an id the restarted gateway does not know, where it would otherwise find the
+//!   task `failed` (its work is lost either way). With `sync_interval = 0` a due write is
+//!   committed at once and a new task is awaited too. Removals and session records wait for
+//!   the next commit, or a second (one lost to a crash is expired again at opening). Changes
+//!   to a running task (status messages, input required and back) are not written: after a
+//!   restart a running task is `failed` whatever it said, and progress never reaches the store.
 //! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
-//!   initialized (without waiting: its first task's durable write carries it) and removed
+//!   initialized (without waiting: its first task's commit carries it) and removed
 //!   when it ends; at reopening only those whose owner still has tasks are kept, so that a
 //!   client coming back with its `Mcp-Session-Id` reaches its tasks again.
 //! - The directory is locked while the store is open (`flock` on [`LOCK_FILE`]; redb
@@ -27,7 +36,7 @@
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -35,6 +44,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch};
+use writer::{Due, Job, Op, Pending, SESSIONS, TASKS};
 
 /// The status message (and error) of a task that was running when the gateway stopped.
 pub const RESTARTED: &str = "the gateway restarted while the task was running";
@@ -45,31 +55,21 @@ pub const DB_FILE: &str = "tasks.redb";
 /// Held locked by the gateway that has the directory open.
 pub const LOCK_FILE: &str = "lock";
 
-const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
-/// HTTP sessions by `Mcp-Session-Id`, JSON [`SessionRecord`]s.
-const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+mod writer;
 
-/// Jobs committed in one transaction at most.
-const MAX_BATCH: usize = 512;
-
-enum Op {
-    Put(String, Vec<u8>),
-    Delete(String),
-    PutSession(String, Vec<u8>),
-    DeleteSession(String),
-}
-
-struct Job {
-    ops: Vec<Op>,
-    /// Told once the ops are durable; `None`: nobody waits (and no fsync is owed).
-    done: Option<oneshot::Sender<Result<(), String>>>,
-}
+/// The default `[tasks] sync_interval`: at most one durable commit (one fsync) per 10 ms.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
 
 pub struct FileStore {
     mem: MemoryStore,
     /// Held across the memory change and the queueing of its write, so that the database
     /// sees the changes in the order memory did.
-    writer: Mutex<mpsc::Sender<Job>>,
+    writer: Mutex<Queue>,
+    /// The last job the writer committed.
+    synced: watch::Receiver<u64>,
+    /// How long a new task may wait for its durable commit (`[tasks] sync_interval`); zero:
+    /// its insert waits for it.
+    sync_interval: Duration,
     /// The finished tasks brought back when the store opened.
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
@@ -79,6 +79,32 @@ pub struct FileStore {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Locked while the store is open; unlocked when closed.
     _lock: std::fs::File,
+}
+
+/// The way to the writer thread.
+struct Queue {
+    tx: mpsc::Sender<Job>,
+    /// The last job queued.
+    seq: u64,
+    /// Tasks whose end (or later change) is queued, and its job: `get` waits until it is
+    /// durable, so that no `tasks/result` answers with a result a crash could still lose.
+    ends: HashMap<String, u64>,
+}
+
+impl Queue {
+    /// Queues `ops`, returning the job's seq. The writer outlives every sender; a send fails
+    /// only if it panicked, and a waiter then hears so (its sender is dropped).
+    fn send(&mut self, ops: Vec<Op>, due: Due) -> u64 {
+        self.seq += 1;
+        let _ = self.tx.send(Job { ops, due, seq: self.seq });
+        self.seq
+    }
+
+    /// Queues `ops`; the receiver says when they are durable.
+    fn awaited(&mut self, ops: Vec<Op>) -> (u64, oneshot::Receiver<Result<(), String>>) {
+        let (done, rx) = oneshot::channel();
+        (self.send(ops, Due::Awaited(done)), rx)
+    }
 }
 
 /// Locks the data directory for this process, or says who holds it.
@@ -101,7 +127,7 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
 impl Drop for FileStore {
     fn drop(&mut self) {
         // Closing the queue ends the writer once it has written what was queued.
-        *self.writer.get_mut().unwrap_or_else(|e| e.into_inner()) = mpsc::channel().0;
+        self.writer.get_mut().unwrap_or_else(|e| e.into_inner()).tx = mpsc::channel().0;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -203,8 +229,20 @@ fn backend(cause: impl std::fmt::Display) -> StoreError {
 
 impl FileStore {
     /// Opens (or creates) the store in directory `dir`, with the limits of a
-    /// [`MemoryStore`]. Blocking I/O: call it before serving, or off the runtime.
+    /// [`MemoryStore`] and the [`DEFAULT_SYNC_INTERVAL`]. Blocking I/O: call it before
+    /// serving, or off the runtime.
     pub fn open(dir: &Path, max_tasks: usize, max_bytes: usize) -> Result<FileStore, StoreError> {
+        FileStore::open_synced(dir, max_tasks, max_bytes, DEFAULT_SYNC_INTERVAL)
+    }
+
+    /// [`FileStore::open`], making at most one durable commit per `sync_interval` (zero: one
+    /// as soon as a write is waited for).
+    pub fn open_synced(
+        dir: &Path,
+        max_tasks: usize,
+        max_bytes: usize,
+        sync_interval: Duration,
+    ) -> Result<FileStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| backend(format!("cannot create {}: {e}", dir.display())))?;
         let lock = lock_dir(dir)?;
         let path = dir.join(DB_FILE);
@@ -264,18 +302,23 @@ impl FileStore {
                 }
             }
         }
-        commit(&db, std::slice::from_ref(&Job { ops: fixes, done: None }), Durability::Immediate).map_err(backend)?;
+        let mut pending = Pending::default();
+        pending.add(fixes);
+        pending.commit(&db).map_err(backend)?;
         if !restored.is_empty() {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
         }
         let (tx, rx) = mpsc::channel();
+        let (synced_tx, synced) = watch::channel(0);
         let thread = std::thread::Builder::new()
             .name("taskgate-store".into())
-            .spawn(move || write_loop(db, rx))
+            .spawn(move || writer::write_loop(db, rx, sync_interval, synced_tx))
             .map_err(backend)?;
         Ok(FileStore {
             mem,
-            writer: Mutex::new(tx),
+            writer: Mutex::new(Queue { tx, seq: 0, ends: HashMap::new() }),
+            synced,
+            sync_interval,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
             path,
@@ -288,20 +331,6 @@ impl FileStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// Queues `ops`; the receiver says when they are durable (`durable`), else `None`.
-    fn queue(tx: &mpsc::Sender<Job>, ops: Vec<Op>, durable: bool) -> Option<oneshot::Receiver<Result<(), String>>> {
-        let (done, rx) = if durable {
-            let (a, b) = oneshot::channel();
-            (Some(a), Some(b))
-        } else {
-            (None, None)
-        };
-        // The writer outlives every sender; a send fails only if it panicked, and the
-        // waiter then hears so.
-        let _ = tx.send(Job { ops, done });
-        rx
-    }
 }
 
 async fn durable(rx: Option<oneshot::Receiver<Result<(), String>>>) -> Result<(), StoreError> {
@@ -312,79 +341,6 @@ async fn durable(rx: Option<oneshot::Receiver<Result<(), String>>>) -> Result<()
             Err(_) => Err(backend("the writer thread stopped")),
         },
     }
-}
-
-fn commit(db: &Database, jobs: &[Job], durability: Durability) -> Result<(), String> {
-    let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-    txn.set_durability(durability).map_err(|e| e.to_string())?;
-    {
-        let mut tasks = txn.open_table(TASKS).map_err(|e| e.to_string())?;
-        let mut sessions = txn.open_table(SESSIONS).map_err(|e| e.to_string())?;
-        for op in jobs.iter().flat_map(|j| &j.ops) {
-            match op {
-                Op::Put(k, v) => tasks.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                Op::Delete(k) => tasks.remove(k.as_str()).map(|_| ()),
-                Op::PutSession(k, v) => sessions.insert(k.as_str(), v.as_slice()).map(|_| ()),
-                Op::DeleteSession(k) => sessions.remove(k.as_str()).map(|_| ()),
-            }
-            .map_err(|e| e.to_string())?;
-        }
-    }
-    txn.commit().map_err(|e| e.to_string())
-}
-
-/// How long writes nobody waits for (removals, session records) wait for a durable commit
-/// to carry them before they are committed on their own (without an fsync).
-const LAZY_WRITES: Duration = Duration::from_secs(1);
-
-/// The writer thread: takes what has queued up and commits it in one transaction, durably
-/// (telling the waiters) if anyone waits; writes nobody waits for are held for the next
-/// such commit, for at most [`LAZY_WRITES`] or [`MAX_BATCH`] jobs. Ends when the store is
-/// dropped, committing what it holds.
-fn write_loop(db: Database, rx: mpsc::Receiver<Job>) {
-    let mut lazy: Vec<Job> = Vec::new();
-    loop {
-        let next = if lazy.is_empty() {
-            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-        } else {
-            rx.recv_timeout(LAZY_WRITES)
-        };
-        let first = match next {
-            Ok(j) => j,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = commit(&db, &lazy, Durability::None) {
-                    tracing::error!(error = %e, "task store write failed");
-                }
-                lazy.clear();
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let mut jobs = std::mem::take(&mut lazy);
-        jobs.push(first);
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
-        let waited = jobs.iter().any(|j| j.done.is_some());
-        if !waited && jobs.len() < MAX_BATCH {
-            lazy = jobs;
-            continue;
-        }
-        let res = commit(&db, &jobs, if waited { Durability::Immediate } else { Durability::None });
-        if let Err(e) = &res {
-            tracing::error!(error = %e, "task store write failed");
-        }
-        for j in jobs {
-            if let Some(d) = j.done {
-                let _ = d.send(res.clone());
-            }
-        }
-    }
-    // The last removals, made durable before the thread ends.
-    let _ = commit(&db, &lazy, Durability::Immediate);
 }
 
 /// Whether a change is one the database must see.
@@ -399,9 +355,15 @@ fn persists(before: &(TaskStatus, Option<String>, SystemTime, Duration, bool), a
 impl TaskStore for FileStore {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
         let queued = {
-            let tx = self.writer.lock().unwrap();
+            let mut q = self.writer.lock().unwrap();
             self.mem.insert(rec, client_limit).map(|rec| {
-                let rx = Self::queue(&tx, vec![Op::Put(rec.id.clone(), encode(&rec))], true);
+                let ops = vec![Op::Put(rec.id.clone(), encode(&rec))];
+                let rx = if self.sync_interval.is_zero() {
+                    Some(q.awaited(ops).1)
+                } else {
+                    q.send(ops, Due::Soon);
+                    None
+                };
                 (rec, rx)
             })
         };
@@ -413,26 +375,42 @@ impl TaskStore for FileStore {
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
-        Box::pin(std::future::ready(self.mem.get(id)))
+        let Some(&seq) = self.writer.lock().unwrap().ends.get(id) else {
+            return Box::pin(std::future::ready(self.mem.get(id)));
+        };
+        Box::pin(async move {
+            // Its end is not durable yet: wait for the commit that carries it (or the writer's end).
+            let _ = self.synced.clone().wait_for(|&done| done >= seq).await;
+            self.mem.get(id)
+        })
     }
 
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         let (after, rx) = {
-            let tx = self.writer.lock().unwrap();
+            let mut q = self.writer.lock().unwrap();
             let mut before = None;
             let after = self.mem.update(id, &mut |r| {
                 before = Some((r.status, r.status_message.clone(), r.last_updated_at, r.ttl, r.ttl_from_end));
                 f(r)
             });
             let rx = match (&after, &before) {
-                (Some(a), Some(b)) if persists(b, a) => Self::queue(&tx, vec![Op::Put(a.id.clone(), encode(a))], true),
+                (Some(a), Some(b)) if persists(b, a) => {
+                    let (seq, rx) = q.awaited(vec![Op::Put(a.id.clone(), encode(a))]);
+                    q.ends.insert(a.id.clone(), seq);
+                    Some((seq, rx))
+                }
                 _ => None,
             };
             (after, rx)
         };
         Box::pin(async move {
-            durable(rx).await?;
-            Ok(after)
+            let Some((seq, rx)) = rx else { return Ok(after) };
+            let res = durable(Some(rx)).await;
+            let mut q = self.writer.lock().unwrap();
+            if q.ends.get(id) == Some(&seq) {
+                q.ends.remove(id);
+            }
+            res.map(|()| after)
         })
     }
 
@@ -445,19 +423,21 @@ impl TaskStore for FileStore {
     }
 
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        let tx = self.writer.lock().unwrap();
+        let mut q = self.writer.lock().unwrap();
         let gone = self.mem.remove_expired(now);
         if !gone.is_empty() {
-            Self::queue(&tx, gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), false);
+            gone.iter().for_each(|r| _ = q.ends.remove(&r.id));
+            q.send(gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
 
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
-        let tx = self.writer.lock().unwrap();
+        let mut q = self.writer.lock().unwrap();
         let gone = self.mem.remove_if_expired(id, now);
         if let Some(r) = &gone {
-            Self::queue(&tx, vec![Op::Delete(r.id.clone())], false);
+            q.ends.remove(&r.id);
+            q.send(vec![Op::Delete(r.id.clone())], Due::Lazy);
         }
         Box::pin(std::future::ready(gone))
     }
@@ -476,7 +456,7 @@ impl TaskStore for FileStore {
 
     fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
         let bytes = serde_json::to_vec(&rec).expect("records serialize");
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::PutSession(rec.id, bytes)], false);
+        self.writer.lock().unwrap().send(vec![Op::PutSession(rec.id, bytes)], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
@@ -486,7 +466,7 @@ impl TaskStore for FileStore {
 
     fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
         self.sessions.lock().unwrap().remove(id);
-        Self::queue(&self.writer.lock().unwrap(), vec![Op::DeleteSession(id.to_string())], false);
+        self.writer.lock().unwrap().send(vec![Op::DeleteSession(id.to_string())], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
 
@@ -504,6 +484,8 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
     use crate::config::StoreKind;
     Ok(match &cfg.store {
         StoreKind::Memory => Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
-        StoreKind::File(dir) => Arc::new(FileStore::open(dir, cfg.max_tasks, cfg.max_store_bytes)?),
+        StoreKind::File(dir) => {
+            Arc::new(FileStore::open_synced(dir, cfg.max_tasks, cfg.max_store_bytes, cfg.sync_interval)?)
+        }
     })
 }

@@ -161,7 +161,8 @@ pub type Edit<'a> = &'a mut (dyn FnMut(&mut TaskRecord) + Send);
 /// whichever implementation is chosen (the one suite in `tasks::store_suite` checks it).
 pub trait TaskStore: Send + Sync {
     /// Adds a task (its `seq` is assigned here), unless a limit refuses it; returns it as
-    /// stored. Once this returns, the task is as durable as the store is.
+    /// stored. Once this returns, the task is as durable as the store is (the file store's:
+    /// on disk within its `sync_interval`, unless that is zero; see `tasks::file_store`).
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>>;
     /// Changes a task with `f`; returns the record after the change. A terminal task keeps

@@ -100,7 +100,8 @@ async fn unknown_tasks_are_none(s: &dyn TaskStore) {
     assert!(s.update("nope", &mut |r| r.status = TaskStatus::Failed).await.unwrap().is_none());
 }
 
-/// Each test against each store: `memory`, and `file` in a fresh directory.
+/// Each test against each store: `memory`, and `file` in a fresh directory (at the default
+/// sync interval, and with every write awaited: `file_strict`).
 macro_rules! suite {
     ($($name:ident: max_tasks $max:expr, max_bytes $bytes:expr;)*) => {
         mod memory {
@@ -114,6 +115,14 @@ macro_rules! suite {
             async fn $name() {
                 let dir = tempfile::tempdir().unwrap();
                 let s = crate::tasks::file_store::FileStore::open(dir.path(), $max, $bytes).unwrap();
+                super::$name(&s).await;
+            })*
+        }
+        mod file_strict {
+            $(#[tokio::test]
+            async fn $name() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = crate::tasks::file_store::FileStore::open_synced(dir.path(), $max, $bytes, std::time::Duration::ZERO).unwrap();
                 super::$name(&s).await;
             })*
         }
