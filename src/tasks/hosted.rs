@@ -25,6 +25,7 @@ use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
 
 mod calls;
+mod status;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -67,6 +68,11 @@ struct Running {
     /// Why the task's end could not be stored, if so (set as its hot state goes): its
     /// waiting `tasks/result`s answer with it, as no store change will wake them.
     unstored: tokio::sync::watch::Sender<Option<String>>,
+    /// The status its questions leave it in (`working`, `input_required`), set before a
+    /// question goes out or its answer goes up: reads show it at once, although the store
+    /// hears of it in a task of its own, and store writes landing out of order are put
+    /// right to it.
+    shown: Option<TaskStatus>,
 }
 
 pub struct Hosted {
@@ -128,10 +134,14 @@ impl Hosted {
     fn live(&self, mut rec: TaskRecord) -> TaskRecord {
         if !rec.status.is_terminal()
             && let Some(r) = self.running.lock().unwrap().get(rec.id.as_str())
-            && let Some((msg, at)) = &r.progress
         {
-            rec.status_message = Some(msg.clone());
-            rec.last_updated_at = rec.last_updated_at.max(*at);
+            if let Some((msg, at)) = &r.progress {
+                rec.status_message = Some(msg.clone());
+                rec.last_updated_at = rec.last_updated_at.max(*at);
+            }
+            if let Some(shown) = r.shown {
+                rec.status = shown;
+            }
         }
         rec
     }
@@ -226,6 +236,7 @@ impl Hosted {
                 to_creator_later: false,
                 progress: None,
                 unstored: tokio::sync::watch::channel(None).0,
+                shown: None,
             },
         );
     }
@@ -295,75 +306,6 @@ impl Hosted {
     pub async fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
         let rec = self.live(self.store.get(task_id).await?);
         Some((rec.status, rec.status_message))
-    }
-
-    /// The upstream asked the client something for the task, outside the hosted call (a
-    /// bridge that follows an upstream task for it).
-    pub async fn input_asked(&self, task_id: &str) {
-        self.set_status(task_id, TaskStatus::InputRequired, TaskStatus::Working).await;
-    }
-
-    /// The client answered an input request of the task.
-    pub async fn input_answered(&self, task_id: &str) {
-        self.set_status(task_id, TaskStatus::Working, TaskStatus::InputRequired).await;
-    }
-
-    /// [`Hosted::input_answered`] from code that cannot wait (a task of its own).
-    pub fn input_answered_soon(&self, task_id: &str) {
-        self.set_status_soon(task_id, TaskStatus::Working, TaskStatus::InputRequired);
-    }
-
-    /// [`Hosted::input_asked`] from code that cannot wait (a task of its own).
-    pub fn input_asked_soon(&self, task_id: &str) {
-        self.set_status_soon(task_id, TaskStatus::InputRequired, TaskStatus::Working);
-    }
-
-    fn set_status_soon(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
-        let Some(me) = self.me.upgrade() else { return };
-        let task_id = task_id.to_string();
-        self.writes.spawn(async move { me.set_status(&task_id, to, from).await });
-    }
-
-    async fn set_status(&self, task_id: &str, to: TaskStatus, from: TaskStatus) {
-        let mut changed = false;
-        let rec = self
-            .store
-            .update(task_id, &mut |r| {
-                if r.status == from {
-                    r.status = to;
-                    r.last_updated_at = SystemTime::now();
-                    changed = true;
-                }
-            })
-            .await;
-        let rec = match rec {
-            Ok(rec) => rec,
-            Err(e) => {
-                self.store_failed(e);
-                return;
-            }
-        };
-        if changed && let Some(rec) = rec {
-            let rec = self.live(rec);
-            let running = self.running.lock().unwrap();
-            if let Some(r) = running.get(task_id) {
-                self.announce(&rec, r);
-            }
-        }
-    }
-
-    /// `notifications/tasks/status` to the creating session and to sessions waiting on it.
-    fn announce(&self, rec: &TaskRecord, r: &Running) {
-        let note = jsonrpc::notification("notifications/tasks/status", Value::Object(rec.to_json()));
-        let mut told: Vec<*const ()> = Vec::new();
-        let sessions = std::iter::once(&r.creator).chain(r.result_waiters.iter().map(|(s, _)| s));
-        for s in sessions.filter_map(Weak::upgrade) {
-            let at = Arc::as_ptr(&s) as *const ();
-            if !told.contains(&at) {
-                told.push(at);
-                s.to_client(note.clone(), Route::Unrelated);
-            }
-        }
     }
 
     /// The task's creating request declared these client capabilities (a 2026-07-28

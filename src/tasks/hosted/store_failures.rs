@@ -1,4 +1,5 @@
-//! Hosted tasks when the store fails mid-lifecycle (`StoreError::Backend`) as a task ends.
+//! Hosted tasks when the store fails mid-lifecycle (`StoreError::Backend`) as a task ends,
+//! or is slower than the questions of a task (its status is shown before it is stored).
 
 use super::*;
 use crate::tasks::memory_store::MemoryStore;
@@ -158,4 +159,23 @@ async fn an_end_the_store_cannot_take_at_all_answers_the_waiting_result_naming_t
     let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
     assert_eq!(resp["error"]["code"], jsonrpc::INTERNAL_ERROR, "{resp}");
     assert!(resp["error"]["message"].as_str().unwrap().contains("failing task store"), "{resp}");
+}
+
+#[tokio::test]
+async fn a_question_shows_its_task_input_required_before_the_store_hears_of_it() {
+    let (h, store, id) = hosted(false).await;
+    store.failing.store(0, Ordering::Release);
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    h.track(&id, demo_link(&h).await, nobody, None);
+    // The store's write is a task of its own, not run yet on this one-thread runtime.
+    h.input_asked_soon(&id);
+    assert_eq!(h.status(&id).await.unwrap().0, TaskStatus::InputRequired, "shown at once");
+    assert_eq!(h.get(&id).await.unwrap()["status"], "input_required");
+    h.input_answered_soon(&id);
+    assert_eq!(h.status(&id).await.unwrap().0, TaskStatus::Working);
+    // Both writes done, the store agrees.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(TaskStore::get(&*store, &id).await.unwrap().status, TaskStatus::Working);
 }
