@@ -44,6 +44,11 @@ impl Config {
                 let _ = writeln!(out, "store = \"file\"");
                 let _ = writeln!(out, "path = {:?}", dir.display().to_string());
             }
+            StoreKind::Redis(r) => {
+                let _ = writeln!(out, "store = \"redis\"");
+                let _ = writeln!(out, "redis_url = {:?}", redact_url(&r.url.written));
+                let _ = writeln!(out, "redis_prefix = {:?}", r.prefix);
+            }
         }
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);

@@ -47,6 +47,8 @@ pub(super) struct RawTasks {
     pub(super) max_followed: Option<u64>,
     pub(super) store: Option<String>,
     pub(super) path: Option<String>,
+    pub(super) redis_url: Option<String>,
+    pub(super) redis_prefix: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -412,8 +412,8 @@ impl TaskStore for FileStore {
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
-        Box::pin(std::future::ready(self.mem.get(id)))
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.get(id))))
     }
 
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
@@ -436,12 +436,17 @@ impl TaskStore for FileStore {
         })
     }
 
-    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)> {
-        Box::pin(std::future::ready(self.mem.list(owner, after, limit)))
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.list(owner, after, limit))))
     }
 
-    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>> {
-        Box::pin(std::future::ready(self.mem.watch(id)))
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.watch(id))))
     }
 
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
@@ -505,5 +510,6 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
     Ok(match &cfg.store {
         StoreKind::Memory => Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
         StoreKind::File(dir) => Arc::new(FileStore::open(dir, cfg.max_tasks, cfg.max_store_bytes)?),
+        StoreKind::Redis(r) => crate::tasks::redis_store::RedisStore::open_blocking(r, cfg)?,
     })
 }

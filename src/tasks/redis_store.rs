@@ -1,0 +1,538 @@
+//! The shared task store: Redis or Valkey (`[tasks] store = "redis"`, `redis_url`), for
+//! several gateway replicas behind one load balancer. Everything `tasks/get|result|list|
+//! cancel` needs is in Redis, so any replica answers for any task; what only the replica
+//! running a task holds (its upstream call, its sessions' streams) is reached through the
+//! status channel (`fanout`).
+//!
+//! - **Keys**, under the configured prefix (`taskgate:`): `t:<id>` a task's hash (`codec`);
+//!   `seq`, `count`, `bytes` and `client:<client>` counters; `owner:<owner>` a sorted set of
+//!   the owner's task ids by seq (for `tasks/list`); `expiry` a sorted set of finished tasks
+//!   by the end of their retention; `acct` what each task counts against the limits;
+//!   `session:<id>` an HTTP session's [`SessionRecord`]; `status` the pub/sub channel.
+//! - **Limits** are exact: a new task is admitted by one script that checks `max_tasks`,
+//!   `max_store_bytes` and the client's `max_tasks_per_owner` and takes its place
+//!   (`scripts::INSERT`); a removal gives back what its task counted in the same step. As in
+//!   the other stores, `max_store_bytes` refuses new tasks once reached, and a result is
+//!   checked against it just before it is written (by `Hosted::finish`), so replicas
+//!   finishing at the same moment may overshoot it by their results.
+//! - **Changes** (`update`) are a read, the caller's edit, and a compare-and-set on the
+//!   record's version (`scripts::UPDATE`), retried when another replica changed it in
+//!   between: the edit may run more than once, and what its last run made is stored. A
+//!   status change is published by the same script.
+//! - **Retention.** A running task has no key expiry; a finished one is removed when its
+//!   retention ends by whichever replica sweeps first (every replica sweeps every
+//!   [`SWEEP_EVERY`], removals are atomic), and its hash also expires by itself
+//!   [`KEY_GRACE`] later, should no replica be left to sweep.
+//! - **Failures.** Each call is bounded ([`CALL_TIMEOUT`]); a failure is
+//!   [`StoreError::Backend`] naming the store, which reaches the client as -32603. The
+//!   connection manager reconnects on the next call, the subscriber in a loop with backoff
+//!   (re-reading what its watchers watch, as changes made meanwhile were not heard).
+//!   The counts map a failure to a safe answer (see each) and log it.
+//! - **Restarts.** A replica starting fails no task: the running ones may belong to other
+//!   live replicas. A task whose replica died while running stays `working` until a client
+//!   cancels it (README, "Running several gateways").
+
+mod codec;
+mod fanout;
+mod scripts;
+
+use crate::config::{RedisSettings, TasksConfig};
+use crate::mcp::tasks::TaskStatus;
+use crate::tasks::store::{Edit, RemoteChange, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
+use codec::{decode, meta, ms};
+use fanout::Fanout;
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// The longest a store call waits for Redis.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often each replica removes the finished tasks whose retention ended.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// How long after its retention a finished task's hash expires by itself.
+pub const KEY_GRACE: Duration = Duration::from_secs(3600);
+/// How long a session record is kept after it was written.
+pub const SESSION_KEEP: Duration = Duration::from_secs(24 * 3600);
+/// Compare-and-set attempts of one `update` before it gives up.
+const MAX_ATTEMPTS: usize = 64;
+/// Removals per sweeping script.
+const SWEEP_BATCH: usize = 1000;
+
+fn backend(cause: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend { store: "redis", cause: cause.to_string() }
+}
+
+/// Runs a call against Redis, bounded by [`CALL_TIMEOUT`].
+async fn bounded<T>(f: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
+    match tokio::time::timeout(CALL_TIMEOUT, f).await {
+        Ok(r) => r.map_err(backend),
+        Err(_) => Err(backend(format!("no answer within {CALL_TIMEOUT:?}"))),
+    }
+}
+
+#[derive(Clone)]
+struct Keys(String);
+
+impl Keys {
+    fn k(&self, s: &str) -> String {
+        format!("{}{s}", self.0)
+    }
+    fn task(&self, id: &str) -> String {
+        self.k(&format!("t:{id}"))
+    }
+    fn client(&self, c: &str) -> String {
+        self.k(&format!("client:{c}"))
+    }
+    fn owner(&self, o: &str) -> String {
+        self.k(&format!("owner:{o}"))
+    }
+    fn session(&self, id: &str) -> String {
+        self.k(&format!("session:{id}"))
+    }
+    fn channel(&self) -> String {
+        self.k("status")
+    }
+}
+
+/// A task's hash fields, as read.
+type Fields = (Option<String>, Option<u64>, Option<u64>, Option<String>);
+
+pub struct RedisStore {
+    conn: ConnectionManager,
+    keys: Keys,
+    fanout: Arc<Fanout>,
+    max_tasks: usize,
+    max_bytes: usize,
+    scripts: Arc<Scripts>,
+    /// The subscriber and the sweeper, stopped with the store.
+    background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+struct Scripts {
+    insert: redis::Script,
+    update: redis::Script,
+    remove: redis::Script,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        for t in &self.background {
+            t.abort();
+        }
+    }
+}
+
+impl RedisStore {
+    /// Connects to the store `r` describes, with `cfg`'s limits, and subscribes to its
+    /// channel before returning (so that no change is missed by a watcher).
+    pub async fn open(r: &RedisSettings, cfg: &TasksConfig) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(r.url.value.as_str()).map_err(|e| backend(format!("tasks.redis_url: {e}")))?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = bounded(client.get_connection_manager_with_config(manager)).await?;
+        let keys = Keys(r.prefix.clone());
+        let pubsub = subscribe(&client, &keys.channel()).await?;
+        let fanout = Arc::new(Fanout::new(cfg.max_tasks, crate::random::id128()));
+        let scripts = Arc::new(Scripts {
+            insert: redis::Script::new(scripts::INSERT),
+            update: redis::Script::new(scripts::UPDATE),
+            remove: redis::Script::new(scripts::REMOVE_EXPIRED),
+        });
+        let listener = tokio::spawn(listen(client, pubsub, conn.clone(), keys.clone(), fanout.clone()));
+        let mut store = RedisStore {
+            conn,
+            keys,
+            fanout,
+            max_tasks: cfg.max_tasks,
+            max_bytes: cfg.max_store_bytes,
+            scripts,
+            background: vec![listener],
+        };
+        let sweeper = store.sweeper();
+        store.background.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SWEEP_EVERY).await;
+                sweeper.remove(SystemTime::now(), None).await;
+            }
+        }));
+        tracing::info!(url = %crate::config::redact_url(&r.url.written), prefix = %r.prefix, replica = %store.fanout.origin, "redis task store connected");
+        Ok(store)
+    }
+
+    /// [`RedisStore::open`] from synchronous code running on the gateway's (multi-threaded)
+    /// runtime, whose tasks the connection then lives on.
+    pub fn open_blocking(r: &RedisSettings, cfg: &TasksConfig) -> Result<Arc<dyn TaskStore>, StoreError> {
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|_| backend("a redis store is opened on a tokio runtime"))?;
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(backend("a redis store is opened on a multi-threaded runtime"));
+        }
+        let store = tokio::task::block_in_place(|| handle.block_on(RedisStore::open(r, cfg)))?;
+        Ok(Arc::new(store))
+    }
+
+    fn sweeper(&self) -> Sweeper {
+        Sweeper { conn: self.conn.clone(), keys: self.keys.clone(), scripts: self.scripts.clone() }
+    }
+
+    async fn fields(&self, id: &str) -> Result<Fields, StoreError> {
+        let mut c = self.conn.clone();
+        bounded(redis::cmd("HMGET").arg(self.keys.task(id)).arg(&["m", "seq", "ver", "out"]).query_async(&mut c)).await
+    }
+
+    async fn read(&self, id: &str) -> Result<Option<(TaskRecord, u64)>, StoreError> {
+        let (m, seq, ver, out) = self.fields(id).await?;
+        let Some(m) = m else { return Ok(None) };
+        let rec = decode(&m, seq.unwrap_or(0), out).ok_or_else(|| backend(format!("task {id}: unreadable record")))?;
+        Ok(Some((rec, ver.unwrap_or(0))))
+    }
+
+    async fn do_insert(&self, mut rec: TaskRecord, client_limit: usize) -> Result<TaskRecord, StoreError> {
+        let k = &self.keys;
+        let acct = format!("0\n{}\n{}", rec.client, rec.owner);
+        let mut c = self.conn.clone();
+        let seq: i64 = bounded(
+            self.scripts
+                .insert
+                .key(k.k("count"))
+                .key(k.k("bytes"))
+                .key(k.client(&rec.client))
+                .key(k.k("seq"))
+                .key(k.task(&rec.id))
+                .key(k.owner(&rec.owner))
+                .key(k.k("acct"))
+                .arg(self.max_tasks)
+                .arg(self.max_bytes)
+                .arg(client_limit)
+                .arg(meta(&rec))
+                .arg(&rec.id)
+                .arg(acct)
+                .invoke_async(&mut c),
+        )
+        .await?;
+        match seq {
+            -1 => Err(StoreError::Full { limit: self.max_tasks }),
+            -2 => Err(StoreError::BytesFull { limit: self.max_bytes }),
+            -3 => Err(StoreError::ClientFull { limit: client_limit }),
+            seq => {
+                rec.seq = seq as u64;
+                Ok(rec)
+            }
+        }
+    }
+
+    async fn do_update(&self, id: &str, f: Edit<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let Some((mut rec, ver)) = self.read(id).await? else { return Ok(None) };
+            let (before, outcome, before_len) = (rec.status, rec.outcome.clone(), rec.outcome_len());
+            f(&mut rec);
+            if before.is_terminal() {
+                // A terminal task stays terminal, and keeps its outcome.
+                rec.status = before;
+                rec.outcome = outcome;
+            }
+            let after_len = rec.outcome_len();
+            let acct = if after_len != before_len {
+                format!("{after_len}\n{}\n{}", rec.client, rec.owner)
+            } else {
+                String::new()
+            };
+            let (expires, key_expires) = if rec.status.is_terminal() {
+                let at = ms(rec.expires_at());
+                (at.to_string(), (at + KEY_GRACE.as_millis() as u64).to_string())
+            } else {
+                (String::new(), String::new())
+            };
+            let message = if rec.status != before {
+                codec::published(id, rec.status, "{ver}", &self.fanout.origin)
+            } else {
+                String::new()
+            };
+            let k = &self.keys;
+            let mut c = self.conn.clone();
+            let new_ver: u64 = bounded(
+                self.scripts
+                    .update
+                    .key(k.task(id))
+                    .key(k.k("bytes"))
+                    .key(k.k("expiry"))
+                    .key(k.k("acct"))
+                    .arg(ver)
+                    .arg(meta(&rec))
+                    .arg(rec.outcome.as_deref().unwrap_or(""))
+                    .arg(if rec.outcome.is_some() { "1" } else { "0" })
+                    .arg(after_len as i64 - before_len as i64)
+                    .arg(acct)
+                    .arg(expires)
+                    .arg(key_expires)
+                    .arg(id)
+                    .arg(k.channel())
+                    .arg(message)
+                    .invoke_async(&mut c),
+            )
+            .await?;
+            if new_ver != 0 {
+                self.fanout.show(id, Some(rec.status), new_ver);
+                return Ok(Some(rec));
+            }
+        }
+        Err(backend(format!("task {id} kept changing under {MAX_ATTEMPTS} attempts to update it")))
+    }
+
+    async fn do_list(&self, owner: &str, after: u64, limit: usize) -> Result<(Vec<TaskRecord>, bool), StoreError> {
+        let mut c = self.conn.clone();
+        let ids: Vec<String> = bounded(
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(self.keys.owner(owner))
+                .arg(format!("({after}"))
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit + 1)
+                .query_async(&mut c),
+        )
+        .await?;
+        let more = ids.len() > limit;
+        let mut pipe = redis::pipe();
+        for id in ids.iter().take(limit) {
+            pipe.cmd("HMGET").arg(self.keys.task(id)).arg(&["m", "seq", "ver", "out"]);
+        }
+        let rows: Vec<Fields> = if ids.is_empty() { Vec::new() } else { bounded(pipe.query_async(&mut c)).await? };
+        // A task whose hash expired by itself before a sweep removed it is left out.
+        let page = rows.into_iter().filter_map(|(m, seq, _, out)| decode(&m?, seq.unwrap_or(0), out)).collect();
+        Ok((page, more))
+    }
+
+    async fn do_watch(&self, id: &str) -> Result<Option<watch::Receiver<TaskStatus>>, StoreError> {
+        let rx = self.fanout.subscribe(id).ok_or_else(|| backend("too many watched tasks (max_tasks)"))?;
+        let read = self.read(id).await;
+        let (rec, ver) = match read {
+            Ok(Some(r)) => r,
+            Ok(None) | Err(_) => {
+                drop(rx);
+                self.fanout.forget_unwatched(id);
+                return read.map(|_| None);
+            }
+        };
+        if rec.status.is_terminal() {
+            drop(rx);
+            self.fanout.forget_unwatched(id);
+            // A finished task: its status is final, and the receiver says so at once.
+            return Ok(Some(watch::channel(rec.status).1));
+        }
+        self.fanout.show(id, Some(rec.status), ver);
+        Ok(Some(rx))
+    }
+
+    /// A count, or `default` (logged) if Redis cannot say.
+    async fn counter(&self, key: &str, default: u64) -> u64 {
+        let mut c = self.conn.clone();
+        match bounded(c.get::<_, Option<u64>>(self.keys.k(key))).await {
+            Ok(n) => n.unwrap_or(0),
+            Err(e) => {
+                tracing::error!(error = %e, key, "task store");
+                default
+            }
+        }
+    }
+}
+
+/// What sweeps: a handle of its own, so that the sweeping task does not hold the store.
+struct Sweeper {
+    conn: ConnectionManager,
+    keys: Keys,
+    scripts: Arc<Scripts>,
+}
+
+impl Sweeper {
+    /// Removes the finished tasks (or task `one`) whose retention ended by `now`. A failure
+    /// removes nothing and is logged: the next sweep tries again.
+    async fn remove(&self, now: SystemTime, one: Option<&str>) -> Vec<TaskRecord> {
+        let k = &self.keys;
+        let mut c = self.conn.clone();
+        let res: Result<Vec<Option<String>>, _> = bounded(
+            self.scripts
+                .remove
+                .key(k.k("expiry"))
+                .key(k.k("count"))
+                .key(k.k("bytes"))
+                .key(k.k("acct"))
+                .arg(ms(now))
+                .arg(one.unwrap_or(""))
+                .arg(&k.0)
+                .arg(k.channel())
+                .arg(SWEEP_BATCH)
+                .invoke_async(&mut c),
+        )
+        .await;
+        match res {
+            Ok(flat) => flat
+                .chunks(3)
+                .filter_map(|row| match row {
+                    [Some(_), Some(m), seq] => {
+                        decode(m, seq.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0), None)
+                    }
+                    _ => None,
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "task store: sweeping the redis store failed");
+                Vec::new()
+            }
+        }
+    }
+}
+
+async fn subscribe(client: &redis::Client, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
+    let mut ps = bounded(client.get_async_pubsub()).await?;
+    bounded(ps.subscribe(channel)).await?;
+    Ok(ps)
+}
+
+/// The subscriber: hears the channel and fans it out; when its connection goes, connects
+/// again with backoff (100 ms doubling to 5 s), resubscribes, and re-reads what is watched.
+async fn listen(
+    client: redis::Client,
+    first: redis::aio::PubSub,
+    conn: ConnectionManager,
+    keys: Keys,
+    fanout: Arc<Fanout>,
+) {
+    let mut next = Some(first);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let ps = match next.take() {
+            Some(ps) => ps,
+            None => match subscribe(&client, &keys.channel()).await {
+                Ok(ps) => {
+                    tracing::info!("redis task store: subscribed again");
+                    resync(&conn, &keys, &fanout).await;
+                    ps
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "redis task store: cannot subscribe");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            },
+        };
+        backoff = Duration::from_millis(100);
+        let mut messages = ps.into_on_message();
+        while let Some(msg) = messages.next().await {
+            match msg.get_payload::<String>() {
+                Ok(text) => fanout.heard(&text),
+                Err(e) => tracing::warn!(error = %e, "redis task store: unreadable message"),
+            }
+        }
+        tracing::warn!("redis task store: the subscriber's connection closed; reconnecting");
+    }
+}
+
+/// Shows each watched task as it is now.
+async fn resync(conn: &ConnectionManager, keys: &Keys, fanout: &Fanout) {
+    for id in fanout.watched() {
+        let mut c = conn.clone();
+        let fields: Result<Fields, _> =
+            bounded(redis::cmd("HMGET").arg(keys.task(&id)).arg(&["m", "seq", "ver", "out"]).query_async(&mut c)).await;
+        match fields {
+            Ok((Some(m), seq, ver, _)) => {
+                if let Some(rec) = decode(&m, seq.unwrap_or(0), None) {
+                    fanout.show(&id, Some(rec.status), ver.unwrap_or(0));
+                }
+            }
+            Ok((None, ..)) => fanout.show(&id, None, 0),
+            Err(e) => tracing::warn!(error = %e, "redis task store: re-reading a watched task failed"),
+        }
+    }
+}
+
+impl TaskStore for RedisStore {
+    fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
+        Box::pin(self.do_insert(rec, client_limit))
+    }
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(async move { Ok(self.read(id).await?.map(|(r, _)| r)) })
+    }
+    fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(self.do_update(id, f))
+    }
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(self.do_list(owner, after, limit))
+    }
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
+        Box::pin(self.do_watch(id))
+    }
+    /// A failure removes nothing (logged); the next sweep tries again.
+    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
+        Box::pin(async move { self.sweeper().remove(now, None).await })
+    }
+    fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
+        Box::pin(async move { self.sweeper().remove(now, Some(id)).await.pop() })
+    }
+    /// On failure, `u64::MAX`: a cursor is then taken as valid, and the listing that
+    /// follows reports the failure.
+    fn last_seq(&self) -> StoreFuture<'_, u64> {
+        Box::pin(self.counter("seq", u64::MAX))
+    }
+    /// On failure, 0: the write of the result that follows reports the failure.
+    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
+        Box::pin(async move { self.counter("bytes", 0).await as usize })
+    }
+    /// On failure, 0.
+    fn count(&self) -> StoreFuture<'_, usize> {
+        Box::pin(async move { self.counter("count", 0).await as usize })
+    }
+    /// Kept [`SESSION_KEEP`]; a failure is logged (the session is then not revived
+    /// elsewhere).
+    fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let text = serde_json::to_string(&rec).expect("records serialize");
+            let mut c = self.conn.clone();
+            let res: Result<(), _> =
+                bounded(c.pset_ex(self.keys.session(&rec.id), text, SESSION_KEEP.as_millis() as u64)).await;
+            if let Err(e) = res {
+                tracing::error!(error = %e, "task store: cannot remember the session");
+            }
+        })
+    }
+    /// A failure is logged and finds no session.
+    fn get_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+        Box::pin(async move {
+            let mut c = self.conn.clone();
+            match bounded(c.get::<_, Option<String>>(self.keys.session(id))).await {
+                Ok(text) => text.and_then(|t| serde_json::from_str(&t).ok()),
+                Err(e) => {
+                    tracing::error!(error = %e, "task store: cannot look the session up");
+                    None
+                }
+            }
+        })
+    }
+    fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut c = self.conn.clone();
+            if let Err(e) = bounded(c.del::<_, ()>(self.keys.session(id))).await {
+                tracing::error!(error = %e, "task store: cannot forget the session");
+            }
+        })
+    }
+    fn remote_changes(&self) -> Option<tokio::sync::broadcast::Receiver<RemoteChange>> {
+        Some(self.fanout.remote())
+    }
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+}
