@@ -1,0 +1,59 @@
+//! A gateway process of the test's own (`taskgate serve --config`), stopped by its pid
+//! when dropped (SIGTERM, a bounded wait, then SIGKILL).
+
+use super::{STEP, bin};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// A gateway process this test started, stopped by its pid (SIGTERM, wait, SIGKILL).
+pub struct Proc(pub tokio::process::Child);
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.0.id().expect("running")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.id() {
+            signal(pid, libc::SIGTERM);
+            for _ in 0..50 {
+                if matches!(self.0.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.0.start_kill();
+        }
+    }
+}
+
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a process this test started; no memory is involved.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Starts `taskgate serve` on `config`, and returns it with its address. Its log (stderr)
+/// is read on (so that it never blocks) and dropped.
+pub async fn start(config: &std::path::Path) -> (Proc, String) {
+    let mut child = tokio::process::Command::new(bin())
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
+        let line = line.expect("the gateway exited before listening");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (Proc(child), addr)
+}
