@@ -32,25 +32,26 @@
 //!   live replicas. A task whose replica died while running stays `working` until a client
 //!   cancels it (README, "Running several gateways").
 
+mod background;
 mod codec;
+mod conn;
 mod fanout;
 mod scripts;
 
 use crate::config::{RedisSettings, TasksConfig};
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::{Edit, RemoteChange, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
+use background::{Sweeper, listen, subscribe};
 use codec::{decode, meta, ms};
+pub use conn::CALL_TIMEOUT;
+use conn::{Fields, Keys, Scripts, backend, bounded};
 use fanout::Fanout;
-use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
-/// The longest a store call waits for Redis.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often each replica removes the finished tasks whose retention ended.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
 /// How long after its retention a finished task's hash expires by itself.
@@ -59,47 +60,6 @@ pub const KEY_GRACE: Duration = Duration::from_secs(3600);
 pub const SESSION_KEEP: Duration = Duration::from_secs(24 * 3600);
 /// Compare-and-set attempts of one `update` before it gives up.
 const MAX_ATTEMPTS: usize = 64;
-/// Removals per sweeping script.
-const SWEEP_BATCH: usize = 1000;
-
-fn backend(cause: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend { store: "redis", cause: cause.to_string() }
-}
-
-/// Runs a call against Redis, bounded by [`CALL_TIMEOUT`].
-async fn bounded<T>(f: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
-    match tokio::time::timeout(CALL_TIMEOUT, f).await {
-        Ok(r) => r.map_err(backend),
-        Err(_) => Err(backend(format!("no answer within {CALL_TIMEOUT:?}"))),
-    }
-}
-
-#[derive(Clone)]
-struct Keys(String);
-
-impl Keys {
-    fn k(&self, s: &str) -> String {
-        format!("{}{s}", self.0)
-    }
-    fn task(&self, id: &str) -> String {
-        self.k(&format!("t:{id}"))
-    }
-    fn client(&self, c: &str) -> String {
-        self.k(&format!("client:{c}"))
-    }
-    fn owner(&self, o: &str) -> String {
-        self.k(&format!("owner:{o}"))
-    }
-    fn session(&self, id: &str) -> String {
-        self.k(&format!("session:{id}"))
-    }
-    fn channel(&self) -> String {
-        self.k("status")
-    }
-}
-
-/// A task's hash fields, as read.
-type Fields = (Option<String>, Option<u64>, Option<u64>, Option<String>);
 
 pub struct RedisStore {
     conn: ConnectionManager,
@@ -110,12 +70,6 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     /// The subscriber and the sweeper, stopped with the store.
     background: Vec<tokio::task::JoinHandle<()>>,
-}
-
-struct Scripts {
-    insert: redis::Script,
-    update: redis::Script,
-    remove: redis::Script,
 }
 
 impl Drop for RedisStore {
@@ -344,116 +298,6 @@ impl RedisStore {
     }
 }
 
-/// What sweeps: a handle of its own, so that the sweeping task does not hold the store.
-struct Sweeper {
-    conn: ConnectionManager,
-    keys: Keys,
-    scripts: Arc<Scripts>,
-}
-
-impl Sweeper {
-    /// Removes the finished tasks (or task `one`) whose retention ended by `now`. A failure
-    /// removes nothing and is logged: the next sweep tries again.
-    async fn remove(&self, now: SystemTime, one: Option<&str>) -> Vec<TaskRecord> {
-        let k = &self.keys;
-        let mut c = self.conn.clone();
-        let res: Result<Vec<Option<String>>, _> = bounded(
-            self.scripts
-                .remove
-                .key(k.k("expiry"))
-                .key(k.k("count"))
-                .key(k.k("bytes"))
-                .key(k.k("acct"))
-                .arg(ms(now))
-                .arg(one.unwrap_or(""))
-                .arg(&k.0)
-                .arg(k.channel())
-                .arg(SWEEP_BATCH)
-                .invoke_async(&mut c),
-        )
-        .await;
-        match res {
-            Ok(flat) => flat
-                .chunks(3)
-                .filter_map(|row| match row {
-                    [Some(_), Some(m), seq] => {
-                        decode(m, seq.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0), None)
-                    }
-                    _ => None,
-                })
-                .collect(),
-            Err(e) => {
-                tracing::error!(error = %e, "task store: sweeping the redis store failed");
-                Vec::new()
-            }
-        }
-    }
-}
-
-async fn subscribe(client: &redis::Client, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
-    let mut ps = bounded(client.get_async_pubsub()).await?;
-    bounded(ps.subscribe(channel)).await?;
-    Ok(ps)
-}
-
-/// The subscriber: hears the channel and fans it out; when its connection goes, connects
-/// again with backoff (100 ms doubling to 5 s), resubscribes, and re-reads what is watched.
-async fn listen(
-    client: redis::Client,
-    first: redis::aio::PubSub,
-    conn: ConnectionManager,
-    keys: Keys,
-    fanout: Arc<Fanout>,
-) {
-    let mut next = Some(first);
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let ps = match next.take() {
-            Some(ps) => ps,
-            None => match subscribe(&client, &keys.channel()).await {
-                Ok(ps) => {
-                    tracing::info!("redis task store: subscribed again");
-                    resync(&conn, &keys, &fanout).await;
-                    ps
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "redis task store: cannot subscribe");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                    continue;
-                }
-            },
-        };
-        backoff = Duration::from_millis(100);
-        let mut messages = ps.into_on_message();
-        while let Some(msg) = messages.next().await {
-            match msg.get_payload::<String>() {
-                Ok(text) => fanout.heard(&text),
-                Err(e) => tracing::warn!(error = %e, "redis task store: unreadable message"),
-            }
-        }
-        tracing::warn!("redis task store: the subscriber's connection closed; reconnecting");
-    }
-}
-
-/// Shows each watched task as it is now.
-async fn resync(conn: &ConnectionManager, keys: &Keys, fanout: &Fanout) {
-    for id in fanout.watched() {
-        let mut c = conn.clone();
-        let fields: Result<Fields, _> =
-            bounded(redis::cmd("HMGET").arg(keys.task(&id)).arg(&["m", "seq", "ver", "out"]).query_async(&mut c)).await;
-        match fields {
-            Ok((Some(m), seq, ver, _)) => {
-                if let Some(rec) = decode(&m, seq.unwrap_or(0), None) {
-                    fanout.show(&id, Some(rec.status), ver.unwrap_or(0));
-                }
-            }
-            Ok((None, ..)) => fanout.show(&id, None, 0),
-            Err(e) => tracing::warn!(error = %e, "redis task store: re-reading a watched task failed"),
-        }
-    }
-}
-
 impl TaskStore for RedisStore {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
         Box::pin(self.do_insert(rec, client_limit))
@@ -536,3 +380,6 @@ impl TaskStore for RedisStore {
         "redis"
     }
 }
+
+#[cfg(test)]
+mod tests;

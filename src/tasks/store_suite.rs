@@ -109,7 +109,7 @@ async fn unknown_tasks_are_none(s: &dyn TaskStore) {
 }
 
 #[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
+pub(crate) mod redis_server;
 
 async fn redis_store(max_tasks: usize, max_bytes: usize, url: &str) -> crate::tasks::redis_store::RedisStore {
     let prefix = format!("test{}:", crate::random::id128());
