@@ -28,9 +28,13 @@
 //!   connection manager reconnects on the next call, the subscriber in a loop with backoff
 //!   (re-reading what its watchers watch, as changes made meanwhile were not heard).
 //!   The counts map a failure to a safe answer (see each) and log it.
-//! - **Restarts.** A replica starting fails no task: the running ones may belong to other
-//!   live replicas. A task whose replica died while running stays `working` until a client
-//!   cancels it (README, "Running several gateways").
+//! - **Restarts and dead replicas.** A replica starting fails no task: the running ones may
+//!   belong to other live replicas. Each replica renews a heartbeat key
+//!   (`replica:<id>`, living [`HEARTBEAT_TTL`]) at each sweep, and `running` maps each
+//!   running task to the replica running its call; a replica that finds a task of a replica
+//!   whose heartbeat lapsed fails it with [`ORPHANED`] (its `tasks/result` is that error),
+//!   once Redis has been reachable for longer than the heartbeat's life (so that an outage,
+//!   which lets every heartbeat lapse, fails no live replica's tasks).
 
 mod background;
 mod codec;
@@ -61,15 +65,43 @@ pub const SESSION_KEEP: Duration = Duration::from_secs(24 * 3600);
 /// Compare-and-set attempts of one `update` before it gives up.
 const MAX_ATTEMPTS: usize = 64;
 
-pub struct RedisStore {
+/// The status message (and error) of a task whose replica stopped while running it.
+pub const ORPHANED: &str = "the gateway replica running the task stopped";
+
+/// How long a replica's heartbeat key lives: a replica not heard of for this long is taken
+/// as gone, and the tasks it was running are failed with [`ORPHANED`] by another.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
+
+/// The store's timings (shorter in tests).
+#[derive(Clone, Copy)]
+pub(crate) struct Timing {
+    pub sweep_every: Duration,
+    pub heartbeat_ttl: Duration,
+}
+
+/// What the store's calls and its background tasks share (private fields; reached through
+/// [`RedisStore`]).
+pub struct Core {
     conn: ConnectionManager,
     keys: Keys,
     fanout: Arc<Fanout>,
     max_tasks: usize,
     max_bytes: usize,
     scripts: Arc<Scripts>,
+    timing: Timing,
+}
+
+pub struct RedisStore {
+    core: Arc<Core>,
     /// The subscriber and the sweeper, stopped with the store.
     background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for RedisStore {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl Drop for RedisStore {
@@ -84,6 +116,14 @@ impl RedisStore {
     /// Connects to the store `r` describes, with `cfg`'s limits, and subscribes to its
     /// channel before returning (so that no change is missed by a watcher).
     pub async fn open(r: &RedisSettings, cfg: &TasksConfig) -> Result<RedisStore, StoreError> {
+        RedisStore::open_timed(r, cfg, Timing { sweep_every: SWEEP_EVERY, heartbeat_ttl: HEARTBEAT_TTL }).await
+    }
+
+    pub(crate) async fn open_timed(
+        r: &RedisSettings,
+        cfg: &TasksConfig,
+        timing: Timing,
+    ) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(r.url.value.as_str()).map_err(|e| backend(format!("tasks.redis_url: {e}")))?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CALL_TIMEOUT))
@@ -100,20 +140,32 @@ impl RedisStore {
             remove: redis::Script::new(scripts::REMOVE_EXPIRED),
         });
         let listener = tokio::spawn(listen(client, pubsub, conn.clone(), keys.clone(), fanout.clone()));
-        let mut store = RedisStore {
+        let core = Arc::new(Core {
             conn,
             keys,
             fanout,
             max_tasks: cfg.max_tasks,
             max_bytes: cfg.max_store_bytes,
             scripts,
-            background: vec![listener],
-        };
-        let sweeper = store.sweeper();
+            timing,
+        });
+        // Alive from the start, so that no replica takes this one's tasks for orphans.
+        core.heartbeat().await?;
+        let mut store = RedisStore { core: core.clone(), background: vec![listener] };
         store.background.push(tokio::spawn(async move {
+            let mut up_for = Duration::ZERO;
             loop {
-                tokio::time::sleep(SWEEP_EVERY).await;
-                sweeper.remove(SystemTime::now(), None).await;
+                tokio::time::sleep(timing.sweep_every).await;
+                core.sweeper().remove(SystemTime::now(), None).await;
+                up_for = match core.heartbeat().await {
+                    Ok(()) => up_for + timing.sweep_every,
+                    Err(_) => Duration::ZERO,
+                };
+                // Only once Redis has been reachable long enough for every live replica
+                // to have renewed its heartbeat (an outage lets them all lapse).
+                if up_for > timing.heartbeat_ttl {
+                    core.fail_orphans().await;
+                }
             }
         }));
         tracing::info!(url = %crate::config::redact_url(&r.url.written), prefix = %r.prefix, replica = %store.fanout.origin, "redis task store connected");
@@ -130,6 +182,64 @@ impl RedisStore {
         }
         let store = tokio::task::block_in_place(|| handle.block_on(RedisStore::open(r, cfg)))?;
         Ok(Arc::new(store))
+    }
+}
+
+impl Core {
+    /// This replica is alive, for [`Timing::heartbeat_ttl`].
+    async fn heartbeat(&self) -> Result<(), StoreError> {
+        let mut c = self.conn.clone();
+        let key = self.keys.k(&format!("replica:{}", self.fanout.origin));
+        bounded(c.pset_ex(key, 1, self.timing.heartbeat_ttl.as_millis() as u64)).await
+    }
+
+    /// Fails the running tasks of replicas whose heartbeat lapsed (a failure is logged; the
+    /// next sweep tries again). Each is failed by a compare-and-set like any change: if two
+    /// replicas notice at once, one fails it and the other finds it terminal.
+    async fn fail_orphans(&self) {
+        let mut c = self.conn.clone();
+        let running: Vec<(String, String)> = match bounded(c.hgetall(self.keys.k("running"))).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "redis task store: cannot list running tasks");
+                return;
+            }
+        };
+        let mut alive: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        for (id, replica) in running {
+            if replica == self.fanout.origin {
+                continue;
+            }
+            let live = match alive.get(&replica) {
+                Some(l) => *l,
+                None => {
+                    let key = self.keys.k(&format!("replica:{replica}"));
+                    let Ok(l) = bounded(c.exists::<_, bool>(key)).await else { return };
+                    alive.insert(replica.clone(), l);
+                    l
+                }
+            };
+            if live {
+                continue;
+            }
+            let now = SystemTime::now();
+            let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": ORPHANED}});
+            let err: Arc<str> = err.to_string().into();
+            let res = self
+                .do_update(&id, &mut |r| {
+                    if !r.status.is_terminal() {
+                        r.status = TaskStatus::Failed;
+                        r.status_message = Some(ORPHANED.into());
+                        r.outcome = Some(err.clone());
+                        r.last_updated_at = now;
+                    }
+                })
+                .await;
+            match res {
+                Ok(_) => tracing::warn!(task = %id, %replica, "{ORPHANED}: task failed"),
+                Err(e) => tracing::warn!(task = %id, error = %e, "redis task store: cannot fail an orphaned task"),
+            }
+        }
     }
 
     fn sweeper(&self) -> Sweeper {
@@ -162,12 +272,14 @@ impl RedisStore {
                 .key(k.task(&rec.id))
                 .key(k.owner(&rec.owner))
                 .key(k.k("acct"))
+                .key(k.k("running"))
                 .arg(self.max_tasks)
                 .arg(self.max_bytes)
                 .arg(client_limit)
                 .arg(meta(&rec))
                 .arg(&rec.id)
                 .arg(acct)
+                .arg(&self.fanout.origin)
                 .invoke_async(&mut c),
         )
         .await?;
@@ -218,6 +330,7 @@ impl RedisStore {
                     .key(k.k("bytes"))
                     .key(k.k("expiry"))
                     .key(k.k("acct"))
+                    .key(k.k("running"))
                     .arg(ver)
                     .arg(meta(&rec))
                     .arg(rec.outcome.as_deref().unwrap_or(""))

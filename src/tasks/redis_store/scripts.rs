@@ -5,8 +5,9 @@
 //! client's counter or an owner's index build those names from the prefix too, so the
 //! store needs one Redis or Valkey server (or a primary with replicas), not a cluster.
 
-/// KEYS: count, bytes, client counter, seq, task hash, owner index, accounting hash.
-/// ARGV: max_tasks, max_bytes, client limit, meta, id, accounting entry.
+/// KEYS: count, bytes, client counter, seq, task hash, owner index, accounting hash,
+/// running tasks (id → the replica running it).
+/// ARGV: max_tasks, max_bytes, client limit, meta, id, accounting entry, replica.
 /// Returns the new task's seq, or -1 (full), -2 (bytes full), -3 (client full).
 ///
 /// Exact: the three limits are checked and the counters raised in one step.
@@ -20,11 +21,12 @@ redis.call('INCR', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[6], seq, ARGV[5])
 redis.call('HSET', KEYS[7], ARGV[5], ARGV[6])
+redis.call('HSET', KEYS[8], ARGV[5], ARGV[7])
 return seq
 "#;
 
 /// Compare-and-set of a record at version ARGV[1].
-/// KEYS: task hash, bytes, expiry index, accounting hash.
+/// KEYS: task hash, bytes, expiry index, accounting hash, running tasks.
 /// ARGV: version read, new meta, outcome ('' and ARGV[4] = '0': none), has outcome,
 /// outcome bytes delta, accounting entry ('' : unchanged), expires at (ms; '' : running),
 /// key expiry at (ms), id, channel, message ('' : no status change).
@@ -39,6 +41,7 @@ if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[9], ARGV[6]) end
 if ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[3], ARGV[7], ARGV[9])
   redis.call('PEXPIREAT', KEYS[1], ARGV[8])
+  redis.call('HDEL', KEYS[5], ARGV[9])
 end
 if ARGV[11] ~= '' then redis.call('PUBLISH', ARGV[10], (string.gsub(ARGV[11], '{ver}', ver))) end
 return ver
@@ -78,6 +81,7 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', KEYS[4], id)
   end
   redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', ARGV[3] .. 'running', id)
   redis.call('DEL', key)
   redis.call('PUBLISH', ARGV[4], id .. '\ngone\n0\n-')
   table.insert(out, id)

@@ -120,3 +120,31 @@ async fn redis_going_away_is_a_prompt_backend_error_and_its_return_heals() {
     let seen = tokio::time::timeout(WAIT, on_b.wait_for(|s| s.is_terminal())).await.unwrap().map(|s| *s);
     assert_eq!(seen.unwrap(), TaskStatus::Completed);
 }
+
+#[tokio::test]
+async fn the_running_tasks_of_a_replica_that_stopped_are_failed_by_another_and_no_others() {
+    let server = RedisServer::start();
+    let timing = super::Timing { sweep_every: Duration::from_millis(100), heartbeat_ttl: Duration::from_millis(400) };
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"h:\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
+        server.url()
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    let a = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    let b = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    a.insert(rec("on-a"), 10).await.unwrap();
+    b.insert(rec("on-b"), 10).await.unwrap();
+    // Both alive for several heartbeat lifetimes: nothing is failed.
+    tokio::time::sleep(timing.heartbeat_ttl * 3).await;
+    assert_eq!(b.get("on-a").await.unwrap().unwrap().status, TaskStatus::Working);
+    assert_eq!(a.get("on-b").await.unwrap().unwrap().status, TaskStatus::Working);
+    let mut w = b.watch("on-a").await.unwrap().unwrap();
+    drop(a);
+    let seen = tokio::time::timeout(WAIT, w.wait_for(|s| s.is_terminal())).await.unwrap().map(|s| *s);
+    assert_eq!(seen.unwrap(), TaskStatus::Failed);
+    let rec = b.get("on-a").await.unwrap().unwrap();
+    assert_eq!(rec.status_message.as_deref(), Some(super::ORPHANED));
+    assert!(rec.outcome.as_deref().unwrap().contains(super::ORPHANED), "its tasks/result is an error saying so");
+    assert_eq!(b.get("on-b").await.unwrap().unwrap().status, TaskStatus::Working, "the living replica's task runs on");
+}
