@@ -2,7 +2,8 @@
 //! balancer that does not pin sessions: a task created through one is served by the other
 //! to the same client (its `Mcp-Session-Id` revived there), a `tasks/result` waiting on the
 //! second wakes when the first finishes the task, and a cancel through the second reaches
-//! the upstream call on the first. Then Redis goes away and comes back.
+//! the upstream call on the first, and the status notification of a task the first ends
+//! reaches the client's stream on the second. Then Redis goes away and comes back.
 
 mod common;
 
@@ -54,10 +55,22 @@ async fn a_task_made_on_one_replica_is_served_by_the_other() {
     let ids: Vec<&str> =
         listed.result()["tasks"].as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap()).collect();
     assert_eq!(ids, [id.as_str()], "{}", listed.response);
+    // The client's GET stream is on replica 2: the status notification of the task's end,
+    // which replica 1 makes, reaches it there.
+    let stream = c2.get_raw(&[]).await;
+    assert_eq!(stream.status(), 200);
+    let mut stream = SseReader::new(stream.into_body());
     // Blocks on replica 2 until replica 1's call ends (heard on the store's channel).
     let result = tokio::time::timeout(STEP, c2.request("tasks/result", json!({"taskId": id}))).await.expect("woken");
     assert!(result.result()["content"].is_array(), "{}", result.response);
     assert_eq!(c2.request("tasks/get", json!({"taskId": id})).await.result()["status"], "completed");
+    loop {
+        let (_, msg) = stream.next().await.expect("the stream stays open");
+        let p = &msg["params"];
+        if msg["method"] == "notifications/tasks/status" && p["taskId"] == id.as_str() && p["status"] == "completed" {
+            break;
+        }
+    }
 
     // A task cancelled through replica 2 is cancelled upstream by replica 1, which runs it.
     let long = json!({"name": "slow", "arguments": {"duration_ms": 60000, "steps": 60}, "task": {"ttl": 600000}});

@@ -80,6 +80,9 @@ pub struct Hosted {
     /// The store writes the link's synchronous calls started (outcomes, status changes):
     /// shutdown waits for them, so that a task cut by it is stored as it ended.
     writes: tokio_util::task::TaskTracker,
+    /// With a shared store, the sessions this replica holds, by owner, so that it can tell
+    /// them of status changes other replicas make (`remote`).
+    held_sessions: Mutex<HashMap<String, Vec<Weak<dyn ClientSession>>>>,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
@@ -108,6 +111,7 @@ impl Hosted {
             cursor_key: std::hash::RandomState::new(),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
+            held_sessions: Mutex::new(HashMap::new()),
         })
     }
 

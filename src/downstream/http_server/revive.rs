@@ -20,6 +20,7 @@ impl HttpServer {
         if let Some(rec) = hs.session.identity(sid, &hs.path) {
             self.gateway.hosted.store().put_session(rec).await;
         }
+        self.gateway.hosted.hold_session(hs.session.owner(), hs.session.clone());
     }
 
     /// The session ended: it is not revived.
@@ -49,6 +50,7 @@ impl HttpServer {
         // Two requests may revive it at once: the first one's session is kept.
         let hs = self.sessions.lock().unwrap().entry(id.to_string()).or_insert(hs).clone();
         self.idle.insert(id.to_string());
+        self.gateway.hosted.hold_session(hs.session.owner(), hs.session.clone());
         tracing::info!(upstream = hs.session.upstream_name(), "session {} revived after a restart", short(id));
         Some((id.to_string(), hs))
     }
