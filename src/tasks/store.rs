@@ -180,6 +180,8 @@ pub trait TaskStore: Send + Sync {
     /// Changes a task with `f`; returns the record after the change. A terminal task keeps
     /// its status and outcome whatever `f` does. Once this returns, a change that made the
     /// task terminal is as durable as the store is.
+    /// A shared store may run `f` more than once (a compare-and-set retried when another
+    /// process changed the task in between): what its last run made is stored.
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// The owner's tasks with `seq` greater than `after`, oldest first, at most `limit`; and
     /// whether more follow.
