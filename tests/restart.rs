@@ -84,7 +84,7 @@ async fn finished_tasks_survive_kill_9_and_running_ones_come_back_failed() {
     drop(gw); // SIGTERM: the store is closed, its lock let go.
 
     let s = FileStore::open(&dir.path().join("taskgate-data"), 100, 1 << 20).expect("the store reopens");
-    let ran = s.get(&running_id).await.expect("the failed task is kept until its ttl");
+    let ran = s.get(&running_id).await.unwrap().expect("the failed task is kept until its ttl");
     assert_eq!(ran.status, TaskStatus::Failed);
 }
 

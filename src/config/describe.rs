@@ -45,6 +45,11 @@ impl Config {
                 let _ = writeln!(out, "path = {:?}", dir.display().to_string());
                 let _ = writeln!(out, "sync_interval = \"{}\"", fmt_duration(self.tasks.sync_interval));
             }
+            StoreKind::Redis(r) => {
+                let _ = writeln!(out, "store = \"redis\"");
+                let _ = writeln!(out, "redis_url = {:?}", redact_url(&r.url.written));
+                let _ = writeln!(out, "redis_prefix = {:?}", r.prefix);
+            }
         }
         for u in &self.upstreams {
             let _ = writeln!(out, "\n[[upstream]]  # served at /mcp/{}", u.name);

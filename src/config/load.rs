@@ -6,6 +6,7 @@ use super::error::{ConfigError, err};
 use super::expand::{expand, expand_map, redact_url};
 use super::raw::*;
 use super::settings::*;
+use super::store_kind::{default_store, store_kind};
 use std::path::Path;
 use std::time::Duration;
 
@@ -51,7 +52,7 @@ impl Config {
             upstreams.push(up);
         }
         let tasks = match raw.tasks {
-            None => TasksConfig { store: store_kind(None, None, base)?, ..TasksConfig::default() },
+            None => TasksConfig { store: default_store(base), ..TasksConfig::default() },
             Some(t) => {
                 let d = TasksConfig::default();
                 TasksConfig {
@@ -60,7 +61,7 @@ impl Config {
                     max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
-                    store: store_kind(t.store.as_deref(), t.path.as_deref(), base)?,
+                    store: store_kind(&t, base, env)?,
                     store_chosen: t.store.is_some() || t.path.is_some(),
                     sync_interval: match duration_or_zero("tasks.sync_interval", t.sync_interval, d.sync_interval)? {
                         i if i > Duration::from_secs(1) => return err("tasks.sync_interval: at most \"1s\""),
@@ -70,26 +71,6 @@ impl Config {
             }
         };
         Ok(Config { server, tasks, upstreams })
-    }
-}
-
-/// `[tasks] store` and `path`; `base` is the config file's directory, if it was read from one.
-fn store_kind(store: Option<&str>, path: Option<&str>, base: Option<&Path>) -> Result<StoreKind, ConfigError> {
-    let dir = |p: &str| match base {
-        Some(b) if Path::new(p).is_relative() => b.join(p),
-        _ => p.into(),
-    };
-    match (store, path) {
-        (Some("memory"), None) => Ok(StoreKind::Memory),
-        (Some("memory"), Some(_)) => err("tasks.path: only a \"file\" store has a path (store = \"memory\")"),
-        (Some("file") | None, Some("")) => err("tasks.path: must not be empty"),
-        (Some("file") | None, Some(p)) => Ok(StoreKind::File(dir(p))),
-        (Some("file") | None, None) => match base {
-            Some(_) => Ok(StoreKind::File(dir(DEFAULT_DATA_DIR))),
-            None if store.is_none() => Ok(StoreKind::Memory),
-            None => err("tasks.path: a \"file\" store needs a path when the config is not read from a file"),
-        },
-        (Some(other), _) => err(format!("tasks.store: \"{other}\" is not one of \"memory\", \"file\"")),
     }
 }
 
@@ -428,7 +409,7 @@ mod tests {
         assert!(at(&rel).unwrap().tasks.store_chosen && at(&mem).unwrap().tasks.store_chosen);
         for (text, key) in [
             (format!("[tasks]\nstore = \"file\"\n{up}"), "tasks.path"),
-            (format!("[tasks]\nstore = \"redis\"\n{up}"), "tasks.store"),
+            (format!("[tasks]\nstore = \"redis\"\n{up}"), "tasks.redis_url"),
             (format!("[tasks]\nstore = \"memory\"\npath = \"x\"\n{up}"), "tasks.path"),
         ] {
             let e = parse(&text).unwrap_err();

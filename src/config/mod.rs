@@ -14,6 +14,7 @@ mod expand;
 mod load;
 mod raw;
 mod settings;
+mod store_kind;
 
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;

@@ -51,7 +51,41 @@ pub enum StoreKind {
     /// A redb database in this directory: finished tasks survive a restart. The default
     /// for a config read from a file, in [`DEFAULT_DATA_DIR`] beside it.
     File(PathBuf),
+    /// Redis or Valkey, shared by several gateway replicas (`redis_url`, `redis_prefix`).
+    Redis(RedisSettings),
 }
+
+/// Where a `redis` store lives.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// `redis://[user:password@]host:port[/db]`, `${VAR}` expanded.
+    pub url: super::expand::Secret,
+    /// Every key and channel the store uses starts with it (`taskgate:` by default), so
+    /// that several deployments may share one server.
+    pub prefix: String,
+}
+
+impl PartialEq for RedisSettings {
+    fn eq(&self, o: &Self) -> bool {
+        self.url.value == o.url.value && self.prefix == o.prefix
+    }
+}
+
+impl Eq for RedisSettings {}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RedisSettings {{ url: {:?}, prefix: {:?} }}",
+            super::expand::redact_url(&self.url.written),
+            self.prefix
+        )
+    }
+}
+
+/// The key prefix of a `redis` store when `[tasks] redis_prefix` is not set.
+pub const DEFAULT_REDIS_PREFIX: &str = "taskgate:";
 
 /// The data directory's name beside the config file, when `[tasks] path` is not set.
 pub const DEFAULT_DATA_DIR: &str = "taskgate-data";

@@ -302,7 +302,7 @@ impl Session {
                         format!("{}: params.taskId must be a string", method.as_str()),
                     ));
                 };
-                if Box::pin(self.hosted().visible(task_id.as_str(), &self.owner)).await {
+                if Box::pin(self.hosted().visible_or_failed(task_id.as_str(), &self.owner)).await? {
                     return Box::pin(self.serve_task_request(id, method, task_id.as_str())).await;
                 }
                 if self.ext_tasks_upstream() {

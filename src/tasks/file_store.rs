@@ -374,14 +374,14 @@ impl TaskStore for FileStore {
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         let Some(&seq) = self.writer.lock().unwrap().ends.get(id) else {
-            return Box::pin(std::future::ready(self.mem.get(id)));
+            return Box::pin(std::future::ready(Ok(self.mem.get(id))));
         };
         Box::pin(async move {
             // Its end is not durable yet: wait for the commit that carries it (or the writer's end).
             let _ = self.synced.clone().wait_for(|&done| done >= seq).await;
-            self.mem.get(id)
+            Ok(self.mem.get(id))
         })
     }
 
@@ -414,12 +414,17 @@ impl TaskStore for FileStore {
         })
     }
 
-    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)> {
-        Box::pin(std::future::ready(self.mem.list(owner, after, limit)))
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.list(owner, after, limit))))
     }
 
-    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>> {
-        Box::pin(std::future::ready(self.mem.watch(id)))
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.watch(id))))
     }
 
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
@@ -487,5 +492,6 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
         StoreKind::File(dir) => {
             Arc::new(FileStore::open_synced(dir, cfg.max_tasks, cfg.max_store_bytes, cfg.sync_interval)?)
         }
+        StoreKind::Redis(r) => crate::tasks::redis_store::RedisStore::open_blocking(r, cfg)?,
     })
 }

@@ -25,6 +25,7 @@ use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
 
 mod calls;
+mod remote;
 mod status;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
 use serde_json::{Value, json};
@@ -88,6 +89,9 @@ pub struct Hosted {
     /// The store writes the link's synchronous calls started (outcomes, status changes):
     /// shutdown waits for them, so that a task cut by it is stored as it ended.
     writes: tokio_util::task::TaskTracker,
+    /// With a shared store, the sessions this replica holds, by owner, so that it can tell
+    /// them of status changes other replicas make (`remote`).
+    held_sessions: Mutex<HashMap<String, Vec<Weak<dyn ClientSession>>>>,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
@@ -115,6 +119,7 @@ impl Hosted {
             max_store_bytes: cfg.max_store_bytes,
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
+            held_sessions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -125,8 +130,18 @@ impl Hosted {
 
     /// Whether `owner` may see task `task_id` (get, fetch, cancel): its creator only. To
     /// anyone else the task does not exist.
+    /// A store failure is taken as "not visible" (and logged); a request that would tell
+    /// its client a task is unknown uses [`Hosted::visible_or_failed`].
     pub async fn visible(&self, task_id: &str, owner: &str) -> bool {
-        self.store.get(task_id).await.is_some_and(|r| r.owner == owner)
+        self.visible_or_failed(task_id, owner).await.unwrap_or(false)
+    }
+
+    /// [`Hosted::visible`], or the store's failure as the client should hear it (-32603
+    /// naming the store), so that a task is not said to be unknown when the store could
+    /// not be asked.
+    pub async fn visible_or_failed(&self, task_id: &str, owner: &str) -> Result<bool, RpcError> {
+        let rec = self.store.get(task_id).await.map_err(|e| self.store_failed(e))?;
+        Ok(rec.is_some_and(|r| r.owner == owner))
     }
 
     /// The stored record with what only memory knows laid over it: the latest progress
@@ -160,6 +175,7 @@ impl Hosted {
         for rec in self.store.finished_at_open() {
             self.expire_when_due(&rec);
         }
+        self.follow_remote_changes();
         let me = Arc::downgrade(self);
         let expiry = self.expiry.clone();
         tokio::spawn(async move {
@@ -168,8 +184,15 @@ impl Hosted {
                 match h.store.remove_if_expired(&id, SystemTime::now()).await {
                     Some(rec) => tracing::debug!(task = %rec.id, "task expired"),
                     None => {
-                        if let Some(rec) = h.store.get(&id).await {
-                            h.expire_when_due(&rec);
+                        match h.store.get(&id).await {
+                            Ok(Some(rec)) => h.expire_when_due(&rec),
+                            Ok(None) => {}
+                            // Tried again later (a shared store also sweeps by itself).
+                            Err(e) => {
+                                h.store_failed(e);
+                                let again = tokio::time::Instant::now() + Duration::from_secs(5);
+                                h.expiry.insert_until(id, again);
+                            }
                         }
                     }
                 }
@@ -304,7 +327,8 @@ impl Hosted {
     }
 
     pub async fn status(&self, task_id: &str) -> Option<(TaskStatus, Option<String>)> {
-        let rec = self.live(self.store.get(task_id).await?);
+        let rec = self.store.get(task_id).await.map_err(|e| self.store_failed(e)).ok()??;
+        let rec = self.live(rec);
         Some((rec.status, rec.status_message))
     }
 
@@ -319,13 +343,15 @@ impl Hosted {
 
     /// Task `task_id`'s status from now on (a `subscriptions/listen` stream watching it);
     /// the sender goes once the task has ended.
+    /// A store failure finds nothing (logged).
     pub async fn watch(&self, task_id: &str) -> Option<tokio::sync::watch::Receiver<TaskStatus>> {
-        self.store.watch(task_id).await
+        self.store.watch(task_id).await.map_err(|e| self.store_failed(e)).ok()?
     }
 
     /// What a finished task's call ended with (its whole response), if it has ended so.
     pub async fn stored_outcome(&self, task_id: &str) -> Option<Value> {
-        self.store.get(task_id).await?.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
+        let rec = self.store.get(task_id).await.map_err(|e| self.store_failed(e)).ok()??;
+        rec.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok())
     }
 
     /// The input requests held for the task, by key, as the tasks extension lists them
@@ -357,7 +383,7 @@ impl Hosted {
     }
 
     pub async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
-        let rec = self.store.get(task_id).await.ok_or_else(|| not_found(task_id))?;
+        let rec = self.store.get(task_id).await.map_err(|e| self.store_failed(e))?.ok_or_else(|| not_found(task_id))?;
         Ok(Value::Object(self.live(rec).to_json()))
     }
 
@@ -383,7 +409,8 @@ impl Hosted {
                 // The store may hold the cancel all the same (a file store's hot copy when
                 // its commit fails): then the task is cancelled, and its call goes too.
                 if was.is_some_and(|s| !s.is_terminal())
-                    && let Some(rec) = self.store.get(task_id).await.filter(|r| r.status == TaskStatus::Cancelled)
+                    && let Some(rec) =
+                        self.store.get(task_id).await.ok().flatten().filter(|r| r.status == TaskStatus::Cancelled)
                 {
                     self.cancelled(&rec).await;
                 }
@@ -417,8 +444,10 @@ impl Hosted {
     /// Blocks until the task is terminal, then returns exactly what the upstream returned
     /// (as a result or error response for `client_id`), tagged with the related task.
     pub async fn result(&self, task_id: &str, waiter: Weak<dyn ClientSession>, client_id: &Id) -> Value {
-        let Some(mut watch) = self.store.watch(task_id).await else {
-            return not_found(task_id).response(Some(client_id));
+        let mut watch = match self.store.watch(task_id).await {
+            Ok(Some(w)) => w,
+            Ok(None) => return not_found(task_id).response(Some(client_id)),
+            Err(e) => return self.store_failed(e).response(Some(client_id)),
         };
         let (held, unstored) = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
@@ -446,7 +475,7 @@ impl Hosted {
             }
             let why = unstored.borrow().clone();
             if let Some(why) = why
-                && !self.store.get(task_id).await.is_some_and(|r| r.status.is_terminal())
+                && !self.store.get(task_id).await.ok().flatten().is_some_and(|r| r.status.is_terminal())
             {
                 return RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(client_id));
             }
@@ -456,7 +485,8 @@ impl Hosted {
             r.result_waiters.retain(|(s, id)| !(s.ptr_eq(&waiter) && id == client_id));
         }
         let rec = match (ended, self.store.get(task_id).await) {
-            (true, Some(rec)) => rec,
+            (true, Ok(Some(rec))) => rec,
+            (_, Err(e)) => return self.store_failed(e).response(Some(client_id)),
             _ => return not_found(task_id).response(Some(client_id)),
         };
         let outcome: Option<Value> = rec.outcome.as_deref().and_then(|text| serde_json::from_str(text).ok());
@@ -488,7 +518,7 @@ impl Hosted {
                 self.parse_cursor(owner, c, last).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?
             }
         };
-        let (page, more) = self.store.list(owner, after, self.page_size).await;
+        let (page, more) = self.store.list(owner, after, self.page_size).await.map_err(|e| self.store_failed(e))?;
         let next = if more { page.last().map(|r| self.cursor(owner, r.seq)) } else { None };
         Ok((page.into_iter().map(|r| Value::Object(self.live(r).to_json())).collect(), next))
     }

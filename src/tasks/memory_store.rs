@@ -215,17 +215,22 @@ impl TaskStore for MemoryStore {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
         Box::pin(std::future::ready(MemoryStore::insert(self, rec, client_limit)))
     }
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
-        Box::pin(std::future::ready(MemoryStore::get(self, id)))
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::get(self, id))))
     }
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(std::future::ready(Ok(MemoryStore::update(self, id, f))))
     }
-    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)> {
-        Box::pin(std::future::ready(MemoryStore::list(self, owner, after, limit)))
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::list(self, owner, after, limit))))
     }
-    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>> {
-        Box::pin(std::future::ready(MemoryStore::watch(self, id)))
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
+        Box::pin(std::future::ready(Ok(MemoryStore::watch(self, id))))
     }
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
         Box::pin(std::future::ready(MemoryStore::remove_expired(self, now)))

@@ -1,5 +1,5 @@
 //! Tasks the gateway keeps: the store (the async trait in `store`, its backends in
-//! `memory_store` and `file_store`), tasks hosted for upstreams that have none, and plain
+//! `memory_store`, `file_store` and `redis_store`), tasks hosted for upstreams that have none, and plain
 //! calls bridged onto the tasks of upstreams that require them, and the upstream tasks
 //! relayed to clients that reach them by id alone; for hosted and relayed tasks alike, the
 //! upstream's questions held until a client answers them; and what the by-token dialects
@@ -14,6 +14,7 @@ pub mod hosting;
 pub mod memory_store;
 pub mod operations;
 pub mod progress_state;
+pub mod redis_store;
 pub mod relayed;
 pub mod store;
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! that wake on status changes.
 //!
 //! [`TaskStore`] is the async seam behind which the backends sit: `tasks::memory_store`
-//! (in this process only) and `tasks::file_store` (a redb database in a data directory, the
-//! default for a config read from a file); a shared one for several replicas comes later.
+//! (in this process only), `tasks::file_store` (a redb database in a data directory, the
+//! default for a config read from a file) and `tasks::redis_store` (Redis or Valkey, shared
+//! by several gateway replicas).
 //! The store also keeps what revives an HTTP session after a restart ([`SessionRecord`]):
 //! tasks belong to their creating session, so durable tasks need a durable owner to be
 //! reached. No task is evicted to make room: a full store (by count, per client, or by the bytes of
@@ -116,6 +117,13 @@ pub struct SessionRecord {
     pub init_params: String,
 }
 
+/// A task's status changed in another process sharing the store.
+#[derive(Clone, Debug)]
+pub struct RemoteChange {
+    pub id: String,
+    pub status: TaskStatus,
+}
+
 /// How long a finished task is kept at least, even when its ttl passed while it ran.
 const REAP_GRACE: Duration = Duration::from_secs(1);
 
@@ -164,16 +172,29 @@ pub trait TaskStore: Send + Sync {
     /// stored. Once this returns, the task is as durable as the store is (the file store's:
     /// on disk within its `sync_interval`, unless that is zero; see `tasks::file_store`).
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>>;
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>>;
+    ///
+    /// The reads a client's request depends on (`get`, `list`, `watch`) return the
+    /// backend's failure, so that the client hears the store failed rather than that its
+    /// task does not exist. The counts and removals below do not: a networked store maps a
+    /// failure to the safe answer named in its docs and logs it.
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// Changes a task with `f`; returns the record after the change. A terminal task keeps
     /// its status and outcome whatever `f` does. Once this returns, a change that made the
     /// task terminal is as durable as the store is.
+    /// A shared store may run `f` more than once (a compare-and-set retried when another
+    /// process changed the task in between): what its last run made is stored.
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// The owner's tasks with `seq` greater than `after`, oldest first, at most `limit`; and
     /// whether more follow.
-    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)>;
-    /// A receiver that sees each status change; closed when the task is removed.
-    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>>;
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>>;
+    /// A receiver that sees each status change (made by any process sharing the store);
+    /// closed when the task is removed.
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>>;
     /// Removes finished tasks whose ttl has passed; returns them.
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>>;
     /// Removes task `id` if it is finished and its ttl has passed.
@@ -203,6 +224,12 @@ pub trait TaskStore: Send + Sync {
     /// The session ended (deleted by its client, or idle): it is not revived.
     fn remove_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(std::future::ready(()))
+    }
+    /// Status changes made by other processes sharing the store (a shared store's
+    /// replicas), for what only the process running a task can do: cancel its upstream
+    /// call, tell its sessions. `None` for a store this process has alone.
+    fn remote_changes(&self) -> Option<tokio::sync::broadcast::Receiver<RemoteChange>> {
+        None
     }
     /// The store's name in errors and logs.
     fn name(&self) -> &'static str;

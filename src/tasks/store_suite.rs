@@ -1,6 +1,10 @@
 //! One suite for every [`TaskStore`]: each test is a function over the trait, run against
 //! each backend by `suite!`, so that everything above the trait can count on the same
 //! behaviour. The file store's own (restart) tests follow.
+//!
+//! The `redis` half starts a `redis-server` of its own per test (`tests/common/
+//! redis_server.rs`): it fails, rather than skips, where none is on PATH (`scripts/test`
+//! installs one with `scripts/setup-redis`).
 
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::file_store::{FileStore, RESTARTED};
@@ -21,7 +25,7 @@ async fn a_full_store_refuses_and_evicts_nothing(s: &dyn TaskStore) {
     assert_eq!(s.insert(rec("c", "o"), 10).await.unwrap_err(), StoreError::Full { limit: 2 });
     finish(s, "a").await;
     assert_eq!(s.insert(rec("c", "o"), 10).await.unwrap_err(), StoreError::Full { limit: 2 }, "finished are kept");
-    assert!(s.get("a").await.is_some() && s.get("b").await.is_some());
+    assert!(s.get("a").await.unwrap().is_some() && s.get("b").await.unwrap().is_some());
     let later = SystemTime::now() + Duration::from_secs(120);
     assert_eq!(s.remove_expired(later).await.len(), 1, "only the finished one");
     s.insert(rec("c", "o"), 10).await.unwrap();
@@ -33,7 +37,7 @@ async fn the_client_limit_counts_finished_tasks_too(s: &dyn TaskStore) {
     s.insert(rec("y1", "y"), 2).await.unwrap();
     s.insert(rec("x2", "x"), 2).await.unwrap();
     assert_eq!(s.insert(rec("x3", "x"), 2).await.unwrap_err(), StoreError::ClientFull { limit: 2 });
-    assert!(s.get("x1").await.is_some() && s.get("y1").await.is_some());
+    assert!(s.get("x1").await.unwrap().is_some() && s.get("y1").await.unwrap().is_some());
 }
 
 async fn retained_outcomes_are_counted_in_bytes(s: &dyn TaskStore) {
@@ -55,11 +59,15 @@ async fn retained_outcomes_are_counted_in_bytes(s: &dyn TaskStore) {
 
 async fn terminal_status_sticks_and_waiters_wake(s: &dyn TaskStore) {
     s.insert(rec("a", "o"), 10).await.unwrap();
-    let mut w = s.watch("a").await.unwrap();
+    let mut w = s.watch("a").await.unwrap().unwrap();
     s.update("a", &mut |r| r.status = TaskStatus::Cancelled).await.unwrap();
     let seen = *w.wait_for(|st| st.is_terminal()).await.unwrap();
     assert_eq!(seen, TaskStatus::Cancelled, "a waiter from before wakes with the terminal status");
-    assert_eq!(*s.watch("a").await.unwrap().borrow(), TaskStatus::Cancelled, "a finished task's watch is final");
+    assert_eq!(
+        *s.watch("a").await.unwrap().unwrap().borrow(),
+        TaskStatus::Cancelled,
+        "a finished task's watch is final"
+    );
     let after = s.update("a", &mut |r| r.status = TaskStatus::Completed).await.unwrap().unwrap();
     assert_eq!(after.status, TaskStatus::Cancelled);
 }
@@ -69,10 +77,10 @@ async fn listing_is_per_owner_and_paged(s: &dyn TaskStore) {
         s.insert(rec(&format!("a{i}"), "a"), 10).await.unwrap();
         s.insert(rec(&format!("b{i}"), "b"), 10).await.unwrap();
     }
-    let (page, more) = s.list("a", 0, 3).await;
+    let (page, more) = s.list("a", 0, 3).await.unwrap();
     assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a0", "a1", "a2"]);
     assert!(more);
-    let (page, more) = s.list("a", page[2].seq, 3).await;
+    let (page, more) = s.list("a", page[2].seq, 3).await.unwrap();
     assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a3", "a4"]);
     assert!(!more);
     assert_eq!(s.last_seq().await, 10);
@@ -86,28 +94,51 @@ async fn expiry_removes_finished_tasks_only_and_closes_waiters(s: &dyn TaskStore
     let later = SystemTime::now() + Duration::from_secs(5);
     assert!(s.remove_expired(later).await.is_empty(), "a running task outlives its ttl");
     assert!(s.remove_if_expired("a", later).await.is_none());
-    let w = s.watch("a").await.unwrap();
+    let w = s.watch("a").await.unwrap().unwrap();
     finish(s, "a").await;
     assert_eq!(s.remove_if_expired("a", later).await.map(|r| r.id), Some("a".to_string()));
-    assert!(s.get("a").await.is_none());
+    assert!(s.get("a").await.unwrap().is_none());
     assert!(w.has_changed().is_err(), "the sender is gone");
     assert!(s.remove_expired(later).await.is_empty());
 }
 
 async fn unknown_tasks_are_none(s: &dyn TaskStore) {
-    assert!(s.get("nope").await.is_none());
-    assert!(s.watch("nope").await.is_none());
+    assert!(s.get("nope").await.unwrap().is_none());
+    assert!(s.watch("nope").await.unwrap().is_none());
     assert!(s.update("nope", &mut |r| r.status = TaskStatus::Failed).await.unwrap().is_none());
 }
 
-/// Each test against each store: `memory`, and `file` in a fresh directory (at the default
-/// sync interval, and with every write awaited: `file_strict`).
+#[path = "../../tests/common/redis_server.rs"]
+pub(crate) mod redis_server;
+
+async fn redis_store(max_tasks: usize, max_bytes: usize, url: &str) -> crate::tasks::redis_store::RedisStore {
+    let prefix = format!("test{}:", crate::random::id128());
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{url}\"\nredis_prefix = \"{prefix}\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n"
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    let cfg = crate::config::TasksConfig { max_tasks, max_store_bytes: max_bytes, ..Default::default() };
+    crate::tasks::redis_store::RedisStore::open(settings, &cfg).await.unwrap()
+}
+
+/// Each test against each store: `memory`, `file` in a fresh directory (at the default
+/// sync interval, and with every write awaited: `file_strict`), `redis` on a server of its
+/// own.
 macro_rules! suite {
     ($($name:ident: max_tasks $max:expr, max_bytes $bytes:expr;)*) => {
         mod memory {
             $(#[tokio::test]
             async fn $name() {
                 super::$name(&crate::tasks::memory_store::MemoryStore::new($max, $bytes)).await;
+            })*
+        }
+        mod redis {
+            $(#[tokio::test]
+            async fn $name() {
+                let server = super::redis_server::RedisServer::start();
+                let s = super::redis_store($max, $bytes, &server.url()).await;
+                super::$name(&s).await;
             })*
         }
         mod file {
@@ -198,19 +229,19 @@ async fn a_reopened_file_store_keeps_finished_tasks_and_fails_running_ones() {
     // The short one's ttl passes while the gateway is down.
     std::thread::sleep(Duration::from_millis(1100));
     let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
-    let done = TaskStore::get(&s, "done").await.unwrap();
+    let done = TaskStore::get(&s, "done").await.unwrap().unwrap();
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(done.outcome.as_deref(), Some(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#));
-    let ran = TaskStore::get(&s, "running").await.unwrap();
+    let ran = TaskStore::get(&s, "running").await.unwrap().unwrap();
     assert_eq!(ran.status, TaskStatus::Failed);
     assert_eq!(ran.status_message.as_deref(), Some(RESTARTED));
     assert!(ran.outcome.as_deref().unwrap().contains(RESTARTED), "its tasks/result is an error saying so");
-    assert!(TaskStore::get(&s, "short").await.is_none(), "expired while down");
+    assert!(TaskStore::get(&s, "short").await.unwrap().is_none(), "expired while down");
     assert_eq!(s.finished_at_open().len(), 2, "the sweeper is told of both");
     assert_eq!(TaskStore::last_seq(&s).await, 2, "new tasks list after the kept ones");
     assert!(FileStore::open(dir.path(), 100, 1 << 20).is_err(), "one gateway per data directory");
     // What was fixed at the reopening is durable too.
     drop(s);
     let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
-    assert_eq!(TaskStore::get(&s, "running").await.unwrap().status, TaskStatus::Failed);
+    assert_eq!(TaskStore::get(&s, "running").await.unwrap().unwrap().status, TaskStatus::Failed);
 }

@@ -1,6 +1,5 @@
-//! The real binary as a gateway process (`taskgate serve`), for tests that restart it on the
-//! same data directory: started on a config file, its address read from its log, stopped by
-//! its pid.
+//! A gateway process of the test's own (`taskgate serve --config`), stopped by its pid
+//! when dropped (SIGTERM, a bounded wait, then SIGKILL).
 
 use super::{STEP, bin};
 use std::process::Stdio;
@@ -8,7 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A gateway process this test started, stopped by its pid (SIGTERM, wait, SIGKILL).
-pub struct Proc(tokio::process::Child);
+pub struct Proc(pub tokio::process::Child);
 
 impl Proc {
     pub fn pid(&self) -> u32 {
@@ -36,7 +35,8 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
-/// Starts `taskgate serve` on `config`, and returns it with its address.
+/// Starts `taskgate serve` on `config`, and returns it with its address. Its log (stderr)
+/// is read on (so that it never blocks) and dropped.
 pub async fn start(config: &std::path::Path) -> (Proc, String) {
     let mut child = tokio::process::Command::new(bin())
         .args(["serve", "--config", config.to_str().unwrap()])

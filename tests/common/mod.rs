@@ -8,6 +8,7 @@ pub mod dialects;
 pub mod ext_server;
 pub mod gateway_proc;
 pub mod modern;
+pub mod redis_server;
 mod stdio_script;
 mod wait;
 #[allow(unused_imports)]

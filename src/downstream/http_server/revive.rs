@@ -22,6 +22,7 @@ impl HttpServer {
         if let Some(rec) = hs.session.identity(sid, &hs.path) {
             self.gateway.hosted.store().put_session(rec).await;
         }
+        self.gateway.hosted.hold_session(hs.session.owner(), hs.session.clone());
     }
 
     /// The session ended: it is not revived.
@@ -65,6 +66,7 @@ impl HttpServer {
             hs
         };
         self.idle.insert(id.to_string());
+        self.gateway.hosted.hold_session(hs.session.owner(), hs.session.clone());
         tracing::info!(upstream = hs.session.upstream_name(), "session {} revived after a restart", short(id));
         Ok((id.to_string(), hs))
     }

@@ -96,7 +96,7 @@ impl Session {
                     format!("{}: params.taskId must be a string", frame.method_name()),
                 ));
             };
-            if Box::pin(self.hosted().visible(task_id.as_str(), &self.owner)).await {
+            if Box::pin(self.hosted().visible_or_failed(task_id.as_str(), &self.owner)).await? {
                 self.serve_ext_task(id.clone(), &frame, task_id.as_str()).await?;
                 return Ok(None);
             }

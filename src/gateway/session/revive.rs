@@ -20,6 +20,11 @@ impl Session {
         })
     }
 
+    /// Whose tasks are its own.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// The session `rec` describes, initialized as it was; `None` if the record cannot be
     /// read (a version this gateway no longer speaks).
     pub fn revive(

@@ -80,7 +80,7 @@ impl Hosted {
     /// its hot copy when a commit fails); else the end is written once more (a backend's
     /// passing failure). `None` if the store still has no end for it: the failure is logged.
     async fn end_after_store_error(&self, task_id: &str, end: Edit<'_>) -> Option<TaskRecord> {
-        if let Some(rec) = self.store.get(task_id).await.filter(|r| r.status.is_terminal()) {
+        if let Some(rec) = self.store.get(task_id).await.ok().flatten().filter(|r| r.status.is_terminal()) {
             return Some(rec);
         }
         match self.store.update(task_id, end).await {

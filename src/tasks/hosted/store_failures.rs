@@ -20,7 +20,7 @@ impl TaskStore for Failing {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
         TaskStore::insert(&self.mem, rec, client_limit)
     }
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<TaskRecord>> {
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         TaskStore::get(&self.mem, id)
     }
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
@@ -29,10 +29,15 @@ impl TaskStore for Failing {
         let failed = StoreError::Backend { store: "failing", cause: "the disk is full".into() };
         Box::pin(std::future::ready(if fail { Err(failed) } else { Ok(after.flatten()) }))
     }
-    fn list<'a>(&'a self, owner: &'a str, after: u64, limit: usize) -> StoreFuture<'a, (Vec<TaskRecord>, bool)> {
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
         TaskStore::list(&self.mem, owner, after, limit)
     }
-    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<watch::Receiver<TaskStatus>>> {
+    fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         TaskStore::watch(&self.mem, id)
     }
     fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
@@ -177,5 +182,5 @@ async fn a_question_shows_its_task_input_required_before_the_store_hears_of_it()
     for _ in 0..100 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(TaskStore::get(&*store, &id).await.unwrap().status, TaskStatus::Working);
+    assert_eq!(TaskStore::get(&*store, &id).await.unwrap().unwrap().status, TaskStatus::Working);
 }

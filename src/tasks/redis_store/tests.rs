@@ -1,0 +1,150 @@
+//! What only a shared store has: two stores (two replicas) on one server, and the server
+//! going away and coming back. The behaviour every store shares is `tasks::store_suite`'s.
+
+use super::RedisStore;
+use crate::mcp::tasks::TaskStatus;
+use crate::tasks::store::{SessionRecord, StoreError, TaskRecord, TaskStore};
+use std::time::{Duration, Instant};
+
+use crate::tasks::store_suite::redis_server::RedisServer;
+
+async fn replica(url: &str, prefix: &str) -> RedisStore {
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{url}\"\nredis_prefix = \"{prefix}\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n"
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    RedisStore::open(settings, &config.tasks).await.unwrap()
+}
+
+fn rec(id: &str) -> TaskRecord {
+    TaskRecord::new(id.into(), "o".into(), "c".into(), "up".into(), Duration::from_secs(60), Duration::from_secs(1))
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn two_replicas_see_each_others_tasks_changes_and_sessions() {
+    let server = RedisServer::start();
+    let (a, b) = (replica(&server.url(), "r:").await, replica(&server.url(), "r:").await);
+    let mut heard_by_a = a.remote_changes().unwrap();
+    a.insert(rec("t1"), 10).await.unwrap();
+    assert_eq!(b.get("t1").await.unwrap().unwrap().status, TaskStatus::Working);
+    let mut on_b = b.watch("t1").await.unwrap().unwrap();
+    // B cancels: A, which would run the call, hears it; B's own watcher wakes too.
+    b.update("t1", &mut |r| r.status = TaskStatus::Cancelled).await.unwrap();
+    let change = tokio::time::timeout(WAIT, heard_by_a.recv()).await.unwrap().unwrap();
+    assert_eq!((change.id.as_str(), change.status), ("t1", TaskStatus::Cancelled));
+    assert_eq!(*on_b.wait_for(|s| s.is_terminal()).await.unwrap(), TaskStatus::Cancelled);
+    // A watcher on B wakes when A ends a task (over the channel).
+    a.insert(rec("t2"), 10).await.unwrap();
+    let mut on_b = b.watch("t2").await.unwrap().unwrap();
+    a.update("t2", &mut |r| r.status = TaskStatus::Completed).await.unwrap();
+    let seen = tokio::time::timeout(WAIT, on_b.wait_for(|s| s.is_terminal())).await.unwrap().map(|s| *s);
+    assert_eq!(seen.unwrap(), TaskStatus::Completed);
+    // Both count against one limit.
+    assert_eq!(b.count().await, 2);
+    assert_eq!(b.insert(rec("t3"), 2).await.unwrap_err(), StoreError::ClientFull { limit: 2 });
+    let s = SessionRecord {
+        id: "s1".into(),
+        path: "/mcp/a".into(),
+        owner: "o".into(),
+        client: "c".into(),
+        version: "2025-11-25".into(),
+        init_params: "{}".into(),
+    };
+    a.put_session(s.clone()).await;
+    assert_eq!(b.get_session("s1").await, Some(s));
+    b.remove_session("s1").await;
+    assert!(a.get_session("s1").await.is_none());
+}
+
+async fn append(s: &dyn TaskStore) {
+    for _ in 0..20 {
+        s.update("t", &mut |r| r.status_message.get_or_insert_default().push('x')).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn concurrent_changes_from_two_replicas_are_none_lost() {
+    let server = RedisServer::start();
+    let (a, b) = (replica(&server.url(), "c:").await, replica(&server.url(), "c:").await);
+    a.insert(rec("t"), 10).await.unwrap();
+    tokio::join!(append(&a), append(&b));
+    assert_eq!(a.get("t").await.unwrap().unwrap().status_message.unwrap().len(), 40);
+}
+
+#[tokio::test]
+async fn redis_going_away_is_a_prompt_backend_error_and_its_return_heals() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let (a, b) = (replica(&server.url(), "d:").await, replica(&server.url(), "d:").await);
+    a.insert(rec("t"), 10).await.unwrap();
+    server.stop();
+    let started = Instant::now();
+    match a.get("t").await {
+        Err(StoreError::Backend { store: "redis", .. }) => {}
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    assert!(matches!(a.insert(rec("u"), 10).await, Err(StoreError::Backend { store: "redis", .. })));
+    assert!(started.elapsed() < 3 * super::CALL_TIMEOUT, "bounded: {:?}", started.elapsed());
+    let _server = RedisServer::start_on(port);
+    let deadline = Instant::now() + WAIT;
+    while a.insert(rec("v"), 10).await.is_err() {
+        assert!(Instant::now() < deadline, "the store did not come back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The subscribers are back too: a change on one replica wakes a watcher on the other.
+    // B's connection learns of the outage on its next call, and is connected again after it.
+    let deadline = Instant::now() + WAIT;
+    let mut on_b = loop {
+        match b.watch("v").await {
+            Ok(w) => break w.unwrap(),
+            Err(_) => assert!(Instant::now() < deadline, "the store did not come back for B"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    loop {
+        b.update("v", &mut |r| r.status = TaskStatus::InputRequired).await.unwrap();
+        a.update("v", &mut |r| r.status = TaskStatus::Working).await.unwrap();
+        b.update("v", &mut |r| r.status = TaskStatus::InputRequired).await.unwrap();
+        // B's own write shows at once; A's must come over the channel.
+        let mut heard = b.remote_changes().unwrap();
+        a.update("v", &mut |r| r.status = TaskStatus::Working).await.unwrap();
+        if tokio::time::timeout(Duration::from_millis(500), heard.recv()).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the subscriber did not come back");
+    }
+    a.update("v", &mut |r| r.status = TaskStatus::Completed).await.unwrap();
+    let seen = tokio::time::timeout(WAIT, on_b.wait_for(|s| s.is_terminal())).await.unwrap().map(|s| *s);
+    assert_eq!(seen.unwrap(), TaskStatus::Completed);
+}
+
+#[tokio::test]
+async fn the_running_tasks_of_a_replica_that_stopped_are_failed_by_another_and_no_others() {
+    let server = RedisServer::start();
+    let timing = super::Timing { sweep_every: Duration::from_millis(100), heartbeat_ttl: Duration::from_millis(400) };
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"h:\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
+        server.url()
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    let a = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    let b = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    a.insert(rec("on-a"), 10).await.unwrap();
+    b.insert(rec("on-b"), 10).await.unwrap();
+    // Both alive for several heartbeat lifetimes: nothing is failed.
+    tokio::time::sleep(timing.heartbeat_ttl * 3).await;
+    assert_eq!(b.get("on-a").await.unwrap().unwrap().status, TaskStatus::Working);
+    assert_eq!(a.get("on-b").await.unwrap().unwrap().status, TaskStatus::Working);
+    let mut w = b.watch("on-a").await.unwrap().unwrap();
+    drop(a);
+    let seen = tokio::time::timeout(WAIT, w.wait_for(|s| s.is_terminal())).await.unwrap().map(|s| *s);
+    assert_eq!(seen.unwrap(), TaskStatus::Failed);
+    let rec = b.get("on-a").await.unwrap().unwrap();
+    assert_eq!(rec.status_message.as_deref(), Some(super::ORPHANED));
+    assert!(rec.outcome.as_deref().unwrap().contains(super::ORPHANED), "its tasks/result is an error saying so");
+    assert_eq!(b.get("on-b").await.unwrap().unwrap().status, TaskStatus::Working, "the living replica's task runs on");
+}

@@ -1,0 +1,58 @@
+//! A `redis-server` of the test's own, on a free 127.0.0.1 port, without persistence,
+//! stopped by its pid when dropped. The binary must be on PATH (`scripts/setup-redis`
+//! installs it; `scripts/test` runs that): without it the test fails, saying so.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts one and waits (bounded) until it answers.
+    pub fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        RedisServer::start_on(port)
+    }
+
+    /// Starts one on `port` (a restart on the port a stopped one had).
+    pub fn start_on(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): the redis store's tests need it on PATH; run scripts/setup-redis"
+                )
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not listen on 127.0.0.1:{port} within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer { child: Some(child), port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it by its pid and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
