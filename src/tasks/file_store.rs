@@ -35,6 +35,7 @@
 
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
+use crate::tasks::record_fields::RecordFields;
 use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
 use redb::{Database, ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
@@ -42,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
 use writer::{Due, Job, Op, Pending, SESSIONS, TASKS};
 
@@ -137,47 +138,16 @@ impl Drop for FileStore {
 /// The durable fields of a record, minus the outcome (stored after them, as is).
 #[derive(Serialize, Deserialize)]
 struct Stored {
-    id: String,
-    owner: String,
-    client: String,
-    upstream: String,
+    #[serde(flatten)]
+    fields: RecordFields,
     seq: u64,
-    status: String,
-    status_message: Option<String>,
-    created_ms: u64,
-    updated_ms: u64,
-    ttl_ms: u64,
-    poll_ms: u64,
-    ttl_from_end: bool,
     has_outcome: bool,
-}
-
-fn ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
-}
-
-fn at(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 /// `Stored` as JSON, a newline, then the outcome's text: the outcome is JSON text already,
 /// and is not escaped a second time.
 fn encode(r: &TaskRecord) -> Vec<u8> {
-    let s = Stored {
-        id: r.id.clone(),
-        owner: r.owner.clone(),
-        client: r.client.clone(),
-        upstream: r.upstream.clone(),
-        seq: r.seq,
-        status: r.status.as_str().into(),
-        status_message: r.status_message.clone(),
-        created_ms: ms(r.created_at),
-        updated_ms: ms(r.last_updated_at),
-        ttl_ms: r.ttl.as_millis() as u64,
-        poll_ms: r.poll_interval.as_millis() as u64,
-        ttl_from_end: r.ttl_from_end,
-        has_outcome: r.outcome.is_some(),
-    };
+    let s = Stored { fields: RecordFields::of(r), seq: r.seq, has_outcome: r.outcome.is_some() };
     let mut out = serde_json::to_vec(&s).expect("records serialize");
     if let Some(o) = &r.outcome {
         out.push(b'\n');
@@ -196,21 +166,7 @@ fn decode(bytes: &[u8]) -> Option<TaskRecord> {
         (true, Some(o)) => Some(Arc::from(std::str::from_utf8(o).ok()?)),
         _ => None,
     };
-    Some(TaskRecord {
-        id: s.id,
-        owner: s.owner,
-        client: s.client,
-        upstream: s.upstream,
-        seq: s.seq,
-        status: TaskStatus::parse(&s.status)?,
-        status_message: s.status_message,
-        created_at: at(s.created_ms),
-        last_updated_at: at(s.updated_ms),
-        ttl: Duration::from_millis(s.ttl_ms),
-        poll_interval: Duration::from_millis(s.poll_ms),
-        outcome,
-        ttl_from_end: s.ttl_from_end,
-    })
+    s.fields.into_record(s.seq, outcome)
 }
 
 /// What a task that was running at the restart ended with.

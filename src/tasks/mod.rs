@@ -14,6 +14,7 @@ pub mod hosting;
 pub mod memory_store;
 pub mod operations;
 pub mod progress_state;
+pub mod record_fields;
 pub mod redis_store;
 pub mod relayed;
 pub mod store;

@@ -3,70 +3,19 @@
 //! adds one, for the compare-and-set of `update`), `out` its outcome's text, as is.
 
 use crate::mcp::tasks::TaskStatus;
+use crate::tasks::record_fields::RecordFields;
+pub(super) use crate::tasks::record_fields::ms;
 use crate::tasks::store::TaskRecord;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    id: String,
-    owner: String,
-    client: String,
-    upstream: String,
-    status: String,
-    status_message: Option<String>,
-    created_ms: u64,
-    updated_ms: u64,
-    ttl_ms: u64,
-    poll_ms: u64,
-    ttl_from_end: bool,
-}
-
-pub(super) fn ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
-}
-
-fn at(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 /// The `m` field of a record.
 pub(super) fn meta(r: &TaskRecord) -> String {
-    serde_json::to_string(&Meta {
-        id: r.id.clone(),
-        owner: r.owner.clone(),
-        client: r.client.clone(),
-        upstream: r.upstream.clone(),
-        status: r.status.as_str().into(),
-        status_message: r.status_message.clone(),
-        created_ms: ms(r.created_at),
-        updated_ms: ms(r.last_updated_at),
-        ttl_ms: r.ttl.as_millis() as u64,
-        poll_ms: r.poll_interval.as_millis() as u64,
-        ttl_from_end: r.ttl_from_end,
-    })
-    .expect("records serialize")
+    serde_json::to_string(&RecordFields::of(r)).expect("records serialize")
 }
 
 /// A record from its hash fields (`None`: unreadable).
 pub(super) fn decode(m: &str, seq: u64, out: Option<String>) -> Option<TaskRecord> {
-    let s: Meta = serde_json::from_str(m).ok()?;
-    Some(TaskRecord {
-        id: s.id,
-        owner: s.owner,
-        client: s.client,
-        upstream: s.upstream,
-        seq,
-        status: TaskStatus::parse(&s.status)?,
-        status_message: s.status_message,
-        created_at: at(s.created_ms),
-        last_updated_at: at(s.updated_ms),
-        ttl: Duration::from_millis(s.ttl_ms),
-        poll_interval: Duration::from_millis(s.poll_ms),
-        outcome: out.map(Arc::from),
-        ttl_from_end: s.ttl_from_end,
-    })
+    serde_json::from_str::<RecordFields>(m).ok()?.into_record(seq, out.map(Arc::from))
 }
 
 /// A status change as published: `id`, status (or `gone`: removed), version, origin (the
@@ -99,6 +48,7 @@ pub(super) fn published(id: &str, status: TaskStatus, ver: &str, origin: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn records_and_messages_round_trip() {
