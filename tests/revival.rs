@@ -131,3 +131,26 @@ async fn a_session_deleted_before_a_crash_is_not_revived() {
     let after = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
     assert_eq!(after.status, 404, "the client ended it: {:?}", String::from_utf8_lossy(&after.body));
 }
+
+#[tokio::test]
+async fn a_get_stream_that_reconnects_first_revives_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "");
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    // A 404 would tell the client to initialize again, giving its tasks up.
+    let stream = c.get_raw(&[]).await;
+    assert_eq!(stream.status(), 200, "the stream reconnects to the revived session");
+    let content_type = stream.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+    let got = c.request("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(got.result()["status"], "completed", "{:?}", got.response);
+    // A GET with an id nobody remembers is still 404.
+    let mut stranger = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    stranger.session = Some("0123456789abcdef0123456789abcdef".into());
+    assert_eq!(stranger.get_raw(&[]).await.status(), 404);
+}

@@ -265,7 +265,7 @@ impl HttpServer {
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
                 r
             }
-            Method::GET => self.get(req, &path),
+            Method::GET => self.get(req, &path, &upstream).await,
             Method::DELETE => self.delete(req, &path).await,
             _ => {
                 let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -490,7 +490,7 @@ impl HttpServer {
         Ok((id, hs))
     }
 
-    fn get(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
+    async fn get(&self, req: Request<Incoming>, path: &str, upstream: &Arc<UpstreamConfig>) -> Response<Body> {
         let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
         if !accept.to_ascii_lowercase().contains("text/event-stream") {
             return rpc_error(
@@ -501,6 +501,13 @@ impl HttpServer {
         }
         let (_, hs) = match self.lookup(req.headers(), path) {
             Ok(x) => x,
+            // A client whose stream reconnects first, after a restart (boxed: rare).
+            Err(refused) if refused.status == StatusCode::NOT_FOUND => {
+                match Box::pin(self.revive(req.headers(), path, upstream, refused)).await {
+                    Ok(x) => x,
+                    Err(refused) => return refused.into_response(),
+                }
+            }
             Err(refused) => return refused.into_response(),
         };
         let keepalive = self.gateway.limits().sse_keepalive;
