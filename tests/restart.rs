@@ -156,3 +156,72 @@ async fn with_a_sync_interval_an_acknowledged_end_survives_kill_9() {
     assert_eq!(got.result()["status"], "failed", "its creation rode with the later ends: {:?}", got.response);
     assert_eq!(got.result()["statusMessage"], taskgate::RESTARTED);
 }
+
+/// The extension tasks a 2025-11-25 client was given by a 2026-07-28 upstream (ids of the
+/// upstream's, which need no session there) survive a `kill -9` of the gateway: the revived
+/// session follows them again. One the upstream still runs is `working` and can be
+/// cancelled, one that ended meanwhile gives its result, and one the upstream no longer
+/// knows is `failed`, saying the gateway restarted.
+#[tokio::test]
+async fn upstream_tasks_are_followed_again_after_kill_9() {
+    use common::ext_server::{Server, extension_server};
+    let state = std::sync::Arc::new(std::sync::Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nsync_interval = \"0ms\"\n{}",
+        http_upstream("up", &up.url())
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let (gw, addr) = start(&config).await;
+    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/up"));
+    c.initialize("2025-11-25").await;
+    let mut ids = Vec::new();
+    for tool in ["endless", "slow", "endless"] {
+        let created = c.request("tools/call", json!({"name": tool, "arguments": {}, "task": {"ttl": 600000}})).await;
+        ids.push(created.result()["task"]["taskId"].as_str().expect("a task").to_string());
+    }
+    // A plain answer becomes a task of the gateway's, awaited durable (sync_interval 0): its
+    // commit carries the session's record, written before it.
+    let echoed = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "x"}, "task": {}})).await;
+    assert!(echoed.result()["task"]["taskId"].is_string(), "{:?}", echoed.response);
+    signal(gw.pid(), libc::SIGKILL);
+    drop(gw);
+    // The upstream finishes the slow one and forgets the last one while the gateway is down.
+    {
+        let mut s = state.lock().unwrap();
+        let slow = s.tasks.get_mut(&ids[1]).unwrap();
+        slow.steps = 3;
+        slow.status = "completed";
+        s.tasks.remove(&ids[2]);
+    }
+
+    let (_gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/up");
+    let got = c.request("tasks/get", json!({"taskId": ids[0]})).await;
+    assert_eq!(got.result()["status"], "working", "the upstream still runs it: {:?}", got.response);
+    let result = c.request("tasks/result", json!({"taskId": ids[1]})).await;
+    assert_eq!(result.result()["content"][0]["text"], "slow done after 3 steps", "{:?}", result.response);
+    let lost = c.request("tasks/get", json!({"taskId": ids[2]})).await;
+    assert_eq!(lost.result()["status"], "failed", "{:?}", lost.response);
+    let message = lost.result()["statusMessage"].as_str().unwrap();
+    assert!(message.starts_with(taskgate::RESTARTED), "{message}");
+    let result = c.request("tasks/result", json!({"taskId": ids[2]})).await;
+    assert_eq!(result.error_code(), -32603, "{:?}", result.response);
+    let listed = c.request("tasks/list", json!({})).await;
+    let listed: Vec<&str> =
+        listed.result()["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
+    for id in &ids {
+        assert!(listed.contains(&id.as_str()), "{id} is listed: {listed:?}");
+    }
+    let cancelled = c.request("tasks/cancel", json!({"taskId": ids[0]})).await;
+    assert_eq!(cancelled.result()["status"], "cancelled", "{:?}", cancelled.response);
+    assert!(state.lock().unwrap().tasks[&ids[0]].cancelled, "the cancel reached the upstream");
+    // Another session does not see them.
+    let mut other = HttpMcp::new(&format!("http://{addr}/mcp/up"));
+    other.initialize("2025-11-25").await;
+    let hidden = other.request("tasks/get", json!({"taskId": ids[0]})).await;
+    assert_eq!(hidden.error_code(), -32602, "{:?}", hidden.response);
+}

@@ -23,9 +23,16 @@
 use crate::jsonrpc::{GATEWAY_BUSY, INVALID_PARAMS, RpcError};
 use crate::mcp::task_dialects::task::{Inline, status_of};
 use crate::mcp::tasks::TaskStatus;
+use crate::tasks::file_store::RESTARTED;
+use crate::tasks::store::FollowedTask;
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis()
+        as u64
+}
 
 /// The cursor prefix of this table's `tasks/list` pages.
 pub const CURSOR_PREFIX: &str = "ext:";
@@ -54,6 +61,10 @@ struct Entry {
     announced: Option<String>,
     /// `tasks/result` requests waiting on it.
     waiters: usize,
+    /// When its ttl ends (none: unlimited), for what the store keeps of it.
+    expires_ms: Option<u64>,
+    /// Brought back after a restart, and not yet seen by the upstream since.
+    revived: bool,
 }
 
 /// What a session keeps for an upstream of the tasks extension.
@@ -131,6 +142,8 @@ impl ExtTable {
             poll: Arc::new(tokio::sync::Mutex::new(())),
             announced: task.get("status").and_then(Value::as_str).map(str::to_string),
             waiters: 0,
+            expires_ms: task.get("ttl").and_then(Value::as_u64).map(|ttl| now_ms().saturating_add(ttl)),
+            revived: false,
         };
         self.tasks.insert(id.clone(), entry);
         self.observe(&id, task, inline);
@@ -179,6 +192,7 @@ impl ExtTable {
         if e.sticky_cancelled || e.outcome.is_some() {
             return Some(e.snapshot.clone());
         }
+        e.revived = false;
         let status = status_of(&task).ok();
         let outcome = match (status, inline) {
             (_, Inline::Result(mut r)) => {
@@ -235,6 +249,58 @@ impl ExtTable {
     /// The gate whoever polls the task holds.
     pub fn poll_gate(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
         self.tasks.get(id).map(|e| e.poll.clone())
+    }
+
+    /// What the store keeps of the tasks, oldest first, so that a session revived after a
+    /// restart follows them again ([`ExtTable::revive`]).
+    pub fn followed(&self) -> Vec<FollowedTask> {
+        self.order
+            .iter()
+            .filter_map(|id| {
+                let e = self.tasks.get(id)?;
+                Some(FollowedTask { id: id.clone(), task: Value::Object(e.snapshot.clone()), expires_ms: e.expires_ms })
+            })
+            .collect()
+    }
+
+    /// The tasks of a session from before a restart: each as the client was last shown it,
+    /// to be asked of the upstream again. One the client cancelled stays cancelled; one that
+    /// had ended otherwise is open again, since its outcome was not kept and the upstream
+    /// still has it; past the limit, the newest are kept.
+    pub fn revive(&mut self, tasks: &[FollowedTask]) {
+        let from = tasks.len().saturating_sub(self.limit);
+        for t in &tasks[from..] {
+            let Value::Object(mut snapshot) = t.task.clone() else { continue };
+            snapshot.insert("taskId".into(), t.id.clone().into());
+            let cancelled = status_of(&snapshot).ok() == Some(TaskStatus::Cancelled);
+            if !cancelled && status_of(&snapshot).is_ok_and(|s| s.is_terminal()) {
+                snapshot.insert("status".into(), TaskStatus::Working.as_str().into());
+            }
+            if self.insert(snapshot.clone(), Inline::None).is_err() {
+                continue;
+            }
+            let Some(e) = self.tasks.get_mut(&t.id) else { continue };
+            e.expires_ms = t.expires_ms;
+            if cancelled {
+                e.sticky_cancelled = true;
+                e.outcome = Some(Outcome::Cancelled);
+            } else {
+                e.revived = true;
+            }
+        }
+    }
+
+    /// The upstream does not know task `id`: if the task was revived after a restart and
+    /// not seen since, it is `failed` from now on, saying so (its snapshot returned); else
+    /// `None` (the upstream's answer stands).
+    pub fn lost_in_restart(&mut self, id: &str) -> Option<Map<String, Value>> {
+        let e = self.tasks.get_mut(id).filter(|e| e.revived)?;
+        e.revived = false;
+        let message = format!("{RESTARTED}, and the upstream no longer knows it");
+        e.snapshot.insert("status".into(), TaskStatus::Failed.as_str().into());
+        e.snapshot.insert("statusMessage".into(), message.clone().into());
+        e.outcome = Some(Outcome::Error(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, message).to_value()));
+        Some(e.snapshot.clone())
     }
 
     /// One `tasks/list` page from `cursor` (`ext:<n>`; `None`: the first), and the next.
@@ -325,6 +391,39 @@ mod tests {
         assert!(t.waited_on("a"));
         t.set_waiting("a", false);
         assert!(!t.waited_on("a"));
+    }
+
+    #[test]
+    fn a_revived_table_follows_again_and_fails_what_the_upstream_forgot() {
+        let mut before = ExtTable::new(10);
+        let mut with_ttl = task("a", "working");
+        with_ttl.insert("ttl".into(), 60_000.into());
+        before.insert(with_ttl, Inline::None).unwrap();
+        before.insert(task("b", "working"), Inline::None).unwrap();
+        before.observe("b", task("b", "completed"), Inline::Result(json!({"content": []})));
+        before.insert(task("c", "working"), Inline::None).unwrap();
+        before.cancel("c", task("c", "cancelled"));
+        let kept = before.followed();
+        assert_eq!(kept.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert!(kept[0].expires_ms.is_some_and(|e| e > now_ms()) && kept[1].expires_ms.is_none());
+
+        let mut after = ExtTable::new(10);
+        after.revive(&kept);
+        assert_eq!(after.open_tasks(), ["a", "b"], "the ended one is asked again: its outcome was not kept");
+        assert_eq!(after.outcome("c"), Some(Outcome::Cancelled), "the client's cancel sticks");
+        assert_eq!(after.followed()[0].expires_ms, kept[0].expires_ms);
+        // The upstream still knows a: seen, it is no longer a revived task.
+        after.observe("a", task("a", "working"), Inline::None);
+        assert!(after.lost_in_restart("a").is_none(), "seen since the restart: the upstream's answer stands");
+        let lost = after.lost_in_restart("b").expect("b was not seen since");
+        assert_eq!(lost["status"], "failed");
+        assert!(lost["statusMessage"].as_str().unwrap().starts_with(RESTARTED));
+        assert!(matches!(after.outcome("b"), Some(Outcome::Error(_))));
+        assert!(after.lost_in_restart("c").is_none() && after.lost_in_restart("nope").is_none());
+
+        let mut small = ExtTable::new(2);
+        small.revive(&kept);
+        assert!(!small.contains("a") && small.contains("b") && small.contains("c"), "the newest are kept");
     }
 
     #[test]

@@ -27,8 +27,10 @@
 //!   restart a running task is `failed` whatever it said, and progress never reaches the store.
 //! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
 //!   initialized (without waiting: its first task's commit carries it) and removed
-//!   when it ends; at reopening only those whose owner still has tasks are kept, so that a
-//!   client coming back with its `Mcp-Session-Id` reaches its tasks again.
+//!   when it ends, and again when the upstream tasks it follows change; at reopening only
+//!   those whose owner still has tasks, or that follow an upstream task whose ttl has not
+//!   passed, are kept, so that a client coming back with its `Mcp-Session-Id` reaches its
+//!   tasks again.
 //! - The directory is locked while the store is open (`flock` on [`LOCK_FILE`]; redb
 //!   itself would let several processes share the file): a second gateway on the same
 //!   directory fails to start, saying so. The lock goes with the process, `kill -9` too.
@@ -179,6 +181,14 @@ fn restarted(mut r: TaskRecord, now: SystemTime) -> TaskRecord {
     r
 }
 
+/// Session `s` without the upstream tasks whose ttl has passed, and whether it still
+/// follows any.
+fn follows(mut s: SessionRecord, now: SystemTime) -> (SessionRecord, bool) {
+    s.drop_expired(now);
+    let follows = !s.upstream_tasks.is_empty();
+    (s, follows)
+}
+
 fn backend(cause: impl std::fmt::Display) -> StoreError {
     StoreError::Backend { store: "file", cause: cause.to_string() }
 }
@@ -247,8 +257,8 @@ impl FileStore {
                 Ok(table) => {
                     for row in table.iter().map_err(backend)? {
                         let (k, v) = row.map_err(backend)?;
-                        match serde_json::from_slice::<SessionRecord>(v.value()) {
-                            Ok(s) if owners.contains(s.owner.as_str()) => {
+                        match serde_json::from_slice::<SessionRecord>(v.value()).map(|s| follows(s, now)) {
+                            Ok((s, follows)) if follows || owners.contains(s.owner.as_str()) => {
                                 sessions.insert(s.id.clone(), s);
                             }
                             // A session with no task left has nothing to come back for.

@@ -115,6 +115,32 @@ pub struct SessionRecord {
     pub version: String,
     /// The client's `initialize` params, as the session keeps them (JSON text).
     pub init_params: String,
+    /// The upstream's tasks the session was given and follows (a 2025-11-25 client's tasks
+    /// of a 2026-07-28 extension upstream, `gateway::session::ext_core`): their ids are the
+    /// upstream's, valid without the session, so a revived session follows them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_tasks: Vec<FollowedTask>,
+}
+
+/// A task the upstream runs and a session follows, as [`SessionRecord`] keeps it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FollowedTask {
+    /// The upstream's task id (the client knows it by that id too).
+    pub id: String,
+    /// The core `Task` the client was last shown.
+    pub task: Value,
+    /// When its ttl ends (milliseconds since the Unix epoch; none: unlimited): past it,
+    /// it is not followed again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
+}
+
+impl SessionRecord {
+    /// Drops the followed tasks whose ttl has passed at `now`.
+    pub fn drop_expired(&mut self, now: SystemTime) {
+        let now_ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        self.upstream_tasks.retain(|t| t.expires_ms.is_none_or(|e| e > now_ms));
+    }
 }
 
 /// A task's status changed in another process sharing the store.

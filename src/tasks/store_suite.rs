@@ -178,7 +178,18 @@ fn session(id: &str, owner: &str) -> SessionRecord {
         client: "127.0.0.1".into(),
         version: "2025-11-25".into(),
         init_params: "{}".into(),
+        upstream_tasks: Vec::new(),
     }
+}
+
+/// A session record following upstream task `id`, whose ttl ends `expires_ms` after the epoch.
+fn following(id: &str, owner: &str, task: &str, expires_ms: Option<u64>) -> SessionRecord {
+    let task = crate::tasks::store::FollowedTask {
+        id: task.into(),
+        task: serde_json::json!({"taskId": task, "status": "working"}),
+        expires_ms,
+    };
+    SessionRecord { upstream_tasks: vec![task], ..session(id, owner) }
 }
 
 #[tokio::test]
@@ -196,6 +207,10 @@ async fn a_reopened_file_store_remembers_the_sessions_that_still_have_tasks() {
         for (id, owner) in [("kept", "o1"), ("taskless", "o2"), ("ended", "o3")] {
             s.put_session(session(id, owner)).await;
         }
+        // No task of the gateway's, but one of the upstream's that it follows (unlimited),
+        // and one whose upstream task's ttl has passed.
+        s.put_session(following("follows", "o4", "up-1", None)).await;
+        s.put_session(following("followed-expired", "o5", "up-2", Some(1))).await;
         s.insert(rec("t1", "o1"), 10).await.unwrap();
         s.insert(rec("t3", "o3"), 10).await.unwrap();
         s.remove_session("ended").await;
@@ -205,6 +220,8 @@ async fn a_reopened_file_store_remembers_the_sessions_that_still_have_tasks() {
     assert_eq!(s.get_session("kept").await, Some(session("kept", "o1")));
     assert!(s.get_session("taskless").await.is_none(), "no task left to come back for");
     assert!(s.get_session("ended").await.is_none(), "it ended");
+    assert_eq!(s.get_session("follows").await, Some(following("follows", "o4", "up-1", None)));
+    assert!(s.get_session("followed-expired").await.is_none(), "its only upstream task is past its ttl");
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ impl HttpServer {
     /// first task can be, so that the task's durable write carries it).
     pub(super) async fn remember(&self, sid: &str, hs: &HttpSession) {
         if let Some(rec) = hs.session.identity(sid, &hs.path) {
+            hs.session.remembered_as(sid, &hs.path);
             self.gateway.hosted.store().put_session(rec).await;
         }
         self.gateway.hosted.hold_session(hs.session.owner(), hs.session.clone());

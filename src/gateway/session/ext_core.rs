@@ -115,6 +115,7 @@ impl Session {
             return e.response(Some(id));
         }
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "an extension task for a core client");
+        self.remember_followed().await;
         self.follow_ext_task(task_id);
         jsonrpc::result_response(id, created)
     }
@@ -193,6 +194,7 @@ impl Session {
                     .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
                 if let Value::Object(t) = &cancelled {
                     self.state.lock().unwrap().ext.table.cancel(task_id, t.clone());
+                    self.remember_followed().await;
                 }
                 self.to_client(Message::made(jsonrpc::result_response(&id, cancelled)), Route::Response(id));
             }
@@ -274,7 +276,13 @@ impl Session {
     async fn poll_ext_detailed(&self, task_id: &str) -> LookResult {
         let resp = self.ext_upstream("tasks/get", json!({"taskId": task_id})).await?;
         let Some(result) = resp.get("result").cloned() else {
-            return Err(RpcError::from_object(resp.get("error"), "tasks/get failed"));
+            let e = RpcError::from_object(resp.get("error"), "tasks/get failed");
+            if e.code == INVALID_PARAMS
+                && let Some(lost) = self.state.lock().unwrap().ext.table.lost_in_restart(task_id)
+            {
+                return Ok((lost, Map::new()));
+            }
+            return Err(e);
         };
         let (task, inline) = dialect_task::get_to_core(result).map_err(|e| e.to_rpc())?;
         let input = match &inline {

@@ -1,6 +1,9 @@
 //! A session's identity kept in the task store, and a session revived from it after a
 //! restart: the same owner (so its tasks are its own again), client and `initialize`
 //! params; its link is opened on its first request that needs one, as for a dead link.
+//! The identity also carries the upstream's tasks the session follows (`ext_core`): their
+//! ids are the upstream's and need no session there, so a revived session follows them
+//! again, and one the upstream no longer knows is `failed`, saying the gateway restarted.
 
 use super::*;
 use crate::tasks::store::SessionRecord;
@@ -17,7 +20,23 @@ impl Session {
             client: self.client.clone(),
             version: st.version?.as_str().into(),
             init_params: st.init_params.as_ref()?.to_string(),
+            upstream_tasks: st.ext.table.followed(),
         })
+    }
+
+    /// The store remembers this session as `id` on `path`: what it follows is written there
+    /// as it changes ([`Session::remember_followed`]).
+    pub fn remembered_as(&self, id: &str, path: &str) {
+        self.state.lock().unwrap().remembered = Some((id.into(), path.into()));
+    }
+
+    /// The upstream tasks the session follows changed: the store's record of the session
+    /// is written again (not awaited durable, as the session's first record).
+    pub(super) async fn remember_followed(&self) {
+        let Some((id, path)) = self.state.lock().unwrap().remembered.clone() else { return };
+        if let Some(rec) = self.identity(&id, &path) {
+            self.hosted().store().put_session(rec).await;
+        }
     }
 
     /// Whose tasks are its own.
@@ -35,12 +54,26 @@ impl Session {
     ) -> Option<Arc<Session>> {
         let version = ProtocolVersion::parse(&rec.version)?;
         let params: Value = serde_json::from_str(&rec.init_params).ok()?;
-        let state = SessionState {
+        let mut state = SessionState {
             init_params: Some(params),
             asked: Some(version),
             version: Some(version),
+            remembered: Some((rec.id.clone(), rec.path.clone())),
             ..SessionState::default()
         };
-        Some(Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state))
+        if !rec.upstream_tasks.is_empty() {
+            // They were made on an extension upstream: so the session takes it to be until
+            // its link, opened to ask about them, says otherwise.
+            state.upstream_modern = true;
+            state.ext.upstream = true;
+            state.ext.table.set_limit(upstream.tasks.max_tasks_per_owner);
+            state.ext.table.revive(&rec.upstream_tasks);
+        }
+        let open = state.ext.table.open_tasks();
+        let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
+        for task in open {
+            session.follow_ext_task(task);
+        }
+        Some(session)
     }
 }

@@ -31,6 +31,9 @@ pub(super) struct SessionState {
     pub(super) asked: Option<ProtocolVersion>,
     /// The client's `initialize` params (its capabilities are declared to every link).
     pub(super) init_params: Option<Value>,
+    /// The `Mcp-Session-Id` and path the store remembers the session by, if it does (see
+    /// `revive`).
+    pub(super) remembered: Option<(String, String)>,
     /// The version the current link negotiated.
     pub(super) upstream_version: Option<ProtocolVersion>,
     /// The current link speaks 2026-07-28 (see `versions`).

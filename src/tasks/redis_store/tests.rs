@@ -52,6 +52,11 @@ async fn two_replicas_see_each_others_tasks_changes_and_sessions() {
         client: "c".into(),
         version: "2025-11-25".into(),
         init_params: "{}".into(),
+        upstream_tasks: vec![crate::tasks::store::FollowedTask {
+            id: "up-1".into(),
+            task: serde_json::json!({"taskId": "up-1", "status": "working"}),
+            expires_ms: Some(1),
+        }],
     };
     a.put_session(s.clone()).await;
     assert_eq!(b.get_session("s1").await, Some(s));
