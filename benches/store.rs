@@ -260,26 +260,30 @@ impl Drop for Gateway {
 }
 
 /// The gateway's CPU per task lifecycle through the real request path, memory vs file store
-/// (the default sync interval, and 0), in the same run.
+/// (the default sync interval, 0, and `durability = "interval"`), in the same run.
 fn gateway_ratio(_: &mut Criterion) {
     let mut mem = Gateway::start("store = \"memory\"");
     let mut file = Gateway::start("store = \"file\"\npath = DATA");
     let mut strict = Gateway::start("store = \"file\"\npath = DATA\nsync_interval = \"0ms\"");
+    let mut interval = Gateway::start("store = \"file\"\npath = DATA\ndurability = \"interval\"");
     for (at_once, n) in [(1, 1000), (64, 6400)] {
         // Warm-up: connections, allocator, the demo's first call.
-        for g in [&mut mem, &mut file, &mut strict] {
+        for g in [&mut mem, &mut file, &mut strict, &mut interval] {
             g.lifecycles(at_once, at_once);
         }
         let m = mem.lifecycles(n, at_once);
         let f = file.lifecycles(n, at_once);
         let z = strict.lifecycles(n, at_once);
+        let i = interval.lifecycles(n, at_once);
         println!(
-            "gateway lifecycle CPU (stdio, demo echo), {at_once} at a time: memory {:.1} µs, file {:.1} µs ({:.2}×), file with sync_interval 0 {:.1} µs ({:.2}×)",
+            "gateway lifecycle CPU (stdio, demo echo), {at_once} at a time: memory {:.1} µs, file {:.1} µs ({:.2}×), file with sync_interval 0 {:.1} µs ({:.2}×), file with durability interval {:.1} µs ({:.2}×)",
             us(m),
             us(f),
             us(f) / us(m),
             us(z),
-            us(z) / us(m)
+            us(z) / us(m),
+            us(i),
+            us(i) / us(m)
         );
     }
 }

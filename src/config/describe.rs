@@ -44,6 +44,11 @@ impl Config {
                 let _ = writeln!(out, "store = \"file\"");
                 let _ = writeln!(out, "path = {:?}", dir.display().to_string());
                 let _ = writeln!(out, "sync_interval = \"{}\"", fmt_duration(self.tasks.sync_interval));
+                let durability = match self.tasks.durability {
+                    crate::config::Durability::End => "end",
+                    crate::config::Durability::Interval => "interval",
+                };
+                let _ = writeln!(out, "durability = \"{durability}\"");
             }
             StoreKind::Redis(r) => {
                 let _ = writeln!(out, "store = \"redis\"");

@@ -6,7 +6,7 @@ use super::error::{ConfigError, err};
 use super::expand::{expand, expand_map, redact_url};
 use super::raw::*;
 use super::settings::*;
-use super::store_kind::{default_store, store_kind};
+use super::store_kind::{default_store, durability, store_kind};
 use std::path::Path;
 use std::time::Duration;
 
@@ -63,6 +63,7 @@ impl Config {
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
                     store: store_kind(&t, base, env)?,
                     store_chosen: t.store.is_some() || t.path.is_some(),
+                    durability: durability(&t)?,
                     sync_interval: match duration_or_zero("tasks.sync_interval", t.sync_interval, d.sync_interval)? {
                         i if i > Duration::from_secs(1) => return err("tasks.sync_interval: at most \"1s\""),
                         i => i,

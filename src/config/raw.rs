@@ -48,6 +48,7 @@ pub(super) struct RawTasks {
     pub(super) store: Option<String>,
     pub(super) path: Option<String>,
     pub(super) sync_interval: Option<String>,
+    pub(super) durability: Option<String>,
     pub(super) redis_url: Option<String>,
     pub(super) redis_prefix: Option<String>,
 }

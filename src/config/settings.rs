@@ -40,6 +40,21 @@ pub struct TasksConfig {
     /// whatever queued meanwhile; zero: one as soon as a write is waited for, a new task's
     /// included (see `tasks::file_store`).
     pub sync_interval: Duration,
+    /// When the `file` store acknowledges a task's end (`[tasks] durability`).
+    pub durability: Durability,
+}
+
+/// When the `file` store acknowledges a task's end (`[tasks] durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Once it is on disk: its status notification, `tasks/result` and `tasks/get` wait for
+    /// the commit that carries it (at most `sync_interval`). A crash loses no acknowledged end.
+    #[default]
+    End,
+    /// At once: the end is on disk within `sync_interval`, as a new task is. A crash within
+    /// that window may lose ends already answered (their tasks come back `failed`), for one
+    /// fsync per interval rather than per end when tasks come one at a time.
+    Interval,
 }
 
 /// The task store's backend (`[tasks] store`).
@@ -101,6 +116,7 @@ impl Default for TasksConfig {
             store: StoreKind::Memory,
             store_chosen: false,
             sync_interval: Duration::from_millis(10),
+            durability: Durability::End,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `[tasks] store` and what each backend needs (`path`, `redis_url`, `redis_prefix`).
+//! `[tasks] store` and what each backend needs (`path`, `redis_url`, `redis_prefix`,
+//! `durability`).
 
 use super::error::{ConfigError, err};
 use super::expand::expand;
@@ -63,9 +64,21 @@ pub(super) fn store_kind(
     }
 }
 
+/// `[tasks] durability`: `"end"` (the default) or `"interval"`, for a `file` store.
+pub(super) fn durability(t: &RawTasks) -> Result<Durability, ConfigError> {
+    if let (Some(_), Some(store @ ("memory" | "redis"))) = (&t.durability, t.store.as_deref()) {
+        return err(format!("tasks.durability: only a \"file\" store has a durability (store = \"{store}\")"));
+    }
+    match t.durability.as_deref() {
+        None | Some("end") => Ok(Durability::End),
+        Some("interval") => Ok(Durability::Interval),
+        Some(other) => err(format!("tasks.durability: {other:?} is not \"end\" or \"interval\"")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, StoreKind};
+    use crate::config::{Config, Durability, StoreKind};
 
     const UP: &str = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n";
 
@@ -93,6 +106,17 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.0.starts_with(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn durability_is_end_unless_interval_is_asked_for() {
+        assert_eq!(parse("").unwrap().tasks.durability, Durability::End);
+        assert_eq!(parse("durability = \"end\"").unwrap().tasks.durability, Durability::End);
+        assert_eq!(parse("durability = \"interval\"").unwrap().tasks.durability, Durability::Interval);
+        for text in ["durability = \"never\"", "store = \"memory\"\ndurability = \"end\""] {
+            let e = parse(text).unwrap_err();
+            assert!(e.0.starts_with("tasks.durability"), "{e}");
         }
     }
 }

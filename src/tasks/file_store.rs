@@ -21,7 +21,9 @@
 //!   interval, and any later awaited write carries it: a crash in that window can leave a
 //!   client an id the restarted gateway does not know, where it would otherwise find the
 //!   task `failed` (its work is lost either way). With `sync_interval = 0` a due write is
-//!   committed at once and a new task is awaited too. Removals and session records wait for
+//!   committed at once and a new task is awaited too. With `[tasks] durability = "interval"`
+//!   an end is not awaited either: it is answered at once and on disk within the interval,
+//!   as a new task is. Removals and session records wait for
 //!   the next commit, or a second (one lost to a crash is expired again at opening). Changes
 //!   to a running task (status messages, input required and back) are not written: after a
 //!   restart a running task is `failed` whatever it said, and progress never reaches the store.
@@ -35,6 +37,7 @@
 //!   itself would let several processes share the file): a second gateway on the same
 //!   directory fails to start, saying so. The lock goes with the process, `kill -9` too.
 
+use crate::config::Durability;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::record_fields::RecordFields;
@@ -73,6 +76,8 @@ pub struct FileStore {
     /// How long a new task may wait for its durable commit (`[tasks] sync_interval`); zero:
     /// its insert waits for it.
     sync_interval: Duration,
+    /// `Interval`: a task's end is not waited for either (`[tasks] durability`).
+    durability: Durability,
     /// The finished tasks brought back when the store opened.
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
@@ -201,6 +206,19 @@ impl FileStore {
         FileStore::open_synced(dir, max_tasks, max_bytes, DEFAULT_SYNC_INTERVAL)
     }
 
+    /// The store, acknowledging a task's end as `durability` says (the default: once it is
+    /// on disk).
+    pub fn with_durability(mut self, durability: Durability) -> FileStore {
+        self.durability = durability;
+        self
+    }
+
+    /// Whether no task's end waits for its commit (as with [`Durability::Interval`]).
+    #[cfg(test)]
+    pub(crate) fn awaits_no_end(&self) -> bool {
+        self.writer.lock().unwrap().ends.is_empty()
+    }
+
     /// [`FileStore::open`], making at most one durable commit per `sync_interval` (zero: one
     /// as soon as a write is waited for).
     pub fn open_synced(
@@ -285,6 +303,7 @@ impl FileStore {
             writer: Mutex::new(Queue { tx, seq: 0, ends: HashMap::new() }),
             synced,
             sync_interval,
+            durability: Durability::End,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
             path,
@@ -360,6 +379,11 @@ impl TaskStore for FileStore {
                 f(r)
             });
             let rx = match (&after, &before) {
+                (Some(a), Some(b)) if persists(b, a) && self.durability == Durability::Interval => {
+                    // Acknowledged now, on disk within the interval (as a new task is).
+                    q.send(vec![Op::Put(a.id.clone(), encode(a))], Due::Soon);
+                    None
+                }
                 (Some(a), Some(b)) if persists(b, a) => {
                     let (seq, rx) = q.awaited(vec![Op::Put(a.id.clone(), encode(a))]);
                     q.ends.insert(a.id.clone(), seq);
@@ -455,9 +479,10 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
     use crate::config::StoreKind;
     Ok(match &cfg.store {
         StoreKind::Memory => Arc::new(MemoryStore::new(cfg.max_tasks, cfg.max_store_bytes)),
-        StoreKind::File(dir) => {
-            Arc::new(FileStore::open_synced(dir, cfg.max_tasks, cfg.max_store_bytes, cfg.sync_interval)?)
-        }
+        StoreKind::File(dir) => Arc::new(
+            FileStore::open_synced(dir, cfg.max_tasks, cfg.max_store_bytes, cfg.sync_interval)?
+                .with_durability(cfg.durability),
+        ),
         StoreKind::Redis(r) => crate::tasks::redis_store::RedisStore::open_blocking(r, cfg)?,
     })
 }

@@ -123,8 +123,8 @@ async fn redis_store(max_tasks: usize, max_bytes: usize, url: &str) -> crate::ta
 }
 
 /// Each test against each store: `memory`, `file` in a fresh directory (at the default
-/// sync interval, and with every write awaited: `file_strict`), `redis` on a server of its
-/// own.
+/// sync interval, with every write awaited: `file_strict`, and with ends not awaited:
+/// `file_interval`), `redis` on a server of its own.
 macro_rules! suite {
     ($($name:ident: max_tasks $max:expr, max_bytes $bytes:expr;)*) => {
         mod memory {
@@ -154,6 +154,16 @@ macro_rules! suite {
             async fn $name() {
                 let dir = tempfile::tempdir().unwrap();
                 let s = crate::tasks::file_store::FileStore::open_synced(dir.path(), $max, $bytes, std::time::Duration::ZERO).unwrap();
+                super::$name(&s).await;
+            })*
+        }
+        mod file_interval {
+            $(#[tokio::test]
+            async fn $name() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = crate::tasks::file_store::FileStore::open(dir.path(), $max, $bytes)
+                    .unwrap()
+                    .with_durability(crate::config::Durability::Interval);
                 super::$name(&s).await;
             })*
         }
@@ -261,4 +271,21 @@ async fn a_reopened_file_store_keeps_finished_tasks_and_fails_running_ones() {
     drop(s);
     let s = FileStore::open(dir.path(), 100, 1 << 20).unwrap();
     assert_eq!(TaskStore::get(&s, "running").await.unwrap().unwrap().status, TaskStatus::Failed);
+}
+
+#[tokio::test]
+async fn with_interval_durability_an_end_is_answered_before_its_commit_and_written_after() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // The longest interval: a commit a second after the one the creation started.
+        let s = FileStore::open_synced(dir.path(), 10, 1 << 20, Duration::from_secs(1))
+            .unwrap()
+            .with_durability(crate::config::Durability::Interval);
+        s.insert(rec("t", "o"), 10).await.unwrap();
+        finish(&s, "t").await;
+        assert!(s.awaits_no_end(), "the end is not waited for, by the update or a get");
+        assert_eq!(TaskStore::get(&s, "t").await.unwrap().unwrap().status, TaskStatus::Completed);
+    } // Closed: the writer commits what is queued.
+    let s = FileStore::open(dir.path(), 10, 1 << 20).unwrap();
+    assert_eq!(TaskStore::get(&s, "t").await.unwrap().unwrap().status, TaskStatus::Completed, "written all the same");
 }
