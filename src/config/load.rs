@@ -36,7 +36,10 @@ impl Config {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_string()))?;
         let server = match raw.server {
             None => ServerConfig::default(),
-            Some(s) => server_config(s)?,
+            Some(mut s) => {
+                let auth = super::auth::auth_config(s.auth.take(), env, base)?;
+                ServerConfig { auth, ..server_config(s)? }
+            }
         };
         if raw.upstream.is_empty() {
             return err(
@@ -116,6 +119,7 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
         },
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
+        auth: super::auth::AuthConfig::default(),
     })
 }
 

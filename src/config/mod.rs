@@ -7,6 +7,7 @@
 //! [`Config`] and its parts are the effective settings (`settings`); `raw` is the TOML as
 //! written, `load` turns one into the other, `describe` prints the result.
 
+mod auth;
 mod describe;
 mod duration;
 mod error;
@@ -16,6 +17,7 @@ mod raw;
 mod settings;
 mod store_kind;
 
+pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;

@@ -35,6 +35,7 @@ pub(super) struct RawServer {
     pub(super) max_connections: Option<u64>,
     pub(super) event_buffer_bytes: Option<u64>,
     pub(super) max_batch: Option<u64>,
+    pub(super) auth: Option<super::auth::RawAuth>,
 }
 
 #[derive(Deserialize)]

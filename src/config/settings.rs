@@ -1,6 +1,7 @@
 //! The effective settings, after defaults and validation: what the rest of the gateway
 //! reads. Their defaults are here too.
 
+use super::auth::AuthConfig;
 use super::expand::Secret;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -289,6 +290,8 @@ pub struct ServerConfig {
     pub event_buffer_bytes: usize,
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
+    /// Who may use the gateway over HTTP (`[server.auth]`).
+    pub auth: AuthConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -405,6 +408,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
+            auth: AuthConfig::default(),
         }
     }
 }

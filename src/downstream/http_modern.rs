@@ -15,8 +15,9 @@ use crate::config::UpstreamConfig;
 use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error};
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
-use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
+use crate::gateway::client::Requester;
+use crate::gateway::session::Session;
 use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, Message, RpcError};
 use crate::mcp::modern::headers::{self, RequestHeaders};
 use crate::mcp::modern::meta::{self, RequestMeta};
@@ -60,7 +61,7 @@ pub(crate) async fn serve(
     h: &HeaderMap,
     parsed: Option<Message>,
     upstream: Arc<UpstreamConfig>,
-    peer: SocketAddr,
+    (peer, principal): (SocketAddr, Option<&str>),
     json_only: bool,
 ) -> Response<Body> {
     let Some(frame) = parsed else {
@@ -93,13 +94,16 @@ pub(crate) async fn serve(
     let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
     // A retry of a request waiting for this client's input goes on in that request's session.
     let state = frame.value().pointer("/params/requestState").and_then(|s| s.as_str());
-    let resumed = state.and_then(|token| Session::take_parked(parked, token, &upstream.name));
+    let resumed = state.and_then(|token| Session::take_parked(parked, token, &upstream.name, principal));
     let session = match &resumed {
         Some(s) => s.clone(),
         None => {
-            let client = Some(peer.ip().to_string());
+            let who = match principal {
+                Some(p) => Requester::Principal(p),
+                None => Requester::Anonymous(Some(peer.ip().to_string())),
+            };
             let (sink, parked) = (streams.clone(), parked.clone());
-            Session::for_modern_request(gateway.clone(), upstream, sink, client, request_meta, id.clone(), parked)
+            Session::for_modern_request(gateway.clone(), upstream, sink, who, request_meta, id.clone(), parked)
         }
     };
     // This round ends with this POST, however it ends (and the session with it, unless the

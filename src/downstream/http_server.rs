@@ -5,6 +5,7 @@
 //! the same guards and one `max_sessions` for both.
 
 use crate::config::UpstreamConfig;
+use crate::downstream::auth::{Auth, Principal};
 use crate::downstream::http_body::{
     Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_response, plain, read_body,
     rpc_error, sse_response,
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
+mod authn;
 mod revive;
 
 /// One downstream HTTP session.
@@ -40,6 +42,8 @@ struct HttpSession {
     streams: Arc<Streams>,
     /// The path it was created on: it is not found on any other.
     path: String,
+    /// Who created it (with authentication on): it is not found for anyone else.
+    principal: Option<Principal>,
     _slot: Slot,
 }
 
@@ -61,6 +65,8 @@ pub struct HttpServer {
     legacy: Arc<Legacy>,
     /// Modern clients' requests waiting for their input (multi round-trip).
     parked: Arc<ParkedRequests>,
+    /// Who a request comes from (`[server.auth]`).
+    auth: Arc<Auth>,
 }
 
 impl HttpServer {
@@ -89,7 +95,8 @@ impl HttpServer {
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
-        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked })
+        let auth = Auth::new(&gateway.config.server.auth);
+        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked, auth })
     }
 
     /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
@@ -248,16 +255,20 @@ impl HttpServer {
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
         if upstream.is_none() && legacy.is_none() {
-            return plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name> and /sse/<name>\n");
+            return self.unrouted(&req, &path);
         }
         if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return refused.into_response();
         }
+        let principal = match self.auth.principal(req.headers()).await {
+            Ok(p) => p,
+            Err(why) => return self.auth.refusal(&why, req.headers()),
+        };
         let Some(upstream) = upstream else {
-            return self.legacy.handle(req, legacy.expect("routed"), peer).await;
+            return self.legacy.handle(req, legacy.expect("routed"), peer, principal).await;
         };
         match *req.method() {
-            Method::POST => self.post(req, upstream, path, peer).await,
+            Method::POST => self.post(req, upstream, path, peer, principal).await,
             // The modern era has only POST.
             Method::GET | Method::DELETE if http_modern::names_modern_version(req.headers()) => {
                 let mut r =
@@ -265,8 +276,8 @@ impl HttpServer {
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
                 r
             }
-            Method::GET => self.get(req, &path, &upstream).await,
-            Method::DELETE => self.delete(req, &path).await,
+            Method::GET => self.get(req, &path, &upstream, principal.as_ref()).await,
+            Method::DELETE => self.delete(req, &path, principal.as_ref()).await,
             _ => {
                 let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -278,7 +289,12 @@ impl HttpServer {
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
     /// `MCP-Protocol-Version`, if given (POST, GET and DELETE alike), must be one the gateway
     /// speaks and the one the session negotiated.
-    fn lookup(&self, headers: &HeaderMap, path: &str) -> Result<(String, Arc<HttpSession>), Refusal> {
+    fn lookup(
+        &self,
+        headers: &HeaderMap,
+        path: &str,
+        principal: Option<&Principal>,
+    ) -> Result<(String, Arc<HttpSession>), Refusal> {
         http_guard::check_protocol_version(headers, None)?;
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Refusal::new(
@@ -287,7 +303,14 @@ impl HttpServer {
                 "bad request: missing Mcp-Session-Id header",
             ));
         };
-        let found = self.sessions.lock().unwrap().get(id).filter(|s| s.path == path).cloned();
+        // Another principal's session is as unknown as one that never existed.
+        let found = self
+            .sessions
+            .lock()
+            .unwrap()
+            .get(id)
+            .filter(|s| s.path == path && s.principal.as_ref() == principal)
+            .cloned();
         let Some(s) = found else {
             return Err(Refusal::new(
                 StatusCode::NOT_FOUND,
@@ -305,6 +328,7 @@ impl HttpServer {
         upstream: Arc<UpstreamConfig>,
         path: String,
         peer: SocketAddr,
+        principal: Option<Principal>,
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
@@ -340,16 +364,25 @@ impl HttpServer {
         // A modern client's request, served statelessly.
         let existing = headers.contains_key(SESSION_HEADER);
         if http_modern::is_modern_post(headers, parsed.as_ref().ok(), existing) {
-            return http_modern::serve(&self.gateway, &self.parked, headers, parsed.ok(), upstream, peer, json_only)
-                .await;
+            let p = principal.as_ref().map(|p| &*p.0);
+            return http_modern::serve(
+                &self.gateway,
+                &self.parked,
+                headers,
+                parsed.ok(),
+                upstream,
+                (peer, p),
+                json_only,
+            )
+            .await;
         }
         // An existing session, or a new one for an `initialize`.
         let (sid, hs, created) = if existing {
-            match self.lookup(headers, &path) {
+            match self.lookup(headers, &path, principal.as_ref()) {
                 Ok((id, s)) => (id, s, false),
                 // Unknown here, it may be one from before a restart (boxed: rare).
                 Err(refused) if refused.status == StatusCode::NOT_FOUND => {
-                    match Box::pin(self.revive(headers, &path, &upstream, refused)).await {
+                    match Box::pin(self.revive(headers, &path, &upstream, principal.as_ref(), refused)).await {
                         Ok((id, s)) => (id, s, false),
                         Err(refused) => return refused.into_response(),
                     }
@@ -372,7 +405,7 @@ impl HttpServer {
                     None,
                 );
             }
-            match self.create_session(upstream, path, peer) {
+            match self.create_session(upstream, path, peer, principal) {
                 Ok((id, s)) => (id, s, true),
                 Err(refused) => return refused.into_response(),
             }
@@ -475,22 +508,32 @@ impl HttpServer {
         upstream: Arc<UpstreamConfig>,
         path: String,
         peer: SocketAddr,
+        principal: Option<Principal>,
     ) -> Result<(String, Arc<HttpSession>), Refusal> {
         let slot = self.slots.take()?;
         let limits = self.gateway.limits();
         let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
-        // Until authentication exists, a client is its remote address: per-client limits
-        // hold across all its sessions.
-        let client = Some(peer.ip().to_string());
-        let session = Session::for_client(self.gateway.clone(), upstream, streams.clone(), client);
+        let (gateway, sink) = (self.gateway.clone(), streams.clone());
+        let session = match &principal {
+            Some(p) => Session::for_principal(gateway, upstream, sink, &p.0),
+            // Without authentication a client is its remote address: per-client limits hold
+            // across all its sessions.
+            None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
+        };
         let id = crate::random::id128();
-        let hs = Arc::new(HttpSession { session, streams, path, _slot: slot });
+        let hs = Arc::new(HttpSession { session, streams, path, principal, _slot: slot });
         self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         self.idle.insert(id.clone());
         Ok((id, hs))
     }
 
-    async fn get(&self, req: Request<Incoming>, path: &str, upstream: &Arc<UpstreamConfig>) -> Response<Body> {
+    async fn get(
+        &self,
+        req: Request<Incoming>,
+        path: &str,
+        upstream: &Arc<UpstreamConfig>,
+        principal: Option<&Principal>,
+    ) -> Response<Body> {
         let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
         if !accept.to_ascii_lowercase().contains("text/event-stream") {
             return rpc_error(
@@ -499,11 +542,11 @@ impl HttpServer {
                 None,
             );
         }
-        let (_, hs) = match self.lookup(req.headers(), path) {
+        let (_, hs) = match self.lookup(req.headers(), path, principal) {
             Ok(x) => x,
             // A client whose stream reconnects first, after a restart (boxed: rare).
             Err(refused) if refused.status == StatusCode::NOT_FOUND => {
-                match Box::pin(self.revive(req.headers(), path, upstream, refused)).await {
+                match Box::pin(self.revive(req.headers(), path, upstream, principal, refused)).await {
                     Ok(x) => x,
                     Err(refused) => return refused.into_response(),
                 }
@@ -519,10 +562,13 @@ impl HttpServer {
         sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive), None)
     }
 
-    async fn delete(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
-        let (id, _) = match self.lookup(req.headers(), path) {
+    async fn delete(&self, req: Request<Incoming>, path: &str, principal: Option<&Principal>) -> Response<Body> {
+        let (id, _) = match self.lookup(req.headers(), path, principal) {
             Ok(x) => x,
-            Err(r) if r.status == StatusCode::NOT_FOUND && self.forget_remembered(req.headers(), path).await => {
+            Err(r)
+                if r.status == StatusCode::NOT_FOUND
+                    && self.forget_remembered(req.headers(), path, principal).await =>
+            {
                 return empty(StatusCode::OK);
             }
             Err(refused) => return refused.into_response(),

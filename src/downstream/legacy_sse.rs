@@ -14,6 +14,7 @@
 mod outbox;
 
 use crate::config::UpstreamConfig;
+use crate::downstream::auth::Principal;
 use crate::downstream::http_body::{
     Body, Refusal, accepts_event_stream, check_json_content_type, empty, event_stream_response, plain, read_body,
     rpc_error,
@@ -45,6 +46,8 @@ struct LegacySession {
     /// The stream path it was opened on (`/sse/<name>`): its messages are not taken on
     /// another upstream's endpoint.
     path: String,
+    /// Who opened it (with authentication on): its messages are not taken from anyone else.
+    principal: Option<Principal>,
     _slot: Slot,
 }
 
@@ -90,15 +93,21 @@ impl Legacy {
     }
 
     /// Serves a request to one of the endpoints (its `Host` and `Origin` already checked).
-    pub(crate) async fn handle(&self, req: Request<Incoming>, to: Endpoint, peer: SocketAddr) -> Response<Body> {
+    pub(crate) async fn handle(
+        &self,
+        req: Request<Incoming>,
+        to: Endpoint,
+        peer: SocketAddr,
+        principal: Option<Principal>,
+    ) -> Response<Body> {
         let allow = |allow: &'static str, text: &'static str| {
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, text);
             r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
             r
         };
         match (to, req.method()) {
-            (Endpoint::Stream(upstream, path), &Method::GET) => self.open(&req, upstream, path, peer),
-            (Endpoint::Messages(path), &Method::POST) => self.post(req, &path).await,
+            (Endpoint::Stream(upstream, path), &Method::GET) => self.open(&req, upstream, path, peer, principal),
+            (Endpoint::Messages(path), &Method::POST) => self.post(req, &path, principal.as_ref()).await,
             (Endpoint::Stream(..), _) => {
                 allow("GET", "method not allowed: GET opens the stream; POST to the endpoint it names\n")
             }
@@ -113,6 +122,7 @@ impl Legacy {
         upstream: Arc<UpstreamConfig>,
         path: String,
         peer: SocketAddr,
+        principal: Option<Principal>,
     ) -> Response<Body> {
         if !accepts_event_stream(req.headers()) {
             return rpc_error(
@@ -131,13 +141,16 @@ impl Legacy {
         };
         let limits = self.gateway.limits();
         let outbox = Arc::new(Outbox::new(limits.event_buffer, limits.event_buffer_bytes, limits.max_in_flight));
-        // Until authentication exists, a client is its remote address (as over Streamable HTTP).
-        let client = Some(peer.ip().to_string());
-        let session = Session::for_client(self.gateway.clone(), upstream, outbox.clone(), client);
+        let (gateway, sink) = (self.gateway.clone(), outbox.clone());
+        let session = match &principal {
+            Some(p) => Session::for_principal(gateway, upstream, sink, &p.0),
+            // A client is its remote address (as over Streamable HTTP).
+            None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
+        };
         let id = crate::random::id128();
         tracing::info!(upstream = session.upstream_name(), "legacy SSE session {} opened", short(&id));
         let endpoint = format!("event: endpoint\ndata: {path}/messages?{SESSION_PARAM}={id}\n\n");
-        let ls = Arc::new(LegacySession { session, outbox: outbox.clone(), path, _slot: slot });
+        let ls = Arc::new(LegacySession { session, outbox: outbox.clone(), path, principal, _slot: slot });
         self.sessions.lock().unwrap().insert(id.clone(), ls);
         let mut keepalive =
             tokio::time::interval_at(tokio::time::Instant::now() + limits.sse_keepalive, limits.sse_keepalive);
@@ -155,8 +168,8 @@ impl Legacy {
     /// batch) for the session; 202 once it is on its way, and what it causes comes on the
     /// stream. Whatever is refused is refused here, with the HTTP status and a JSON-RPC error
     /// body (as SDK servers do, nothing goes on the stream for it), and changes nothing.
-    async fn post(&self, req: Request<Incoming>, path: &str) -> Response<Body> {
-        let ls = match self.lookup(req.uri().query(), path) {
+    async fn post(&self, req: Request<Incoming>, path: &str, principal: Option<&Principal>) -> Response<Body> {
+        let ls = match self.lookup(req.uri().query(), path, principal) {
             Ok(ls) => ls,
             Err(refused) => return refused.into_response(),
         };
@@ -250,8 +263,13 @@ impl Legacy {
         Ok(())
     }
 
-    /// The session the POST's `sessionId` names, if it was opened on `path`.
-    fn lookup(&self, query: Option<&str>, path: &str) -> Result<Arc<LegacySession>, Refusal> {
+    /// The session the POST's `sessionId` names, if it was opened on `path` (by `principal`).
+    fn lookup(
+        &self,
+        query: Option<&str>,
+        path: &str,
+        principal: Option<&Principal>,
+    ) -> Result<Arc<LegacySession>, Refusal> {
         let id = query
             .unwrap_or("")
             .split('&')
@@ -266,7 +284,7 @@ impl Legacy {
                 ),
             ));
         };
-        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path) {
+        match self.sessions.lock().unwrap().get(id).filter(|s| s.path == path && s.principal.as_ref() == principal) {
             Some(s) => Ok(s.clone()),
             None => Err(Refusal::new(
                 StatusCode::NOT_FOUND,

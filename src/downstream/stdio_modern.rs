@@ -9,8 +9,9 @@ use crate::config::UpstreamConfig;
 use crate::downstream::stdout::StdoutSink;
 use crate::gateway::Gateway;
 use crate::gateway::client::{ClientSink, Route};
-use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
+use crate::gateway::client::Requester;
+use crate::gateway::session::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::mcp::modern::meta::{self, RequestMeta};
 use std::collections::HashMap;
@@ -88,14 +89,14 @@ impl ModernCalls {
         });
         // A retry of a request waiting for the client's input goes on in that request's session.
         let state = msg.value().pointer("/params/requestState").and_then(|s| s.as_str());
-        let resumed = state.and_then(|token| Session::take_parked(&self.parked, token, &self.upstream.name));
+        let resumed = state.and_then(|token| Session::take_parked(&self.parked, token, &self.upstream.name, None));
         let session = match &resumed {
             Some(s) => s.clone(),
             None => Session::for_modern_request(
                 self.gateway.clone(),
                 self.upstream.clone(),
                 one.clone(),
-                None,
+                Requester::Anonymous(None),
                 request_meta,
                 id.clone(),
                 self.parked.clone(),

@@ -48,3 +48,11 @@ pub trait ClientSession: Send + Sync + 'static {
     /// Progress under `token` still waiting for the client is stale (its task ended).
     fn discard_progress(&self, token: &Value);
 }
+
+/// Who a modern request comes from.
+pub enum Requester<'a> {
+    /// An authenticated principal.
+    Principal(&'a str),
+    /// Without authentication: the client's identity for per-client limits, if known.
+    Anonymous(Option<String>),
+}

@@ -69,14 +69,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Upstream task ids remembered per session for status notifications.
 const MAX_KNOWN_TASKS: usize = 1024;
 const CURSOR_UPSTREAM: &str = "up:";
+/// How owners and clients named by authentication begin (others are random ids).
+const PRINCIPAL_PREFIX: &str = "principal:";
 
 pub struct Session {
     gateway: Arc<Gateway>,
     upstream: Arc<UpstreamConfig>,
     sink: Arc<dyn ClientSink>,
-    /// Whose tasks these are: the session itself until authentication exists.
+    /// Whose tasks these are: the session itself, or with authentication its principal's
+    /// (on this upstream).
     owner: String,
-    /// `owner`, as the progress states key it.
+    /// What the progress states are keyed by: `owner`, or for a principal's session (whose
+    /// owner its other sessions share) an id of its own.
     owner_key: Arc<str>,
     /// Who the client is, for per-client limits: its remote address (HTTP) until
     /// authentication exists.
@@ -96,6 +100,30 @@ pub struct Session {
 impl Session {
     pub fn new(gateway: Arc<Gateway>, upstream: Arc<UpstreamConfig>, sink: Arc<dyn ClientSink>) -> Arc<Session> {
         Self::for_client(gateway, upstream, sink, None)
+    }
+
+    /// A session of an authenticated principal: its tasks are the principal's on this
+    /// upstream (every session of the principal sees them, and no other), and its limits
+    /// per client count all the principal's sessions.
+    pub fn for_principal(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        principal: &str,
+    ) -> Arc<Session> {
+        let owner = Self::owner_of(principal, &upstream.name);
+        let client = Some(format!("{PRINCIPAL_PREFIX}{principal}"));
+        Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
+    }
+
+    /// Whether `owner` is a principal's (see [`Session::owner_of`]).
+    pub fn is_principal_owner(owner: &str) -> bool {
+        owner.starts_with(PRINCIPAL_PREFIX)
+    }
+
+    /// Who owns the tasks principal `principal` makes through `upstream`.
+    pub fn owner_of(principal: &str, upstream: &str) -> String {
+        format!("{PRINCIPAL_PREFIX}{upstream}:{principal}")
     }
 
     /// A session of client `client` (its identity for per-client limits; `None`: the
@@ -121,12 +149,15 @@ impl Session {
     ) -> Arc<Session> {
         static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let tag = NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A principal's sessions share its tasks, not their progress tokens.
+        let owner_key =
+            if owner.starts_with(PRINCIPAL_PREFIX) { crate::random::id128().into() } else { owner.as_str().into() };
         Arc::new_cyclic(|me| Session {
             gateway,
             upstream,
             sink,
             client: client.unwrap_or_else(|| owner.clone()),
-            owner_key: owner.as_str().into(),
+            owner_key,
             owner,
             me: me.clone(),
             tag,

@@ -48,6 +48,9 @@ impl At {
 
 struct Relayed {
     at: At,
+    /// Whose it is: only its owner's requests resolve it (with authentication, the creating
+    /// principal's).
+    owner: String,
     /// The client capabilities the creating request declared: the upstream may ask only
     /// for those.
     declared: Value,
@@ -104,12 +107,13 @@ impl RelayedTasks {
 
     /// The id a client is given for task `upstream_id` of upstream `upstream`, created on
     /// its link of generation `generation` by a request that declared client capabilities
-    /// `declared`.
-    pub fn mint(&self, upstream: &str, generation: u64, upstream_id: &str, declared: Value) -> String {
+    /// `declared`, for owner `owner`.
+    pub fn mint(&self, upstream: &str, generation: u64, upstream_id: &str, declared: Value, owner: &str) -> String {
         let id = crate::random::id128();
         let at = At::new(upstream, generation, upstream_id);
         let relayed = Relayed {
             at: at.clone(),
+            owner: owner.to_string(),
             declared,
             inputs: HeldInputs::default(),
             following: false,
@@ -134,11 +138,12 @@ impl RelayedTasks {
     }
 
     /// The upstream's id of the task a client knows as `id`, if it is one of upstream
-    /// `upstream`'s on its link of generation `generation`.
-    pub fn resolve(&self, id: &str, upstream: &str, generation: u64) -> Option<String> {
+    /// `upstream`'s on its link of generation `generation`, and `owner`'s.
+    pub fn resolve(&self, id: &str, upstream: &str, generation: u64, owner: &str) -> Option<String> {
         let mut st = self.st.lock().unwrap();
         let r = st.ids.get(id)?;
-        (r.at.upstream == upstream && r.at.generation == generation).then(|| r.at.upstream_id.clone())
+        (r.at.upstream == upstream && r.at.generation == generation && r.owner == owner)
+            .then(|| r.at.upstream_id.clone())
     }
 
     /// The questions held for task `id`, by key, as the tasks extension lists them.
@@ -281,31 +286,32 @@ mod tests {
     #[test]
     fn only_what_was_handed_out_on_the_same_link_and_bounded() {
         let r = RelayedTasks::new(2, 4);
-        let a = r.mint("a", 1, "up-1", json!({}));
+        let a = r.mint("a", 1, "up-1", json!({}), "o");
         assert_ne!(a, "up-1");
-        assert_eq!(r.resolve(&a, "a", 1).as_deref(), Some("up-1"));
-        assert_eq!(r.resolve(&a, "b", 1), None, "per upstream");
-        assert_eq!(r.resolve(&a, "a", 2), None, "a replaced link's task");
-        assert_eq!(r.resolve("up-1", "a", 1), None, "the upstream's id is not the client's");
+        assert_eq!(r.resolve(&a, "a", 1, "o").as_deref(), Some("up-1"));
+        assert_eq!(r.resolve(&a, "b", 1, "o"), None, "per upstream");
+        assert_eq!(r.resolve(&a, "a", 2, "o"), None, "a replaced link's task");
+        assert_eq!(r.resolve("up-1", "a", 1, "o"), None, "the upstream's id is not the client's");
+        assert_eq!(r.resolve(&a, "a", 1, "another"), None, "another owner's");
         assert_eq!(r.ours_at(&At::new("a", 1, "up-1")), Some(a.clone()), "found by the upstream's id");
-        let b = r.mint("a", 1, "up-2", json!({}));
-        let c = r.mint("a", 1, "up-3", json!({}));
-        assert_eq!(r.resolve(&a, "a", 1), None, "evicted");
+        let b = r.mint("a", 1, "up-2", json!({}), "o");
+        let c = r.mint("a", 1, "up-3", json!({}), "o");
+        assert_eq!(r.resolve(&a, "a", 1, "o"), None, "evicted");
         assert_eq!(r.ours_at(&At::new("a", 1, "up-1")), None, "and not found by the upstream's id");
-        assert_eq!(r.resolve(&b, "a", 1).as_deref(), Some("up-2"));
-        assert_eq!(r.resolve(&c, "a", 1).as_deref(), Some("up-3"));
+        assert_eq!(r.resolve(&b, "a", 1, "o").as_deref(), Some("up-2"));
+        assert_eq!(r.resolve(&c, "a", 1, "o").as_deref(), Some("up-3"));
 
         // An id the upstream reused stays found when the older task of that id is forgotten.
-        let d = r.mint("a", 1, "up-3", json!({}));
-        r.mint("a", 1, "up-4", json!({}));
-        assert_eq!(r.resolve(&c, "a", 1), None, "evicted");
+        let d = r.mint("a", 1, "up-3", json!({}), "o");
+        r.mint("a", 1, "up-4", json!({}), "o");
+        assert_eq!(r.resolve(&c, "a", 1, "o"), None, "evicted");
         assert_eq!(r.ours_at(&At::new("a", 1, "up-3")), Some(d));
     }
 
     #[test]
     fn watchers_see_what_changed_and_an_ended_task_keeps_no_questions() {
         let r = RelayedTasks::new(4, 4);
-        let a = r.mint("a", 1, "up-1", json!({}));
+        let a = r.mint("a", 1, "up-1", json!({}), "o");
         let mut w = r.watch(&a).unwrap();
         assert!(w.borrow().is_none(), "nothing heard yet");
         let working = json!({"taskId": "up-1", "status": "working"});

@@ -155,6 +155,8 @@ pub struct HttpMcp {
     pub url: String,
     pub session: Option<String>,
     pub version: Option<String>,
+    /// Sent as `Authorization: Bearer` on every request, if set.
+    pub bearer: Option<String>,
     client: Client<HttpConnector, Full<Bytes>>,
     next_id: i64,
 }
@@ -178,6 +180,7 @@ impl HttpMcp {
             url: url.to_string(),
             session: None,
             version: None,
+            bearer: None,
             client: Client::builder(hyper_util::rt::TokioExecutor::new()).build_http(),
             next_id: 1,
         }
@@ -195,6 +198,9 @@ impl HttpMcp {
         }
         if let Some(v) = &self.version {
             b = b.header("mcp-protocol-version", v);
+        }
+        if let Some(t) = &self.bearer {
+            b = b.header("authorization", format!("Bearer {t}"));
         }
         b
     }

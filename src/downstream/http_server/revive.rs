@@ -6,11 +6,13 @@
 
 use super::{HttpServer, HttpSession, short};
 use crate::config::UpstreamConfig;
+use crate::downstream::auth::Principal;
 use crate::downstream::http_body::Refusal;
 use crate::downstream::http_guard;
 use crate::downstream::streams::Streams;
 use crate::gateway::session::Session;
 use crate::mcp::ProtocolVersion;
+use crate::tasks::store::SessionRecord;
 use crate::transport::mcp_http::SESSION_HEADER;
 use hyper::header::HeaderMap;
 use std::sync::Arc;
@@ -41,10 +43,12 @@ impl HttpServer {
         headers: &HeaderMap,
         path: &str,
         upstream: &Arc<UpstreamConfig>,
+        principal: Option<&Principal>,
         unknown: Refusal,
     ) -> Result<(String, Arc<HttpSession>), Refusal> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return Err(unknown) };
-        let Some(rec) = self.gateway.hosted.store().get_session(id).await.filter(|r| r.path == path) else {
+        let found = self.gateway.hosted.store().get_session(id).await;
+        let Some(rec) = found.filter(|r| r.path == path && owned_by(r, principal, &upstream.name)) else {
             return Err(unknown);
         };
         let Some(version) = ProtocolVersion::parse(&rec.version) else { return Err(unknown) };
@@ -62,7 +66,8 @@ impl HttpServer {
             let Some(session) = Session::revive(self.gateway.clone(), upstream.clone(), streams.clone(), &rec) else {
                 return Err(unknown);
             };
-            let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), _slot: slot });
+            let principal = principal.cloned();
+            let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), principal, _slot: slot });
             sessions.insert(id.to_string(), hs.clone());
             hs
         };
@@ -74,9 +79,16 @@ impl HttpServer {
 
     /// A DELETE of a session the store remembers from before a restart: it is not revived,
     /// but it ended, and is not revived later either. `false` if none is remembered there.
-    pub(super) async fn forget_remembered(&self, headers: &HeaderMap, path: &str) -> bool {
+    pub(super) async fn forget_remembered(
+        &self,
+        headers: &HeaderMap,
+        path: &str,
+        principal: Option<&Principal>,
+    ) -> bool {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return false };
-        if self.gateway.hosted.store().get_session(id).await.is_none_or(|r| r.path != path) {
+        let Some(upstream) = self.routes.get(path) else { return false };
+        let found = self.gateway.hosted.store().get_session(id).await;
+        if found.is_none_or(|r| r.path != path || !owned_by(&r, principal, &upstream.name)) {
             return false;
         }
         // A request may have revived it meanwhile: that session ends too.
@@ -89,5 +101,14 @@ impl HttpServer {
         }
         tracing::info!("session {} (from before a restart) deleted by the client", short(id));
         true
+    }
+}
+
+/// Whether remembered session `rec` is `principal`'s (made by it on `upstream`), or, without
+/// authentication, one made without it: a session is revived only for whoever made it.
+fn owned_by(rec: &SessionRecord, principal: Option<&Principal>, upstream: &str) -> bool {
+    match principal {
+        Some(p) => rec.owner == Session::owner_of(&p.0, upstream),
+        None => !Session::is_principal_owner(&rec.owner),
     }
 }

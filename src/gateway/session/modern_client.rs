@@ -18,6 +18,7 @@
 
 use super::modern_state::{ModernClient, ParkedRequests};
 use super::*;
+use crate::gateway::client::Requester;
 use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta::{self, RequestMeta};
 use crate::mcp::task_dialects::EXTENSION;
@@ -29,12 +30,15 @@ impl Session {
         gateway: Arc<Gateway>,
         upstream: Arc<UpstreamConfig>,
         sink: Arc<dyn ClientSink>,
-        client: Option<String>,
+        who: Requester<'_>,
         meta: RequestMeta,
         id: Id,
         parked: Arc<ParkedRequests>,
     ) -> Arc<Session> {
-        let owner = format!("modern:{}", upstream.name);
+        let (owner, client) = match who {
+            Requester::Principal(p) => (Self::owner_of(p, &upstream.name), Some(format!("{PRINCIPAL_PREFIX}{p}"))),
+            Requester::Anonymous(client) => (Self::modern_owner(None, &upstream.name), client),
+        };
         let state = SessionState {
             version: Some(ProtocolVersion::LATEST),
             init_params: Some(modern::init_params(&meta.capabilities)),
@@ -43,6 +47,15 @@ impl Session {
         let client_side = ModernClient::new(meta, sink, id, parked);
         let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
         Self::build(gateway, upstream, sink, client, owner, Some(client_side), state)
+    }
+
+    /// Who owns a modern client's tasks on `upstream`: its principal, or without
+    /// authentication every modern client there (their ids are bearer tokens).
+    pub(super) fn modern_owner(principal: Option<&str>, upstream: &str) -> String {
+        match principal {
+            Some(p) => Self::owner_of(p, upstream),
+            None => format!("modern:{upstream}"),
+        }
     }
 
     /// Whether the session rides its upstream's shared link.

@@ -88,7 +88,7 @@ impl Session {
             } else {
                 let relayed = &self.gateway.relayed;
                 relayed
-                    .resolve(task, &self.upstream.name, link.generation())
+                    .resolve(task, &self.upstream.name, link.generation(), &self.owner)
                     .and_then(|up| relayed.watch(task).map(|rx| Watched::Relayed(up, rx)))
             };
             if let Some(w) = watched {

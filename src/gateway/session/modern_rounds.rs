@@ -47,6 +47,10 @@ impl Parked for Session {
         &self.upstream.name
     }
 
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
     fn client(&self) -> &str {
         &self.client
     }
@@ -62,8 +66,16 @@ impl Parked for Session {
 
 impl Session {
     /// The session parked under `token` for upstream `upstream` in `parked`, taken out.
-    pub fn take_parked(parked: &ParkedRequests, token: &str, upstream: &str) -> Option<Arc<Session>> {
-        parked.take(token, upstream)?.downcast::<Session>().ok()
+    /// The modern request parked under `token` on `upstream`, if it is `principal`'s (or,
+    /// without authentication, anyone's there).
+    pub fn take_parked(
+        parked: &ParkedRequests,
+        token: &str,
+        upstream: &str,
+        principal: Option<&str>,
+    ) -> Option<Arc<Session>> {
+        let owner = Self::modern_owner(principal, upstream);
+        parked.take(token, &owner)?.downcast::<Session>().ok()
     }
 
     /// Remembers what a retry of this modern request must repeat (called as it is served).

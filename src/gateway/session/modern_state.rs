@@ -17,8 +17,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// A session that can wait for its client's input (the modern request's session).
 pub trait Parked: Send + Sync + 'static {
-    /// The upstream it serves: a token is only good on that upstream's endpoint.
+    /// The upstream it serves.
     fn upstream(&self) -> &str;
+    /// Whose request it is: a token is only good for the same owner (on the same upstream's
+    /// endpoint, and with authentication of the same principal).
+    fn owner(&self) -> &str;
     /// Who its client is, for the per-client share of the parked places.
     fn client(&self) -> &str;
     /// It was not resumed in time: it ends (its upstream call is cancelled).
@@ -44,11 +47,11 @@ impl ParkedRequests {
         Arc::new_cyclic(|me| ParkedRequests { parked: Mutex::new(HashMap::new()), me: me.clone() })
     }
 
-    /// The session parked under `token` for upstream `upstream`, taken out.
-    pub fn take(&self, token: &str, upstream: &str) -> Option<Arc<dyn Any + Send + Sync>> {
+    /// The session of owner `owner` parked under `token`, taken out.
+    pub fn take(&self, token: &str, owner: &str) -> Option<Arc<dyn Any + Send + Sync>> {
         let mut parked = self.parked.lock().unwrap();
         match parked.get(token) {
-            Some(p) if p.session.upstream() == upstream && p.until > Instant::now() => {}
+            Some(p) if p.session.owner() == owner && p.until > Instant::now() => {}
             _ => return None,
         }
         parked.remove(token).map(|p| p.session.into_any())

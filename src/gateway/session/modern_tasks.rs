@@ -78,7 +78,8 @@ impl Session {
                 if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
                     let declared = self.modern.as_ref().map(|m| Value::Object(m.meta.capabilities.clone()));
                     let relayed = &self.gateway.relayed;
-                    let ours = relayed.mint(&self.upstream.name, link.generation(), t, declared.unwrap_or_default());
+                    let (up, generation) = (&self.upstream.name, link.generation());
+                    let ours = relayed.mint(up, generation, t, declared.unwrap_or_default(), &self.owner);
                     ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
@@ -103,7 +104,7 @@ impl Session {
     /// `task_id`, if it is one of the live link's.
     pub(super) async fn relayed_upstream_task(&self, task_id: &str) -> Result<Option<String>, RpcError> {
         let generation = self.link().await?.generation();
-        Ok(self.gateway.relayed.resolve(task_id, &self.upstream.name, generation))
+        Ok(self.gateway.relayed.resolve(task_id, &self.upstream.name, generation, &self.owner))
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of an upstream task relayed to modern

@@ -1,0 +1,18 @@
+//! What the HTTP server answers outside its routes: the OAuth Protected Resource Metadata
+//! while authentication is on (`downstream::auth`), else 404.
+
+use super::HttpServer;
+use crate::downstream::auth::is_metadata_path;
+use crate::downstream::http_body::{Body, plain};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+
+impl HttpServer {
+    /// A request for a path no upstream is served at.
+    pub(super) fn unrouted(&self, req: &Request<Incoming>, path: &str) -> Response<Body> {
+        if self.auth.enabled() && is_metadata_path(path) && req.method() == Method::GET {
+            return self.auth.metadata(req.headers());
+        }
+        plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name> and /sse/<name>\n")
+    }
+}
