@@ -172,12 +172,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), Failure> {
-    let (addr, task) =
+    let (addr, mut task) =
         taskgate::bind_http(server.clone(), listen).await.map_err(|cause| Failure::Listen { addr: listen, cause })?;
     tracing::info!("listening on http://{addr} (serving {paths})");
     tokio::select! {
-        _ = task => {}
-        _ = shutdown_signal() => tracing::info!("shutting down: no new connections; draining the requests in flight"),
+        _ = &mut task => {}
+        _ = shutdown_signal() => {
+            server.stop_accepting();
+            // Once it has ended, the listener is closed.
+            let _ = task.await;
+            tracing::info!("shutting down: no new connections; draining the requests in flight");
+        }
     }
     server.shutdown().await;
     children_exited().await;

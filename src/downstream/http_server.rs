@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
+mod drain;
 mod revive;
 
 /// One downstream HTTP session.
@@ -61,6 +62,8 @@ pub struct HttpServer {
     legacy: Arc<Legacy>,
     /// Modern clients' requests waiting for their input (multi round-trip).
     parked: Arc<ParkedRequests>,
+    /// The exchanges in flight, which shutdown drains.
+    busy: Arc<crate::downstream::exchanges::Exchanges>,
 }
 
 impl HttpServer {
@@ -89,7 +92,8 @@ impl HttpServer {
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
-        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked })
+        let busy = Arc::default();
+        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked, busy })
     }
 
     /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
@@ -168,29 +172,14 @@ impl HttpServer {
     }
 
     /// Shuts down gracefully: stops accepting connections, gives the requests in flight
-    /// `drain_timeout` to finish, answers the rest with JSON-RPC -32000, ends every session
-    /// (stdio children stopped, upstream HTTP sessions deleted), and waits briefly for the
-    /// connections to send what they have.
+    /// `drain_timeout` to finish (`drain`), answers the rest with JSON-RPC -32000, ends every
+    /// session (stdio children stopped, upstream HTTP sessions deleted), and waits briefly
+    /// for the connections to send what they have.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
         let limits = self.gateway.limits();
         let deadline = tokio::time::Instant::now() + limits.drain_timeout;
-        loop {
-            // Requests still being read when shutdown began may start sessions or requests.
-            let sessions = self.all_sessions();
-            if sessions.iter().all(|s| s.streams.awaiting_responses() == 0) {
-                break;
-            }
-            let drained = futures_util::future::join_all(sessions.iter().map(|s| s.streams.all_answered()));
-            if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
-                tracing::info!(
-                    "{in_flight} requests still in flight after {:?}: answering them with an error",
-                    limits.drain_timeout
-                );
-                break;
-            }
-        }
+        self.drain(deadline).await;
         let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
         self.legacy.shut_down(deadline, &shutting_down).await;
         self.idle.close();
@@ -243,7 +232,7 @@ impl HttpServer {
         }
     }
 
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    async fn route(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };

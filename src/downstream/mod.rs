@@ -4,6 +4,7 @@
 //! each turns its wire into calls on a [`Session`](crate::gateway::session::Session) and
 //! implements [`ClientSink`](crate::gateway::client::ClientSink) for what goes back.
 
+mod exchanges;
 mod http_batch;
 mod http_body;
 mod http_guard;
