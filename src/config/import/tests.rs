@@ -6,7 +6,8 @@ const FILE: &str = r#"{
     "files": {
       "command": "npx",
       "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/a \"quoted\" dir"],
-      "env": {"API_KEY": "s3cret", "odd key": "line\nbreak"}
+      "env": {"API_KEY": "s3cret", "odd key": "line\nbreak"},
+      "cwd": "/srv/files"
     },
     "remote": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer tok"}},
     "legacy": {"type": "sse", "url": "http://127.0.0.1:9000/sse"},
@@ -31,8 +32,9 @@ fn the_printed_toml_loads_into_the_same_upstreams_as_the_direct_translation() {
     assert_eq!(direct.upstreams.len(), 5);
 
     let up = |n: &str| direct.upstream(n).unwrap_or_else(|| panic!("{n} in {toml}"));
-    let Transport::Stdio { command, args, env, .. } = &up("files").transport else { panic!() };
+    let Transport::Stdio { command, args, env, cwd } = &up("files").transport else { panic!() };
     assert_eq!(command, "npx");
+    assert_eq!(cwd.as_deref(), Some(std::path::Path::new("/srv/files")));
     assert_eq!(args.last().unwrap().value, "/tmp/a \"quoted\" dir");
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.value.as_str())).collect();
     assert_eq!(env, [("API_KEY", "s3cret"), ("odd key", "line\nbreak")]);
