@@ -25,7 +25,7 @@ mod tasks;
 mod transport;
 
 // The gateway, as the binary runs it.
-pub use config::{Config, ConfigError, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
+pub use config::{Config, ConfigError, McpServers, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http};
 pub use downstream::stdio::{StdioError, serve_stdio};

@@ -1,4 +1,4 @@
-//! The `taskgate` command line: serve (default), stdio, check, versions, demo-server.
+//! The `taskgate` command line: serve (default), stdio, check, versions, demo-server, import.
 
 use clap::{Parser, Subcommand};
 
@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use taskgate::{Config, ConfigError, Gateway, HttpServer, ServerConfig, StdioError, UpstreamConfig, serve_stdio};
+use taskgate::{
+    Config, ConfigError, Gateway, HttpServer, McpServers, ServerConfig, StdioError, UpstreamConfig, serve_stdio,
+};
 
 #[derive(Parser)]
 #[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
@@ -29,7 +31,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway over Streamable HTTP (the default).
-    Serve,
+    Serve {
+        /// Serve the servers of a desktop client's `mcpServers` JSON file (as `import` reads
+        /// them) with the default settings, instead of a config file.
+        #[arg(long, value_name = "FILE", conflicts_with = "config")]
+        mcp_servers: Option<PathBuf>,
+    },
     /// Serve one client on stdin/stdout in front of one upstream.
     Stdio {
         /// The upstream to serve, by name.
@@ -43,6 +50,12 @@ enum Command {
     Versions,
     /// Run the built-in demo MCP server: on stdio, or over Streamable HTTP at /mcp with --listen.
     DemoServer,
+    /// Print the taskgate config (TOML) equivalent to a desktop client's `mcpServers` JSON
+    /// file. Its env values and headers are copied as they are, secrets included.
+    Import {
+        /// The JSON file, e.g. claude_desktop_config.json.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -89,8 +102,19 @@ fn load(path: Option<PathBuf>) -> Result<Config, Failure> {
     Ok(Config::load(&path)?)
 }
 
+/// Reads an `mcpServers` file; each warning is `warn`ed.
+fn read_mcp_servers(path: &std::path::Path, warn: impl Fn(&str)) -> Result<McpServers, Failure> {
+    let at = |e: String| ConfigError(format!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| at(format!("cannot read it: {e}")))?;
+    let servers = McpServers::parse(&text).map_err(|e| at(e.0))?;
+    for w in &servers.warnings {
+        warn(&format!("{}: {w}", path.display()));
+    }
+    Ok(servers)
+}
+
 async fn run(cli: Cli) -> Result<(), Failure> {
-    match cli.command.unwrap_or(Command::Serve) {
+    match cli.command.unwrap_or(Command::Serve { mcp_servers: None }) {
         Command::Check => {
             let config = load(cli.config)?;
             print!("{}", config.describe());
@@ -100,8 +124,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             print!("{}", taskgate::version_table());
             Ok(())
         }
-        Command::Serve => {
-            let mut config = load(cli.config)?;
+        Command::Import { file } => {
+            let servers = read_mcp_servers(&file, |w| eprintln!("taskgate: warning: {w}"))?;
+            print!("{}", servers.to_toml(&file.display().to_string()));
+            Ok(())
+        }
+        Command::Serve { mcp_servers } => {
+            let mut config = match mcp_servers {
+                None => load(cli.config)?,
+                Some(file) => read_mcp_servers(&file, |w| tracing::warn!("{w}"))?
+                    .config(&|k| std::env::var(k).ok())
+                    .map_err(|e| ConfigError(format!("{}: {}", file.display(), e.0)))?,
+            };
             if let Some(l) = cli.listen {
                 config.server.listen = l;
             }
@@ -138,12 +172,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), Failure> {
-    let (addr, task) =
+    let (addr, mut task) =
         taskgate::bind_http(server.clone(), listen).await.map_err(|cause| Failure::Listen { addr: listen, cause })?;
     tracing::info!("listening on http://{addr} (serving {paths})");
     tokio::select! {
-        _ = task => {}
-        _ = shutdown_signal() => tracing::info!("shutting down: no new connections; draining the requests in flight"),
+        _ = &mut task => {}
+        _ = shutdown_signal() => {
+            server.stop_accepting();
+            // Once it has ended, the listener is closed.
+            let _ = task.await;
+            tracing::info!("shutting down: no new connections; draining the requests in flight");
+        }
     }
     server.shutdown().await;
     children_exited().await;

@@ -1,5 +1,6 @@
 //! SIGTERM on the real binary: in-flight calls finish within `drain_timeout`, the rest get
-//! a JSON-RPC error, stdio children are stopped gently, and the process exits 0.
+//! a JSON-RPC error, a request on a connection already open gets 503, stdio children are
+//! stopped gently, and the process exits 0.
 
 mod common;
 
@@ -166,4 +167,189 @@ async fn shutdown_deletes_upstream_http_sessions() {
     assert!(up.received_http().contains(&"DELETE".to_string()), "the upstream session was deleted");
     assert_eq!(gw.server.session_count(), 0);
     assert!(tokio::net::TcpStream::connect(gw.addr).await.is_err(), "no longer accepting");
+}
+
+/// The gateway binary on `config` (written to a file in `dir`), its log lines passed on as
+/// they come.
+struct Logged {
+    gw: Stopper,
+    pid: u32,
+    addr: String,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Logged {
+    async fn start(dir: &std::path::Path, config: &str) -> Logged {
+        let path = dir.join("config.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut child = tokio::process::Command::new(bin())
+            .args(["serve", "--config", path.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = stderr.next_line().await {
+                let _ = tx.send(l);
+            }
+        });
+        let mut me = Logged { gw: Stopper(Some(child)), pid, addr: String::new(), lines };
+        let line = me.until("listening on http://").await;
+        me.addr = line.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+        me
+    }
+
+    /// Reads the log up to the first line containing `needle`, and returns it.
+    async fn until(&mut self, needle: &str) -> String {
+        loop {
+            let line = tokio::time::timeout(STEP, self.lines.recv()).await;
+            let line = line.unwrap_or_else(|_| panic!("no {needle:?} in the log")).expect("the log ended");
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
+/// Eight calls in flight when SIGTERM comes all get their full results; meanwhile no new
+/// connection is accepted; the gateway says it drained (the drain ended before its
+/// timeout), and exits 0.
+#[tokio::test]
+async fn a_drain_loses_no_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"20s\"\n{}", stdio_demo_upstream("demo"));
+    let mut gw = Logged::start(dir.path(), &config).await;
+    let mut c = HttpMcp::new(&format!("http://{}/mcp/demo", gw.addr));
+    c.initialize("2025-11-25").await;
+    let kids = children(gw.pid);
+    const N: i64 = 8;
+    let mut calls = Vec::new();
+    for id in 0..N {
+        let resp = c.post_streaming(slow(100 + id, 1500, 5), &[]).await;
+        calls.push(SseReader::new(resp.into_body()));
+    }
+    // Every call runs upstream: each has sent progress.
+    for events in &mut calls {
+        assert_eq!(events.next().await.unwrap().1["method"], "notifications/progress");
+    }
+
+    signal(gw.pid, libc::SIGTERM);
+    gw.until("shutting down: no new connections").await;
+    let refused = tokio::net::TcpStream::connect(&gw.addr).await;
+    assert!(refused.is_err(), "no new connection while draining");
+    for (id, events) in (100..).zip(&mut calls) {
+        let done = response_of(events, id).await;
+        assert_eq!(done["result"]["content"][0]["text"], "done after 5 steps", "{done}");
+    }
+    gw.until("drained: every request in flight was answered").await;
+    let status = wait_exit(&mut gw.gw).await;
+    assert!(status.success(), "{status}");
+    wait_gone(&kids).await;
+}
+
+/// Calls longer than `drain_timeout`: the gateway answers them with an error at the
+/// timeout, says so in its log, and exits 0 (long before the calls would have ended).
+#[tokio::test]
+async fn a_drain_past_its_timeout_ends_there_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"400ms\"\n{}", stdio_demo_upstream("demo"));
+    let mut gw = Logged::start(dir.path(), &config).await;
+    let mut c = HttpMcp::new(&format!("http://{}/mcp/demo", gw.addr));
+    c.initialize("2025-06-18").await;
+    let mut calls = Vec::new();
+    for id in 0..3 {
+        let resp = c.post_streaming(slow(200 + id, 60_000, 600), &[]).await;
+        let mut events = SseReader::new(resp.into_body());
+        assert_eq!(events.next().await.unwrap().1["method"], "notifications/progress");
+        calls.push(events);
+    }
+    signal(gw.pid, libc::SIGTERM);
+    let said = gw.until("drain_timeout (400ms) reached").await;
+    assert!(said.contains("answering them with an error"), "{said}");
+    for (id, events) in (200..).zip(&mut calls) {
+        let cut = response_of(events, id).await;
+        assert_eq!(cut["error"]["code"], -32000, "{cut}");
+    }
+    let status = wait_exit(&mut gw.gw).await;
+    assert!(status.success(), "{status}");
+}
+
+/// A request that reaches an open connection once shutdown has begun is answered 503 with
+/// `Connection: close`, and the connection ends; the call in flight still gets its result.
+#[tokio::test]
+async fn a_request_during_the_drain_gets_503_and_its_connection_closes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = start_gateway(&format!("[server]\ndrain_timeout = \"20s\"\n{}", builtin_upstream("demo"))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let call = c.post_streaming(slow(7, 800, 4), &[]).await;
+    let mut call = SseReader::new(call.into_body());
+    assert_eq!(call.next().await.unwrap().1["method"], "notifications/progress");
+
+    // A connection whose request has begun to arrive: a pipe of 16 bytes, so that the
+    // second write returns only once the server has read the first.
+    let (mut client, io) = tokio::io::duplex(16);
+    tokio::spawn(gw.server.clone().serve_connection(io, "127.0.0.1:9".parse().unwrap()));
+    let body = serde_json::to_string(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": init_params("2025-06-18")}))
+    .unwrap();
+    let head = format!(
+        "POST /mcp/demo HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let request = format!("{head}{body}");
+    client.write_all(&request.as_bytes()[..32]).await.unwrap();
+    gw.server.stop_accepting();
+    let server = gw.server.clone();
+    let shutdown = tokio::spawn(async move { server.shutdown().await });
+    let (mut from, mut to) = tokio::io::split(client);
+    // The rest is written while the answer is read: the pipe holds 16 bytes each way.
+    let rest = request.as_bytes()[32..].to_vec();
+    tokio::spawn(async move { to.write_all(&rest).await });
+    let mut answer = String::new();
+    tokio::time::timeout(STEP, from.read_to_string(&mut answer)).await.expect("the connection closes").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("\r\nconnection: close\r\n"), "{answer}");
+    assert!(answer.contains("shutting down"), "{answer}");
+
+    let done = response_of(&mut call, 7).await;
+    assert_eq!(done["result"]["content"][0]["text"], "done after 4 steps", "{done}");
+    tokio::time::timeout(STEP, shutdown).await.expect("shutdown is bounded").unwrap();
+}
+
+/// A modern (2026-07-28) client's calls have no session to count them: the drain waits for
+/// their streamed answers all the same.
+#[tokio::test]
+async fn modern_calls_in_flight_are_drained_too() {
+    use common::modern_client::{mirrored, request};
+    let gw = start_gateway(&format!("[server]\ndrain_timeout = \"20s\"\n{}", builtin_upstream("demo"))).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let mut calls = Vec::new();
+    for id in 0..3 {
+        let args =
+            json!({"name": "slow", "arguments": {"duration_ms": 900, "steps": 3}, "_meta": {"progressToken": id}});
+        let mut req = request(json!(300 + id), "tools/call", args, json!({}));
+        req["params"]["_meta"]["progressToken"] = json!(id);
+        let h = mirrored(&req);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let resp = c.post_streaming(serde_json::to_vec(&req).unwrap(), &h).await;
+        let mut events = SseReader::new(resp.into_body());
+        assert_eq!(events.next().await.unwrap().1["method"], "notifications/progress");
+        calls.push(events);
+    }
+    let server = gw.server.clone();
+    let shutdown = tokio::spawn(async move { server.shutdown().await });
+    for (id, events) in (300..).zip(&mut calls) {
+        let done = response_of(events, id).await;
+        assert_eq!(done["result"]["content"][0]["text"], "done after 3 steps", "{done}");
+    }
+    tokio::time::timeout(STEP, shutdown).await.expect("shutdown is bounded").unwrap();
 }

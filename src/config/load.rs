@@ -123,7 +123,7 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
     })
 }
 
-fn upstream_config(
+pub(super) fn upstream_config(
     i: usize,
     u: RawUpstream,
     env: &dyn Fn(&str) -> Option<String>,

@@ -5,13 +5,15 @@
 //! printed, and so are a URL's user-info and query.
 //!
 //! [`Config`] and its parts are the effective settings (`settings`); `raw` is the TOML as
-//! written, `load` turns one into the other, `describe` prints the result.
+//! written, `load` turns one into the other, `describe` prints the result; `import` reads a
+//! desktop client's `mcpServers` JSON file as upstreams.
 
 mod auth;
 mod describe;
 mod duration;
 mod error;
 mod expand;
+mod import;
 mod load;
 mod raw;
 mod settings;
@@ -21,4 +23,5 @@ pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;
+pub use import::McpServers;
 pub use settings::*;

@@ -75,7 +75,7 @@ pub(super) struct RawDialects {
     pub(super) retention: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: Option<String>,

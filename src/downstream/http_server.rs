@@ -34,6 +34,8 @@ use tokio_util::sync::CancellationToken;
 use crate::transport::mcp_http::SESSION_HEADER;
 
 mod authn;
+mod drain;
+mod lifecycle;
 mod revive;
 
 /// One downstream HTTP session.
@@ -67,6 +69,8 @@ pub struct HttpServer {
     parked: Arc<ParkedRequests>,
     /// Who a request comes from (`[server.auth]`).
     auth: Arc<Auth>,
+    /// The exchanges in flight, which shutdown drains.
+    busy: Arc<crate::downstream::exchanges::Exchanges>,
 }
 
 impl HttpServer {
@@ -96,7 +100,20 @@ impl HttpServer {
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
         let auth = Auth::new(&gateway.config.server.auth);
-        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked, auth })
+        let busy = Arc::default();
+        Arc::new(HttpServer {
+            gateway,
+            routes,
+            sessions,
+            idle,
+            connections,
+            stopping,
+            slots,
+            legacy,
+            parked,
+            auth,
+            busy,
+        })
     }
 
     /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
@@ -175,29 +192,14 @@ impl HttpServer {
     }
 
     /// Shuts down gracefully: stops accepting connections, gives the requests in flight
-    /// `drain_timeout` to finish, answers the rest with JSON-RPC -32000, ends every session
-    /// (stdio children stopped, upstream HTTP sessions deleted), and waits briefly for the
-    /// connections to send what they have.
+    /// `drain_timeout` to finish (`drain`), answers the rest with JSON-RPC -32000, ends every
+    /// session (stdio children stopped, upstream HTTP sessions deleted), and waits briefly
+    /// for the connections to send what they have.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
         let limits = self.gateway.limits();
         let deadline = tokio::time::Instant::now() + limits.drain_timeout;
-        loop {
-            // Requests still being read when shutdown began may start sessions or requests.
-            let sessions = self.all_sessions();
-            if sessions.iter().all(|s| s.streams.awaiting_responses() == 0) {
-                break;
-            }
-            let drained = futures_util::future::join_all(sessions.iter().map(|s| s.streams.all_answered()));
-            if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                let in_flight: usize = self.all_sessions().iter().map(|s| s.streams.awaiting_responses()).sum();
-                tracing::info!(
-                    "{in_flight} requests still in flight after {:?}: answering them with an error",
-                    limits.drain_timeout
-                );
-                break;
-            }
-        }
+        self.drain(deadline).await;
         let shutting_down = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the gateway is shutting down");
         self.legacy.shut_down(deadline, &shutting_down).await;
         self.idle.close();
@@ -224,33 +226,7 @@ impl HttpServer {
         self.sessions.lock().unwrap().len() + self.legacy.session_count()
     }
 
-    /// Ends each session once it is idle: its deadline is checked when it comes (no sweep of
-    /// every session), and a session still in use is watched again until it may be idle.
-    /// Its requests only note the time: they cost the deadlines nothing.
-    async fn expire_idle(self: Arc<Self>) {
-        let idle = self.idle.idle();
-        while let Some((id, _)) = self.idle.expired().await {
-            let expired = {
-                let mut map = self.sessions.lock().unwrap();
-                match map.get(&id).map(|s| s.streams.idle_until(idle)) {
-                    Some(None) => map.remove(&id),
-                    Some(Some(at)) => {
-                        self.idle.insert_until(id.clone(), tokio::time::Instant::from_std(at));
-                        None
-                    }
-                    None => None,
-                }
-            };
-            if let Some(s) = expired {
-                tracing::info!(upstream = s.session.upstream_name(), "session {} idled out", short(&id));
-                self.forget(&id).await;
-                s.streams.close();
-                s.session.close().await;
-            }
-        }
-    }
-
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    async fn route(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
@@ -490,43 +466,6 @@ impl HttpServer {
         }
     }
 
-    /// Keeps a session created by `initialize` only if the upstream accepted it.
-    async fn keep_new_session(&self, sid: &str, hs: &Arc<HttpSession>) -> bool {
-        if hs.session.version().is_some() {
-            tracing::info!(upstream = hs.session.upstream_name(), "session {} started", short(sid));
-            return true;
-        }
-        self.sessions.lock().unwrap().remove(sid);
-        self.idle.remove(&sid.to_string());
-        hs.streams.close();
-        hs.session.close().await;
-        false
-    }
-
-    fn create_session(
-        &self,
-        upstream: Arc<UpstreamConfig>,
-        path: String,
-        peer: SocketAddr,
-        principal: Option<Principal>,
-    ) -> Result<(String, Arc<HttpSession>), Refusal> {
-        let slot = self.slots.take()?;
-        let limits = self.gateway.limits();
-        let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
-        let (gateway, sink) = (self.gateway.clone(), streams.clone());
-        let session = match &principal {
-            Some(p) => Session::for_principal(gateway, upstream, sink, &p.0),
-            // Without authentication a client is its remote address: per-client limits hold
-            // across all its sessions.
-            None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
-        };
-        let id = crate::random::id128();
-        let hs = Arc::new(HttpSession { session, streams, path, principal, _slot: slot });
-        self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
-        self.idle.insert(id.clone());
-        Ok((id, hs))
-    }
-
     async fn get(
         &self,
         req: Request<Incoming>,
@@ -560,28 +499,6 @@ impl HttpServer {
             None => hs.streams.open_get(),
         };
         sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive), None)
-    }
-
-    async fn delete(&self, req: Request<Incoming>, path: &str, principal: Option<&Principal>) -> Response<Body> {
-        let (id, _) = match self.lookup(req.headers(), path, principal) {
-            Ok(x) => x,
-            Err(r)
-                if r.status == StatusCode::NOT_FOUND
-                    && self.forget_remembered(req.headers(), path, principal).await =>
-            {
-                return empty(StatusCode::OK);
-            }
-            Err(refused) => return refused.into_response(),
-        };
-        let removed = self.sessions.lock().unwrap().remove(&id);
-        self.idle.remove(&id);
-        if let Some(hs) = removed {
-            tracing::info!(upstream = hs.session.upstream_name(), "session {} deleted by the client", short(&id));
-            self.forget(&id).await;
-            hs.streams.close();
-            hs.session.close().await;
-        }
-        empty(StatusCode::OK)
     }
 }
 

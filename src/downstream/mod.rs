@@ -5,6 +5,7 @@
 //! implements [`ClientSink`](crate::gateway::client::ClientSink) for what goes back.
 
 pub mod auth;
+mod exchanges;
 mod http_batch;
 mod http_body;
 mod http_guard;

@@ -8,10 +8,10 @@
 use crate::config::UpstreamConfig;
 use crate::downstream::stdout::StdoutSink;
 use crate::gateway::Gateway;
-use crate::gateway::client::{ClientSink, Route};
-use crate::gateway::session::modern_state::ParkedRequests;
 use crate::gateway::client::Requester;
+use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
+use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::mcp::modern::meta::{self, RequestMeta};
 use std::collections::HashMap;

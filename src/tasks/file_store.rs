@@ -455,6 +455,12 @@ impl TaskStore for FileStore {
         Box::pin(std::future::ready(()))
     }
 
+    fn flush(&self) -> StoreFuture<'_, Result<(), StoreError>> {
+        // An empty job waited for: its commit carries whatever the writer holds.
+        let (_, done) = self.writer.lock().unwrap().awaited(Vec::new());
+        Box::pin(async move { done.await.map_err(|_| backend("the store's writer has stopped"))?.map_err(backend) })
+    }
+
     fn get_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
         Box::pin(std::future::ready(self.sessions.lock().unwrap().get(id).cloned()))
     }

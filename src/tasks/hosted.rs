@@ -281,6 +281,11 @@ impl Hosted {
         if tokio::time::timeout(SHUTDOWN_WRITES, self.writes.wait()).await.is_err() {
             tracing::warn!("task store writes still pending at shutdown");
         }
+        match tokio::time::timeout(SHUTDOWN_WRITES, self.store.flush()).await {
+            Ok(Ok(())) => tracing::debug!("task store: every write committed"),
+            Ok(Err(e)) => tracing::error!("task store: the last writes could not be committed: {e}"),
+            Err(_) => tracing::warn!("task store: the last writes were not committed within {SHUTDOWN_WRITES:?}"),
+        }
     }
 
     /// The background call is on its way as upstream request `upstream_id`: `false` if the

@@ -38,8 +38,14 @@ pub fn signal(pid: u32, sig: i32) {
 /// Starts `taskgate serve` on `config`, and returns it with its address. Its log (stderr)
 /// is read on (so that it never blocks) and dropped.
 pub async fn start(config: &std::path::Path) -> (Proc, String) {
+    start_with(&["serve", "--config", config.to_str().unwrap()]).await
+}
+
+/// Starts the gateway binary with `args` (which make it listen), and returns it with its
+/// address. Its log is read on and dropped.
+pub async fn start_with(args: &[&str]) -> (Proc, String) {
     let mut child = tokio::process::Command::new(bin())
-        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
