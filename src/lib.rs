@@ -27,8 +27,9 @@ mod transport;
 // The gateway, as the binary runs it.
 pub use config::{Config, ConfigError, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
 pub use demo::serve_stdio as serve_demo_stdio;
-pub use downstream::http_server::{HttpServer, bind as bind_http};
+pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with};
 pub use downstream::stdio::{StdioError, serve_stdio};
+pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;
 pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;

@@ -80,6 +80,8 @@ enum Failure {
     /// The task store could not be opened (its data directory, a second gateway on it).
     #[error("{0}")]
     Store(String),
+    #[error(transparent)]
+    Tls(#[from] taskgate::TlsError),
     #[error("cannot listen on {addr}: {cause}")]
     Listen { addr: SocketAddr, cause: std::io::Error },
 }
@@ -107,8 +109,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
             let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
+            let tls = config.server.tls.as_ref().map(taskgate::tls_acceptor).transpose()?;
             let server = HttpServer::new(Gateway::open(config.clone()).map_err(|e| Failure::Store(e.to_string()))?);
-            serve_http(server, config.server.listen, &paths).await
+            serve_http(server, config.server.listen, &paths, tls).await
         }
         Command::Stdio { upstream } => {
             let mut config = load(cli.config)?;
@@ -131,16 +134,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 let config = Config { server, tasks: Default::default(), upstreams: vec![demo.clone()] };
                 let routes = HashMap::from([("/mcp".to_string(), Arc::new(demo))]);
                 let server = HttpServer::with_routes(Gateway::new(config), routes);
-                serve_http(server, listen, "/mcp").await
+                serve_http(server, listen, "/mcp", None).await
             }
         },
     }
 }
 
-async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), Failure> {
-    let (addr, task) =
-        taskgate::bind_http(server.clone(), listen).await.map_err(|cause| Failure::Listen { addr: listen, cause })?;
-    tracing::info!("listening on http://{addr} (serving {paths})");
+async fn serve_http(
+    server: Arc<HttpServer>,
+    listen: SocketAddr,
+    paths: &str,
+    tls: Option<taskgate::TlsAcceptor>,
+) -> Result<(), Failure> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let (addr, task) = taskgate::bind_http_with(server.clone(), listen, tls)
+        .await
+        .map_err(|cause| Failure::Listen { addr: listen, cause })?;
+    tracing::info!("listening on {scheme}://{addr} (serving {paths})");
     tokio::select! {
         _ = task => {}
         _ = shutdown_signal() => tracing::info!("shutting down: no new connections; draining the requests in flight"),

@@ -36,7 +36,7 @@ impl Config {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_string()))?;
         let server = match raw.server {
             None => ServerConfig::default(),
-            Some(s) => server_config(s)?,
+            Some(s) => server_config(s, base)?,
         };
         if raw.upstream.is_empty() {
             return err(
@@ -74,7 +74,7 @@ impl Config {
     }
 }
 
-fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
+fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, ConfigError> {
     let d = ServerConfig::default();
     let listen = match r.listen {
         None => d.listen,
@@ -115,6 +115,9 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
         },
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
+        tls: super::observe::tls(r.tls, base)?,
+        otlp: super::observe::otlp(r.otlp)?,
+        cors_origins: super::observe::cors_origins(r.cors_origins)?,
     })
 }
 

@@ -273,6 +273,12 @@ pub struct ServerConfig {
     pub event_buffer_bytes: usize,
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
+    /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
+    pub tls: Option<super::TlsFiles>,
+    /// Export spans over OTLP/HTTP (`[server.otlp]`); none are exported without.
+    pub otlp: Option<super::OtlpConfig>,
+    /// Origins a browser page may call the gateway from (CORS); none by default.
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -389,6 +395,9 @@ impl Default for ServerConfig {
             max_connections: 1024,
             event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
+            tls: None,
+            otlp: None,
+            cors_origins: Vec::new(),
         }
     }
 }

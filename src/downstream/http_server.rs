@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
+mod accept;
 mod revive;
 
 /// One downstream HTTP session.
@@ -90,44 +91,6 @@ impl HttpServer {
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
         Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked })
-    }
-
-    /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
-    /// `max_connections` a new connection is closed at once: waiting would hold it in the
-    /// backlog where a client cannot tell it from a slow server, and the connections already
-    /// served keep their share.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        tokio::spawn(self.clone().expire_idle());
-        let mut last_refusal_logged: Option<tokio::time::Instant> = None;
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = self.stopping.cancelled() => return,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = self.connections.clone().try_acquire_owned() else {
-                if last_refusal_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    last_refusal_logged = Some(tokio::time::Instant::now());
-                    let limit = self.gateway.limits().max_connections;
-                    tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
-                }
-                drop(tcp);
-                continue;
-            };
-            let _ = tcp.set_nodelay(true);
-            let server = self.clone();
-            tokio::spawn(async move {
-                server.serve_connection(tcp, peer).await;
-                drop(permit);
-            });
-        }
     }
 
     /// Serves one accepted connection until it closes.
@@ -544,9 +507,18 @@ pub async fn bind(
     server: Arc<HttpServer>,
     listen: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    bind_with(server, listen, None).await
+}
+
+/// [`bind`], over TLS when `tls` is given.
+pub async fn bind_with(
+    server: Arc<HttpServer>,
+    listen: SocketAddr,
+    tls: Option<crate::downstream::tls::TlsAcceptor>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
-    Ok((addr, tokio::spawn(server.serve(listener))))
+    Ok((addr, tokio::spawn(server.serve_with(listener, tls))))
 }
 
 /// A session created by an `initialize` still being handled: ended if its POST goes away

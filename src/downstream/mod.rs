@@ -14,3 +14,4 @@ pub mod stdio;
 mod stdio_modern;
 mod stdout;
 pub mod streams;
+pub mod tls;
