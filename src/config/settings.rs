@@ -274,9 +274,9 @@ pub struct ServerConfig {
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
     /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
-    pub tls: Option<super::TlsFiles>,
+    pub tls: Option<super::observe::TlsFiles>,
     /// Export spans over OTLP/HTTP (`[server.otlp]`); none are exported without.
-    pub otlp: Option<super::OtlpConfig>,
+    pub otlp: Option<super::observe::OtlpConfig>,
     /// Origins a browser page may call the gateway from (CORS); none by default.
     pub cors_origins: Vec<String>,
 }
