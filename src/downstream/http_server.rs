@@ -2,7 +2,8 @@
 //! responses, the GET stream, DELETE, session ids, Origin/Host checks, body limits, and
 //! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`; the legacy HTTP+SSE
 //! transport's `/sse/<name>` is routed to [`legacy_sse`](crate::downstream::legacy_sse), with
-//! the same guards and one `max_sessions` for both.
+//! the same guards and one `max_sessions` for both; the operator's routes (`/healthz`,
+//! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either.
 
 use crate::config::UpstreamConfig;
 use crate::downstream::http_body::{
@@ -208,6 +209,10 @@ impl HttpServer {
 
     async fn handle(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
+        let stopping = self.stopping.is_cancelled();
+        if let Some(r) = crate::downstream::ops::route(&self.gateway, req.method(), &path, stopping).await {
+            return r;
+        }
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
         if upstream.is_none() && legacy.is_none() {

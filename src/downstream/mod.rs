@@ -10,6 +10,7 @@ mod http_guard;
 mod http_modern;
 pub mod http_server;
 mod legacy_sse;
+mod ops;
 pub mod stdio;
 mod stdio_modern;
 mod stdout;

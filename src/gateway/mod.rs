@@ -13,6 +13,7 @@ pub mod client;
 pub mod deadline;
 pub mod link;
 pub mod progress;
+pub mod readiness;
 pub mod session;
 pub mod shared;
 pub mod upstream;
@@ -42,6 +43,8 @@ pub struct Gateway {
     pub followers: Arc<tokio::sync::Semaphore>,
     /// What `progress/get` reads, for the upstreams that enable it.
     pub progress_states: crate::tasks::progress_state::ProgressStates,
+    /// How the last link open of each upstream ended, for `/readyz`.
+    pub readiness: readiness::Readiness,
 }
 
 impl Gateway {
@@ -71,6 +74,7 @@ impl Gateway {
                 max_result_bytes: config.tasks.max_result_bytes,
                 max_bytes: config.tasks.max_store_bytes,
             }),
+            readiness: Default::default(),
             config,
         }))
     }
@@ -88,7 +92,9 @@ impl Gateway {
 
     /// The shared link of upstream `cfg` (`share = true`), opened if none is live.
     pub async fn shared_link(&self, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
-        self.shared.get(self.link_env(), cfg).await
+        let opened = self.shared.get(self.link_env(), cfg).await;
+        self.readiness.note_outcome(&cfg.name, &opened);
+        opened
     }
 
     /// Shutdown: the shared links close, and so do the links hosted tasks still run on
