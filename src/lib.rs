@@ -9,7 +9,7 @@
 //! - `mcp`: protocol versions and what each defines;
 //! - `transport`: bytes to and from upstreams (stdio children, the HTTP client, SSE);
 //! - [`jsonrpc`]: the envelope;
-//! - `config` and `random`, which any layer may use.
+//! - `config`, `random` and `metrics`, which any layer may use.
 //!
 //! What is exported is what the binary, the tests, the benchmarks, the examples and the
 //! fuzz targets use; everything else is private to the crate.
@@ -20,6 +20,7 @@ mod downstream;
 mod gateway;
 pub mod jsonrpc;
 mod mcp;
+mod metrics;
 mod random;
 mod tasks;
 mod transport;

@@ -43,6 +43,7 @@ struct HttpSession {
     /// The path it was created on: it is not found on any other.
     path: String,
     _slot: Slot,
+    _counted: crate::metrics::SessionCount,
 }
 
 /// The HTTP front of the gateway: routes, sessions, and their limits.
@@ -452,7 +453,7 @@ impl HttpServer {
         let client = Some(peer.ip().to_string());
         let session = Session::for_client(self.gateway.clone(), upstream, streams.clone(), client);
         let id = crate::random::id128();
-        let hs = Arc::new(HttpSession { session, streams, path, _slot: slot });
+        let hs = Arc::new(HttpSession { session, streams, path, _slot: slot, _counted: counted() });
         self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         self.idle.insert(id.clone());
         Ok((id, hs))
@@ -566,6 +567,10 @@ impl Drop for Unpark<'_> {
     fn drop(&mut self) {
         self.streams.unpark(self.stream);
     }
+}
+
+fn counted() -> crate::metrics::SessionCount {
+    crate::metrics::global().session_opened(crate::metrics::Transport::StreamableHttp)
 }
 
 fn short(id: &str) -> &str {

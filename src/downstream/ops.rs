@@ -46,7 +46,8 @@ async fn ready(gateway: &Gateway, stopping: bool) -> Response<Body> {
 }
 
 fn metrics() -> Response<Body> {
-    text_response(StatusCode::OK, String::new(), "text/plain; version=0.0.4; charset=utf-8")
+    let text = crate::metrics::global().encode();
+    text_response(StatusCode::OK, text, "application/openmetrics-text; version=1.0.0; charset=utf-8")
 }
 
 fn text_response(status: StatusCode, text: String, content_type: &'static str) -> Response<Body> {

@@ -43,6 +43,8 @@ pub struct Gateway {
     pub followers: Arc<tokio::sync::Semaphore>,
     /// What `progress/get` reads, for the upstreams that enable it.
     pub progress_states: crate::tasks::progress_state::ProgressStates,
+    /// The metric handles of each configured upstream.
+    metrics: std::collections::HashMap<String, Arc<crate::metrics::UpstreamMetrics>>,
     /// How the last link open of each upstream ended, for `/readyz`.
     pub readiness: readiness::Readiness,
 }
@@ -75,6 +77,11 @@ impl Gateway {
                 max_bytes: config.tasks.max_store_bytes,
             }),
             readiness: Default::default(),
+            metrics: config
+                .upstreams
+                .iter()
+                .map(|u| (u.name.clone(), crate::metrics::global().upstream(&u.name)))
+                .collect(),
             config,
         }))
     }
@@ -102,6 +109,11 @@ impl Gateway {
     pub async fn close_links(&self) {
         self.shared.close_all().await;
         self.hosted.shut_down().await;
+    }
+
+    /// The metric handles of upstream `name`.
+    pub fn upstream_metrics(&self, name: &str) -> Arc<crate::metrics::UpstreamMetrics> {
+        self.metrics.get(name).cloned().unwrap_or_else(|| crate::metrics::global().upstream(name))
     }
 
     pub fn limits(&self) -> &ServerConfig {

@@ -45,6 +45,7 @@ mod server_requests;
 mod shared;
 mod state;
 mod tasks;
+mod timed;
 mod versions;
 
 /// Held while the client's `initialize` runs: if it ends without the session initialized,
@@ -74,6 +75,8 @@ pub struct Session {
     gateway: Arc<Gateway>,
     upstream: Arc<UpstreamConfig>,
     sink: Arc<dyn ClientSink>,
+    /// `sink`, counting and timing each request until its response.
+    timed: Arc<timed::TimedSink>,
     /// Whose tasks these are: the session itself until authentication exists.
     owner: String,
     /// `owner`, as the progress states key it.
@@ -121,10 +124,13 @@ impl Session {
     ) -> Arc<Session> {
         static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let tag = NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let timed =
+            timed::TimedSink::new(sink, gateway.upstream_metrics(&upstream.name), gateway.limits().max_in_flight);
         Arc::new_cyclic(|me| Session {
+            sink: timed.clone(),
+            timed,
             gateway,
             upstream,
-            sink,
             client: client.unwrap_or_else(|| owner.clone()),
             owner_key: owner.as_str().into(),
             owner,
@@ -166,6 +172,7 @@ impl Session {
 
     async fn handle_request(&self, frame: Message) {
         let id = frame.id().cloned().expect("requests have ids");
+        self.timed.started(&id, frame.method_name());
         let result = match frame.method() {
             // Boxed: a once-per-session handshake must not size every request's future.
             Method::Initialize if self.modern.is_some() => Err(RpcError::new(

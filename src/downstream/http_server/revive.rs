@@ -61,7 +61,13 @@ impl HttpServer {
             let Some(session) = Session::revive(self.gateway.clone(), upstream.clone(), streams.clone(), &rec) else {
                 return Err(unknown);
             };
-            let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), _slot: slot });
+            let hs = Arc::new(HttpSession {
+                session,
+                streams,
+                path: path.to_string(),
+                _slot: slot,
+                _counted: super::counted(),
+            });
             sessions.insert(id.to_string(), hs.clone());
             hs
         };
