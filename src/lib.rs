@@ -26,7 +26,7 @@ mod tasks;
 mod transport;
 
 // The gateway, as the binary runs it.
-pub use config::{Config, ConfigError, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
+pub use config::{Config, ConfigError, OtlpConfig, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with};
 pub use downstream::stdio::{StdioError, serve_stdio};

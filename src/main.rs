@@ -1,6 +1,7 @@
 //! The `taskgate` command line: serve (default), stdio, check, versions, demo-server.
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::Layer as _;
 
 // A message's life is a burst of small allocations (JSON values, frames, channels) across
 // threads; mimalloc serves that pattern with fewer slow paths than the system allocator.
@@ -46,18 +47,37 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let cli = Cli::parse();
-    // Logs go to stderr: stdout may be an MCP channel.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    // Logs go to stderr: stdout may be an MCP channel.
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    );
+    // Spans go to the OTLP collector of `serve`'s config, if it names one.
+    let otlp = match &cli.command {
+        None | Some(Command::Serve) => load(cli.config.clone()).ok().and_then(|c| c.server.otlp),
+        Some(_) => None,
+    };
+    let (traces, provider) = match otlp.map(|o| {
+        let _in_runtime = runtime.enter();
+        traces::start(&o)
+    }) {
+        Some(Ok((layer, provider))) => (Some(layer), Some(provider)),
+        Some(Err(e)) => {
+            eprintln!("taskgate: server.otlp: {e}");
+            return ExitCode::FAILURE;
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(traces).with(logs).init();
     let outcome = runtime.block_on(run(cli));
+    if let Some(p) = provider {
+        // What is still batched is sent before the process ends.
+        runtime.block_on(traces::stop(p));
+    }
     // A blocking read of our stdin (taskgate stdio) never returns on its own: do not wait
     // for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -180,4 +200,56 @@ async fn children_exited() {
     if wait.await.is_err() {
         tracing::warn!("some upstream processes had not exited 4s after being told to stop");
     }
+}
+
+/// Span export over OTLP/HTTP (protobuf), batched on the runtime; with the `otlp` feature.
+#[cfg(feature = "otlp")]
+mod traces {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::Layer;
+
+    pub type Traces = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+    /// The layer that exports the gateway's spans (only spans, only the gateway's: its logs
+    /// stay on stderr), and the provider to stop at exit. Called within the runtime.
+    pub fn start(cfg: &taskgate::OtlpConfig) -> Result<(Traces, SdkTracerProvider), String> {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(cfg.traces_url())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            exporter,
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
+        let resource = opentelemetry_sdk::Resource::builder().with_service_name(cfg.service_name.clone()).build();
+        let provider = SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
+        let only_spans = tracing_subscriber::filter::filter_fn(|m| m.is_span() && m.target().starts_with("taskgate"));
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("taskgate")).with_filter(only_spans);
+        Ok((Box::new(layer), provider))
+    }
+
+    /// Flushes what is batched and stops the exporter, within a few seconds.
+    pub async fn stop(provider: SdkTracerProvider) {
+        let flushed = tokio::task::spawn_blocking(move || provider.shutdown());
+        if tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await.is_err() {
+            eprintln!("taskgate: the OTLP collector did not take the last spans within 5s");
+        }
+    }
+}
+
+/// Without the `otlp` feature, `[server.otlp]` is refused at start.
+#[cfg(not(feature = "otlp"))]
+mod traces {
+    pub type Traces = tracing_subscriber::layer::Identity;
+
+    pub fn start(_: &taskgate::OtlpConfig) -> Result<(Traces, ()), String> {
+        Err("this taskgate was built without the `otlp` feature (cargo build --features otlp)".into())
+    }
+
+    pub async fn stop(_: ()) {}
 }

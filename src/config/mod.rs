@@ -20,5 +20,5 @@ mod store_kind;
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;
-pub use observe::TlsFiles;
+pub use observe::{OtlpConfig, TlsFiles};
 pub use settings::*;

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
@@ -110,7 +111,9 @@ impl HttpServer {
         let server = self;
         let service = hyper::service::service_fn(move |req| {
             let server = server.clone();
-            async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
+            // A span per request (debug: free unless a layer wants it, as OTLP export does).
+            let span = tracing::debug_span!("http_request", method = %req.method(), path = req.uri().path());
+            async move { Ok::<_, Infallible>(server.handle(req, peer).instrument(span).await) }
         });
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use state::{ServerRequest, SessionState};
 
@@ -173,6 +174,11 @@ impl Session {
     async fn handle_request(&self, frame: Message) {
         let id = frame.id().cloned().expect("requests have ids");
         self.timed.started(&id, frame.method_name());
+        let span = tracing::debug_span!("rpc_request", upstream = %self.upstream.name, method = frame.method_name(), id = %id, session = self.tag);
+        self.serve_request(id, frame).instrument(span).await
+    }
+
+    async fn serve_request(&self, id: Id, frame: Message) {
         let result = match frame.method() {
             // Boxed: a once-per-session handshake must not size every request's future.
             Method::Initialize if self.modern.is_some() => Err(RpcError::new(
