@@ -26,6 +26,13 @@ pub enum Body {
     Frames(Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>),
 }
 
+/// An empty body (what a CORS preflight answer carries).
+impl Default for Body {
+    fn default() -> Self {
+        Body::Full(None)
+    }
+}
+
 impl hyper::body::Body for Body {
     type Data = Bytes;
     type Error = Infallible;

@@ -24,17 +24,16 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
 mod accept;
+mod layers;
 mod revive;
 
 /// One downstream HTTP session.
@@ -65,6 +64,8 @@ pub struct HttpServer {
     legacy: Arc<Legacy>,
     /// Modern clients' requests waiting for their input (multi round-trip).
     parked: Arc<ParkedRequests>,
+    /// CORS for `cors_origins`, if any.
+    cors: Option<tower_http::cors::CorsLayer>,
 }
 
 impl HttpServer {
@@ -93,7 +94,8 @@ impl HttpServer {
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
-        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked })
+        let cors = layers::cors(&gateway.limits().cors_origins);
+        Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked, cors })
     }
 
     /// Serves one accepted connection until it closes.
@@ -108,13 +110,7 @@ impl HttpServer {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
         let stopping = self.stopping.clone();
-        let server = self;
-        let service = hyper::service::service_fn(move |req| {
-            let server = server.clone();
-            // A span per request (debug: free unless a layer wants it, as OTLP export does).
-            let span = tracing::debug_span!("http_request", method = %req.method(), path = req.uri().path());
-            async move { Ok::<_, Infallible>(server.handle(req, peer).instrument(span).await) }
-        });
+        let service = layers::front(self, peer);
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
