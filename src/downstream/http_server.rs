@@ -64,8 +64,8 @@ pub struct HttpServer {
     legacy: Arc<Legacy>,
     /// Modern clients' requests waiting for their input (multi round-trip).
     parked: Arc<ParkedRequests>,
-    /// CORS for `cors_origins`, if any.
-    cors: Option<tower_http::cors::CorsLayer>,
+    /// CORS for `cors_origins`, if any (made by the first connection).
+    cors: std::sync::OnceLock<Option<tower_http::cors::CorsLayer>>,
 }
 
 impl HttpServer {
@@ -94,7 +94,7 @@ impl HttpServer {
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
-        let cors = layers::cors(&gateway.limits().cors_origins);
+        let cors = std::sync::OnceLock::new();
         Arc::new(HttpServer { gateway, routes, sessions, idle, connections, stopping, slots, legacy, parked, cors })
     }
 
@@ -110,7 +110,7 @@ impl HttpServer {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
         let stopping = self.stopping.clone();
-        let service = layers::front(self, peer);
+        let service = self.front(peer);
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);

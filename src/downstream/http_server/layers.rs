@@ -23,7 +23,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 /// The CORS layer for `origins` (`"*"`: any), or none when the list is empty.
-pub(super) fn cors(origins: &[String]) -> Option<CorsLayer> {
+fn cors(origins: &[String]) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;
     }
@@ -45,26 +45,29 @@ pub(super) fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// The service one connection from `peer` is served by.
-pub(super) fn front(
-    server: Arc<HttpServer>,
-    peer: SocketAddr,
-) -> impl hyper::service::Service<
-    Request<Incoming>,
-    Response = Response<impl hyper::body::Body<Data = bytes::Bytes, Error = Infallible> + Send + 'static>,
-    Error = Infallible,
-    Future = impl Send,
-> + use<> {
-    let cors = server.cors.clone();
-    let trace = TraceLayer::new_for_http()
+impl HttpServer {
+    /// The service one connection from `peer` is served by.
+    pub(super) fn front(
+        self: Arc<Self>,
+        peer: SocketAddr,
+    ) -> impl hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<impl hyper::body::Body<Data = bytes::Bytes, Error = Infallible> + Send + 'static>,
+        Error = Infallible,
+        Future = impl Send,
+    > {
+        let cors = self.cors.get_or_init(|| cors(&self.gateway.limits().cors_origins)).clone();
+        let server = self;
+        let trace = TraceLayer::new_for_http()
         .make_span_with(|req: &Request<Incoming>| {
             tracing::debug_span!("http_request", method = %req.method(), path = req.uri().path())
         })
         .on_failure(());
-    let handler = tower::service_fn(move |req: Request<Incoming>| {
-        let server = server.clone();
-        async move { Ok::<Response<Body>, Infallible>(server.handle(req, peer).await) }
-    });
-    let stack = ServiceBuilder::new().layer(trace).option_layer(cors).service(handler);
-    hyper_util::service::TowerToHyperService::new(stack)
+        let handler = tower::service_fn(move |req: Request<Incoming>| {
+            let server = server.clone();
+            async move { Ok::<Response<Body>, Infallible>(server.handle(req, peer).await) }
+        });
+        let stack = ServiceBuilder::new().layer(trace).option_layer(cors).service(handler);
+        hyper_util::service::TowerToHyperService::new(stack)
+    }
 }
