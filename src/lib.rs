@@ -9,7 +9,7 @@
 //! - `mcp`: protocol versions and what each defines;
 //! - `transport`: bytes to and from upstreams (stdio children, the HTTP client, SSE);
 //! - [`jsonrpc`]: the envelope;
-//! - `config` and `random`, which any layer may use.
+//! - `config`, `random` and `metrics`, which any layer may use.
 //!
 //! What is exported is what the binary, the tests, the benchmarks, the examples and the
 //! fuzz targets use; everything else is private to the crate.
@@ -20,15 +20,19 @@ mod downstream;
 mod gateway;
 pub mod jsonrpc;
 mod mcp;
+mod metrics;
 mod random;
 mod tasks;
 mod transport;
 
 // The gateway, as the binary runs it.
-pub use config::{Config, ConfigError, McpServers, ServerConfig, StoreKind, UpstreamConfig, parse_duration};
+pub use config::{
+    Config, ConfigError, McpServers, OtlpConfig, ServerConfig, StoreKind, UpstreamConfig, parse_duration,
+};
 pub use demo::serve_stdio as serve_demo_stdio;
-pub use downstream::http_server::{HttpServer, bind as bind_http};
+pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with};
 pub use downstream::stdio::{StdioError, serve_stdio};
+pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;
 pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;

@@ -1,6 +1,7 @@
 //! The `taskgate` command line: serve (default), stdio, check, versions, demo-server, import.
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::Layer as _;
 
 // A message's life is a burst of small allocations (JSON values, frames, channels) across
 // threads; mimalloc serves that pattern with fewer slow paths than the system allocator.
@@ -59,18 +60,37 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let cli = Cli::parse();
-    // Logs go to stderr: stdout may be an MCP channel.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    // Logs go to stderr: stdout may be an MCP channel.
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    );
+    // Spans go to the OTLP collector of `serve`'s config, if it names one.
+    let otlp = match &cli.command {
+        None | Some(Command::Serve { mcp_servers: None }) => load(cli.config.clone()).ok().and_then(|c| c.server.otlp),
+        Some(_) => None,
+    };
+    let (traces, provider) = match otlp.map(|o| {
+        let _in_runtime = runtime.enter();
+        traces::start(&o)
+    }) {
+        Some(Ok((layer, provider))) => (Some(layer), Some(provider)),
+        Some(Err(e)) => {
+            eprintln!("taskgate: server.otlp: {e}");
+            return ExitCode::FAILURE;
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(traces).with(logs).init();
     let outcome = runtime.block_on(run(cli));
+    if let Some(p) = provider {
+        // What is still batched is sent before the process ends.
+        runtime.block_on(traces::stop(p));
+    }
     // A blocking read of our stdin (taskgate stdio) never returns on its own: do not wait
     // for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -93,6 +113,8 @@ enum Failure {
     /// The task store could not be opened (its data directory, a second gateway on it).
     #[error("{0}")]
     Store(String),
+    #[error(transparent)]
+    Tls(#[from] taskgate::TlsError),
     #[error("cannot listen on {addr}: {cause}")]
     Listen { addr: SocketAddr, cause: std::io::Error },
 }
@@ -141,8 +163,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
             let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
+            let tls = config.server.tls.as_ref().map(taskgate::tls_acceptor).transpose()?;
             let server = HttpServer::new(Gateway::open(config.clone()).map_err(|e| Failure::Store(e.to_string()))?);
-            serve_http(server, config.server.listen, &paths).await
+            serve_http(server, config.server.listen, &paths, tls).await
         }
         Command::Stdio { upstream } => {
             let mut config = load(cli.config)?;
@@ -165,16 +188,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 let config = Config { server, tasks: Default::default(), upstreams: vec![demo.clone()] };
                 let routes = HashMap::from([("/mcp".to_string(), Arc::new(demo))]);
                 let server = HttpServer::with_routes(Gateway::new(config), routes);
-                serve_http(server, listen, "/mcp").await
+                serve_http(server, listen, "/mcp", None).await
             }
         },
     }
 }
 
-async fn serve_http(server: Arc<HttpServer>, listen: SocketAddr, paths: &str) -> Result<(), Failure> {
-    let (addr, mut task) =
-        taskgate::bind_http(server.clone(), listen).await.map_err(|cause| Failure::Listen { addr: listen, cause })?;
-    tracing::info!("listening on http://{addr} (serving {paths})");
+async fn serve_http(
+    server: Arc<HttpServer>,
+    listen: SocketAddr,
+    paths: &str,
+    tls: Option<taskgate::TlsAcceptor>,
+) -> Result<(), Failure> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let (addr, mut task) = taskgate::bind_http_with(server.clone(), listen, tls)
+        .await
+        .map_err(|cause| Failure::Listen { addr: listen, cause })?;
+    tracing::info!("listening on {scheme}://{addr} (serving {paths})");
     tokio::select! {
         _ = &mut task => {}
         _ = shutdown_signal() => {
@@ -209,4 +239,56 @@ async fn children_exited() {
     if wait.await.is_err() {
         tracing::warn!("some upstream processes had not exited 4s after being told to stop");
     }
+}
+
+/// Span export over OTLP/HTTP (protobuf), batched on the runtime; with the `otlp` feature.
+#[cfg(feature = "otlp")]
+mod traces {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::Layer;
+
+    pub type Traces = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+    /// The layer that exports the gateway's spans (only spans, only the gateway's: its logs
+    /// stay on stderr), and the provider to stop at exit. Called within the runtime.
+    pub fn start(cfg: &taskgate::OtlpConfig) -> Result<(Traces, SdkTracerProvider), String> {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(cfg.traces_url())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            exporter,
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
+        let resource = opentelemetry_sdk::Resource::builder().with_service_name(cfg.service_name.clone()).build();
+        let provider = SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
+        let only_spans = tracing_subscriber::filter::filter_fn(|m| m.is_span() && m.target().starts_with("taskgate"));
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("taskgate")).with_filter(only_spans);
+        Ok((Box::new(layer), provider))
+    }
+
+    /// Flushes what is batched and stops the exporter, within a few seconds.
+    pub async fn stop(provider: SdkTracerProvider) {
+        let flushed = tokio::task::spawn_blocking(move || provider.shutdown());
+        if tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await.is_err() {
+            eprintln!("taskgate: the OTLP collector did not take the last spans within 5s");
+        }
+    }
+}
+
+/// Without the `otlp` feature, `[server.otlp]` is refused at start.
+#[cfg(not(feature = "otlp"))]
+mod traces {
+    pub type Traces = tracing_subscriber::layer::Identity;
+
+    pub fn start(_: &taskgate::OtlpConfig) -> Result<(Traces, ()), String> {
+        Err("this taskgate was built without the `otlp` feature (cargo build --features otlp)".into())
+    }
+
+    pub async fn stop(_: ()) {}
 }

@@ -30,6 +30,14 @@ impl Config {
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
         let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
+        let _ = writeln!(out, "cors_origins = {:?}", s.cors_origins);
+        if let Some(t) = &s.tls {
+            let _ = writeln!(out, "\n[server.tls]\ncert = {:?}\nkey = {:?}", t.cert.display(), t.key.display());
+        }
+        if let Some(o) = &s.otlp {
+            let _ = writeln!(out, "\n[server.otlp]\nendpoint = {:?}", redact_url(&o.endpoint));
+            let _ = writeln!(out, "service_name = {:?}", o.service_name);
+        }
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);

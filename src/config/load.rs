@@ -38,7 +38,7 @@ impl Config {
             None => ServerConfig::default(),
             Some(mut s) => {
                 let auth = super::auth::auth_config(s.auth.take(), env, base)?;
-                ServerConfig { auth, ..server_config(s)? }
+                ServerConfig { auth, ..server_config(s, base)? }
             }
         };
         if raw.upstream.is_empty() {
@@ -78,7 +78,7 @@ impl Config {
     }
 }
 
-fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
+fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, ConfigError> {
     let d = ServerConfig::default();
     let listen = match r.listen {
         None => d.listen,
@@ -120,6 +120,9 @@ fn server_config(r: RawServer) -> Result<ServerConfig, ConfigError> {
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
         auth: super::auth::AuthConfig::default(),
+        tls: super::observe::tls(r.tls, base)?,
+        otlp: super::observe::otlp(r.otlp)?,
+        cors_origins: super::observe::cors_origins(r.cors_origins)?,
     })
 }
 

@@ -36,6 +36,9 @@ pub(super) struct RawServer {
     pub(super) event_buffer_bytes: Option<u64>,
     pub(super) max_batch: Option<u64>,
     pub(super) auth: Option<super::auth::RawAuth>,
+    pub(super) tls: Option<super::observe::RawTls>,
+    pub(super) otlp: Option<super::observe::RawOtlp>,
+    pub(super) cors_origins: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

@@ -292,6 +292,12 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// Who may use the gateway over HTTP (`[server.auth]`).
     pub auth: AuthConfig,
+    /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
+    pub tls: Option<super::observe::TlsFiles>,
+    /// Export spans over OTLP/HTTP (`[server.otlp]`); none are exported without.
+    pub otlp: Option<super::observe::OtlpConfig>,
+    /// Origins a browser page may call the gateway from (CORS); none by default.
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -409,6 +415,9 @@ impl Default for ServerConfig {
             event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
             auth: AuthConfig::default(),
+            tls: None,
+            otlp: None,
+            cors_origins: Vec::new(),
         }
     }
 }

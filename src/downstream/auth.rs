@@ -30,8 +30,11 @@ pub struct Principal(pub Arc<str>);
 /// The authenticator of one HTTP server.
 pub struct Auth {
     check: Check,
-    /// The configured public base URL; without one, `http://` and the request's `Host`.
+    /// The configured public base URL; without one, the listener's scheme and the
+    /// request's `Host`.
     resource: Option<String>,
+    /// The listener serves TLS.
+    https: bool,
     /// The metadata document without its `resource`.
     metadata: serde_json::Map<String, serde_json::Value>,
 }
@@ -52,8 +55,9 @@ pub enum Refused {
 }
 
 impl Auth {
-    /// The authenticator `cfg` describes. A JWKS is fetched when the first token needs it.
-    pub fn new(cfg: &AuthConfig) -> Arc<Auth> {
+    /// The authenticator `cfg` describes, for a listener that serves TLS if `https`. A JWKS
+    /// is fetched when the first token needs it.
+    pub fn new(cfg: &AuthConfig, https: bool) -> Arc<Auth> {
         let mut metadata = serde_json::Map::new();
         metadata.insert("authorization_servers".into(), cfg.authorization_servers.clone().into());
         metadata.insert("bearer_methods_supported".into(), serde_json::json!(["header"]));
@@ -65,7 +69,7 @@ impl Auth {
             AuthMode::Bearer(tokens) => Check::Bearer(tokens.clone()),
             AuthMode::Jwt(j) => Check::Jwt(Box::new(jwt::Verifier::new(j))),
         };
-        Arc::new(Auth { check, resource: cfg.resource.clone(), metadata })
+        Arc::new(Auth { check, resource: cfg.resource.clone(), https, metadata })
     }
 
     /// The protected resource's URL, as a request with `headers` reaches it.
@@ -74,7 +78,7 @@ impl Auth {
             Some(r) => r.clone(),
             None => {
                 let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-                format!("http://{host}")
+                format!("{}://{host}", if self.https { "https" } else { "http" })
             }
         }
     }
@@ -158,7 +162,7 @@ mod tests {
             BearerToken { principal: "bob".into(), token: "bob-token-0123456789".into() },
         ];
         let cfg = AuthConfig { mode: AuthMode::Bearer(tokens), ..AuthConfig::default() };
-        Auth::new(&cfg)
+        Auth::new(&cfg, false)
     }
 
     fn with(auth: &str) -> HeaderMap {
@@ -175,7 +179,7 @@ mod tests {
         assert_eq!(a.principal(&HeaderMap::new()).await, Err(Refused::Missing));
         assert_eq!(a.principal(&with("Basic YWxpY2U6eA==")).await, Err(Refused::Missing));
         assert!(matches!(a.principal(&with("Bearer alice-token-012345678")).await, Err(Refused::Invalid(_))));
-        let off = Auth::new(&AuthConfig::default());
+        let off = Auth::new(&AuthConfig::default(), false);
         assert_eq!(off.principal(&HeaderMap::new()).await, Ok(None));
     }
 

@@ -26,16 +26,29 @@ pub enum Body {
     Frames(Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>),
 }
 
+/// An empty body (what a CORS preflight answer carries).
+impl Default for Body {
+    fn default() -> Self {
+        Body::Full(None)
+    }
+}
+
 impl hyper::body::Body for Body {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(BodyFrame::data(b)))),
-            Body::Sse(s) => s.poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
-            Body::Frames(s) => s.as_mut().poll_next(cx).map(|o| o.map(|b| Ok(BodyFrame::data(b)))),
-        }
+        let polled = match self.get_mut() {
+            Body::Full(b) => Poll::Ready(b.take()),
+            Body::Sse(s) => s.poll_next(cx),
+            Body::Frames(s) => s.as_mut().poll_next(cx),
+        };
+        polled.map(|o| {
+            o.map(|b| {
+                crate::metrics::global().bytes_out(b.len());
+                Ok(BodyFrame::data(b))
+            })
+        })
     }
 
     fn is_end_stream(&self) -> bool {
@@ -176,7 +189,12 @@ pub(crate) fn check_json_content_type(headers: &HeaderMap) -> Result<(), Refusal
 /// it is larger, 408 (and the connection closed) when it is late.
 pub(crate) async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Result<Bytes, Response<Body>> {
     match tokio::time::timeout(timeout, read_limited(body, limit)).await {
-        Ok(read) => read,
+        Ok(read) => {
+            if let Ok(b) = &read {
+                crate::metrics::global().bytes_in(b.len());
+            }
+            read
+        }
         Err(_) => {
             let mut r = rpc_error(
                 StatusCode::REQUEST_TIMEOUT,

@@ -2,7 +2,8 @@
 //! responses, the GET stream, DELETE, session ids, Origin/Host checks, body limits, and
 //! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`; the legacy HTTP+SSE
 //! transport's `/sse/<name>` is routed to [`legacy_sse`](crate::downstream::legacy_sse), with
-//! the same guards and one `max_sessions` for both.
+//! the same guards and one `max_sessions` for both; the operator's routes (`/healthz`,
+//! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either.
 
 use crate::config::UpstreamConfig;
 use crate::downstream::auth::{Auth, Principal};
@@ -24,7 +25,6 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,8 +33,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transport::mcp_http::SESSION_HEADER;
 
+mod accept;
 mod authn;
 mod drain;
+mod layers;
 mod lifecycle;
 mod revive;
 
@@ -47,6 +49,7 @@ struct HttpSession {
     /// Who created it (with authentication on): it is not found for anyone else.
     principal: Option<Principal>,
     _slot: Slot,
+    _counted: crate::metrics::SessionCount,
 }
 
 /// The HTTP front of the gateway: routes, sessions, and their limits.
@@ -71,6 +74,8 @@ pub struct HttpServer {
     auth: Arc<Auth>,
     /// The exchanges in flight, which shutdown drains.
     busy: Arc<crate::downstream::exchanges::Exchanges>,
+    /// CORS for `cors_origins`, if any (made by the first connection).
+    cors: std::sync::OnceLock<Option<tower_http::cors::CorsLayer>>,
 }
 
 impl HttpServer {
@@ -99,7 +104,8 @@ impl HttpServer {
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
-        let auth = Auth::new(&gateway.config.server.auth);
+        let cors = std::sync::OnceLock::new();
+        let auth = Auth::new(&gateway.config.server.auth, gateway.config.server.tls.is_some());
         let busy = Arc::default();
         Arc::new(HttpServer {
             gateway,
@@ -113,45 +119,8 @@ impl HttpServer {
             parked,
             auth,
             busy,
+            cors,
         })
-    }
-
-    /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
-    /// `max_connections` a new connection is closed at once: waiting would hold it in the
-    /// backlog where a client cannot tell it from a slow server, and the connections already
-    /// served keep their share.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        tokio::spawn(self.clone().expire_idle());
-        let mut last_refusal_logged: Option<tokio::time::Instant> = None;
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = self.stopping.cancelled() => return,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = self.connections.clone().try_acquire_owned() else {
-                if last_refusal_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    last_refusal_logged = Some(tokio::time::Instant::now());
-                    let limit = self.gateway.limits().max_connections;
-                    tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
-                }
-                drop(tcp);
-                continue;
-            };
-            let _ = tcp.set_nodelay(true);
-            let server = self.clone();
-            tokio::spawn(async move {
-                server.serve_connection(tcp, peer).await;
-                drop(permit);
-            });
-        }
     }
 
     /// Serves one accepted connection until it closes.
@@ -166,11 +135,7 @@ impl HttpServer {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
         let stopping = self.stopping.clone();
-        let server = self;
-        let service = hyper::service::service_fn(move |req| {
-            let server = server.clone();
-            async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
-        });
+        let service = self.front(peer);
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
@@ -228,6 +193,10 @@ impl HttpServer {
 
     async fn route(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = req.uri().path().trim_end_matches('/').to_string();
+        let stopping = self.stopping.is_cancelled();
+        if let Some(r) = crate::downstream::ops::route(&self.gateway, req.method(), &path, stopping).await {
+            return r;
+        }
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
         if upstream.is_none() && legacy.is_none() {
@@ -507,9 +476,18 @@ pub async fn bind(
     server: Arc<HttpServer>,
     listen: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    bind_with(server, listen, None).await
+}
+
+/// [`bind`], over TLS when `tls` is given.
+pub async fn bind_with(
+    server: Arc<HttpServer>,
+    listen: SocketAddr,
+    tls: Option<crate::downstream::tls::TlsAcceptor>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
-    Ok((addr, tokio::spawn(server.serve(listener))))
+    Ok((addr, tokio::spawn(server.serve_with(listener, tls))))
 }
 
 /// A session created by an `initialize` still being handled: ended if its POST goes away
@@ -552,6 +530,10 @@ impl Drop for Unpark<'_> {
     fn drop(&mut self) {
         self.streams.unpark(self.stream);
     }
+}
+
+fn counted() -> crate::metrics::SessionCount {
+    crate::metrics::global().session_opened(crate::metrics::Transport::StreamableHttp)
 }
 
 fn short(id: &str) -> &str {

@@ -49,6 +49,7 @@ struct LegacySession {
     /// Who opened it (with authentication on): its messages are not taken from anyone else.
     principal: Option<Principal>,
     _slot: Slot,
+    _counted: crate::metrics::SessionCount,
 }
 
 /// Which of the two endpoints a path is.
@@ -150,7 +151,14 @@ impl Legacy {
         let id = crate::random::id128();
         tracing::info!(upstream = session.upstream_name(), "legacy SSE session {} opened", short(&id));
         let endpoint = format!("event: endpoint\ndata: {path}/messages?{SESSION_PARAM}={id}\n\n");
-        let ls = Arc::new(LegacySession { session, outbox: outbox.clone(), path, principal, _slot: slot });
+        let ls = Arc::new(LegacySession {
+            session,
+            outbox: outbox.clone(),
+            path,
+            principal,
+            _slot: slot,
+            _counted: crate::metrics::global().session_opened(crate::metrics::Transport::LegacySse),
+        });
         self.sessions.lock().unwrap().insert(id.clone(), ls);
         let mut keepalive =
             tokio::time::interval_at(tokio::time::Instant::now() + limits.sse_keepalive, limits.sse_keepalive);

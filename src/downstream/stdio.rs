@@ -47,6 +47,7 @@ pub async fn serve_stdio(
     let in_flight = Arc::new(InFlight::default());
     let sink = Arc::new(StdoutSink { out: out.clone(), in_flight: in_flight.clone() });
     let session = Session::new(gateway.clone(), cfg.clone(), sink.clone());
+    let _counted = crate::metrics::global().session_opened(crate::metrics::Transport::Stdio);
     let modern = ModernCalls::new(gateway.clone(), cfg, sink.clone());
     let mut legacy = false;
     let max_in_flight = gateway.limits().max_in_flight;

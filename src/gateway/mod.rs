@@ -13,6 +13,7 @@ pub mod client;
 pub mod deadline;
 pub mod link;
 pub mod progress;
+pub mod readiness;
 pub mod session;
 pub mod shared;
 pub mod upstream;
@@ -42,6 +43,10 @@ pub struct Gateway {
     pub followers: Arc<tokio::sync::Semaphore>,
     /// What `progress/get` reads, for the upstreams that enable it.
     pub progress_states: crate::tasks::progress_state::ProgressStates,
+    /// The metric handles of each configured upstream.
+    metrics: std::collections::HashMap<String, Arc<crate::metrics::UpstreamMetrics>>,
+    /// How the last link open of each upstream ended, for `/readyz`.
+    pub readiness: readiness::Readiness,
 }
 
 impl Gateway {
@@ -71,6 +76,12 @@ impl Gateway {
                 max_result_bytes: config.tasks.max_result_bytes,
                 max_bytes: config.tasks.max_store_bytes,
             }),
+            readiness: Default::default(),
+            metrics: config
+                .upstreams
+                .iter()
+                .map(|u| (u.name.clone(), crate::metrics::global().upstream(&u.name)))
+                .collect(),
             config,
         }))
     }
@@ -88,7 +99,9 @@ impl Gateway {
 
     /// The shared link of upstream `cfg` (`share = true`), opened if none is live.
     pub async fn shared_link(&self, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
-        self.shared.get(self.link_env(), cfg).await
+        let opened = self.shared.get(self.link_env(), cfg).await;
+        self.readiness.note_outcome(&cfg.name, &opened);
+        opened
     }
 
     /// Shutdown: the shared links close, and so do the links hosted tasks still run on
@@ -96,6 +109,11 @@ impl Gateway {
     pub async fn close_links(&self) {
         self.shared.close_all().await;
         self.hosted.shut_down().await;
+    }
+
+    /// The metric handles of upstream `name`.
+    pub fn upstream_metrics(&self, name: &str) -> Arc<crate::metrics::UpstreamMetrics> {
+        self.metrics.get(name).cloned().unwrap_or_else(|| crate::metrics::global().upstream(name))
     }
 
     pub fn limits(&self) -> &ServerConfig {

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use state::{ServerRequest, SessionState};
 
@@ -46,6 +47,7 @@ mod server_requests;
 mod shared;
 mod state;
 mod tasks;
+mod timed;
 mod versions;
 
 /// Held while the client's `initialize` runs: if it ends without the session initialized,
@@ -77,6 +79,8 @@ pub struct Session {
     gateway: Arc<Gateway>,
     upstream: Arc<UpstreamConfig>,
     sink: Arc<dyn ClientSink>,
+    /// `sink`, counting and timing each request until its response.
+    timed: Arc<timed::TimedSink>,
     /// Whose tasks these are: the session itself, or with authentication its principal's
     /// (on this upstream).
     owner: String,
@@ -129,10 +133,13 @@ impl Session {
         // A principal's sessions share its tasks, not their progress tokens.
         let owner_key =
             if owner.starts_with(PRINCIPAL_PREFIX) { crate::random::id128().into() } else { owner.as_str().into() };
+        let timed =
+            timed::TimedSink::new(sink, gateway.upstream_metrics(&upstream.name), gateway.limits().max_in_flight);
         Arc::new_cyclic(|me| Session {
+            sink: timed.clone(),
+            timed,
             gateway,
             upstream,
-            sink,
             client: client.unwrap_or_else(|| owner.clone()),
             owner_key,
             owner,
@@ -174,6 +181,12 @@ impl Session {
 
     async fn handle_request(&self, frame: Message) {
         let id = frame.id().cloned().expect("requests have ids");
+        self.timed.started(&id, frame.method_name());
+        let span = tracing::debug_span!("rpc_request", upstream = %self.upstream.name, method = frame.method_name(), id = %id, session = self.tag);
+        self.serve_request(id, frame).instrument(span).await
+    }
+
+    async fn serve_request(&self, id: Id, frame: Message) {
         let result = match frame.method() {
             // Boxed: a once-per-session handshake must not size every request's future.
             Method::Initialize if self.modern.is_some() => Err(RpcError::new(

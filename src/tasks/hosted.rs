@@ -230,7 +230,11 @@ impl Hosted {
             ttl,
             policy.poll_interval,
         );
-        self.store.insert(rec, policy.max_tasks_per_owner).await.map_err(|e| {
+        let inserted = self.store.insert(rec, policy.max_tasks_per_owner).await;
+        if inserted.is_ok() {
+            crate::metrics::global().task_entered(TaskStatus::Working.as_str());
+        }
+        inserted.map_err(|e| {
             let code = match e {
                 StoreError::ClientFull { .. } => GATEWAY_BUSY,
                 StoreError::Full { .. } | StoreError::BytesFull { .. } | StoreError::Backend { .. } => {
@@ -422,6 +426,9 @@ impl Hosted {
                 return Err(err);
             }
         };
+        if was.is_some_and(|s| !s.is_terminal()) {
+            crate::metrics::global().task_entered(TaskStatus::Cancelled.as_str());
+        }
         if let Some(s) = was.filter(|s| s.is_terminal()) {
             return Err(RpcError::new(
                 INVALID_PARAMS,

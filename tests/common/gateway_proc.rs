@@ -35,7 +35,7 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
-/// Starts `taskgate serve` on `config`, and returns it with its address. Its log (stderr)
+/// Starts `taskgate serve` on `config`, and returns it with its address (HTTP or HTTPS). Its log (stderr)
 /// is read on (so that it never blocks) and dropped.
 pub async fn start(config: &std::path::Path) -> (Proc, String) {
     start_with(&["serve", "--config", config.to_str().unwrap()]).await
@@ -56,7 +56,8 @@ pub async fn start_with(args: &[&str]) -> (Proc, String) {
     let addr = loop {
         let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
         let line = line.expect("the gateway exited before listening");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
+        let rest = line.split("listening on ").nth(1);
+        if let Some(rest) = rest.and_then(|r| r.strip_prefix("http://").or_else(|| r.strip_prefix("https://"))) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };

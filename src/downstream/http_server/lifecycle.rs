@@ -62,7 +62,7 @@ impl HttpServer {
             None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
         };
         let id = crate::random::id128();
-        let hs = Arc::new(HttpSession { session, streams, path, principal, _slot: slot });
+        let hs = Arc::new(HttpSession { session, streams, path, principal, _slot: slot, _counted: counted() });
         self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         self.idle.insert(id.clone());
         Ok((id, hs))

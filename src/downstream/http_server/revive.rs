@@ -67,7 +67,14 @@ impl HttpServer {
                 return Err(unknown);
             };
             let principal = principal.cloned();
-            let hs = Arc::new(HttpSession { session, streams, path: path.to_string(), principal, _slot: slot });
+            let hs = Arc::new(HttpSession {
+                session,
+                streams,
+                path: path.to_string(),
+                principal,
+                _slot: slot,
+                _counted: super::counted(),
+            });
             sessions.insert(id.to_string(), hs.clone());
             hs
         };

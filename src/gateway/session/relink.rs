@@ -70,7 +70,9 @@ impl Session {
         };
         // Until this link has negotiated, its version is not the last one's.
         self.state.lock().unwrap().upstream_version = None;
-        let link = self.start_link().await?;
+        let link = self.start_link().await;
+        self.gateway.readiness.note_outcome(&self.upstream.name, &link);
+        let link = link?;
         let handshake = link.handshake(
             capabilities.unwrap_or_else(|| json!({})),
             self.upstream.client_info.to_value(),
@@ -80,6 +82,7 @@ impl Session {
         let mut opening = Opening(Some(link.clone()));
         let negotiated = handshake.await;
         opening.0 = None;
+        self.gateway.readiness.note_outcome(&self.upstream.name, &negotiated);
         let negotiated = match negotiated {
             Ok(n) => n,
             Err(e) => {

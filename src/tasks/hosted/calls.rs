@@ -68,6 +68,9 @@ impl Hosted {
             r.unstored.send_replace(Some(why));
         }
         if let (Some(rec), Some(r)) = (rec, running) {
+            if rec.status != TaskStatus::Cancelled {
+                crate::metrics::global().task_entered(rec.status.as_str());
+            }
             Self::stop_progress(&r);
             self.announce(&rec, &r);
         }

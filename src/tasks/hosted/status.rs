@@ -82,6 +82,9 @@ impl Hosted {
                 return;
             }
         };
+        if changed {
+            crate::metrics::global().task_entered(to.as_str());
+        }
         if changed && let Some(rec) = rec {
             let rec = self.live(rec);
             let running = self.running.lock().unwrap();

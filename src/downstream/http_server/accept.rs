@@ -1,0 +1,65 @@
+//! The accept loop of the HTTP front: plain TCP, or TLS (`[server.tls]`) with each
+//! connection's handshake run in that connection's own task, bounded by
+//! `header_read_timeout`, so that a client that fails or stalls it costs the others nothing.
+
+use super::HttpServer;
+use crate::downstream::tls::TlsAcceptor;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+impl HttpServer {
+    /// Accepts connections until the listener fails; ends idle sessions meanwhile. Past
+    /// `max_connections` a new connection is closed at once: waiting would hold it in the
+    /// backlog where a client cannot tell it from a slow server, and the connections already
+    /// served keep their share.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        self.serve_with(listener, None).await
+    }
+
+    /// [`HttpServer::serve`], over TLS when `tls` is given.
+    pub async fn serve_with(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
+        tokio::spawn(self.clone().expire_idle());
+        let mut last_refusal_logged: Option<tokio::time::Instant> = None;
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = self.stopping.cancelled() => return,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+                if last_refusal_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    last_refusal_logged = Some(tokio::time::Instant::now());
+                    let limit = self.gateway.limits().max_connections;
+                    tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
+                }
+                drop(tcp);
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let server = self.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                match tls {
+                    None => server.serve_connection(tcp, peer).await,
+                    Some(tls) => {
+                        let within = server.gateway.limits().header_read_timeout;
+                        match tokio::time::timeout(within, tls.accept(tcp)).await {
+                            Ok(Ok(stream)) => server.serve_connection(stream, peer).await,
+                            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!(%peer, "TLS handshake not done within {within:?}"),
+                        }
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The process's metrics, in the Prometheus text format at `GET /metrics`: one registry for
+//! the process, its families registered once. Label sets are bounded: methods are the MCP
+//! methods named in [`METHODS`] (the rest count as `other`), upstream names come from the
+//! config (past [`MAX_UPSTREAMS`] they count as `other`), and every other label has a fixed
+//! set of values.
+//!
+//! The hot path pays an index and an atomic add: each upstream's counters and histograms
+//! are resolved once, when its first session or link asks ([`Metrics::upstream`]), and
+//! kept as handles; nothing is formatted or allocated per message. Knows nothing of the
+//! rest of the crate: callers pass names and codes.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The request methods counted by name; any other is `other` (the last index).
+pub const METHODS: [&str; 24] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+    "subscriptions/listen",
+    "progress/get",
+    "tools/async/status",
+    "tools/async/result",
+    "other",
+];
+
+/// How a request ended, by JSON-RPC error code class.
+pub const OUTCOMES: [&str; 5] = ["ok", "invalid", "internal", "server_error", "other_error"];
+
+/// Upstreams with labels of their own; more count as `other`.
+pub const MAX_UPSTREAMS: usize = 256;
+
+/// Task states counted as tasks enter them.
+pub const TASK_STATES: [&str; 5] = ["working", "input_required", "completed", "failed", "cancelled"];
+
+/// The downstream transports sessions are counted by.
+#[derive(Clone, Copy, Debug)]
+pub enum Transport {
+    StreamableHttp,
+    LegacySse,
+    Stdio,
+}
+
+impl Transport {
+    fn label(self) -> &'static str {
+        match self {
+            Transport::StreamableHttp => "streamable_http",
+            Transport::LegacySse => "legacy_sse",
+            Transport::Stdio => "stdio",
+        }
+    }
+}
+
+/// The index of `method` in [`METHODS`].
+pub fn method_index(method: &str) -> u8 {
+    let i = match method {
+        "initialize" => 0,
+        "ping" => 1,
+        "server/discover" => 2,
+        "tools/list" => 3,
+        "tools/call" => 4,
+        "resources/list" => 5,
+        "resources/read" => 6,
+        "resources/templates/list" => 7,
+        "resources/subscribe" => 8,
+        "resources/unsubscribe" => 9,
+        "prompts/list" => 10,
+        "prompts/get" => 11,
+        "completion/complete" => 12,
+        "logging/setLevel" => 13,
+        "tasks/get" => 14,
+        "tasks/result" => 15,
+        "tasks/list" => 16,
+        "tasks/cancel" => 17,
+        "tasks/update" => 18,
+        "subscriptions/listen" => 19,
+        "progress/get" => 20,
+        "tools/async/status" => 21,
+        "tools/async/result" => 22,
+        _ => METHODS.len() - 1,
+    };
+    i as u8
+}
+
+/// The index in [`OUTCOMES`] of a response: `None` for a result, else its error code.
+pub fn outcome_index(error_code: Option<i64>) -> usize {
+    match error_code {
+        None => 0,
+        Some(-32700 | -32600 | -32601 | -32602) => 1,
+        Some(-32603) => 2,
+        Some(-32099..=-32000) => 3,
+        Some(_) => 4,
+    }
+}
+
+/// The metrics of one process.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+    connects: Family<Labels, Counter>,
+    sessions: [Gauge; 3],
+    tasks: [Counter; TASK_STATES.len()],
+    bytes_in: Counter,
+    bytes_out: Counter,
+    upstreams: Mutex<HashMap<String, Arc<UpstreamMetrics>>>,
+}
+
+/// The handles of one upstream's series, resolved once.
+pub struct UpstreamMetrics {
+    requests: Vec<[Counter; OUTCOMES.len()]>,
+    latency: Vec<Histogram>,
+    connects: [Counter; 2],
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to ~33 s, doubling.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 17))
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_requests",
+            "Client requests answered, by upstream, method and outcome (ok, or the JSON-RPC error code class)",
+            requests.clone(),
+        );
+        let latency = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registry.register(
+            "taskgate_request_duration_seconds",
+            "Time from a client request's arrival to its response, by upstream and method",
+            latency.clone(),
+        );
+        let connects = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_upstream_connects",
+            "Upstream links opened (a stdio child started, an HTTP upstream connected), by upstream and outcome",
+            connects.clone(),
+        );
+        let sessions = Family::<Labels, Gauge>::default();
+        registry.register("taskgate_sessions", "Downstream sessions open now, by transport", sessions.clone());
+        let sessions = [Transport::StreamableHttp, Transport::LegacySse, Transport::Stdio]
+            .map(|t| sessions.get_or_create(&vec![("transport", t.label().to_string())]).clone());
+        let tasks = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_task_transitions",
+            "Hosted tasks entering each status (working counts the tasks created)",
+            tasks.clone(),
+        );
+        let tasks = TASK_STATES.map(|s| tasks.get_or_create(&vec![("status", s.to_string())]).clone());
+        let bytes = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_http_body_bytes",
+            "Bytes of downstream HTTP bodies, requests read (in) and responses sent (out)",
+            bytes.clone(),
+        );
+        let bytes_in = bytes.get_or_create(&vec![("direction", "in".to_string())]).clone();
+        let bytes_out = bytes.get_or_create(&vec![("direction", "out".to_string())]).clone();
+        Metrics {
+            registry,
+            requests,
+            latency,
+            connects,
+            sessions,
+            tasks,
+            bytes_in,
+            bytes_out,
+            upstreams: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The handles of upstream `name`'s series (its own, or `other`'s past [`MAX_UPSTREAMS`]).
+    pub fn upstream(&self, name: &str) -> Arc<UpstreamMetrics> {
+        let mut map = self.upstreams.lock().unwrap();
+        if let Some(u) = map.get(name) {
+            return u.clone();
+        }
+        let label = if map.len() < MAX_UPSTREAMS { name } else { "other" };
+        if let Some(u) = map.get(label) {
+            return u.clone();
+        }
+        let up = || ("upstream", label.to_string());
+        let requests = METHODS
+            .iter()
+            .map(|m| {
+                OUTCOMES.map(|o| {
+                    let labels = vec![up(), ("method", m.to_string()), ("outcome", o.to_string())];
+                    self.requests.get_or_create(&labels).clone()
+                })
+            })
+            .collect();
+        let latency = METHODS
+            .iter()
+            .map(|m| self.latency.get_or_create(&vec![up(), ("method", m.to_string())]).clone())
+            .collect();
+        let connects =
+            ["ok", "error"].map(|o| self.connects.get_or_create(&vec![up(), ("outcome", o.to_string())]).clone());
+        let u = Arc::new(UpstreamMetrics { requests, latency, connects });
+        map.insert(label.to_string(), u.clone());
+        u
+    }
+
+    /// Counts a session open until the guard is dropped.
+    pub fn session_opened(&self, transport: Transport) -> SessionCount {
+        let g = self.sessions[transport as usize].clone();
+        g.inc();
+        SessionCount(g)
+    }
+
+    /// Counts a hosted task entering `status` (as [`TASK_STATES`] names it; others are not counted).
+    pub fn task_entered(&self, status: &str) {
+        if let Some(i) = TASK_STATES.iter().position(|s| *s == status) {
+            self.tasks[i].inc();
+        }
+    }
+
+    pub fn bytes_in(&self, n: usize) {
+        self.bytes_in.inc_by(n as u64);
+    }
+
+    pub fn bytes_out(&self, n: usize) {
+        self.bytes_out.inc_by(n as u64);
+    }
+
+    /// Every family, in the Prometheus text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String does not fail");
+        out
+    }
+}
+
+impl UpstreamMetrics {
+    /// A request of method `method` ([`method_index`]) answered after `elapsed`, with
+    /// outcome `outcome` ([`outcome_index`]).
+    pub fn answered(&self, method: u8, outcome: usize, elapsed: Duration) {
+        let m = usize::from(method).min(METHODS.len() - 1);
+        self.requests[m][outcome.min(OUTCOMES.len() - 1)].inc();
+        self.latency[m].observe(elapsed.as_secs_f64());
+    }
+
+    /// A link to this upstream opened, or failed to.
+    pub fn connected(&self, ok: bool) {
+        self.connects[usize::from(!ok)].inc();
+    }
+}
+
+/// One open session, counted in `taskgate_sessions` until dropped.
+pub struct SessionCount(Gauge);
+
+impl Drop for SessionCount {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_and_outcomes_index_their_tables() {
+        for (i, m) in METHODS.iter().enumerate() {
+            assert_eq!(usize::from(method_index(m)), i, "{m}");
+        }
+        assert_eq!(METHODS[usize::from(method_index("vendor/thing"))], "other");
+        assert_eq!(OUTCOMES[outcome_index(None)], "ok");
+        assert_eq!(OUTCOMES[outcome_index(Some(-32601))], "invalid");
+        assert_eq!(OUTCOMES[outcome_index(Some(-32000))], "server_error");
+        assert_eq!(OUTCOMES[outcome_index(Some(7))], "other_error");
+    }
+
+    #[test]
+    fn counted_series_show_in_the_text() {
+        let m = Metrics::new();
+        let u = m.upstream("alpha");
+        u.answered(method_index("tools/call"), 0, Duration::from_millis(3));
+        u.connected(true);
+        let _s = m.session_opened(Transport::Stdio);
+        m.task_entered("completed");
+        let text = m.encode();
+        assert!(
+            text.contains(r#"taskgate_requests_total{upstream="alpha",method="tools/call",outcome="ok"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"taskgate_request_duration_seconds_count{upstream="alpha",method="tools/call"} 1"#));
+        assert!(text.contains(r#"taskgate_sessions{transport="stdio"} 1"#));
+        assert!(text.contains(r#"taskgate_task_transitions_total{status="completed"} 1"#));
+        assert!(text.contains(r#"taskgate_upstream_connects_total{upstream="alpha",outcome="ok"} 1"#));
+    }
+}

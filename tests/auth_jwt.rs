@@ -1,0 +1,142 @@
+//! `[server.auth] mode = "jwt"`: tokens verified against a local public key and against a
+//! JWKS served on 127.0.0.1; good, badly signed, expired, for another audience or issuer,
+//! without a principal, and an algorithm-confusion attempt.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use serde_json::{Value, json};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const ISSUER: &str = "https://idp.test";
+const AUDIENCE: &str = "https://gw.test";
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn claims(iss: &str, aud: &str, exp: u64) -> Value {
+    json!({"iss": iss, "aud": aud, "exp": exp, "sub": "carol"})
+}
+
+fn sign(key: &rcgen::KeyPair, kid: Option<&str>, claims: &Value) -> String {
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = kid.map(str::to_string);
+    let k = EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
+    encode(&header, claims, &k).unwrap()
+}
+
+/// The status of an `initialize` with bearer `token`, and its `WWW-Authenticate`.
+async fn initialize_status(gw: &Gw, token: &str) -> (u16, String) {
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some(token.to_string());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+    let r = c.post_raw(serde_json::to_vec(&body).unwrap(), &[]).await;
+    let challenge = r.headers.get("www-authenticate").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (r.status, challenge)
+}
+
+async fn jwt_gateway(key_setting: &str) -> Gw {
+    start_gateway(&format!(
+        "[server.auth]\nmode = \"jwt\"\n{key_setting}\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\nleeway = \"0s\"\n{}",
+        builtin_upstream("demo")
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn tokens_are_verified_against_a_local_key() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let other = rcgen::KeyPair::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("idp.pem");
+    std::fs::write(&pem, key.public_key_pem()).unwrap();
+    let gw = jwt_gateway(&format!("key_file = {:?}", pem.display().to_string())).await;
+
+    let later = now() + 600;
+    assert_eq!(initialize_status(&gw, &sign(&key, None, &claims(ISSUER, AUDIENCE, later))).await.0, 200);
+    let mut no_sub = claims(ISSUER, AUDIENCE, later);
+    no_sub.as_object_mut().unwrap().remove("sub");
+    // HS256 keyed with the public key's own bytes: a verifier that let the token choose
+    // would take it.
+    let confused = encode(
+        &Header::new(Algorithm::HS256),
+        &claims(ISSUER, AUDIENCE, later),
+        &EncodingKey::from_secret(key.public_key_pem().as_bytes()).unwrap(),
+    )
+    .unwrap();
+    for (why, token) in [
+        ("signed by another key", sign(&other, None, &claims(ISSUER, AUDIENCE, later))),
+        ("expired", sign(&key, None, &claims(ISSUER, AUDIENCE, now() - 60))),
+        ("for another audience", sign(&key, None, &claims(ISSUER, "https://elsewhere.test", later))),
+        ("from another issuer", sign(&key, None, &claims("https://evil.test", AUDIENCE, later))),
+        ("without a principal", sign(&key, None, &no_sub)),
+        ("HS256 with the public key as secret", confused),
+        ("not a JWT", "not.a.jwt".to_string()),
+    ] {
+        let (status, challenge) = initialize_status(&gw, &token).await;
+        assert_eq!(status, 401, "{why}");
+        assert!(challenge.contains("error=\"invalid_token\""), "{why}: {challenge}");
+    }
+}
+
+/// Serves `body` as JSON to every GET on 127.0.0.1 (until dropped); returns its URL.
+async fn serve_json(body: String) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    (url, task)
+}
+
+#[tokio::test]
+async fn tokens_are_verified_against_the_issuers_jwks() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let unlisted = rcgen::KeyPair::generate().unwrap();
+    // The P-256 public key as a JWK: the uncompressed point is 0x04 || x || y.
+    let raw = key.public_key_raw();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let jwks = json!({"keys": [
+        {"kty": "oct", "k": b64(b"a symmetric key is skipped"), "kid": "sym"},
+        {"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]), "kid": "k1", "use": "sig", "alg": "ES256"},
+    ]});
+    let (url, server) = serve_json(jwks.to_string()).await;
+    let gw = jwt_gateway(&format!("jwks_url = \"{url}\"")).await;
+
+    let later = now() + 600;
+    let good = sign(&key, Some("k1"), &claims(ISSUER, AUDIENCE, later));
+    assert_eq!(initialize_status(&gw, &good).await.0, 200);
+    for (why, token) in [
+        ("a key id the set lacks", sign(&unlisted, Some("k2"), &claims(ISSUER, AUDIENCE, later))),
+        ("another key under a listed id", sign(&unlisted, Some("k1"), &claims(ISSUER, AUDIENCE, later))),
+        ("expired", sign(&key, Some("k1"), &claims(ISSUER, AUDIENCE, now() - 60))),
+        ("for another audience", sign(&key, Some("k1"), &claims(ISSUER, "https://elsewhere.test", later))),
+    ] {
+        assert_eq!(initialize_status(&gw, &token).await.0, 401, "{why}");
+    }
+    // The keys were fetched once and are kept: the set's server going away changes nothing.
+    server.abort();
+    assert_eq!(initialize_status(&gw, &good).await.0, 200);
+}
