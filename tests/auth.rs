@@ -66,7 +66,8 @@ async fn without_a_valid_token_the_answer_is_401_pointing_at_the_metadata() {
         let r = read_all(m.get_raw(&[]).await).await;
         assert_eq!(r.status, 200, "{path}");
         let doc = r.json();
-        assert_eq!(doc["resource"], format!("http://{host}"), "{doc}");
+        let suffix = path.strip_prefix("/.well-known/oauth-protected-resource").unwrap();
+        assert_eq!(doc["resource"], format!("http://{host}{suffix}"), "{doc}");
         assert_eq!(doc["authorization_servers"], json!(["https://idp.example"]));
         assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
         assert_eq!(doc["scopes_supported"], json!(["mcp"]));

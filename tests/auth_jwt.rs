@@ -80,6 +80,18 @@ async fn tokens_are_verified_against_a_local_key() {
         assert_eq!(status, 401, "{why}");
         assert!(challenge.contains("error=\"invalid_token\""), "{why}: {challenge}");
     }
+
+    // With scopes configured, a token must grant them (`scope`, space-separated, or `scp`).
+    let scoped = jwt_gateway(&format!("key_file = {:?}\nscopes = [\"mcp:tools\"]", pem.display().to_string())).await;
+    let with = |extra: Value| {
+        let mut c = claims(ISSUER, AUDIENCE, later);
+        c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        sign(&key, None, &c)
+    };
+    assert_eq!(initialize_status(&scoped, &with(json!({}))).await.0, 401, "no scope");
+    assert_eq!(initialize_status(&scoped, &with(json!({"scope": "read mcp:toolsx"}))).await.0, 401, "another scope");
+    assert_eq!(initialize_status(&scoped, &with(json!({"scope": "read mcp:tools"}))).await.0, 200);
+    assert_eq!(initialize_status(&scoped, &with(json!({"scp": ["mcp:tools"]}))).await.0, 200);
 }
 
 /// Serves `body` as JSON to every GET on 127.0.0.1 (until dropped); returns its URL.

@@ -80,6 +80,8 @@ pub struct JwtSettings {
     pub principal_claim: String,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
+    /// Scopes a token must grant (`scope` or `scp`): `[server.auth] scopes`.
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -132,8 +134,14 @@ pub(super) fn auth_config(
         "jwt" => {
             let key = match (r.jwks_url, r.key_file) {
                 (Some(url), None) => {
-                    if !(url.starts_with("https://") || url.starts_with("http://")) {
-                        return err(format!("server.auth.jwks_url: \"{url}\" is not an http(s) URL"));
+                    // Plain HTTP would let anyone on the path serve keys of their own.
+                    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"].iter().any(|p| {
+                        url.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+                    });
+                    if !(url.starts_with("https://") || loopback) {
+                        return err(format!(
+                            "server.auth.jwks_url: \"{url}\" is not an https URL (plain http only on the loopback)"
+                        ));
                     }
                     let refresh = match r.jwks_refresh {
                         None => Duration::from_secs(300),
@@ -172,7 +180,8 @@ pub(super) fn auth_config(
                 },
             };
             let principal_claim = r.principal_claim.unwrap_or_else(|| "sub".into());
-            AuthMode::Jwt(JwtSettings { key, issuer, audience, principal_claim, leeway })
+            let scopes = r.scopes.clone().unwrap_or_default();
+            AuthMode::Jwt(JwtSettings { key, issuer, audience, principal_claim, leeway, scopes })
         }
         other => return err(format!("server.auth.mode: \"{other}\" is not one of \"none\", \"bearer\", \"jwt\"")),
     };
@@ -268,6 +277,14 @@ mod tests {
             ("mode = \"jwt\"\njwks_url = \"https://k\"\naudience = \"a\"", "server.auth.issuer"),
             ("mode = \"jwt\"\njwks_url = \"https://k\"\nissuer = \"i\"", "server.auth.audience"),
             ("mode = \"jwt\"\njwks_url = \"ftp://k\"\nissuer = \"i\"\naudience = \"a\"", "server.auth.jwks_url"),
+            (
+                "mode = \"jwt\"\njwks_url = \"http://idp.example\"\nissuer = \"i\"\naudience = \"a\"",
+                "server.auth.jwks_url",
+            ),
+            (
+                "mode = \"jwt\"\njwks_url = \"http://127.0.0.1.evil\"\nissuer = \"i\"\naudience = \"a\"",
+                "server.auth.jwks_url",
+            ),
             (
                 "mode = \"jwt\"\nkey_file = \"/nonexistent.pem\"\nissuer = \"i\"\naudience = \"a\"",
                 "server.auth.key_file",

@@ -127,10 +127,12 @@ impl Auth {
         r
     }
 
-    /// The Protected Resource Metadata document, for a request with `headers`.
-    pub fn metadata(&self, headers: &HeaderMap) -> Response<Body> {
+    /// The Protected Resource Metadata document asked for at `path`, for a request with
+    /// `headers`: under a served path's suffix, that path's resource (RFC 9728 §3.3).
+    pub fn metadata(&self, headers: &HeaderMap, path: &str) -> Response<Body> {
         let mut doc = self.metadata.clone();
-        doc.insert("resource".into(), self.resource(headers).into());
+        let suffix = path.strip_prefix(METADATA_PATH).unwrap_or("");
+        doc.insert("resource".into(), format!("{}{suffix}", self.resource(headers)).into());
         let body = Bytes::from(serde_json::Value::Object(doc).to_string());
         let mut r = Response::new(Body::Full(Some(body)));
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

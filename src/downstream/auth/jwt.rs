@@ -13,6 +13,8 @@ use tokio::time::Instant;
 
 /// The longest JWKS document read.
 const MAX_JWKS_BYTES: usize = 1024 * 1024;
+/// The least time between fetches for key ids the set lacks (tokens anyone can send).
+const MIN_REFETCH: Duration = Duration::from_secs(10);
 /// How long a JWKS fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,8 +85,11 @@ impl Verifier {
         v.leeway = self.settings.leeway.as_secs();
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &keys[i].key, &v)
             .map_err(|e| format!("token refused: {e}"))?;
+        if let Some(missing) = self.settings.scopes.iter().find(|s| !has_scope(&data.claims, s)) {
+            return Err(format!("the token lacks scope {missing:?}"));
+        }
         match data.claims.get(&self.settings.principal_claim) {
-            Some(Value::String(p)) if !p.is_empty() => Ok(p.clone()),
+            Some(Value::String(p)) if !p.is_empty() && !p.chars().any(char::is_control) => Ok(p.clone()),
             _ => Err(format!("the token has no {:?} claim naming its principal", self.settings.principal_claim)),
         }
     }
@@ -100,10 +105,16 @@ impl Verifier {
 
 impl Jwks {
     /// Fetches the set again if it is older than `refresh` (`urgent`: older than a tenth of
-    /// it, for a key id it lacks), one fetch at a time; a failed fetch keeps the old keys.
+    /// it, and at least [`MIN_REFETCH`], for a key id it lacks), one fetch at a time; a
+    /// failed fetch keeps the old keys. Only the first fetch is waited for by whoever finds
+    /// one running: after it, requests go on with the keys there are.
     async fn refresh_if_stale(&self, keys: &RwLock<Arc<Vec<Key>>>, urgent: bool) {
-        let max_age = if urgent { self.refresh / 10 } else { self.refresh };
-        let mut fetched = self.fetched.lock().await;
+        let max_age = if urgent { (self.refresh / 10).max(MIN_REFETCH) } else { self.refresh };
+        let mut fetched = match self.fetched.try_lock() {
+            Ok(f) => f,
+            Err(_) if keys.read().unwrap().is_empty() => self.fetched.lock().await,
+            Err(_) => return,
+        };
         if fetched.is_some_and(|at| at.elapsed() < max_age) {
             return;
         }
@@ -166,4 +177,11 @@ fn pem_key(pem: &str) -> Option<Key> {
         (DecodingKey::from_ed_pem(b).ok()?, ED)
     };
     Some(Key { kid: None, key, family })
+}
+
+/// Whether the token's `scope` (space-separated) or `scp` (a list) grants `scope`.
+fn has_scope(claims: &Map<String, Value>, scope: &str) -> bool {
+    let in_scope = claims.get("scope").and_then(Value::as_str).is_some_and(|s| s.split(' ').any(|x| x == scope));
+    let in_scp = claims.get("scp").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == scope));
+    in_scope || in_scp
 }

@@ -39,8 +39,15 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow)
             .allow_methods([Method::GET, Method::POST, Method::DELETE])
-            .allow_headers([header::CONTENT_TYPE, header::ACCEPT, last_event, session.clone(), version])
-            .expose_headers([session])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                header::AUTHORIZATION,
+                last_event,
+                session.clone(),
+                version,
+            ])
+            .expose_headers([session, header::WWW_AUTHENTICATE])
             .max_age(Duration::from_secs(600)),
     )
 }
