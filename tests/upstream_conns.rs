@@ -269,6 +269,7 @@ async fn an_upstream_session_dropped_without_closing_stops_what_runs_for_it() {
         max_request_time: Duration::from_secs(3600),
         max_in_flight: 16,
         max_batch: 64,
+        credential: None,
     };
     let conn = HttpConn::new(&http, &settings, Arc::new(NoSink)).unwrap();
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang"}});

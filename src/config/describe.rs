@@ -102,6 +102,7 @@ impl Config {
                 ci.title.as_ref().map(|t| format!(", title = {t:?}")).unwrap_or_default()
             );
             let _ = writeln!(out, "share = {}", u.share);
+            let _ = writeln!(out, "authorization = \"{}\"", u.authorization.as_str());
             let era = match u.era {
                 Era::Auto => "auto",
                 Era::Legacy => "legacy",

@@ -229,9 +229,12 @@ pub(super) fn upstream_config(
         Some("modern") => Era::Modern,
         Some(other) => return err(format!("{at}.era: \"{other}\" is not one of \"auto\", \"legacy\", \"modern\"")),
     };
+    let authorization =
+        super::client_auth::parse(&at, u.authorization.as_deref(), &transport, u.share.unwrap_or(false))?;
     Ok(UpstreamConfig {
         name,
         transport,
+        authorization,
         connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
         request_timeout: duration(&format!("{at}.request_timeout"), u.request_timeout, Duration::from_secs(300))?,
         max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,

@@ -9,6 +9,7 @@
 //! desktop client's `mcpServers` JSON file as upstreams.
 
 mod auth;
+mod client_auth;
 mod describe;
 mod duration;
 mod error;

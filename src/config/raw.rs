@@ -95,6 +95,7 @@ pub(super) struct RawUpstream {
     pub(super) max_request_time: Option<String>,
     pub(super) client_info: Option<RawClientInfo>,
     pub(super) share: Option<bool>,
+    pub(super) authorization: Option<String>,
     pub(super) era: Option<String>,
     pub(super) max_input_rounds: Option<u64>,
     pub(super) max_input_requests: Option<u64>,

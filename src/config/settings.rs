@@ -217,6 +217,7 @@ impl UpstreamConfig {
             max_request_time: Duration::from_secs(3600),
             client_info: ClientInfo::default(),
             share: false,
+            authorization: ClientAuthorization::Replace,
             era: Era::Legacy,
             max_input_rounds: DEFAULT_INPUT_ROUNDS,
             max_input_requests: DEFAULT_INPUT_REQUESTS,
@@ -315,6 +316,9 @@ pub struct UpstreamConfig {
     /// One link serves every session of this upstream (`share = true`), instead of a link
     /// per session.
     pub share: bool,
+    /// Whether the client's own `Authorization` goes on to it (`authorization`, default
+    /// `replace`: never).
+    pub authorization: ClientAuthorization,
     /// Which era the gateway speaks to it (`era`, default `auto`).
     pub era: Era,
     /// Rounds of input requests (multi round-trip, a 2026-07-28 upstream's
@@ -324,6 +328,26 @@ pub struct UpstreamConfig {
     pub max_input_requests: usize,
     pub tasks: UpstreamTasks,
     pub dialects: Dialects,
+}
+
+/// What an HTTP upstream receives as `Authorization`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuthorization {
+    /// The configured `headers` only (`"replace"`, the default).
+    #[default]
+    Replace,
+    /// The client's own `Authorization`, from its latest request (`"pass"`).
+    Pass,
+}
+
+impl ClientAuthorization {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientAuthorization::Replace => "replace",
+            ClientAuthorization::Pass => "pass",
+        }
+    }
 }
 
 /// Default of `max_input_rounds`.

@@ -146,6 +146,12 @@ pub fn is_metadata_path(path: &str) -> bool {
     path == METADATA_PATH || path.strip_prefix(METADATA_PATH).is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// The request's `Authorization` as it came, for an upstream that receives the client's
+/// (`authorization = "pass"`; `gateway::session::credential`).
+pub(crate) fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()
+}
+
 /// The token of an `Authorization: Bearer` header (the scheme is case-insensitive).
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;

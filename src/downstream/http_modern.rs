@@ -12,6 +12,7 @@
 //! not implement with 404, as the era's transport says; nothing else gets 404 ([`status_of`]).
 
 use crate::config::UpstreamConfig;
+use crate::downstream::auth::authorization;
 use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error};
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
@@ -106,6 +107,7 @@ pub(crate) async fn serve(
             Session::for_modern_request(gateway.clone(), upstream, sink, who, request_meta, id.clone(), parked)
         }
     };
+    session.present_authorization(authorization(h));
     // This round ends with this POST, however it ends (and the session with it, unless the
     // request waits for the client's input).
     let ends = EndsWithPost(Some(session.clone()), id.clone());

@@ -6,6 +6,7 @@
 //! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either.
 
 use crate::config::UpstreamConfig;
+use crate::downstream::auth::authorization;
 use crate::downstream::auth::{Auth, Principal};
 use crate::downstream::http_body::{
     Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_response, plain, read_body,
@@ -359,6 +360,7 @@ impl HttpServer {
         // goes away first (the client hung up during the handshake), the session goes too.
         let mut unclaimed = created.then(|| Unclaimed { server: self, sid: &sid, hs: &hs, armed: true });
         hs.streams.touch();
+        hs.session.present_authorization(authorization(headers));
         let keepalive = self.gateway.limits().sse_keepalive;
         let frame = match parsed {
             Ok(m) => m,

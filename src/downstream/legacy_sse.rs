@@ -15,6 +15,7 @@ mod outbox;
 
 use crate::config::UpstreamConfig;
 use crate::downstream::auth::Principal;
+use crate::downstream::auth::authorization;
 use crate::downstream::http_body::{
     Body, Refusal, accepts_event_stream, check_json_content_type, empty, event_stream_response, plain, read_body,
     rpc_error,
@@ -193,6 +194,7 @@ impl Legacy {
             Ok(b) => b,
             Err(resp) => return resp,
         };
+        ls.session.present_authorization(authorization(&parts.headers));
         let frame = match jsonrpc::parse_body(body) {
             Ok(jsonrpc::Body::Single(m)) => match Message::parse(m) {
                 Ok(m) => m,

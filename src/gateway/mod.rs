@@ -94,6 +94,7 @@ impl Gateway {
             limits: &self.config.server,
             tasks: self.hosted.clone(),
             relayed: self.relayed.clone(),
+            credential: None,
         }
     }
 

@@ -29,6 +29,7 @@ use tracing::Instrument;
 use state::{ServerRequest, SessionState};
 
 mod by_token;
+mod credential;
 mod ext_core;
 mod ext_follow;
 mod ext_tasks;
@@ -100,6 +101,9 @@ pub struct Session {
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
+    /// The client's `Authorization`, which its links send, where the upstream receives it
+    /// (`authorization = "pass"`; see `credential`).
+    credential: Option<Arc<crate::transport::credential::Credential>>,
 }
 
 impl Session {
@@ -135,6 +139,8 @@ impl Session {
             if owner.starts_with(PRINCIPAL_PREFIX) { crate::random::id128().into() } else { owner.as_str().into() };
         let timed =
             timed::TimedSink::new(sink, gateway.upstream_metrics(&upstream.name), gateway.limits().max_in_flight);
+        let pass = upstream.authorization == crate::config::ClientAuthorization::Pass;
+        let credential = pass.then(Default::default);
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -149,6 +155,7 @@ impl Session {
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
+            credential,
         })
     }
 

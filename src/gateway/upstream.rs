@@ -7,6 +7,7 @@ use crate::config::{Builtin, HttpMode, ServerConfig, Transport, UpstreamConfig};
 use crate::demo;
 use crate::jsonrpc::Message;
 use crate::transport::auto::AutoConn;
+use crate::transport::credential::Credential;
 use crate::transport::http_client::{HttpClient, HttpConn};
 use crate::transport::http_target::HttpSettings;
 use crate::transport::sse_client::SseConn;
@@ -42,11 +43,13 @@ impl Upstream {
     }
 
     /// Starts the connection; what the upstream sends goes to `sink`. For the legacy
-    /// transport this opens its event stream and waits for its `endpoint` event.
+    /// transport this opens its event stream and waits for its `endpoint` event. An HTTP
+    /// upstream's requests carry `credential` (the client's `Authorization`) when given.
     pub async fn connect(
         http: &HttpClient,
         limits: &ServerConfig,
         cfg: &UpstreamConfig,
+        credential: Option<Arc<Credential>>,
         sink: Arc<dyn InboundSink>,
     ) -> Result<Upstream, transport::Error> {
         let max_line = limits.max_body_bytes;
@@ -67,6 +70,7 @@ impl Upstream {
                     max_request_time: cfg.max_request_time,
                     max_in_flight: limits.max_in_flight,
                     max_batch,
+                    credential,
                 };
                 match mode {
                     HttpMode::StreamableHttp => HttpConn::new(http, &settings, sink).map(Upstream::Http),

@@ -10,6 +10,7 @@
 //! headers a message needs is the caller's to say.
 
 use crate::jsonrpc::{self, Id, Kind, Message};
+use crate::transport::credential::Credential;
 use crate::transport::http_conn::{Pool, UpBody};
 use crate::transport::http_target::{HttpSettings, Target, parse_headers};
 use crate::transport::up_body::{read_limited, read_prefix};
@@ -100,6 +101,8 @@ struct Inner {
     /// The URL as errors and logs show it: without user-info or query, which may hold secrets.
     shown: String,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The client's `Authorization`, where the upstream receives it.
+    credential: Option<Arc<Credential>>,
     connect_timeout: Duration,
     /// The longest a request may take; bounds resuming (polling) its response stream.
     max_request_time: Duration,
@@ -134,6 +137,7 @@ impl HttpConn {
                 host,
                 shown,
                 headers: parse_headers(&settings.headers)?,
+                credential: settings.credential.clone(),
                 connect_timeout,
                 max_request_time: settings.max_request_time,
                 session_id: Mutex::new(None),
@@ -281,6 +285,9 @@ impl Inner {
         let mut b = Request::builder().method(method).uri(self.target.clone()).header(header::HOST, self.host.clone());
         for (k, v) in &self.headers {
             b = b.header(k, v);
+        }
+        if let Some(v) = self.credential.as_ref().and_then(|c| c.get()) {
+            b = b.header(header::AUTHORIZATION, v);
         }
         if let Some(own) = headed {
             for (k, v) in own {

@@ -26,6 +26,9 @@ pub struct HttpSettings {
     pub max_in_flight: usize,
     /// Messages in one JSON-RPC batch from the upstream.
     pub max_batch: usize,
+    /// The client's `Authorization`, sent with every request when the upstream is
+    /// configured to receive it (`authorization = "pass"`).
+    pub credential: Option<std::sync::Arc<crate::transport::credential::Credential>>,
 }
 
 /// An HTTP URL, read once into what each request needs.

@@ -3,6 +3,7 @@
 
 pub mod auto;
 mod budget;
+pub mod credential;
 mod error;
 pub mod http_client;
 pub(crate) mod http_conn;

@@ -6,6 +6,7 @@
 //! breaks, the connection is over. It does not say which request a server message serves.
 
 use crate::jsonrpc::Message;
+use crate::transport::credential::Credential;
 use crate::transport::http_client::{EXTRA_CONNS, HttpClient};
 use crate::transport::http_conn::{Pool, UpBody, error_chain};
 use crate::transport::http_target::{HttpSettings, Target, parse_headers};
@@ -31,6 +32,9 @@ struct Inner {
     /// Where messages are POSTed.
     endpoint: Target,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The client's `Authorization`, where the upstream receives it: the stream opens
+    /// with it, and each POST carries the latest.
+    credential: Option<Arc<Credential>>,
     /// Bounds each POST's answer.
     connect_timeout: Duration,
     closed: AtomicBool,
@@ -51,6 +55,10 @@ impl SseConn {
     ) -> Result<SseConn, Error> {
         let url = Target::parse(&settings.url)?;
         let headers = parse_headers(&settings.headers)?;
+        let mut opening = headers.clone();
+        if let Some(v) = settings.credential.as_ref().and_then(|c| c.get()) {
+            opening.push((header::AUTHORIZATION, v));
+        }
         let wait = settings.connect_timeout;
         let pool = Pool::new(http, url.uri.clone(), settings.max_in_flight.saturating_add(EXTRA_CONNS), wait);
         let reader = Reader {
@@ -60,7 +68,7 @@ impl SseConn {
             sink,
         };
         let mut decoder = sse::Decoder::new(http.max_body);
-        let (body, endpoint) = tokio::time::timeout(wait, open(&pool, &url, &headers, &reader, &mut decoder))
+        let (body, endpoint) = tokio::time::timeout(wait, open(&pool, &url, &opening, &reader, &mut decoder))
             .await
             .map_err(|_| Error::NoEndpoint { url: url.shown.clone(), wait })??;
         let endpoint = url.resolve(&endpoint)?;
@@ -70,6 +78,7 @@ impl SseConn {
             pool,
             endpoint,
             headers,
+            credential: settings.credential.clone(),
             connect_timeout: wait,
             closed: AtomicBool::new(false),
             stopped: CancellationToken::new(),
@@ -99,6 +108,9 @@ impl SseConn {
             .header(header::HOST, inner.endpoint.host.clone());
         for (k, v) in &inner.headers {
             b = b.header(k, v);
+        }
+        if let Some(v) = inner.credential.as_ref().and_then(|c| c.get()) {
+            b = b.header(header::AUTHORIZATION, v);
         }
         let req = b
             .header(header::CONTENT_TYPE, "application/json")

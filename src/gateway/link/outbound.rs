@@ -42,7 +42,7 @@ impl Link {
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
         });
-        let conn = Upstream::connect(env.http, env.limits, cfg, core.clone()).await;
+        let conn = Upstream::connect(env.http, env.limits, cfg, env.credential.clone(), core.clone()).await;
         crate::metrics::global().upstream(&cfg.name).connected(conn.is_ok());
         let conn = conn.map_err(|cause| LinkError::Unavailable { upstream: core.upstream.clone(), cause })?;
         let link = Arc::new(Link {

@@ -103,6 +103,9 @@ pub struct LinkEnv<'a> {
     pub tasks: Arc<dyn TaskCalls>,
     /// Where what concerns relayed upstream tasks goes.
     pub relayed: Arc<dyn RelayedTaskEvents>,
+    /// The client's `Authorization`, for an HTTP upstream that receives it (a session's
+    /// own link to an upstream with `authorization = "pass"`).
+    pub credential: Option<Arc<crate::transport::credential::Credential>>,
 }
 
 /// Where progress for a token goes.

@@ -58,9 +58,11 @@ impl Session {
         }
     }
 
-    /// Whether the session rides its upstream's shared link.
+    /// Whether the session rides its upstream's shared link: a modern request does, unless
+    /// its upstream receives the client's own `Authorization` (then it has a link of its
+    /// own, which speaks for that client alone; see `credential`).
     pub(super) fn shares(&self) -> bool {
-        self.upstream.share || self.modern.is_some()
+        self.upstream.share || (self.modern.is_some() && self.credential.is_none())
     }
 
     /// `server/discover` from a modern client: a modern upstream answers it itself (its

@@ -130,7 +130,9 @@ impl Session {
             st.generation += 1;
             st.generation
         };
-        let link = Link::connect(self.gateway.link_env(), &self.upstream, generation, false).await?;
+        let mut env = self.gateway.link_env();
+        env.credential = self.credential.clone();
+        let link = Link::connect(env, &self.upstream, generation, false).await?;
         let events: Weak<dyn LinkEvents> = self.me.clone();
         link.attach(self.tag, events);
         Ok(link)

@@ -126,8 +126,14 @@ async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
     let permits = Arc::new(tokio::sync::Semaphore::new(4));
     let limits = crate::config::ServerConfig::default();
     let relayed = crate::tasks::relayed::RelayedTasks::new(10, 10);
-    let env =
-        crate::gateway::link::LinkEnv { http: &http, permits: &permits, limits: &limits, tasks: h.clone(), relayed };
+    let env = crate::gateway::link::LinkEnv {
+        http: &http,
+        permits: &permits,
+        limits: &limits,
+        tasks: h.clone(),
+        relayed,
+        credential: None,
+    };
     Link::connect(env, &crate::config::UpstreamConfig::plain_demo(), 1, false).await.unwrap()
 }
 

@@ -1,0 +1,161 @@
+//! Whether a client's `Authorization` reaches an HTTP upstream (`authorization`): never by
+//! default, where the upstream gets its configured headers only; with `"pass"`, each
+//! session's own link carries its client's latest token, and a 2026-07-28 client's request
+//! goes on a link of its own that carries the token of that request.
+
+mod common;
+
+use common::modern::modern_server;
+use common::modern_client::{self as mc};
+use common::*;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+
+/// What the upstream heard: each message's method (or HTTP method), the text argument of a
+/// call, and the `Authorization` it came with.
+type Heard = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
+
+fn heard_by(heard: &Heard, req: &Value, h: &hyper::HeaderMap) {
+    let what = req["method"].as_str().or(req["http"].as_str()).unwrap_or("response").to_string();
+    let text = req["params"]["arguments"]["text"].as_str().unwrap_or("").to_string();
+    let auth = h.get("authorization").map(|v| v.to_str().unwrap().to_string());
+    heard.lock().unwrap().push((what, text, auth));
+}
+
+/// A 2025-11-25 upstream that echoes and notes the `Authorization` of everything it gets.
+async fn legacy_upstream() -> (Scripted, Heard) {
+    let heard: Heard = Default::default();
+    let h2 = heard.clone();
+    let up = Scripted::start_with_headers(move |req, h| {
+        heard_by(&h2, req, h);
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}})),
+            "tools/list" => vec![reply(req, json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}))],
+            "tools/call" => {
+                let text = req["params"]["arguments"]["text"].clone();
+                vec![reply(req, json!({"content": [{"type": "text", "text": text}]}))]
+            }
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    (up, heard)
+}
+
+fn auths_of(heard: &Heard, method: &str, text: &str) -> Vec<Option<String>> {
+    heard.lock().unwrap().iter().filter(|(m, t, _)| m == method && t == text).map(|(_, _, a)| a.clone()).collect()
+}
+
+fn all_auths(heard: &Heard) -> Vec<Option<String>> {
+    heard.lock().unwrap().iter().map(|(_, _, a)| a.clone()).collect()
+}
+
+async fn session(gw: &Gw, bearer: Option<&str>) -> HttpMcp {
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.bearer = bearer.map(str::to_string);
+    c.initialize("2025-11-25").await;
+    c
+}
+
+async fn echo(c: &mut HttpMcp, text: &str) {
+    let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": text}})).await;
+    assert_eq!(out.result()["content"][0]["text"], text, "{:?}", out.response);
+}
+
+#[tokio::test]
+async fn by_default_an_upstream_gets_its_configured_headers_and_never_the_clients_token() {
+    let (up, heard) = legacy_upstream().await;
+    let config = format!("{}headers = {{ Authorization = \"Bearer configured\" }}\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&config).await;
+    let mut c = session(&gw, Some("client-secret")).await;
+    echo(&mut c, "hello").await;
+    assert_eq!(c.delete().await, 200);
+
+    let auths = all_auths(&heard);
+    assert!(auths.len() >= 3, "initialize, initialized, the call: {auths:?}");
+    assert!(auths.iter().all(|a| a.as_deref() == Some("Bearer configured")), "{auths:?}");
+}
+
+#[tokio::test]
+async fn pass_sends_each_session_its_own_clients_latest_token() {
+    let (up, heard) = legacy_upstream().await;
+    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let mut alice = session(&gw, Some("alice-1")).await;
+    let mut bob = session(&gw, Some("bob-1")).await;
+    let mut nobody = session(&gw, None).await;
+    echo(&mut alice, "from alice").await;
+    echo(&mut bob, "from bob").await;
+    echo(&mut nobody, "from nobody").await;
+
+    let inits = auths_of(&heard, "initialize", "");
+    assert_eq!(inits.len(), 3);
+    for want in [Some("Bearer alice-1"), Some("Bearer bob-1"), None] {
+        assert!(inits.iter().any(|a| a.as_deref() == want), "{want:?} initialized its own upstream session: {inits:?}");
+    }
+    assert_eq!(auths_of(&heard, "tools/call", "from alice"), vec![Some("Bearer alice-1".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "from bob"), vec![Some("Bearer bob-1".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "from nobody"), vec![None]);
+
+    // A refreshed token is what the session's next request carries upstream.
+    alice.bearer = Some("alice-2".into());
+    echo(&mut alice, "alice again").await;
+    assert_eq!(auths_of(&heard, "tools/call", "alice again"), vec![Some("Bearer alice-2".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "from bob").len(), 1, "bob's session was not touched");
+}
+
+/// A 2026-07-28 upstream, noting the `Authorization` of each request.
+async fn modern_upstream() -> (Scripted, Heard) {
+    let heard: Heard = Default::default();
+    let h2 = heard.clone();
+    let up = Scripted::start_with_headers(move |req, h| {
+        heard_by(&h2, req, h);
+        modern_server(req, h)
+    })
+    .await;
+    (up, heard)
+}
+
+async fn modern_echo(gw: &Gw, bearer: Option<&str>, text: &str) {
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.bearer = bearer.map(str::to_string);
+    let req = mc::request(json!(1), "tools/call", json!({"name": "echo", "arguments": {"text": text}}), json!({}));
+    let (status, resp, _) = mc::call(&c, &req).await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["result"]["content"][0]["text"], text, "{resp}");
+}
+
+#[tokio::test]
+async fn a_modern_clients_request_carries_its_own_token_only_with_pass() {
+    let (up, heard) = modern_upstream().await;
+    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    modern_echo(&gw, Some("m-alice"), "modern alice").await;
+    modern_echo(&gw, Some("m-bob"), "modern bob").await;
+    modern_echo(&gw, None, "modern nobody").await;
+    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), vec![Some("Bearer m-alice".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), vec![Some("Bearer m-bob".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "modern nobody"), vec![None]);
+
+    let (up, heard) = modern_upstream().await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    modern_echo(&gw, Some("m-alice"), "replaced").await;
+    let auths = all_auths(&heard);
+    assert!(!auths.is_empty() && auths.iter().all(Option::is_none), "{auths:?}");
+}
+
+#[tokio::test]
+async fn a_modern_client_in_front_of_a_legacy_upstream_with_pass_gets_a_session_of_its_own_token() {
+    let (up, heard) = legacy_upstream().await;
+    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    modern_echo(&gw, Some("m-alice"), "modern alice").await;
+    modern_echo(&gw, Some("m-bob"), "modern bob").await;
+    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), vec![Some("Bearer m-alice".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), vec![Some("Bearer m-bob".to_string())]);
+    let inits = auths_of(&heard, "initialize", "");
+    assert!(
+        inits.contains(&Some("Bearer m-alice".into())) && inits.contains(&Some("Bearer m-bob".into())),
+        "{inits:?}"
+    );
+    // Each request's upstream session ends with it.
+    let deletes = || up.received_http().iter().filter(|m| *m == "DELETE").count();
+    eventually("both upstream sessions deleted", async || deletes() == 2).await;
+}
