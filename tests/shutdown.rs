@@ -182,14 +182,7 @@ impl Logged {
     async fn start(dir: &std::path::Path, config: &str) -> Logged {
         let path = dir.join("config.toml");
         std::fs::write(&path, config).unwrap();
-        let mut child = tokio::process::Command::new(bin())
-            .args(["serve", "--config", path.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut child = common::gateway_proc::spawn(&["serve", "--config", path.to_str().unwrap()]);
         let pid = child.id().unwrap();
         let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
         let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
@@ -216,17 +209,24 @@ impl Logged {
     }
 }
 
+/// A gateway in front of the stdio demo with this `drain_timeout`, and a client session of
+/// `version` on it.
+async fn draining(timeout: &str, version: &str) -> (tempfile::TempDir, Logged, HttpMcp) {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"{timeout}\"\n{}", stdio_demo_upstream("demo"));
+    let gw = Logged::start(dir.path(), &config).await;
+    let mut c = HttpMcp::new(&format!("http://{}/mcp/demo", gw.addr));
+    c.initialize(version).await;
+    (dir, gw, c)
+}
+
 /// Eight calls in flight when SIGTERM comes all get their full results; meanwhile no new
 /// connection is accepted; the gateway says it drained (the drain ended before its
 /// timeout), and exits 0.
 #[tokio::test]
 async fn a_drain_loses_no_response() {
-    let dir = tempfile::tempdir().unwrap();
-    let config =
-        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"20s\"\n{}", stdio_demo_upstream("demo"));
-    let mut gw = Logged::start(dir.path(), &config).await;
-    let mut c = HttpMcp::new(&format!("http://{}/mcp/demo", gw.addr));
-    c.initialize("2025-11-25").await;
+    let (_dir, mut gw, c) = draining("20s", "2025-11-25").await;
     let kids = children(gw.pid);
     const N: i64 = 8;
     let mut calls = Vec::new();
@@ -257,12 +257,7 @@ async fn a_drain_loses_no_response() {
 /// timeout, says so in its log, and exits 0 (long before the calls would have ended).
 #[tokio::test]
 async fn a_drain_past_its_timeout_ends_there_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let config =
-        format!("[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"400ms\"\n{}", stdio_demo_upstream("demo"));
-    let mut gw = Logged::start(dir.path(), &config).await;
-    let mut c = HttpMcp::new(&format!("http://{}/mcp/demo", gw.addr));
-    c.initialize("2025-06-18").await;
+    let (_dir, mut gw, c) = draining("400ms", "2025-06-18").await;
     let mut calls = Vec::new();
     for id in 0..3 {
         let resp = c.post_streaming(slow(200 + id, 60_000, 600), &[]).await;

@@ -35,6 +35,18 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// The gateway binary started with `args`, its log (stderr) piped for the caller to read.
+pub fn spawn(args: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// Starts `taskgate serve` on `config`, and returns it with its address (HTTP or HTTPS). Its log (stderr)
 /// is read on (so that it never blocks) and dropped.
 pub async fn start(config: &std::path::Path) -> (Proc, String) {
@@ -44,14 +56,7 @@ pub async fn start(config: &std::path::Path) -> (Proc, String) {
 /// Starts the gateway binary with `args` (which make it listen), and returns it with its
 /// address. Its log is read on and dropped.
 pub async fn start_with(args: &[&str]) -> (Proc, String) {
-    let mut child = tokio::process::Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn(args);
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
