@@ -152,3 +152,56 @@ async fn tokens_are_verified_against_the_issuers_jwks() {
     server.abort();
     assert_eq!(initialize_status(&gw, &good).await.0, 200);
 }
+
+/// A stream lasts no longer than the JWT that opened it: the session's GET stream and a
+/// legacy SSE stream (the legacy session with it) end once the token's `exp` has passed,
+/// while the session's requests are still answered with a fresh token.
+#[tokio::test]
+async fn streams_end_when_the_token_that_opened_them_expires() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("idp.pem");
+    std::fs::write(&pem, key.public_key_pem()).unwrap();
+    let gw = jwt_gateway(&format!("key_file = {:?}", pem.display().to_string())).await;
+    let short = sign(&key, None, &claims(ISSUER, AUDIENCE, now() + 2));
+    let long = sign(&key, None, &claims(ISSUER, AUDIENCE, now() + 600));
+
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some(long.clone());
+    c.initialize("2025-11-25").await;
+    c.bearer = Some(short.clone());
+    let get = c.get_raw(&[]).await;
+    assert_eq!(get.status(), 200);
+    let mut stream = SseReader::new(get.into_body());
+
+    let legacy = tokio::time::timeout(STEP, async {
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let req = hyper::Request::get(format!("http://{}/sse/demo", gw.addr))
+            .header("accept", "text/event-stream")
+            .header("authorization", format!("Bearer {short}"))
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        client.request(req).await.unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(legacy.status(), 200);
+    let mut legacy = legacy.into_body();
+
+    // Both end (within STEP, else the reads below time out and fail).
+    assert!(stream.next().await.is_none(), "the GET stream ended with its token");
+    let ended = tokio::time::timeout(STEP, async {
+        use http_body_util::BodyExt;
+        while let Some(frame) = legacy.frame().await {
+            if frame.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the legacy SSE stream ended with its token");
+    // The session itself goes on for a request with a valid token.
+    c.bearer = Some(long);
+    let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "still here");
+}

@@ -23,9 +23,34 @@ mod jwt;
 /// Where the metadata document is served (RFC 9728 §3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
-/// Who a request comes from, once authenticated.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Principal(pub Arc<str>);
+/// Who a request comes from, once authenticated: its name, and when the credential that
+/// said so expires (a JWT's `exp`, with the leeway), after which a stream it opened ends.
+/// Principals are the same when their names are.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub name: Arc<str>,
+    pub expires: Option<std::time::SystemTime>,
+}
+
+impl Principal {
+    pub fn named(name: &str) -> Principal {
+        Principal { name: name.into(), expires: None }
+    }
+
+    /// When a stream this principal opens must end, as a tokio deadline.
+    pub fn stream_deadline(&self) -> Option<tokio::time::Instant> {
+        let left = self.expires?.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        tokio::time::Instant::now().checked_add(left)
+    }
+}
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Principal) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Principal {}
 
 /// The authenticator of one HTTP server.
 pub struct Auth {
@@ -104,9 +129,9 @@ impl Auth {
                         found = Some(t.principal.as_str());
                     }
                 }
-                found.map(|p| Some(Principal(p.into()))).ok_or_else(|| Refused::Invalid("unknown bearer token".into()))
+                found.map(|p| Some(Principal::named(p))).ok_or_else(|| Refused::Invalid("unknown bearer token".into()))
             }
-            Check::Jwt(v) => v.verify(token).await.map(|p| Some(Principal(p.into()))).map_err(Refused::Invalid),
+            Check::Jwt(v) => v.verify(token).await.map(Some).map_err(Refused::Invalid),
         }
     }
 
@@ -182,8 +207,8 @@ mod tests {
     #[tokio::test]
     async fn bearer_tokens_name_their_principals() {
         let a = bearer_auth();
-        assert_eq!(a.principal(&with("Bearer alice-token-0123456789")).await, Ok(Some(Principal("alice".into()))));
-        assert_eq!(a.principal(&with("bearer bob-token-0123456789")).await, Ok(Some(Principal("bob".into()))));
+        assert_eq!(a.principal(&with("Bearer alice-token-0123456789")).await, Ok(Some(Principal::named("alice"))));
+        assert_eq!(a.principal(&with("bearer bob-token-0123456789")).await, Ok(Some(Principal::named("bob"))));
         assert_eq!(a.principal(&HeaderMap::new()).await, Err(Refused::Missing));
         assert_eq!(a.principal(&with("Basic YWxpY2U6eA==")).await, Err(Refused::Missing));
         assert!(matches!(a.principal(&with("Bearer alice-token-012345678")).await, Err(Refused::Invalid(_))));

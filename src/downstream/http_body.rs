@@ -57,12 +57,14 @@ impl hyper::body::Body for Body {
 }
 
 /// An SSE body: ready-made frames, then replayed events, then the live channel, with
-/// keep-alive comments while idle. Ends when the channel's sender is dropped.
+/// keep-alive comments while idle. Ends when the channel's sender is dropped, or at its
+/// deadline ([`SseBody::until`]).
 pub struct SseBody {
     frames: VecDeque<Bytes>,
     events: VecDeque<Outgoing>,
     rx: Option<mpsc::Receiver<Outgoing>>,
     keepalive: tokio::time::Interval,
+    ends: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl SseBody {
@@ -74,10 +76,25 @@ impl SseBody {
     ) -> SseBody {
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        SseBody { frames, events, rx, keepalive }
+        SseBody { frames, events, rx, keepalive, ends: None }
+    }
+
+    /// The body ends at `deadline` (when the credential that opened it expires), whatever
+    /// is still to come; the client reconnects with a fresh one.
+    pub(crate) fn until(mut self, deadline: Option<tokio::time::Instant>) -> SseBody {
+        self.ends = deadline.map(|d| Box::pin(tokio::time::sleep_until(d)));
+        self
     }
 
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(ends) = self.ends.as_mut()
+            && ends.as_mut().poll(cx).is_ready()
+        {
+            self.rx = None;
+            self.frames.clear();
+            self.events.clear();
+            return Poll::Ready(None);
+        }
         if let Some(f) = self.frames.pop_front() {
             return Poll::Ready(Some(f));
         }

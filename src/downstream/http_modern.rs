@@ -62,7 +62,7 @@ pub(crate) async fn serve(
     h: &HeaderMap,
     parsed: Option<Message>,
     upstream: Arc<UpstreamConfig>,
-    (peer, principal): (SocketAddr, Option<&str>),
+    (peer, principal, until): (SocketAddr, Option<&str>, Option<tokio::time::Instant>),
     json_only: bool,
 ) -> Response<Body> {
     let Some(frame) = parsed else {
@@ -124,6 +124,9 @@ pub(crate) async fn serve(
     let window = if json_only { Duration::MAX } else { limits.json_response_window };
     let first = crate::downstream::streams::first_event(&mut held, rx, window).await;
     let keepalive = limits.sse_keepalive;
+    // A listen stream lasts as long as its client wants: it ends when the credential that
+    // opened it expires. A request's own stream ends with its answer.
+    let listens = method == "subscriptions/listen";
     match first {
         Ok((Some(ev), _)) if ev.is_response => {
             let status = status_of(&ev.json, &method);
@@ -133,10 +136,13 @@ pub(crate) async fn serve(
         }
         Ok((Some(ev), rx)) => {
             held.push_front(ev);
-            sse(SseBody::new(VecDeque::new(), held, rx, keepalive), ends)
+            sse(SseBody::new(VecDeque::new(), held, rx, keepalive).until(listens.then_some(until).flatten()), ends)
         }
         Ok((None, _)) => empty(StatusCode::ACCEPTED),
-        Err(rx) => sse(SseBody::new(VecDeque::new(), held, Some(rx), keepalive), ends),
+        Err(rx) => sse(
+            SseBody::new(VecDeque::new(), held, Some(rx), keepalive).until(listens.then_some(until).flatten()),
+            ends,
+        ),
     }
 }
 

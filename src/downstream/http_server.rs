@@ -310,14 +310,15 @@ impl HttpServer {
         // A modern client's request, served statelessly.
         let existing = headers.contains_key(SESSION_HEADER);
         if http_modern::is_modern_post(headers, parsed.as_ref().ok(), existing) {
-            let p = principal.as_ref().map(|p| &*p.0);
+            let p = principal.as_ref().map(|p| &*p.name);
+            let until = principal.as_ref().and_then(Principal::stream_deadline);
             return http_modern::serve(
                 &self.gateway,
                 &self.parked,
                 headers,
                 parsed.ok(),
                 upstream,
-                (peer, p),
+                (peer, p, until),
                 json_only,
             )
             .await;
@@ -469,7 +470,8 @@ impl HttpServer {
             Some(a) => a,
             None => hs.streams.open_get(),
         };
-        sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive), None)
+        let until = principal.and_then(Principal::stream_deadline);
+        sse_response(SseBody::new(VecDeque::new(), attached.replay.into(), attached.rx, keepalive).until(until), None)
     }
 }
 

@@ -144,8 +144,9 @@ impl Legacy {
         let limits = self.gateway.limits();
         let outbox = Arc::new(Outbox::new(limits.event_buffer, limits.event_buffer_bytes, limits.max_in_flight));
         let (gateway, sink) = (self.gateway.clone(), outbox.clone());
+        let until = principal.as_ref().and_then(Principal::stream_deadline);
         let session = match &principal {
-            Some(p) => Session::for_principal(gateway, upstream, sink, &p.0),
+            Some(p) => Session::for_principal(gateway, upstream, sink, &p.name),
             // A client is its remote address (as over Streamable HTTP).
             None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
         };
@@ -170,7 +171,12 @@ impl Legacy {
             keepalive,
             _end: EndOnDrop { legacy: self.me.clone(), id },
         };
-        event_stream_response(Body::Frames(Box::pin(stream)), None)
+        // The session is its stream: it ends when the credential that opened it expires.
+        let frames: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>> = match until {
+            Some(d) => Box::pin(futures_util::StreamExt::take_until(stream, tokio::time::sleep_until(d))),
+            None => Box::pin(stream),
+        };
+        event_stream_response(Body::Frames(frames), None)
     }
 
     /// `POST /sse/<name>/messages?sessionId=<id>`: one message (or, in a 2025-03-26 session, a

@@ -56,7 +56,7 @@ impl HttpServer {
         let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
         let (gateway, sink) = (self.gateway.clone(), streams.clone());
         let session = match &principal {
-            Some(p) => Session::for_principal(gateway, upstream, sink, &p.0),
+            Some(p) => Session::for_principal(gateway, upstream, sink, &p.name),
             // Without authentication a client is its remote address: per-client limits hold
             // across all its sessions.
             None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),

@@ -115,7 +115,7 @@ impl HttpServer {
 /// authentication, one made without it: a session is revived only for whoever made it.
 fn owned_by(rec: &SessionRecord, principal: Option<&Principal>, upstream: &str) -> bool {
     match principal {
-        Some(p) => rec.owner == Session::owner_of(&p.0, upstream),
+        Some(p) => rec.owner == Session::owner_of(&p.name, upstream),
         None => !Session::is_principal_owner(&rec.owner),
     }
 }
