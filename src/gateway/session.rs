@@ -37,6 +37,7 @@ mod input_rounds;
 mod input_state;
 mod modern_client;
 mod modern_listen;
+mod modern_owned;
 mod modern_rounds;
 pub mod modern_state;
 mod modern_tasks;

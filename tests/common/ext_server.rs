@@ -7,7 +7,9 @@
 //! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges
 //! `tasks/cancel` and completes anyway, `deaf` acknowledges it and works on for ever. Each
 //! refuses a request that does not declare the extension with -32021 naming it, as the
-//! extension requires; `echo` is plain.
+//! extension requires; `echo` is plain. A `subscriptions/listen` is granted the `taskIds` it
+//! knows: each one's `notifications/tasks` follows the acknowledgement, then a log message
+//! saying they were sent.
 
 use super::{Step, reply};
 use serde_json::{Value, json};
@@ -177,6 +179,34 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                         complete(req, json!({}))
                     }
                 }
+            }
+            "subscriptions/listen" => {
+                let asked = req["params"]["notifications"]["taskIds"].as_array().cloned();
+                if asked.is_some() && !declares(req) {
+                    return missing(req);
+                }
+                // Granted: the ids it knows; each granted task's state follows at once.
+                let granted: Vec<Value> = asked
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|t| t.as_str().is_some_and(|t| s.tasks.contains_key(t)))
+                    .collect();
+                let meta = json!({"io.modelcontextprotocol/subscriptionId": req["id"]});
+                let mut steps =
+                    vec![Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": {"taskIds": granted}, "_meta": meta}}))];
+                for t in granted.iter().filter_map(Value::as_str) {
+                    let mut params = detailed(t, &s.tasks[t]);
+                    params["_meta"] = meta.clone();
+                    steps
+                        .push(Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})));
+                }
+                // Then a log line that says so (a test's reader knows the notes are all in),
+                // and the stream stays open a while, as a listen's does.
+                steps.push(Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "granted tasks sent", "_meta": meta}})));
+                steps.push(Step::Sleep(10_000));
+                steps
             }
             _ => error(req, -32601, "method not found", None),
         }
