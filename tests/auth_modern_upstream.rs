@@ -220,3 +220,36 @@ async fn without_authentication_an_upstream_task_id_is_a_bearer_token() {
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert_eq!(notes[0]["params"]["taskId"], id.as_str(), "{notes:?}");
 }
+
+#[tokio::test]
+async fn a_legacy_client_of_another_principal_cannot_reach_them_by_name_either() {
+    let Setup { up, gw, _dir } = setup(true).await;
+    let alice = client(&gw, Some(ALICE));
+    let running = make(&alice, "endless").await;
+    let before = up.received.lock().unwrap().len();
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mut bob = client(&gw, Some(BOB));
+        bob.initialize(version).await;
+        for method in ["tasks/get", "tasks/update", "tasks/cancel", "tasks/result"] {
+            let mut answers = Vec::new();
+            for id in [NOBODYS, running.as_str()] {
+                let out = bob.request(method, params_of(method, id)).await;
+                let mut e = out.response["error"].clone();
+                e["message"] =
+                    e["message"].as_str().unwrap_or_else(|| panic!("{:?}", out.response)).replace(id, "<id>").into();
+                answers.push(e);
+            }
+            assert_eq!(answers[0]["code"], -32602, "{version} {method}: {answers:?}");
+            assert_eq!(answers[1], answers[0], "{version} {method} of alice's");
+        }
+        // Its listen (which its era lacks, passed by name) asks for none of hers.
+        let listen = json!({"notifications": {"taskIds": [running]}});
+        let out = bob.request("subscriptions/listen", listen).await;
+        assert!(out.response.get("error").is_some() || out.response.get("result").is_some(), "{:?}", out.response);
+    }
+    let heard: Vec<Value> = up.received.lock().unwrap()[before..].to_vec();
+    let named: Vec<&Value> = heard.iter().filter(|m| m.to_string().contains(&format!("\"{running}\""))).collect();
+    assert!(named.is_empty(), "the upstream heard of alice's task from bob: {named:?}");
+    // Alice's task is as it was.
+    assert_eq!(get(&alice, &running).await["result"]["status"], "working");
+}

@@ -12,6 +12,11 @@
 //!   are left out, as if never asked for), so `notifications/tasks` of another's task never
 //!   come on its stream; they are the only task notifications of the era.
 //!
+//! A legacy client of a principal reaches the same upstream through the same link, so what
+//! it would pass through by name (`tasks/get`, `tasks/update`, `tasks/cancel`,
+//! `tasks/result`, a `subscriptions/listen`) is held to the same rule: a 2025-11-25 client's
+//! own tasks there are translated, and found, before this (`ext_core`).
+//!
 //! Without authentication nothing is checked: ids are bearer tokens, as the extension says.
 
 use super::*;
@@ -41,6 +46,23 @@ impl Session {
         }
         let per_owner = self.upstream.tasks.max_tasks_per_owner;
         self.gateway.upstream_owners.remember(&self.upstream.name, &task_id, &self.owner, per_owner);
+    }
+
+    /// A legacy client's request on its way to the link, which on a modern link may name
+    /// only the principal's tasks (as a modern client's may): another's, or one nobody has,
+    /// is answered -32602 here.
+    pub(super) fn legacy_upward(&self, link: &Link, frame: Message) -> Result<Message, RpcError> {
+        if !self.bound() || !link.is_modern() {
+            return Ok(frame);
+        }
+        match frame.method_name() {
+            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => match frame.task_id_param() {
+                Some(t) if self.may_ask_modern(t.as_str()) => Ok(frame),
+                t => Err(hosted::not_found(t.as_ref().map_or("", |t| t.as_str()))),
+            },
+            "subscriptions/listen" => Ok(self.own_listen(frame)),
+            _ => Ok(frame),
+        }
     }
 
     /// A `subscriptions/listen` for the modern upstream: only the owner's task ids are asked
