@@ -29,6 +29,12 @@ struct Setup {
 async fn setup(auth: bool) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let up = Scripted::start(extension_server(Arc::new(Mutex::new(Server::default())))).await;
+    let gw = start_gateway(&config(auth, &dir, &up)).await;
+    Setup { up, gw, _dir: dir }
+}
+
+/// The config of a gateway in front of `up`, its token files in `dir`.
+fn config(auth: bool, dir: &tempfile::TempDir, up: &Scripted) -> String {
     let mut config = String::new();
     if auth {
         config.push_str("[server.auth]\nmode = \"bearer\"\n");
@@ -42,8 +48,7 @@ async fn setup(auth: bool) -> Setup {
         }
     }
     config.push_str(&http_upstream("up", &up.url()));
-    let gw = start_gateway(&config).await;
-    Setup { up, gw, _dir: dir }
+    config
 }
 
 fn client(gw: &Gw, token: Option<&str>) -> HttpMcp {
@@ -164,7 +169,7 @@ async fn another_principals_upstream_tasks_are_as_ids_nobody_has() {
     let (ack, notes) = listen(&bob, &[&done, &running, &asking]).await;
     assert_eq!(ack["params"]["notifications"], expected_ack["params"]["notifications"], "{ack}");
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([]), "{ack}");
-    assert_eq!(notes, Vec::<Value>::new(), "no notification of alice's tasks");
+    assert_eq!(notes, Vec::<Value>::new(), "no notification of alice's tasks, though the upstream sent them");
     // Nothing about alice's tasks reached the upstream from bob: only his two listens did.
     let after: Vec<usize> = alices.iter().map(|id| about(&up, id)).collect();
     assert_eq!(after, before, "the upstream heard nothing of alice's ids from bob");
@@ -188,10 +193,14 @@ async fn another_principals_upstream_tasks_are_as_ids_nobody_has() {
     let acked = ask(&alice, "tasks/update", params_of("tasks/update", &asking)).await;
     assert!(acked.get("result").is_some(), "{acked}");
     assert_eq!(get(&alice, &asking).await["result"]["result"]["content"][0]["text"], "answer: red");
+    // The scripted server sends every task's notifications on every listen stream: alice's
+    // carries hers (the one granted first), never bob's.
     let (ack, notes) = listen(&alice, &[&running, NOBODYS]).await;
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([running]), "{ack}");
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert_eq!(notes[0]["params"]["taskId"], running.as_str(), "{notes:?}");
+    let noted: Vec<&str> = notes.iter().filter_map(|n| n["params"]["taskId"].as_str()).collect();
+    assert_eq!(noted.first(), Some(&running.as_str()), "{notes:?}");
+    assert!(!noted.contains(&bobs.as_str()), "bob's task on alice's stream: {noted:?}");
+    assert_eq!(noted.len(), 3, "alice's three: {noted:?}");
     let acked = ask(&alice, "tasks/cancel", json!({"taskId": running})).await;
     assert!(acked.get("result").is_some(), "{acked}");
     assert_eq!(get(&alice, &running).await["result"]["status"], "cancelled");
@@ -217,7 +226,7 @@ async fn without_authentication_an_upstream_task_id_is_a_bearer_token() {
     assert_eq!(unknown["error"], json!({"code": -32602, "message": "unknown task"}), "{unknown}");
     let (ack, notes) = listen(&other, &[&id]).await;
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "{ack}");
-    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes.len(), 1, "the one task there is: {notes:?}");
     assert_eq!(notes[0]["params"]["taskId"], id.as_str(), "{notes:?}");
 }
 
@@ -252,4 +261,32 @@ async fn a_legacy_client_of_another_principal_cannot_reach_them_by_name_either()
     assert!(named.is_empty(), "the upstream heard of alice's task from bob: {named:?}");
     // Alice's task is as it was.
     assert_eq!(get(&alice, &running).await["result"]["status"], "working");
+}
+
+/// The binding is kept in memory: after a restart a task made before it is unknown to its
+/// principal too, and the upstream is not asked about it.
+#[tokio::test]
+async fn after_a_restart_a_task_made_before_it_is_unknown_to_its_principal_too() {
+    use common::gateway_proc::start;
+    let dir = tempfile::tempdir().unwrap();
+    let up = Scripted::start(extension_server(Arc::new(Mutex::new(Server::default())))).await;
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, format!("[server]\nlisten = \"127.0.0.1:0\"\n{}", config(true, &dir, &up))).unwrap();
+    let (gw, addr) = start(&path).await;
+    let url = format!("http://{addr}/mcp/up");
+    let mut alice = HttpMcp::new(&url);
+    alice.bearer = Some(ALICE.into());
+    let id = make(&alice, "endless").await;
+    assert_eq!(get(&alice, &id).await["result"]["status"], "working");
+    drop(gw); // SIGTERM, awaited
+    let (_gw, addr) = start(&path).await;
+    alice.url = format!("http://{addr}/mcp/up");
+    let heard = about(&up, &id);
+    let expected = error_for(&alice, "tasks/get", NOBODYS).await;
+    assert_eq!(expected["error"]["code"], -32602);
+    assert_eq!(error_for(&alice, "tasks/get", &id).await, expected);
+    assert_eq!(about(&up, &id), heard, "the upstream is not asked");
+    // A task made after the restart is hers as before.
+    let again = make(&alice, "endless").await;
+    assert_eq!(get(&alice, &again).await["result"]["status"], "working");
 }

@@ -8,8 +8,9 @@
 //! `tasks/cancel` and completes anyway, `deaf` acknowledges it and works on for ever. Each
 //! refuses a request that does not declare the extension with -32021 naming it, as the
 //! extension requires; `echo` is plain. A `subscriptions/listen` is granted the `taskIds` it
-//! knows: each one's `notifications/tasks` follows the acknowledgement, then a log message
-//! saying they were sent.
+//! knows; then come the `notifications/tasks` of every task it has (the granted ones first:
+//! a careless server, which a gateway must not rely on to keep tasks apart), and a log
+//! message saying they were sent.
 
 use super::{Step, reply};
 use serde_json::{Value, json};
@@ -195,7 +196,11 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                 let mut steps =
                     vec![Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                     "params": {"notifications": {"taskIds": granted}, "_meta": meta}}))];
-                for t in granted.iter().filter_map(Value::as_str) {
+                // Carelessly, every task it has (granted first): a gateway must not rely on it.
+                let mut all: Vec<&String> = s.tasks.keys().filter(|t| !granted.iter().any(|g| g == *t)).collect();
+                all.sort();
+                let granted_ids = granted.iter().filter_map(Value::as_str);
+                for t in granted_ids.chain(all.into_iter().map(String::as_str)) {
                     let mut params = detailed(t, &s.tasks[t]);
                     params["_meta"] = meta.clone();
                     steps

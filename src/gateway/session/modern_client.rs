@@ -179,8 +179,12 @@ impl Session {
             Kind::Notification => {
                 let upstream_modern = self.state.lock().unwrap().upstream_modern;
                 if let Route::Related(_) = route {
-                    let reaches = upstream_modern
-                        || modern::reaches_modern(msg.method(), msg.value().get("params"), true, modern.meta.log_level);
+                    let reaches = match upstream_modern {
+                        true => self.shows_modern_note(&msg),
+                        false => {
+                            modern::reaches_modern(msg.method(), msg.value().get("params"), true, modern.meta.log_level)
+                        }
+                    };
                     return reaches.then_some((msg, route));
                 }
                 let listen = modern.listen.lock().unwrap().clone();

@@ -10,7 +10,8 @@
 //!   upstream;
 //! - a `subscriptions/listen` asks the upstream only for the owner's `taskIds` (the others
 //!   are left out, as if never asked for), so `notifications/tasks` of another's task never
-//!   come on its stream; they are the only task notifications of the era.
+//!   come on its stream; they are the only task notifications of the era. One the upstream
+//!   sends anyway (a careless server) of a task that is not the owner's is dropped.
 //!
 //! A legacy client of a principal reaches the same upstream through the same link, so what
 //! it would pass through by name (`tasks/get`, `tasks/update`, `tasks/cancel`,
@@ -46,6 +47,15 @@ impl Session {
         }
         let per_owner = self.upstream.tasks.max_tasks_per_owner;
         self.gateway.upstream_owners.remember(&self.upstream.name, &task_id, &self.owner, per_owner);
+    }
+
+    /// Whether a modern upstream's notification on a request's stream may reach this
+    /// session's client: a `notifications/tasks` only of the owner's tasks.
+    pub(super) fn shows_modern_note(&self, msg: &Message) -> bool {
+        if !self.bound() || msg.method_name() != "notifications/tasks" {
+            return true;
+        }
+        msg.task_id_param().is_some_and(|t| self.may_ask_modern(t.as_str()))
     }
 
     /// A legacy client's request on its way to the link, which on a modern link may name
