@@ -8,7 +8,7 @@
 //!
 //! Bounded twice, forgetting rather than refusing (the upstream has made the task by the time
 //! the gateway hears of it): at most `per_owner` (the upstream's `max_tasks_per_owner`) per
-//! owner, that owner's least recently used forgotten first, so that one principal cannot push
+//! owner, that owner's least recently used forgotten first, so that one principal alone cannot push
 //! another's out; and at most `capacity` (`[tasks] max_tasks`) in all, the least recently
 //! used forgotten first. A forgotten task is as unknown to its owner as to anyone. Kept in
 //! memory only: a restart forgets every binding.
