@@ -39,6 +39,8 @@ pub struct Gateway {
     shared: SharedLinks,
     /// Upstream task ids handed to modern clients (the only ones they may ask about).
     pub relayed: Arc<crate::tasks::relayed::RelayedTasks>,
+    /// Whose the tasks modern clients of principals made on modern upstreams are.
+    pub upstream_owners: crate::tasks::upstream_owners::UpstreamOwners,
     /// One permit per extension task followed in the background (`[tasks] max_followed`).
     pub followers: Arc<tokio::sync::Semaphore>,
     /// What `progress/get` reads, for the upstreams that enable it.
@@ -70,6 +72,7 @@ impl Gateway {
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
             relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks, config.server.max_in_flight),
+            upstream_owners: crate::tasks::upstream_owners::UpstreamOwners::new(config.tasks.max_tasks),
             followers: Arc::new(tokio::sync::Semaphore::new(config.tasks.max_followed)),
             progress_states: crate::tasks::progress_state::ProgressStates::new(crate::tasks::progress_state::Limits {
                 max_states: config.tasks.max_tasks,

@@ -38,6 +38,7 @@ mod input_rounds;
 mod input_state;
 mod modern_client;
 mod modern_listen;
+mod modern_owned;
 mod modern_rounds;
 pub mod modern_state;
 mod modern_tasks;
@@ -365,7 +366,8 @@ impl Session {
         if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
             return answered;
         }
-        let frame = if self.modern.is_some() { self.modern_upward(&link, frame) } else { frame };
+        let frame =
+            if self.modern.is_some() { self.modern_upward(&link, frame) } else { self.legacy_upward(&link, frame)? };
         // Translated for the link's version, which a restart may have changed.
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")

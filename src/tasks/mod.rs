@@ -1,9 +1,10 @@
 //! Tasks the gateway keeps: the store (the async trait in `store`, its backends in
 //! `memory_store`, `file_store` and `redis_store`), tasks hosted for upstreams that have none, and plain
 //! calls bridged onto the tasks of upstreams that require them, and the upstream tasks
-//! relayed to clients that reach them by id alone; for hosted and relayed tasks alike, the
-//! upstream's questions held until a client answers them; and what the by-token dialects
-//! keep (the progress-state proposal's states, SEP-1391's operations).
+//! relayed to clients that reach them by id alone, and the principal each task a modern
+//! upstream made for a modern client belongs to (`upstream_owners`); for hosted and relayed
+//! tasks alike, the upstream's questions held until a client answers them; and what the
+//! by-token dialects keep (the progress-state proposal's states, SEP-1391's operations).
 
 pub mod bridge;
 pub mod ext_table;
@@ -20,3 +21,4 @@ pub mod relayed;
 pub mod store;
 #[cfg(test)]
 mod store_suite;
+pub mod upstream_owners;

@@ -7,7 +7,10 @@
 //! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges
 //! `tasks/cancel` and completes anyway, `deaf` acknowledges it and works on for ever. Each
 //! refuses a request that does not declare the extension with -32021 naming it, as the
-//! extension requires; `echo` is plain.
+//! extension requires; `echo` is plain. A `subscriptions/listen` is granted the `taskIds` it
+//! knows; then come the `notifications/tasks` of every task it has (the granted ones first:
+//! a careless server, which a gateway must not rely on to keep tasks apart), and a log
+//! message saying they were sent.
 
 use super::{Step, reply};
 use serde_json::{Value, json};
@@ -177,6 +180,38 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                         complete(req, json!({}))
                     }
                 }
+            }
+            "subscriptions/listen" => {
+                let asked = req["params"]["notifications"]["taskIds"].as_array().cloned();
+                if asked.is_some() && !declares(req) {
+                    return missing(req);
+                }
+                // Granted: the ids it knows; each granted task's state follows at once.
+                let granted: Vec<Value> = asked
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|t| t.as_str().is_some_and(|t| s.tasks.contains_key(t)))
+                    .collect();
+                let meta = json!({"io.modelcontextprotocol/subscriptionId": req["id"]});
+                let mut steps =
+                    vec![Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": {"taskIds": granted}, "_meta": meta}}))];
+                // Carelessly, every task it has (granted first): a gateway must not rely on it.
+                let mut all: Vec<&String> = s.tasks.keys().filter(|t| !granted.iter().any(|g| g == *t)).collect();
+                all.sort();
+                let granted_ids = granted.iter().filter_map(Value::as_str);
+                for t in granted_ids.chain(all.into_iter().map(String::as_str)) {
+                    let mut params = detailed(t, &s.tasks[t]);
+                    params["_meta"] = meta.clone();
+                    steps
+                        .push(Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})));
+                }
+                // Then a log line that says so (a test's reader knows the notes are all in),
+                // and the stream stays open a while, as a listen's does.
+                steps.push(Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "granted tasks sent", "_meta": meta}})));
+                steps.push(Step::Sleep(10_000));
+                steps
             }
             _ => error(req, -32601, "method not found", None),
         }

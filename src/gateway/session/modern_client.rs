@@ -14,7 +14,8 @@
 //! what comes back is translated to 2025-11-25 and then made modern (`mcp::modern::client`),
 //! and the server's requests become multi round-trip input (`modern_rounds`). In front of a
 //! modern upstream the request travels with the client's own `_meta`, and the
-//! answer comes back as the server sent it.
+//! answer comes back as the server sent it; with authentication, the upstream's tasks are
+//! bound to the principal that made them (`modern_owned`).
 
 use super::modern_state::{ModernClient, ParkedRequests};
 use super::*;
@@ -119,15 +120,16 @@ impl Session {
                 self.serve_relayed_task(id.clone(), &frame, task_id.as_str(), &upstream_id).await?;
                 return Ok(None);
             }
-            if !self.link().await?.is_modern() {
-                // A legacy upstream has no extension tasks, and the gateway hosts no such one.
+            // A legacy upstream has no extension tasks, and the gateway hosts no such one; a
+            // modern upstream's are asked about only by their owner (`modern_owned`).
+            if !self.link().await?.is_modern() || !self.may_ask_modern(task_id.as_str()) {
                 return Err(hosted::not_found(task_id.as_str()));
             }
             return Ok(Some(frame));
         }
         if frame.method_name() == "subscriptions/listen" {
             if self.link().await?.is_modern() {
-                return Ok(Some(frame));
+                return Ok(Some(self.own_listen(frame)));
             }
             self.listen(id.clone(), &frame).await?;
             return Ok(None);
@@ -179,8 +181,12 @@ impl Session {
             Kind::Notification => {
                 let upstream_modern = self.state.lock().unwrap().upstream_modern;
                 if let Route::Related(_) = route {
-                    let reaches = upstream_modern
-                        || modern::reaches_modern(msg.method(), msg.value().get("params"), true, modern.meta.log_level);
+                    let reaches = match upstream_modern {
+                        true => self.shows_modern_note(&msg),
+                        false => {
+                            modern::reaches_modern(msg.method(), msg.value().get("params"), true, modern.meta.log_level)
+                        }
+                    };
                     return reaches.then_some((msg, route));
                 }
                 let listen = modern.listen.lock().unwrap().clone();
@@ -204,7 +210,8 @@ impl Session {
             }
             Kind::Response => {
                 if self.state.lock().unwrap().upstream_modern {
-                    // The server's own result, of the era already.
+                    // The server's own result, of the era already (a task it made, its owner's).
+                    self.note_modern_task(&msg);
                     return Some((msg, route));
                 }
                 Some((msg.edit(|m| modern::for_modern(m, answers)), route))

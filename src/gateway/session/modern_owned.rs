@@ -1,0 +1,92 @@
+//! A 2026-07-28 client of an authenticated principal in front of a 2026-07-28 upstream of the
+//! tasks extension: the upstream's tasks bound to the principal (the upstream sees one
+//! client, the gateway, so it cannot tell principals apart). The client keeps the
+//! upstream's own ids; the gateway remembers whose each is (`tasks::upstream_owners`):
+//!
+//! - a result of `resultType: "task"` from the upstream binds its `taskId` to the session's
+//!   owner before the client sees it;
+//! - `tasks/get`, `tasks/update` and `tasks/cancel` of an id that is not the owner's are
+//!   answered by the gateway with the -32602 of an id nobody has, and never reach the
+//!   upstream;
+//! - a `subscriptions/listen` asks the upstream only for the owner's `taskIds` (the others
+//!   are left out, as if never asked for), so `notifications/tasks` of another's task never
+//!   come on its stream; they are the only task notifications of the era. One the upstream
+//!   sends anyway (a careless server) of a task that is not the owner's is dropped.
+//!
+//! A legacy client of a principal reaches the same upstream through the same link, so what
+//! it would pass through by name (`tasks/get`, `tasks/update`, `tasks/cancel`,
+//! `tasks/result`, a `subscriptions/listen`) is held to the same rule: a 2025-11-25 client's
+//! own tasks there are translated, and found, before this (`ext_core`).
+//!
+//! Without authentication nothing is checked: ids are bearer tokens, as the extension says.
+
+use super::*;
+use crate::mcp::modern::ResultType;
+
+impl Session {
+    /// Whether this session's requests are bound to a principal.
+    fn bound(&self) -> bool {
+        Self::is_principal_owner(&self.owner)
+    }
+
+    /// Whether this session's client may ask the modern upstream about task `task_id`.
+    pub(super) fn may_ask_modern(&self, task_id: &str) -> bool {
+        !self.bound() || self.gateway.upstream_owners.owns(&self.upstream.name, task_id, &self.owner)
+    }
+
+    /// A response of the modern upstream on its way to the client: a task it created is the
+    /// owner's from now on.
+    pub(super) fn note_modern_task(&self, msg: &Message) {
+        if !self.bound() || msg.is_error() {
+            return;
+        }
+        let Some(task_id) = msg.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str) else { return };
+        let Some(result) = msg.value().get("result") else { return };
+        if ResultType::of(result) != Ok(ResultType::Task) {
+            return;
+        }
+        let per_owner = self.upstream.tasks.max_tasks_per_owner;
+        self.gateway.upstream_owners.remember(&self.upstream.name, &task_id, &self.owner, per_owner);
+    }
+
+    /// Whether a modern upstream's notification on a request's stream may reach this
+    /// session's client: a `notifications/tasks` only of the owner's tasks.
+    pub(super) fn shows_modern_note(&self, msg: &Message) -> bool {
+        if !self.bound() || msg.method_name() != "notifications/tasks" {
+            return true;
+        }
+        msg.task_id_param().is_some_and(|t| self.may_ask_modern(t.as_str()))
+    }
+
+    /// A legacy client's request on its way to the link, which on a modern link may name
+    /// only the principal's tasks (as a modern client's may): another's, or one nobody has,
+    /// is answered -32602 here.
+    pub(super) fn legacy_upward(&self, link: &Link, frame: Message) -> Result<Message, RpcError> {
+        if !self.bound() || !link.is_modern() {
+            return Ok(frame);
+        }
+        match frame.method_name() {
+            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => match frame.task_id_param() {
+                Some(t) if self.may_ask_modern(t.as_str()) => Ok(frame),
+                t => Err(hosted::not_found(t.as_ref().map_or("", |t| t.as_str()))),
+            },
+            "subscriptions/listen" => Ok(self.own_listen(frame)),
+            _ => Ok(frame),
+        }
+    }
+
+    /// A `subscriptions/listen` for the modern upstream: only the owner's task ids are asked
+    /// for (what is not a string passes, the upstream's to refuse alike for anyone).
+    pub(super) fn own_listen(&self, frame: Message) -> Message {
+        let asks_tasks = frame.value().pointer("/params/notifications/taskIds").is_some_and(Value::is_array);
+        if !self.bound() || !asks_tasks {
+            return frame;
+        }
+        frame.edit(|m| {
+            let Some(ids) = m.pointer_mut("/params/notifications/taskIds").and_then(Value::as_array_mut) else {
+                return;
+            };
+            ids.retain(|id| id.as_str().is_none_or(|t| self.may_ask_modern(t)));
+        })
+    }
+}
