@@ -52,58 +52,79 @@ function cell(tr, cls) {
   return td;
 }
 
+function el(parent, tag, cls) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  parent.appendChild(e);
+  return e;
+}
+
+// A task's row, made once and updated in place afterwards: a snapshot does not replace the
+// button a user is about to press.
+function makeRow(id) {
+  const tr = document.createElement("tr");
+  tr.dataset.id = id;
+  const tool = cell(tr, "tool");
+  const r = { tr };
+  r.tool = el(tool, "span", "name");
+  r.up = el(tool, "span", "up");
+  r.owner = cell(tr, "owner");
+  r.badge = el(cell(tr, "status"), "span", "badge");
+  const prog = cell(tr, "progress");
+  r.bar = el(prog, "progress");
+  r.msg = el(prog, "span", "msg");
+  r.age = cell(tr, "num age");
+  r.ttl = cell(tr, "num ttl");
+  r.cancel = el(cell(tr, "act"), "button", "cancel");
+  r.cancel.type = "button";
+  r.cancel.textContent = "Cancel";
+  r.cancel.addEventListener("click", () => cancel(id, r.cancel));
+  tr.parts = r;
+  return tr;
+}
+
+function fill(tr, t) {
+  const r = tr.parts;
+  const running = t.status === "working" || t.status === "input_required";
+  tr.dataset.status = t.status;
+  r.tool.textContent = t.tool || "(unknown tool)";
+  r.up.textContent = t.upstream;
+  r.owner.textContent = t.owner;
+  r.badge.className = "badge " + t.status;
+  r.badge.textContent = t.status.replace("_", " ");
+  r.bar.hidden = !(running || t.progress != null);
+  if (t.progress != null && t.total != null && t.total > 0) {
+    r.bar.max = t.total;
+    r.bar.value = Math.min(t.progress, t.total);
+  } else {
+    r.bar.removeAttribute("value"); // indeterminate
+  }
+  r.msg.textContent = t.statusMessage || "";
+  r.msg.hidden = !t.statusMessage;
+  r.age.dataset.created = t.createdAt;
+  r.ttl.dataset.ttl = t.ttlMs;
+  if (t.expiresAt != null) r.ttl.dataset.expires = t.expiresAt;
+  else delete r.ttl.dataset.expires;
+  r.cancel.hidden = !running;
+  if (!running) r.cancel.disabled = true;
+}
+
 function render() {
   const body = $("tasks").querySelector("tbody");
-  const rows = [];
+  const old = new Map();
+  for (const tr of body.children) old.set(tr.dataset.id, tr);
+  const keep = new Set();
+  let at = body.firstElementChild;
   for (const t of tasks) {
-    const tr = document.createElement("tr");
-    tr.dataset.id = t.id;
-    tr.dataset.status = t.status;
-    const tool = cell(tr, "tool");
-    tool.textContent = t.tool || "(unknown tool)";
-    const up = document.createElement("span");
-    up.className = "up";
-    up.textContent = t.upstream;
-    tool.appendChild(up);
-    cell(tr, "owner").textContent = t.owner;
-    const badge = document.createElement("span");
-    badge.className = "badge " + t.status;
-    badge.textContent = t.status.replace("_", " ");
-    cell(tr, "status").appendChild(badge);
-    const prog = cell(tr, "progress");
-    if (t.status === "working" || t.status === "input_required" || t.progress != null) {
-      const bar = document.createElement("progress");
-      if (t.progress != null && t.total != null && t.total > 0) {
-        bar.max = t.total;
-        bar.value = Math.min(t.progress, t.total);
-      } else if (t.status === "completed") {
-        bar.max = 1; bar.value = 1;
-      } // else indeterminate
-      prog.appendChild(bar);
-    }
-    if (t.statusMessage) {
-      const msg = document.createElement("span");
-      msg.className = "msg";
-      msg.textContent = t.statusMessage;
-      prog.appendChild(msg);
-    }
-    const age = cell(tr, "num age");
-    age.dataset.created = t.createdAt;
-    const ttl = cell(tr, "num ttl");
-    ttl.dataset.ttl = t.ttlMs;
-    if (t.expiresAt != null) ttl.dataset.expires = t.expiresAt;
-    const act = cell(tr, "act");
-    if (t.status === "working" || t.status === "input_required") {
-      const b = document.createElement("button");
-      b.className = "cancel";
-      b.type = "button";
-      b.textContent = "Cancel";
-      b.addEventListener("click", () => cancel(t.id, b));
-      act.appendChild(b);
-    }
-    rows.push(tr);
+    let tr = old.get(t.id);
+    if (!tr) tr = makeRow(t.id);
+    fill(tr, t);
+    keep.add(t.id);
+    // In the snapshot's order, moving a row only when it is out of place.
+    if (tr !== at) body.insertBefore(tr, at);
+    else at = at.nextElementSibling;
   }
-  body.replaceChildren(...rows);
+  for (const [id, tr] of old) if (!keep.has(id)) tr.remove();
   $("empty").hidden = tasks.length > 0;
   tick();
 }
