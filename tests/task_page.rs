@@ -222,3 +222,39 @@ async fn the_stream_shows_progress_rising_then_the_cancel() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_viewers_stream_ends_when_the_gateway_begins_to_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut gw, addr) = gateway(&dir, "drain_timeout = \"20s\"", false).await;
+    let mut stream = events(&addr, None).await;
+    assert_eq!(snapshot(&mut stream).await["tasks"], json!([]));
+    // A plain call in flight keeps the gateway draining: its first progress says it runs.
+    let c = mcp(&addr, None).await;
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"duration_ms": 4000, "steps": 4}, "_meta": {"progressToken": "drain"}}});
+    let resp = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    let mut answer = SseReader::new(resp.into_body());
+    assert_eq!(answer.next().await.unwrap().1["method"], "notifications/progress");
+    common::gateway_proc::signal(gw.pid(), libc::SIGTERM);
+    // The viewer's stream ends first; the call, which the drain waits for, is answered after.
+    let mut ended = false;
+    let last = loop {
+        tokio::select! {
+            e = stream.next(), if !ended => {
+                assert!(e.is_none(), "no snapshot after the drain began: {e:?}");
+                ended = true;
+            }
+            m = answer.next() => {
+                let (_, m) = m.expect("the call is answered");
+                if m.get("id").is_some() {
+                    break m;
+                }
+            }
+        }
+    };
+    assert!(ended, "the viewer's stream ended before the call in flight was answered");
+    assert_eq!(last["result"]["content"][0]["text"], "done after 4 steps", "{last}");
+    let exited = tokio::time::timeout(STEP, gw.0.wait()).await.expect("the gateway exited").unwrap();
+    assert!(exited.success(), "{exited:?}");
+}
