@@ -38,6 +38,9 @@ impl Config {
             let _ = writeln!(out, "\n[server.otlp]\nendpoint = {:?}", redact_url(&o.endpoint));
             let _ = writeln!(out, "service_name = {:?}", o.service_name);
         }
+        let p = &s.task_page;
+        let _ = writeln!(out, "\n[server.task_page]\nenabled = {}\noperators = {:?}", p.enabled, p.operators);
+        let _ = writeln!(out, "refresh = \"{}\"\nmax_viewers = {}", fmt_duration(p.refresh), p.max_viewers);
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);

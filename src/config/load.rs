@@ -123,6 +123,7 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
         tls: super::observe::tls(r.tls, base)?,
         otlp: super::observe::otlp(r.otlp)?,
         cors_origins: super::observe::cors_origins(r.cors_origins)?,
+        task_page: super::task_page::task_page(r.task_page)?,
     })
 }
 

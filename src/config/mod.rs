@@ -20,6 +20,7 @@ mod observe;
 mod raw;
 mod settings;
 mod store_kind;
+mod task_page;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use duration::{fmt_duration, parse_duration};

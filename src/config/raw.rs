@@ -39,6 +39,7 @@ pub(super) struct RawServer {
     pub(super) tls: Option<super::observe::RawTls>,
     pub(super) otlp: Option<super::observe::RawOtlp>,
     pub(super) cors_origins: Option<Vec<String>>,
+    pub(super) task_page: Option<super::task_page::RawTaskPage>,
 }
 
 #[derive(Deserialize)]

@@ -299,6 +299,8 @@ pub struct ServerConfig {
     pub otlp: Option<super::observe::OtlpConfig>,
     /// Origins a browser page may call the gateway from (CORS); none by default.
     pub cors_origins: Vec<String>,
+    /// The live task page at `/tasks` (`[server.task_page]`).
+    pub task_page: super::task_page::TaskPageConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -442,6 +444,7 @@ impl Default for ServerConfig {
             tls: None,
             otlp: None,
             cors_origins: Vec::new(),
+            task_page: Default::default(),
         }
     }
 }

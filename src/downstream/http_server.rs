@@ -3,7 +3,8 @@
 //! `Last-Event-ID` resumption. Each upstream is served at `/mcp/<name>`; the legacy HTTP+SSE
 //! transport's `/sse/<name>` is routed to [`legacy_sse`](crate::downstream::legacy_sse), with
 //! the same guards and one `max_sessions` for both; the operator's routes (`/healthz`,
-//! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either.
+//! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either, and the task
+//! page's (`/tasks`) to `task_page`.
 
 use crate::config::UpstreamConfig;
 use crate::downstream::auth::authorization;
@@ -77,6 +78,8 @@ pub struct HttpServer {
     busy: Arc<crate::downstream::exchanges::Exchanges>,
     /// CORS for `cors_origins`, if any (made by the first connection).
     cors: std::sync::OnceLock<Option<tower_http::cors::CorsLayer>>,
+    /// The live task page at `/tasks` (`[server.task_page]`).
+    task_page: Arc<crate::downstream::task_page::TaskPage>,
 }
 
 impl HttpServer {
@@ -108,6 +111,7 @@ impl HttpServer {
         let cors = std::sync::OnceLock::new();
         let auth = Auth::new(&gateway.config.server.auth, gateway.config.server.tls.is_some());
         let busy = Arc::default();
+        let task_page = crate::downstream::task_page::TaskPage::new(&gateway, auth.clone(), stopping.clone());
         Arc::new(HttpServer {
             gateway,
             routes,
@@ -121,6 +125,7 @@ impl HttpServer {
             auth,
             busy,
             cors,
+            task_page,
         })
     }
 
@@ -197,6 +202,9 @@ impl HttpServer {
         let stopping = self.stopping.is_cancelled();
         if let Some(r) = crate::downstream::ops::route(&self.gateway, req.method(), &path, stopping).await {
             return r;
+        }
+        if self.task_page.owns(&path) {
+            return self.task_page.serve(req, &path).await;
         }
         let upstream = self.routes.get(&path).cloned();
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };

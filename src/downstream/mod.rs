@@ -17,4 +17,5 @@ pub mod stdio;
 mod stdio_modern;
 mod stdout;
 pub mod streams;
+mod task_page;
 pub mod tls;

@@ -413,6 +413,10 @@ impl TaskStore for FileStore {
         Box::pin(std::future::ready(Ok(self.mem.list(owner, after, limit))))
     }
 
+    fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(std::future::ready(Ok(self.mem.list_where(None, after, limit))))
+    }
+
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(std::future::ready(Ok(self.mem.watch(id))))
     }

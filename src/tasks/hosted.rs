@@ -25,6 +25,7 @@ use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
 
 mod calls;
+pub mod overview;
 mod remote;
 mod status;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
@@ -66,6 +67,9 @@ struct Running {
     /// The latest progress message and when it came: the task's status message while it
     /// runs, kept here rather than written to the store.
     progress: Option<(String, SystemTime)>,
+    /// The latest progress numbers (`progress`, and `total` if given), for the task page
+    /// (`overview`).
+    progress_numbers: Option<(f64, Option<f64>)>,
     /// Why the task's end could not be stored, if so (set as its hot state goes): its
     /// waiting `tasks/result`s answer with it, as no store change will wake them.
     unstored: tokio::sync::watch::Sender<Option<String>>,
@@ -212,17 +216,17 @@ impl Hosted {
 
     /// Creates a task for a call about to start. The ttl is the client's (or the default),
     /// kept between the configured minimum and maximum. `client` is whose limit it counts
-    /// against.
+    /// against; `call` the `tools/call` it runs (its tool is kept with the task).
     pub async fn create(
         &self,
-        owner: &str,
-        client: &str,
+        (owner, client): (&str, &str),
         upstream: &str,
         policy: &UpstreamTasks,
         requested_ttl: Option<Duration>,
+        call: &Value,
     ) -> Result<TaskRecord, RpcError> {
         let ttl = requested_ttl.unwrap_or(policy.ttl).clamp(policy.min_ttl, policy.max_ttl);
-        let rec = TaskRecord::new(
+        let mut rec = TaskRecord::new(
             crate::random::id128(),
             owner.into(),
             client.into(),
@@ -230,6 +234,7 @@ impl Hosted {
             ttl,
             policy.poll_interval,
         );
+        rec.tool = call.pointer("/params/name").and_then(Value::as_str).map(str::to_string);
         let inserted = self.store.insert(rec, policy.max_tasks_per_owner).await;
         if inserted.is_ok() {
             crate::metrics::global().task_entered(TaskStatus::Working.as_str());
@@ -262,6 +267,7 @@ impl Hosted {
                 rounds: None,
                 to_creator_later: false,
                 progress: None,
+                progress_numbers: None,
                 unstored: tokio::sync::watch::channel(None).0,
                 shown: None,
             },
@@ -399,6 +405,11 @@ impl Hosted {
     /// Moves the task to `cancelled` (before answering, as the spec requires) and cancels
     /// the background call upstream.
     pub async fn cancel(&self, task_id: &str) -> Result<Value, RpcError> {
+        self.cancel_saying(task_id, "cancelled by the client").await
+    }
+
+    /// [`Hosted::cancel`], with `message` as the task's status message.
+    pub async fn cancel_saying(&self, task_id: &str, message: &str) -> Result<Value, RpcError> {
         let mut was: Option<TaskStatus> = None;
         let rec = self
             .store
@@ -406,7 +417,7 @@ impl Hosted {
                 was = Some(r.status);
                 if !r.status.is_terminal() {
                     r.status = TaskStatus::Cancelled;
-                    r.status_message = Some("cancelled by the client".into());
+                    r.status_message = Some(message.into());
                     r.last_updated_at = SystemTime::now();
                 }
             })

@@ -150,13 +150,18 @@ impl MemoryStore {
     }
 
     pub fn list(&self, owner: &str, after: u64, limit: usize) -> (Vec<TaskRecord>, bool) {
+        self.list_where(Some(owner), after, limit)
+    }
+
+    /// [`MemoryStore::list`] of one owner's tasks, or (`None`) of everyone's.
+    pub fn list_where(&self, owner: Option<&str>, after: u64, limit: usize) -> (Vec<TaskRecord>, bool) {
         let st = self.inner.lock().unwrap();
         let mut mine: Vec<&TaskRecord> = st
             .running
             .values()
             .map(|e| &e.rec)
             .chain(st.finished.iter().map(|(_, e)| &e.rec))
-            .filter(|r| r.owner == owner && r.seq > after)
+            .filter(|r| owner.is_none_or(|o| r.owner == o) && r.seq > after)
             .collect();
         mine.sort_by_key(|r| r.seq);
         let more = mine.len() > limit;
@@ -228,6 +233,9 @@ impl TaskStore for MemoryStore {
         limit: usize,
     ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
         Box::pin(std::future::ready(Ok(MemoryStore::list(self, owner, after, limit))))
+    }
+    fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(std::future::ready(Ok(self.list_where(None, after, limit))))
     }
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(std::future::ready(Ok(MemoryStore::watch(self, id))))

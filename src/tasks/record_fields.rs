@@ -14,6 +14,9 @@ pub struct RecordFields {
     owner: String,
     client: String,
     upstream: String,
+    /// Absent in records written before the tool was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
     status: String,
     status_message: Option<String>,
     created_ms: u64,
@@ -39,6 +42,7 @@ impl RecordFields {
             owner: r.owner.clone(),
             client: r.client.clone(),
             upstream: r.upstream.clone(),
+            tool: r.tool.clone(),
             status: r.status.as_str().into(),
             status_message: r.status_message.clone(),
             created_ms: ms(r.created_at),
@@ -56,6 +60,7 @@ impl RecordFields {
             owner: self.owner,
             client: self.client,
             upstream: self.upstream,
+            tool: self.tool,
             seq,
             status: TaskStatus::parse(&self.status)?,
             status_message: self.status_message,

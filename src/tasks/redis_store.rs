@@ -6,7 +6,8 @@
 //!
 //! - **Keys**, under the configured prefix (`taskgate:`): `t:<id>` a task's hash (`codec`);
 //!   `seq`, `count`, `bytes` and `client:<client>` counters; `owner:<owner>` a sorted set of
-//!   the owner's task ids by seq (for `tasks/list`); `expiry` a sorted set of finished tasks
+//!   the owner's task ids by seq (for `tasks/list`), `all` every task id by seq (for the
+//!   task page); `expiry` a sorted set of finished tasks
 //!   by the end of their retention; `acct` what each task counts against the limits;
 //!   `session:<id>` an HTTP session's [`SessionRecord`]; `status` the pub/sub channel.
 //! - **Limits** are exact: a new task is admitted by one script that checks `max_tasks`,
@@ -273,6 +274,7 @@ impl Core {
                 .key(k.owner(&rec.owner))
                 .key(k.k("acct"))
                 .key(k.k("running"))
+                .key(k.k("all"))
                 .arg(self.max_tasks)
                 .arg(self.max_bytes)
                 .arg(client_limit)
@@ -353,11 +355,12 @@ impl Core {
         Err(backend(format!("task {id} kept changing under {MAX_ATTEMPTS} attempts to update it")))
     }
 
-    async fn do_list(&self, owner: &str, after: u64, limit: usize) -> Result<(Vec<TaskRecord>, bool), StoreError> {
+    /// The tasks of the index `index` (an owner's, or `all`) after `after`.
+    async fn do_list(&self, index: String, after: u64, limit: usize) -> Result<(Vec<TaskRecord>, bool), StoreError> {
         let mut c = self.conn.clone();
         let ids: Vec<String> = bounded(
             redis::cmd("ZRANGEBYSCORE")
-                .arg(self.keys.owner(owner))
+                .arg(index)
                 .arg(format!("({after}"))
                 .arg("+inf")
                 .arg("LIMIT")
@@ -427,7 +430,10 @@ impl TaskStore for RedisStore {
         after: u64,
         limit: usize,
     ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
-        Box::pin(self.do_list(owner, after, limit))
+        Box::pin(self.do_list(self.keys.owner(owner), after, limit))
+    }
+    fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        Box::pin(self.do_list(self.keys.k("all"), after, limit))
     }
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(self.do_watch(id))

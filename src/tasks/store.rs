@@ -29,6 +29,9 @@ pub struct TaskRecord {
     /// address until authentication exists).
     pub client: String,
     pub upstream: String,
+    /// The tool called (`params.name` of the `tools/call`), where known: the task page
+    /// shows it.
+    pub tool: Option<String>,
     /// Creation order, for `tasks/list` cursors.
     pub seq: u64,
     pub status: TaskStatus,
@@ -60,6 +63,7 @@ impl TaskRecord {
             owner,
             client,
             upstream,
+            tool: None,
             seq: 0,
             status: TaskStatus::Working,
             status_message: None,
@@ -218,6 +222,9 @@ pub trait TaskStore: Send + Sync {
         after: u64,
         limit: usize,
     ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>>;
+    /// Every owner's tasks with `seq` greater than `after`, oldest first, at most `limit`;
+    /// and whether more follow (the task page's view across owners).
+    fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>>;
     /// A receiver that sees each status change (made by any process sharing the store);
     /// closed when the task is removed.
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>>;

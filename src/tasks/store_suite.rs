@@ -87,6 +87,31 @@ async fn listing_is_per_owner_and_paged(s: &dyn TaskStore) {
     assert_eq!(s.count().await, 10);
 }
 
+async fn listing_all_spans_owners_keeps_the_tool_and_drops_removed_tasks(s: &dyn TaskStore) {
+    for i in 0..3 {
+        let mut r = rec(&format!("a{i}"), "a");
+        r.tool = Some(format!("tool{i}"));
+        s.insert(r, 10).await.unwrap();
+        s.insert(rec(&format!("b{i}"), "b"), 10).await.unwrap();
+    }
+    let (page, more) = s.list_all(0, 4).await.unwrap();
+    assert_eq!(page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a0", "b0", "a1", "b1"]);
+    assert!(more);
+    assert_eq!(page[2].tool.as_deref(), Some("tool1"), "the tool is stored with the task");
+    assert_eq!(page[1].tool, None);
+    finish(s, "a1").await;
+    let later = SystemTime::now() + Duration::from_secs(120);
+    assert_eq!(s.remove_expired(later).await.len(), 1);
+    let (page, more) = s.list_all(page[1].seq, 10).await.unwrap();
+    assert_eq!(
+        page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["b1", "a2", "b2"],
+        "a removed task is not listed"
+    );
+    assert!(!more);
+    assert_eq!(s.get("a2").await.unwrap().unwrap().tool.as_deref(), Some("tool2"));
+}
+
 async fn expiry_removes_finished_tasks_only_and_closes_waiters(s: &dyn TaskStore) {
     let mut r = rec("a", "o");
     r.ttl = Duration::from_millis(1);
@@ -176,6 +201,7 @@ suite! {
     retained_outcomes_are_counted_in_bytes: max_tasks 100, max_bytes 10;
     terminal_status_sticks_and_waiters_wake: max_tasks 10, max_bytes 1 << 20;
     listing_is_per_owner_and_paged: max_tasks 100, max_bytes 1 << 20;
+    listing_all_spans_owners_keeps_the_tool_and_drops_removed_tasks: max_tasks 100, max_bytes 1 << 20;
     expiry_removes_finished_tasks_only_and_closes_waiters: max_tasks 10, max_bytes 1 << 20;
     unknown_tasks_are_none: max_tasks 10, max_bytes 1 << 20;
 }

@@ -437,7 +437,7 @@ impl Session {
         };
         let rec = match self
             .hosted()
-            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, Some(keep_alive))
+            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, Some(keep_alive), &call)
             .await
         {
             Ok(rec) => rec,

@@ -97,7 +97,7 @@ impl Session {
             return self.host_input_rounds(id, resp, requested_ttl, call).await;
         }
         if ResultType::of(&result) != Ok(ResultType::Task) {
-            return self.host_plain_result(id, resp, requested_ttl).await;
+            return self.host_plain_result(id, resp, requested_ttl, &call.1).await;
         }
         let (created, inline) = match dialect_task::create_to_core(result) {
             Ok(c) => c,
@@ -121,10 +121,10 @@ impl Session {
     }
 
     /// The server ran a task-augmented call plainly: a hosted task, already ended with it.
-    async fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>) -> Value {
+    async fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>, call: &Value) -> Value {
         let rec = match self
             .hosted()
-            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, call)
             .await
         {
             Ok(r) => r,
@@ -149,7 +149,7 @@ impl Session {
     ) -> Value {
         let hosted = self.hosted();
         let rec = match hosted
-            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, &call)
             .await
         {
             Ok(r) => r,

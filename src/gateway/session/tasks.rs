@@ -200,7 +200,7 @@ impl Session {
         }
         let rec = self
             .hosted()
-            .create(&self.owner, &self.client, &self.upstream.name, &self.upstream.tasks, requested_ttl)
+            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, &msg)
             .await?;
         if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
             p.remove("task");

@@ -122,6 +122,9 @@ impl TaskCalls for Hosted {
             tracing::debug!(task = task_id, "dropping progress of a retry that does not rise past the last round's");
             return;
         }
+        if let Some(v) = value {
+            r.progress_numbers = Some((v, msg.pointer("/params/total").and_then(Value::as_f64)));
+        }
         if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
             r.progress = Some((text.to_string(), SystemTime::now()));
         }

@@ -37,6 +37,9 @@ impl TaskStore for Failing {
     ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
         TaskStore::list(&self.mem, owner, after, limit)
     }
+    fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>> {
+        TaskStore::list_all(&self.mem, after, limit)
+    }
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         TaskStore::watch(&self.mem, id)
     }
@@ -78,7 +81,7 @@ async fn hosted(applied: bool) -> (Arc<Hosted>, Arc<Failing>, String) {
     h.start_sweeper();
     let policy =
         UpstreamTasks { ttl: Duration::from_millis(50), min_ttl: Duration::from_millis(1), ..Default::default() };
-    let rec = h.create("owner", "client", "demo", &policy, None).await.unwrap();
+    let rec = h.create(("owner", "client"), "demo", &policy, None, &Value::Null).await.unwrap();
     store.failing.store(1, Ordering::Release);
     (h, store, rec.id)
 }

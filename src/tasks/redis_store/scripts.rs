@@ -6,7 +6,7 @@
 //! store needs one Redis or Valkey server (or a primary with replicas), not a cluster.
 
 /// KEYS: count, bytes, client counter, seq, task hash, owner index, accounting hash,
-/// running tasks (id → the replica running it).
+/// running tasks (id → the replica running it), index of all tasks.
 /// ARGV: max_tasks, max_bytes, client limit, meta, id, accounting entry, replica.
 /// Returns the new task's seq, or -1 (full), -2 (bytes full), -3 (client full).
 ///
@@ -20,6 +20,7 @@ redis.call('HSET', KEYS[5], 'm', ARGV[4], 'seq', seq, 'ver', 1)
 redis.call('INCR', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[6], seq, ARGV[5])
+redis.call('ZADD', KEYS[9], seq, ARGV[5])
 redis.call('HSET', KEYS[7], ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[8], ARGV[5], ARGV[7])
 return seq
@@ -81,6 +82,7 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', KEYS[4], id)
   end
   redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', ARGV[3] .. 'all', id)
   redis.call('HDEL', ARGV[3] .. 'running', id)
   redis.call('DEL', key)
   redis.call('PUBLISH', ARGV[4], id .. '\ngone\n0\n-')

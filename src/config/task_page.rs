@@ -1,0 +1,111 @@
+//! `[server.task_page]`: the live task page at `/tasks` (`downstream::task_page`): whether it
+//! is served, which principals see and cancel every task, how often a viewer's snapshot is
+//! looked at again, and how many viewers may watch at once. Raw, checked and defaulted here.
+
+use super::duration::parse_duration;
+use super::error::{ConfigError, err};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `[server.task_page]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTaskPage {
+    pub(super) enabled: Option<bool>,
+    pub(super) operators: Option<Vec<String>>,
+    pub(super) refresh: Option<String>,
+    pub(super) max_viewers: Option<u64>,
+}
+
+/// The task page's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskPageConfig {
+    /// Whether `/tasks` is served at all (404 when not).
+    pub enabled: bool,
+    /// Principals (with `[server.auth]` on) who see and may cancel every task; any other
+    /// principal sees its own.
+    pub operators: Vec<String>,
+    /// How often a viewer's snapshot is taken again (it is sent when it changed).
+    pub refresh: Duration,
+    /// Viewers (open `/tasks/events` streams) at once; past it 503.
+    pub max_viewers: usize,
+}
+
+impl Default for TaskPageConfig {
+    fn default() -> Self {
+        TaskPageConfig { enabled: true, operators: Vec::new(), refresh: Duration::from_millis(500), max_viewers: 16 }
+    }
+}
+
+/// The most entries `operators` may have.
+pub const MAX_OPERATORS: usize = 256;
+/// The most viewers `max_viewers` may allow.
+pub const MAX_VIEWERS: usize = 4096;
+
+pub(super) fn task_page(raw: Option<RawTaskPage>) -> Result<TaskPageConfig, ConfigError> {
+    let d = TaskPageConfig::default();
+    let Some(raw) = raw else { return Ok(d) };
+    let operators = raw.operators.unwrap_or_default();
+    if operators.len() > MAX_OPERATORS {
+        return err(format!(
+            "server.task_page.operators: {} entries, more than the limit of {MAX_OPERATORS}",
+            operators.len()
+        ));
+    }
+    if let Some(bad) = operators.iter().find(|o| o.is_empty() || o.chars().any(char::is_control)) {
+        return err(format!(
+            "server.task_page.operators: {bad:?} is not a principal name (empty, or with control characters)"
+        ));
+    }
+    let refresh = match raw.refresh {
+        None => d.refresh,
+        Some(s) => match parse_duration(&s) {
+            Some(r) if r >= Duration::from_millis(50) && r <= Duration::from_secs(60) => r,
+            Some(_) => return err(format!("server.task_page.refresh: \"{s}\" is outside \"50ms\" ..= \"60s\"")),
+            None => return err(format!("server.task_page.refresh: \"{s}\" is not a duration (e.g. \"500ms\")")),
+        },
+    };
+    let max_viewers = match raw.max_viewers {
+        None => d.max_viewers,
+        Some(0) => {
+            return err("server.task_page.max_viewers: must be at least 1 (use enabled = false to turn the page off)");
+        }
+        Some(n) if n as usize > MAX_VIEWERS => {
+            return err(format!("server.task_page.max_viewers: {n} is more than the limit of {MAX_VIEWERS}"));
+        }
+        Some(n) => n as usize,
+    };
+    Ok(TaskPageConfig { enabled: raw.enabled.unwrap_or(d.enabled), operators, refresh, max_viewers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(refresh: Option<&str>, max_viewers: Option<u64>, operators: Vec<&str>) -> Option<RawTaskPage> {
+        Some(RawTaskPage {
+            enabled: None,
+            operators: Some(operators.into_iter().map(String::from).collect()),
+            refresh: refresh.map(String::from),
+            max_viewers,
+        })
+    }
+
+    #[test]
+    fn defaults_and_bounds() {
+        assert_eq!(task_page(None).unwrap(), TaskPageConfig::default());
+        let c = task_page(raw(Some("250ms"), Some(2), vec!["alice"])).unwrap();
+        assert_eq!((c.refresh, c.max_viewers, c.operators), (Duration::from_millis(250), 2, vec!["alice".to_string()]));
+        for (bad, key) in [
+            (raw(Some("1ms"), None, vec![]), "server.task_page.refresh"),
+            (raw(Some("soon"), None, vec![]), "server.task_page.refresh"),
+            (raw(None, Some(0), vec![]), "server.task_page.max_viewers"),
+            (raw(None, Some(1 << 20), vec![]), "server.task_page.max_viewers"),
+            (raw(None, None, vec![""]), "server.task_page.operators"),
+            (raw(None, None, vec!["a\nb"]), "server.task_page.operators"),
+        ] {
+            let e = task_page(bad).unwrap_err();
+            assert!(e.0.starts_with(key), "{}", e.0);
+        }
+    }
+}
