@@ -18,7 +18,9 @@ type Heard = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
 fn heard_by(heard: &Heard, req: &Value, h: &hyper::HeaderMap) {
     let what = req["method"].as_str().or(req["http"].as_str()).unwrap_or("response").to_string();
     let text = req["params"]["arguments"]["text"].as_str().unwrap_or("").to_string();
-    let auth = h.get("authorization").map(|v| v.to_str().unwrap().to_string());
+    // Every value, so that a second header (the client's beside the configured one) shows.
+    let all: Vec<&str> = h.get_all("authorization").iter().map(|v| v.to_str().unwrap()).collect();
+    let auth = (!all.is_empty()).then(|| all.join(", "));
     heard.lock().unwrap().push((what, text, auth));
 }
 
@@ -158,4 +160,46 @@ async fn a_modern_client_in_front_of_a_legacy_upstream_with_pass_gets_a_session_
     // Each request's upstream session ends with it.
     let deletes = || up.received_http().iter().filter(|m| *m == "DELETE").count();
     eventually("both upstream sessions deleted", async || deletes() == 2).await;
+}
+
+/// With `"pass"`, an upstream's 401 to one client's token is that client's answer: the
+/// client hears it, and `/readyz` neither turns 503 nor shows the upstream's words.
+#[tokio::test]
+async fn a_clients_refused_token_is_not_the_upstreams_health() {
+    let up = Scripted::start_with_headers(|req, h| {
+        if h.get("authorization").is_none() {
+            return vec![Step::Plain(
+                401,
+                vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())],
+                "secret-detail".into(),
+            )];
+        }
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(req, json!({"tools": {}})),
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+    let refused = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+    let text = String::from_utf8_lossy(&refused.body).into_owned();
+    assert!(text.contains("401"), "the client hears the upstream refused it: {text}");
+
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let req = hyper::Request::get(format!("http://{}/readyz", gw.addr))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = tokio::time::timeout(STEP, client.request(req)).await.unwrap().unwrap();
+    let status = resp.status().as_u16();
+    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("secret-detail"), "{body}");
+
+    // With a token the same upstream serves the client.
+    let mut ok = HttpMcp::new(&gw.url("up"));
+    ok.bearer = Some("good".into());
+    ok.initialize("2025-11-25").await;
 }

@@ -131,7 +131,11 @@ impl Auth {
                 }
                 found.map(|p| Some(Principal::named(p))).ok_or_else(|| Refused::Invalid("unknown bearer token".into()))
             }
-            Check::Jwt(v) => v.verify(token).await.map(Some).map_err(Refused::Invalid),
+            Check::Jwt(v) => v
+                .verify(token)
+                .await
+                .map(|(name, exp)| Some(Principal { name: name.into(), expires: Some(exp) }))
+                .map_err(Refused::Invalid),
         }
     }
 

@@ -472,6 +472,8 @@ impl HttpServer {
             }
             Err(refused) => return refused.into_response(),
         };
+        // A session revived by this GET may follow tasks upstream at once: with its token.
+        hs.session.present_authorization(authorization(req.headers()));
         let keepalive = self.gateway.limits().sse_keepalive;
         let last = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
         let attached = match last.and_then(|l| hs.streams.resume(l)) {

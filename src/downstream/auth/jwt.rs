@@ -4,12 +4,11 @@
 //! its own family (a token cannot pick HMAC with a public key as its secret).
 
 use crate::config::{JwtKey, JwtSettings};
-use crate::downstream::auth::Principal;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 /// The longest JWKS document read.
@@ -60,7 +59,7 @@ impl Verifier {
     }
 
     /// The principal token `token` names, or why it is refused.
-    pub async fn verify(&self, token: &str) -> Result<Principal, String> {
+    pub async fn verify(&self, token: &str) -> Result<(String, SystemTime), String> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
         let alg = header.alg;
         if !(RSA.contains(&alg) || EC.contains(&alg) || ED.contains(&alg)) {
@@ -91,11 +90,9 @@ impl Verifier {
         }
         // Present and checked by `decode` (a required claim).
         let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        let expires = Some(UNIX_EPOCH + Duration::from_secs(exp) + self.settings.leeway);
+        let expires = UNIX_EPOCH + Duration::from_secs(exp) + self.settings.leeway;
         match data.claims.get(&self.settings.principal_claim) {
-            Some(Value::String(p)) if !p.is_empty() && !p.chars().any(char::is_control) => {
-                Ok(Principal { name: p.as_str().into(), expires })
-            }
+            Some(Value::String(p)) if !p.is_empty() && !p.chars().any(char::is_control) => Ok((p.clone(), expires)),
             _ => Err(format!("the token has no {:?} claim naming its principal", self.settings.principal_claim)),
         }
     }

@@ -196,6 +196,13 @@ impl LinkEvents for Session {
         if st.closed {
             return;
         }
+        if self.modern.is_some() && !self.shares() {
+            drop(st);
+            // A modern request's own link (its upstream receives the client's token): its
+            // listen stream is told to listen again, and nothing more will use the link.
+            self.listen_lost();
+            return;
+        }
         if self.shares() {
             drop(st);
             // What a listen stream was subscribed to is gone with the link: the client is

@@ -71,7 +71,7 @@ impl Session {
         // Until this link has negotiated, its version is not the last one's.
         self.state.lock().unwrap().upstream_version = None;
         let link = self.start_link().await;
-        self.gateway.readiness.note_outcome(&self.upstream.name, &link);
+        self.note_readiness(&link);
         let link = link?;
         let handshake = link.handshake(
             capabilities.unwrap_or_else(|| json!({})),
@@ -82,7 +82,7 @@ impl Session {
         let mut opening = Opening(Some(link.clone()));
         let negotiated = handshake.await;
         opening.0 = None;
-        self.gateway.readiness.note_outcome(&self.upstream.name, &negotiated);
+        self.note_readiness(&negotiated);
         let negotiated = match negotiated {
             Ok(n) => n,
             Err(e) => {
@@ -124,10 +124,27 @@ impl Session {
         st.listed_task_tools = false;
     }
 
+    /// Tells readiness how a link open ended. On a link that carries the client's own
+    /// `Authorization`, a failure may be that client's credential (a 401), not the
+    /// upstream's health, and its text the upstream's answer to that client: only a success
+    /// is noted (an unreachable upstream is still found by readiness's own probe).
+    fn note_readiness<T>(&self, outcome: &Result<T, RpcError>) {
+        if self.credential.is_none() || outcome.is_ok() {
+            self.gateway.readiness.note_outcome(&self.upstream.name, outcome);
+        }
+    }
+
     pub(super) async fn start_link(&self) -> Result<Arc<Link>, RpcError> {
         let generation = {
             let mut st = self.state.lock().unwrap();
             st.generation += 1;
+            if self.modern.is_some() {
+                // A modern request's own link (its upstream receives the client's token):
+                // numbered apart from every other, so that what is known by a link's
+                // generation (relayed tasks) is never taken for another request's.
+                static PRIVATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+                st.generation = PRIVATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             st.generation
         };
         let mut env = self.gateway.link_env();

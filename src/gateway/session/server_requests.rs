@@ -111,3 +111,22 @@ impl Session {
         Some(id)
     }
 }
+
+impl Session {
+    /// A shared link lives on, and so would the upstream's wait for what this ended
+    /// session's client was asked: refused (but a hosted task's question, which is its
+    /// task's). Called once the link routes nothing more to the session.
+    pub(super) fn refuse_unanswered(&self) {
+        let unanswered: Vec<ServerRequest> = {
+            let mut st = self.state.lock().unwrap();
+            let ids: Vec<Id> =
+                st.server_requests.iter().filter(|(_, r)| r.task.is_none()).map(|(id, _)| id.clone()).collect();
+            ids.iter().filter_map(|id| st.server_requests.remove(id)).collect()
+        };
+        for r in unanswered {
+            if let Some(link) = r.link.upgrade() {
+                link.refuse(r.upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
+            }
+        }
+    }
+}
