@@ -52,6 +52,16 @@ fn all_auths(heard: &Heard) -> Vec<Option<String>> {
     heard.lock().unwrap().iter().map(|(_, _, a)| a.clone()).collect()
 }
 
+/// A gateway whose upstream `up` receives the client's own `Authorization`.
+async fn pass_gateway(up: &Scripted) -> Gw {
+    start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await
+}
+
+/// What the upstream heard once, with this bearer token.
+fn bearer(token: &str) -> Vec<Option<String>> {
+    vec![Some(format!("Bearer {token}"))]
+}
+
 async fn session(gw: &Gw, bearer: Option<&str>) -> HttpMcp {
     let mut c = HttpMcp::new(&gw.url("up"));
     c.bearer = bearer.map(str::to_string);
@@ -81,7 +91,7 @@ async fn by_default_an_upstream_gets_its_configured_headers_and_never_the_client
 #[tokio::test]
 async fn pass_sends_each_session_its_own_clients_latest_token() {
     let (up, heard) = legacy_upstream().await;
-    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let gw = pass_gateway(&up).await;
     let mut alice = session(&gw, Some("alice-1")).await;
     let mut bob = session(&gw, Some("bob-1")).await;
     let mut nobody = session(&gw, None).await;
@@ -94,14 +104,14 @@ async fn pass_sends_each_session_its_own_clients_latest_token() {
     for want in [Some("Bearer alice-1"), Some("Bearer bob-1"), None] {
         assert!(inits.iter().any(|a| a.as_deref() == want), "{want:?} initialized its own upstream session: {inits:?}");
     }
-    assert_eq!(auths_of(&heard, "tools/call", "from alice"), vec![Some("Bearer alice-1".to_string())]);
-    assert_eq!(auths_of(&heard, "tools/call", "from bob"), vec![Some("Bearer bob-1".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "from alice"), bearer("alice-1"));
+    assert_eq!(auths_of(&heard, "tools/call", "from bob"), bearer("bob-1"));
     assert_eq!(auths_of(&heard, "tools/call", "from nobody"), vec![None]);
 
     // A refreshed token is what the session's next request carries upstream.
     alice.bearer = Some("alice-2".into());
     echo(&mut alice, "alice again").await;
-    assert_eq!(auths_of(&heard, "tools/call", "alice again"), vec![Some("Bearer alice-2".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "alice again"), bearer("alice-2"));
     assert_eq!(auths_of(&heard, "tools/call", "from bob").len(), 1, "bob's session was not touched");
 }
 
@@ -129,12 +139,12 @@ async fn modern_echo(gw: &Gw, bearer: Option<&str>, text: &str) {
 #[tokio::test]
 async fn a_modern_clients_request_carries_its_own_token_only_with_pass() {
     let (up, heard) = modern_upstream().await;
-    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let gw = pass_gateway(&up).await;
     modern_echo(&gw, Some("m-alice"), "modern alice").await;
     modern_echo(&gw, Some("m-bob"), "modern bob").await;
     modern_echo(&gw, None, "modern nobody").await;
-    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), vec![Some("Bearer m-alice".to_string())]);
-    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), vec![Some("Bearer m-bob".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), bearer("m-alice"));
+    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), bearer("m-bob"));
     assert_eq!(auths_of(&heard, "tools/call", "modern nobody"), vec![None]);
 
     let (up, heard) = modern_upstream().await;
@@ -147,11 +157,11 @@ async fn a_modern_clients_request_carries_its_own_token_only_with_pass() {
 #[tokio::test]
 async fn a_modern_client_in_front_of_a_legacy_upstream_with_pass_gets_a_session_of_its_own_token() {
     let (up, heard) = legacy_upstream().await;
-    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let gw = pass_gateway(&up).await;
     modern_echo(&gw, Some("m-alice"), "modern alice").await;
     modern_echo(&gw, Some("m-bob"), "modern bob").await;
-    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), vec![Some("Bearer m-alice".to_string())]);
-    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), vec![Some("Bearer m-bob".to_string())]);
+    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), bearer("m-alice"));
+    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), bearer("m-bob"));
     let inits = auths_of(&heard, "initialize", "");
     assert!(
         inits.contains(&Some("Bearer m-alice".into())) && inits.contains(&Some("Bearer m-bob".into())),
@@ -180,7 +190,7 @@ async fn a_clients_refused_token_is_not_the_upstreams_health() {
         }
     })
     .await;
-    let gw = start_gateway(&format!("{}authorization = \"pass\"\n", http_upstream("up", &up.url()))).await;
+    let gw = pass_gateway(&up).await;
     let c = HttpMcp::new(&gw.url("up"));
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
     let refused = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
