@@ -17,9 +17,15 @@ const CAROL: &str = "carol-token-0123456789abcdef";
 /// A gateway process in front of the builtin demo with `server` in its `[server]` table; with
 /// `auth`, bearer tokens for alice, bob and carol (an operator of the task page).
 async fn gateway(dir: &tempfile::TempDir, server: &str, auth: bool) -> (Proc, String) {
+    // With auth carol is an operator, in the `[server.task_page]` table `server` may open.
+    let server = match (auth, server.contains("[server.task_page]")) {
+        (true, true) => server.replace("[server.task_page]", "[server.task_page]\noperators = [\"carol\"]"),
+        (true, false) => format!("{server}\n[server.task_page]\noperators = [\"carol\"]"),
+        (false, _) => server.to_string(),
+    };
     let mut text = format!("[server]\nlisten = \"127.0.0.1:0\"\n{server}\n");
     if auth {
-        text.push_str("[server.task_page]\noperators = [\"carol\"]\n[server.auth]\nmode = \"bearer\"\n");
+        text.push_str("[server.auth]\nmode = \"bearer\"\n");
         for (name, token) in [("alice", ALICE), ("bob", BOB), ("carol", CAROL)] {
             let path = dir.path().join(name);
             std::fs::write(&path, format!("{token}\n")).unwrap();
@@ -175,6 +181,26 @@ async fn past_max_viewers_a_viewer_gets_503() {
     let third = read_all(at(&addr, "/tasks/events", None).get_raw(&[]).await).await;
     assert_eq!(third.status, 503);
     assert!(third.json()["error"].as_str().unwrap().contains("max_viewers"));
+}
+
+#[tokio::test]
+async fn one_principal_cannot_take_every_viewers_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, addr) = gateway(&dir, "[server.task_page]\nmax_viewers = 4\nmax_viewers_per_principal = 1", true).await;
+    let mut first = events(&addr, Some(ALICE)).await;
+    assert_eq!(snapshot(&mut first).await["tasks"], json!([]));
+    let second = read_all(at(&addr, "/tasks/events", Some(ALICE)).get_raw(&[]).await).await;
+    assert_eq!(second.status, 503);
+    assert!(second.json()["error"].as_str().unwrap().contains("max_viewers_per_principal"));
+    // Bob still has a place; and alice gets hers back once her stream ends.
+    let mut bob = events(&addr, Some(BOB)).await;
+    assert_eq!(snapshot(&mut bob).await["tasks"], json!([]));
+    drop(first);
+    eventually("alice's place is given back", async || {
+        let r = at(&addr, "/tasks/events", Some(ALICE)).get_raw(&[]).await;
+        r.status() == 200
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -41,6 +41,7 @@ impl Config {
         let p = &s.task_page;
         let _ = writeln!(out, "\n[server.task_page]\nenabled = {}\noperators = {:?}", p.enabled, p.operators);
         let _ = writeln!(out, "refresh = \"{}\"\nmax_viewers = {}", fmt_duration(p.refresh), p.max_viewers);
+        let _ = writeln!(out, "max_viewers_per_principal = {}", p.max_viewers_per_principal);
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);

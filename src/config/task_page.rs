@@ -15,6 +15,7 @@ pub(super) struct RawTaskPage {
     pub(super) operators: Option<Vec<String>>,
     pub(super) refresh: Option<String>,
     pub(super) max_viewers: Option<u64>,
+    pub(super) max_viewers_per_principal: Option<u64>,
 }
 
 /// The task page's settings.
@@ -29,11 +30,20 @@ pub struct TaskPageConfig {
     pub refresh: Duration,
     /// Viewers (open `/tasks/events` streams) at once; past it 503.
     pub max_viewers: usize,
+    /// Of those, the most one principal may hold (with `[server.auth]` on), so that one
+    /// cannot take every place; past it 503.
+    pub max_viewers_per_principal: usize,
 }
 
 impl Default for TaskPageConfig {
     fn default() -> Self {
-        TaskPageConfig { enabled: true, operators: Vec::new(), refresh: Duration::from_millis(500), max_viewers: 16 }
+        TaskPageConfig {
+            enabled: true,
+            operators: Vec::new(),
+            refresh: Duration::from_millis(500),
+            max_viewers: 16,
+            max_viewers_per_principal: 4,
+        }
     }
 }
 
@@ -75,7 +85,23 @@ pub(super) fn task_page(raw: Option<RawTaskPage>) -> Result<TaskPageConfig, Conf
         }
         Some(n) => n as usize,
     };
-    Ok(TaskPageConfig { enabled: raw.enabled.unwrap_or(d.enabled), operators, refresh, max_viewers })
+    let max_viewers_per_principal = match raw.max_viewers_per_principal {
+        None => d.max_viewers_per_principal,
+        Some(0) => return err("server.task_page.max_viewers_per_principal: must be at least 1"),
+        Some(n) if n as usize > MAX_VIEWERS => {
+            return err(format!(
+                "server.task_page.max_viewers_per_principal: {n} is more than the limit of {MAX_VIEWERS}"
+            ));
+        }
+        Some(n) => n as usize,
+    };
+    Ok(TaskPageConfig {
+        enabled: raw.enabled.unwrap_or(d.enabled),
+        operators,
+        refresh,
+        max_viewers,
+        max_viewers_per_principal,
+    })
 }
 
 #[cfg(test)]
@@ -88,6 +114,7 @@ mod tests {
             operators: Some(operators.into_iter().map(String::from).collect()),
             refresh: refresh.map(String::from),
             max_viewers,
+            max_viewers_per_principal: None,
         })
     }
 
@@ -101,6 +128,10 @@ mod tests {
             (raw(Some("soon"), None, vec![]), "server.task_page.refresh"),
             (raw(None, Some(0), vec![]), "server.task_page.max_viewers"),
             (raw(None, Some(1 << 20), vec![]), "server.task_page.max_viewers"),
+            (
+                raw(None, None, vec![]).map(|r| RawTaskPage { max_viewers_per_principal: Some(0), ..r }),
+                "server.task_page.max_viewers_per_principal",
+            ),
             (raw(None, None, vec![""]), "server.task_page.operators"),
             (raw(None, None, vec!["a\nb"]), "server.task_page.operators"),
         ] {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod events;
+mod places;
 mod snapshot;
 
 use snapshot::Viewer;
@@ -45,6 +46,8 @@ pub(crate) struct TaskPage {
     auth: Arc<Auth>,
     /// One permit per open `/tasks/events` stream (`max_viewers`).
     viewers: Arc<tokio::sync::Semaphore>,
+    /// The places each principal holds (`max_viewers_per_principal`).
+    places: Arc<places::Places>,
     /// Cancelled when the server begins to shut down: every stream ends.
     stopping: CancellationToken,
 }
@@ -52,7 +55,7 @@ pub(crate) struct TaskPage {
 impl TaskPage {
     pub(crate) fn new(gateway: &Arc<Gateway>, auth: Arc<Auth>, stopping: CancellationToken) -> Arc<TaskPage> {
         let viewers = Arc::new(tokio::sync::Semaphore::new(gateway.config.server.task_page.max_viewers));
-        Arc::new(TaskPage { gateway: gateway.clone(), auth, viewers, stopping })
+        Arc::new(TaskPage { gateway: gateway.clone(), auth, viewers, places: Default::default(), stopping })
     }
 
     /// Whether `path` is the page's (and the page is enabled).
@@ -119,6 +122,22 @@ impl TaskPage {
     /// `GET /tasks/events`: a snapshot at once, then each time it changed; it ends at
     /// `until`, when the viewer's credential expires.
     fn events(&self, viewer: Viewer, until: Option<tokio::time::Instant>) -> Response<Body> {
+        let cfg = &self.gateway.config.server.task_page;
+        let place = match viewer.principal() {
+            Some(p) => match self.places.take(p, cfg.max_viewers_per_principal) {
+                Some(place) => Some(place),
+                None => {
+                    let max = cfg.max_viewers_per_principal;
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!(
+                            "service unavailable: {p} already watches the task page {max} times (max_viewers_per_principal)"
+                        ),
+                    );
+                }
+            },
+            None => None,
+        };
         let Ok(permit) = self.viewers.clone().try_acquire_owned() else {
             let max = self.gateway.config.server.task_page.max_viewers;
             tracing::info!("task page: refused a viewer, {max} already watch (max_viewers)");
@@ -127,7 +146,13 @@ impl TaskPage {
                 &format!("service unavailable: {max} viewers already watch the task page (max_viewers)"),
             );
         };
-        let mut stream = events::stream(self.gateway.clone(), self.stopping.clone(), viewer, permit);
+        let stream = events::stream(self.gateway.clone(), self.stopping.clone(), viewer, permit);
+        // The principal's place is held as long as the stream is.
+        let mut stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>> =
+            Box::pin(futures_util::StreamExt::map(stream, move |frame| {
+                let _held = &place;
+                frame
+            }));
         if let Some(d) = until {
             stream = Box::pin(futures_util::StreamExt::take_until(stream, tokio::time::sleep_until(d)));
         }

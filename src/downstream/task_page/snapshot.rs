@@ -28,6 +28,14 @@ impl Viewer {
         }
     }
 
+    /// The authenticated principal watching, if any.
+    pub(crate) fn principal(&self) -> Option<&Arc<str>> {
+        match self {
+            Viewer::Everyone { operator: None } => None,
+            Viewer::Everyone { operator: Some(p) } | Viewer::Principal(p) => Some(p),
+        }
+    }
+
     /// How a cancel names who made it.
     pub(crate) fn name(&self) -> &str {
         match self {
