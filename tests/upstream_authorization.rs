@@ -136,15 +136,20 @@ async fn modern_echo(gw: &Gw, bearer: Option<&str>, text: &str) {
     assert_eq!(resp["result"]["content"][0]["text"], text, "{resp}");
 }
 
+/// A 2026-07-28 call each from alice and bob, each heard upstream with its own token.
+async fn alice_and_bob_each_with_their_own(gw: &Gw, heard: &Heard) {
+    modern_echo(gw, Some("m-alice"), "modern alice").await;
+    modern_echo(gw, Some("m-bob"), "modern bob").await;
+    assert_eq!(auths_of(heard, "tools/call", "modern alice"), bearer("m-alice"));
+    assert_eq!(auths_of(heard, "tools/call", "modern bob"), bearer("m-bob"));
+}
+
 #[tokio::test]
 async fn a_modern_clients_request_carries_its_own_token_only_with_pass() {
     let (up, heard) = modern_upstream().await;
     let gw = pass_gateway(&up).await;
-    modern_echo(&gw, Some("m-alice"), "modern alice").await;
-    modern_echo(&gw, Some("m-bob"), "modern bob").await;
+    alice_and_bob_each_with_their_own(&gw, &heard).await;
     modern_echo(&gw, None, "modern nobody").await;
-    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), bearer("m-alice"));
-    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), bearer("m-bob"));
     assert_eq!(auths_of(&heard, "tools/call", "modern nobody"), vec![None]);
 
     let (up, heard) = modern_upstream().await;
@@ -158,10 +163,7 @@ async fn a_modern_clients_request_carries_its_own_token_only_with_pass() {
 async fn a_modern_client_in_front_of_a_legacy_upstream_with_pass_gets_a_session_of_its_own_token() {
     let (up, heard) = legacy_upstream().await;
     let gw = pass_gateway(&up).await;
-    modern_echo(&gw, Some("m-alice"), "modern alice").await;
-    modern_echo(&gw, Some("m-bob"), "modern bob").await;
-    assert_eq!(auths_of(&heard, "tools/call", "modern alice"), bearer("m-alice"));
-    assert_eq!(auths_of(&heard, "tools/call", "modern bob"), bearer("m-bob"));
+    alice_and_bob_each_with_their_own(&gw, &heard).await;
     let inits = auths_of(&heard, "initialize", "");
     assert!(
         inits.contains(&Some("Bearer m-alice".into())) && inits.contains(&Some("Bearer m-bob".into())),
