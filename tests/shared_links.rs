@@ -257,8 +257,12 @@ fn log_lines(log: &std::path::Path) -> Vec<String> {
 async fn a_server_request_that_relates_to_no_session_is_refused_upstream_and_a_ping_answered() {
     let (script, log) = script();
     let gw = start_gateway(&shared(&table(&script, &log))).await;
-    let (mut a, _b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
-    // A line stream says nothing of which request roots/list serves: no client is asked.
+    let (mut a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
+    // A line stream says nothing of which request roots/list serves, and with B's call in
+    // flight too it cannot be told by elimination: no client is asked.
+    let hang = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}});
+    let _b_stream = b.post_streaming(serde_json::to_vec(&hang).unwrap(), &[]).await;
+    eventually("B's call reached the upstream", async || log_lines(&log).len() == 1).await;
     let out = a.request("tools/call", json!({"name": "roots", "arguments": {}})).await;
     let answer = &out.result()["answer"];
     assert_eq!(answer["id"], "r1");

@@ -14,6 +14,7 @@
 use crate::config::UpstreamConfig;
 use crate::downstream::auth::authorization;
 use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_error};
+use crate::downstream::listens::{Held, OpenListens};
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
 use crate::gateway::client::Requester;
@@ -58,7 +59,7 @@ pub(crate) fn names_modern_version(h: &HeaderMap) -> bool {
 /// does not have).
 pub(crate) async fn serve(
     gateway: &Arc<Gateway>,
-    parked: &Arc<ParkedRequests>,
+    (parked, open_listens): (&Arc<ParkedRequests>, &Arc<OpenListens>),
     h: &HeaderMap,
     parsed: Option<Message>,
     upstream: Arc<UpstreamConfig>,
@@ -108,16 +109,21 @@ pub(crate) async fn serve(
         }
     };
     session.present_authorization(authorization(h));
-    // This round ends with this POST, however it ends (and the session with it, unless the
-    // request waits for the client's input).
-    let ends = EndsWithPost(Some(session.clone()), id.clone());
     let stream = match streams.open_single(&id, json_only) {
         Ok(s) => s,
         Err(_) => unreachable!("a new stream set has no request in flight"),
     };
+    // This round ends with this POST, however it ends (and the session with it, unless the
+    // request waits for the client's input).
+    let mut ends = EndsWithPost(Some(session.clone()), id.clone(), None);
     match resumed {
         Some(s) => s.resume(streams.clone(), frame).await,
         None => session.handle(frame).await,
+    }
+    // A listen stream (acknowledged by now) is ended by shutdown: at once if it has begun.
+    let listens = method == "subscriptions/listen";
+    if listens {
+        ends.2 = open_listens.hold(&session);
     }
     let (held, rx) = streams.attach(stream);
     let mut held = VecDeque::from(held);
@@ -125,8 +131,7 @@ pub(crate) async fn serve(
     let first = crate::downstream::streams::first_event(&mut held, rx, window).await;
     let keepalive = limits.sse_keepalive;
     // A listen stream lasts as long as its client wants: it ends when the credential that
-    // opened it expires. A request's own stream ends with its answer.
-    let listens = method == "subscriptions/listen";
+    // opened it expires (or at shutdown). A request's own stream ends with its answer.
     match first {
         Ok((Some(ev), _)) if ev.is_response => {
             let status = status_of(&ev.json, &method);
@@ -183,7 +188,8 @@ fn status_of(json: &Bytes, method: &str) -> StatusCode {
 
 /// Ends a modern request's round when dropped: after its answer, or when its client hung
 /// up (its request is then cancelled upstream, unless it waits for the client's input).
-struct EndsWithPost(Option<Arc<Session>>, Id);
+/// A listen's place among the open ones goes with it.
+struct EndsWithPost(Option<Arc<Session>>, Id, Option<Held>);
 
 impl Drop for EndsWithPost {
     fn drop(&mut self) {

@@ -72,6 +72,8 @@ pub struct HttpServer {
     legacy: Arc<Legacy>,
     /// Modern clients' requests waiting for their input (multi round-trip).
     parked: Arc<ParkedRequests>,
+    /// Modern clients' `subscriptions/listen` streams, which shutdown ends at once.
+    listens: Arc<crate::downstream::listens::OpenListens>,
     /// Who a request comes from (`[server.auth]`).
     auth: Arc<Auth>,
     /// The exchanges in flight, which shutdown drains.
@@ -122,6 +124,7 @@ impl HttpServer {
             slots,
             legacy,
             parked,
+            listens: Arc::default(),
             auth,
             busy,
             cors,
@@ -162,12 +165,18 @@ impl HttpServer {
         }
     }
 
-    /// Shuts down gracefully: stops accepting connections, gives the requests in flight
+    /// Shuts down gracefully: stops accepting connections, ends every `subscriptions/listen`
+    /// stream with its answer (`downstream::listens`), gives the requests in flight
     /// `drain_timeout` to finish (`drain`), answers the rest with JSON-RPC -32000, ends every
     /// session (stdio children stopped, upstream HTTP sessions deleted), and waits briefly
     /// for the connections to send what they have.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
+        // A listen stream lasts as long as its client wants: it ends now, with its answer.
+        let ended = self.listens.end_all();
+        if ended > 0 {
+            tracing::info!("ended {ended} subscriptions/listen streams");
+        }
         let limits = self.gateway.limits();
         let deadline = tokio::time::Instant::now() + limits.drain_timeout;
         self.drain(deadline).await;
@@ -322,7 +331,7 @@ impl HttpServer {
             let until = principal.as_ref().and_then(Principal::stream_deadline);
             return http_modern::serve(
                 &self.gateway,
-                &self.parked,
+                (&self.parked, &self.listens),
                 headers,
                 parsed.ok(),
                 upstream,

@@ -12,6 +12,7 @@ mod http_guard;
 mod http_modern;
 pub mod http_server;
 mod legacy_sse;
+mod listens;
 mod ops;
 pub mod stdio;
 mod stdio_modern;

@@ -151,6 +151,8 @@ pub async fn serve_stdio(
             }
         }
     }
+    // A listen lasts as long as its client wants: it ends now, with its answer.
+    modern.end_listens();
     if stopped {
         tracing::info!("shutting down");
     } else {

@@ -49,6 +49,15 @@ impl ModernCalls {
         }
     }
 
+    /// The front stops (SIGTERM, or the end of stdin): every `subscriptions/listen` in flight
+    /// ends now with its answer, rather than holding the drain until `drain_timeout`.
+    pub fn end_listens(&self) {
+        let live: Vec<Arc<Session>> = self.live.lock().unwrap().values().cloned().collect();
+        for s in live {
+            s.end_listen_for_shutdown();
+        }
+    }
+
     /// Serves one message [`ModernCalls::takes`] took.
     pub async fn serve(self: &Arc<Self>, msg: Message) {
         if msg.kind() == Kind::Notification {

@@ -47,6 +47,8 @@ pub trait ClientSession: Send + Sync + 'static {
     fn reaches_client_now(&self) -> bool;
     /// Progress under `token` still waiting for the client is stale (its task ended).
     fn discard_progress(&self, token: &Value);
+    /// Whose tasks the session makes (see `LinkEvents::owner`).
+    fn owner(&self) -> &str;
 }
 
 /// Who a modern request comes from.

@@ -47,6 +47,8 @@ struct Running {
     /// Known once the call is on its way.
     upstream_id: Option<i64>,
     creator: Weak<dyn ClientSession>,
+    /// The creator's owner (the link asks, as it places the server's questions).
+    owner: Option<Arc<str>>,
     /// Sessions blocked in `tasks/result` on this task, with that request's id.
     result_waiters: Vec<(Weak<dyn ClientSession>, Id)>,
     /// Input requests that found no client to ask yet: the next `tasks/result` gets them,
@@ -258,6 +260,7 @@ impl Hosted {
             Running {
                 link,
                 upstream_id: None,
+                owner: creator.upgrade().map(|c| Arc::from(c.owner())),
                 creator,
                 result_waiters: Vec::new(),
                 held_inputs: HeldInputs::default(),

@@ -105,7 +105,7 @@ impl LinkCore {
         while let Some((up_id, expiry)) = deadlines.expired().await {
             let Some(core) = me.upgrade() else { return };
             let Some(p) = core.take_pending(up_id) else { continue };
-            core.abandoned(up_id);
+            core.abandoned(up_id, p.owner.clone());
             let timeout = if expiry == Expiry::Lifetime { Timeout::Lifetime(max) } else { Timeout::Idle(idle) };
             // Also the reason the upstream is given when told to stop.
             let why = timeout.to_string();

@@ -79,6 +79,13 @@ impl Link {
     /// client's).
     pub(super) fn register(&self, waiter: Waiter, msg: Message) -> Result<(i64, Message), RpcError> {
         let token = msg.progress_token();
+        // Whose it is matters only where server messages are placed by elimination; a task's
+        // owner is asked of its subscriber before the link's lock is taken.
+        let by_elimination = self.core.shared && self.core.infer_related.load(std::sync::atomic::Ordering::Relaxed);
+        let task_owner = match &waiter {
+            Waiter::Task { task_id } if by_elimination => self.core.tasks.owner(task_id),
+            _ => None,
+        };
         let mut st = self.core.state.lock().unwrap();
         if let Some(reason) = &st.closed {
             return Err(self.core.closed_error(reason));
@@ -157,7 +164,13 @@ impl Link {
         if !matches!(waiter, Waiter::Internal { .. }) {
             self.core.deadlines.insert(up_id);
         }
-        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task });
+        let owner = match &waiter {
+            Waiter::Client { client, .. } | Waiter::Internal { on_behalf_of: Some(client), .. } if by_elimination => {
+                st.sessions.get(&client.session).and_then(Weak::upgrade).map(|ev| Arc::from(ev.owner()))
+            }
+            _ => task_owner,
+        };
+        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task, owner });
         drop(st);
         let msg = match (&key, client_token.is_some()) {
             (Some(k), true) => msg.with_progress_token(k),
@@ -301,8 +314,8 @@ impl Link {
 
     /// Stops waiting for request `up_id` and tells the upstream it is cancelled.
     pub async fn cancel(&self, up_id: i64, reason: &str) {
-        if self.core.take_pending(up_id).is_some() {
-            self.core.abandoned(up_id);
+        if let Some(p) = self.core.take_pending(up_id) {
+            self.core.abandoned(up_id, p.owner);
             let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
             let _ = self.send(Message::made(note)).await;
         }
@@ -319,10 +332,8 @@ impl Link {
     pub async fn cancel_client_request(&self, client: &ClientRef, reason: Option<Value>) -> bool {
         let up_id = self.core.state.lock().unwrap().by_client_id.get(client).copied();
         let Some(up_id) = up_id else { return false };
-        if self.core.take_pending(up_id).is_none() {
-            return false;
-        }
-        self.core.abandoned(up_id);
+        let Some(p) = self.core.take_pending(up_id) else { return false };
+        self.core.abandoned(up_id, p.owner);
         let mut params = json!({"requestId": up_id});
         if let Some(r) = reason {
             params["reason"] = r;
@@ -453,10 +464,14 @@ struct AbandonGuard<'a> {
 
 impl Drop for AbandonGuard<'_> {
     fn drop(&mut self) {
-        if !self.armed || self.core.take_pending(self.up_id).is_none() || !self.cancel_upstream {
+        if !self.armed {
             return;
         }
-        self.core.abandoned(self.up_id);
+        let Some(p) = self.core.take_pending(self.up_id) else { return };
+        if !self.cancel_upstream {
+            return;
+        }
+        self.core.abandoned(self.up_id, p.owner);
         if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
             let note = Message::made(jsonrpc::notification(
                 "notifications/cancelled",

@@ -4,6 +4,7 @@
 use super::types::*;
 use crate::gateway::progress::Verdict;
 use crate::jsonrpc::{Id, Message, Method, ProgressToken, TaskId};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl LinkState {
@@ -76,29 +77,29 @@ impl LinkCore {
     }
 
     /// The pending request a server message belongs to: the transport's hint; else, for
-    /// messages that only ever come from serving a request (input requests, logs) and that
-    /// name no task, the only request in flight. Anything more ambiguous belongs to no
-    /// request (a progress token inside a server request is the server's own, for the
-    /// client's progress on it, and says nothing about the gateway's requests).
+    /// what a server sends while serving a request (input requests: elicitation, sampling,
+    /// roots; logs) that names no task, the only request in flight. Anything more ambiguous
+    /// belongs to no request (a progress token inside a server request is the server's own,
+    /// for the client's progress on it, and says nothing about the gateway's requests).
     pub(super) fn related_up_id(&self, st: &LinkState, msg: &Message, related: Option<Id>) -> Option<i64> {
         match related {
             Some(Id::Num(n)) => return Some(n),
             Some(Id::Str(_)) => return None,
             None => {}
         }
-        let request_scoped =
-            matches!(msg.method(), Method::ElicitationCreate | Method::SamplingCreateMessage | Method::LogMessage);
+        let request_scoped = msg.method().is_input_request() || msg.method() == Method::LogMessage;
         let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
-        let now = Instant::now();
-        if self.infer_related.load(std::sync::atomic::Ordering::Relaxed)
-            && request_scoped
-            && !names_a_task
-            && st.pending.len() == 1
-            && !st.abandoned.values().any(|until| *until > now)
-        {
-            return st.pending.keys().next().copied();
+        if !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) || !request_scoped || names_a_task {
+            return None;
         }
-        None
+        let mut pending = st.pending.iter();
+        let (Some((&up_id, only)), None) = (pending.next(), pending.next()) else { return None };
+        // A request given up on that the upstream may still serve, and that another owner's:
+        // what comes may be its.
+        let now = Instant::now();
+        let doubt =
+            |(until, owner): &(Instant, Option<Arc<str>>)| *until > now && (owner.is_none() || *owner != only.owner);
+        if st.abandoned.values().any(doubt) { None } else { Some(up_id) }
     }
 
     /// Where a server message related to pending request `up_id` goes.

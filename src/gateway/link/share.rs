@@ -81,21 +81,22 @@ impl LinkCore {
     /// Request `up_id` was given up on (cancelled, timed out, its session ended), and the
     /// upstream may still be serving it: on a shared link that places server messages by
     /// elimination, none is for `request_timeout` (the silence after which the gateway gives
-    /// up on a request anyway), or until its answer comes. At most `max_in_flight` are kept:
+    /// up on a request anyway), or until its answer comes, unless the one left in flight is
+    /// its `owner`'s too (see `LinkState::abandoned`). At most `max_in_flight` are kept:
     /// the soonest to expire goes first, and the newest keeps elimination off the longest.
-    pub(super) fn abandoned(&self, up_id: i64) {
+    pub(super) fn abandoned(&self, up_id: i64, owner: Option<Arc<str>>) {
         if !self.shared || !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
         let now = Instant::now();
         let mut st = self.state.lock().unwrap();
-        st.abandoned.retain(|_, until| *until > now);
+        st.abandoned.retain(|_, (until, _)| *until > now);
         if st.abandoned.len() >= self.max_task_routes.max(1)
-            && let Some(soonest) = st.abandoned.iter().min_by_key(|(_, until)| **until).map(|(k, _)| *k)
+            && let Some(soonest) = st.abandoned.iter().min_by_key(|(_, (until, _))| *until).map(|(k, _)| *k)
         {
             st.abandoned.remove(&soonest);
         }
-        st.abandoned.insert(up_id, now + self.deadlines.idle());
+        st.abandoned.insert(up_id, (now + self.deadlines.idle(), owner));
     }
 
     /// A notification from the server tied to no request: to the one session of a

@@ -54,6 +54,10 @@ pub trait LinkEvents: Send + Sync + 'static {
     fn notification(&self, msg: Message, related: Option<Id>);
     /// The connection died; everything in flight has already been answered with an error.
     fn closed(&self, generation: u64, reason: &CloseReason);
+    /// Who the session's requests are for (the principal, else the session or, for modern
+    /// clients, the upstream's one owner): a question the server sends is never placed by
+    /// elimination with another owner's request given up on (`LinkState::abandoned`).
+    fn owner(&self) -> &str;
 }
 
 /// The subscriber for the background calls of hosted tasks: what the link hears for a call
@@ -69,6 +73,8 @@ pub trait TaskCalls: Send + Sync + 'static {
     /// sends no requests): the answer to an input request of a round a call was answered
     /// with (multi round-trip), under the id its subscriber gave that input request.
     fn input_answer(&self, answer: Value);
+    /// The owner of running task `task_id` (see [`LinkEvents::owner`]), if known.
+    fn owner(&self, task_id: &str) -> Option<Arc<str>>;
 }
 
 /// The subscriber for upstream tasks relayed to clients that know them by an id of the
@@ -132,6 +138,9 @@ pub(super) struct Pending {
     /// The upstream task a client's `tasks/get|result|cancel` names, and whether it is
     /// `tasks/result`: its answer may show the task ended.
     pub(super) about_task: Option<(TaskId, bool)>,
+    /// Whose request it is, where a shared link places server messages by elimination
+    /// (else `None`, also for the gateway's own requests).
+    pub(super) owner: Option<Arc<str>>,
 }
 
 /// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
@@ -171,11 +180,12 @@ pub(super) struct LinkState {
     /// the task's whole life.
     pub(super) task_tokens: HashMap<TaskId, (ProgressToken, Instant)>,
     /// On a shared link that places server messages by elimination (a line stream), the
-    /// requests the gateway gave up on (cancelled, timed out, their session ended) and until
-    /// when the upstream may still be serving them: while one may, nothing is placed by
-    /// elimination, since what comes could be that request's and the one left in flight
-    /// another session's.
-    pub(super) abandoned: HashMap<i64, Instant>,
+    /// requests the gateway gave up on (cancelled, timed out, their session ended), until
+    /// when the upstream may still be serving them, and whose they were: while one of
+    /// another owner's may be, nothing is placed by elimination, since what comes could be
+    /// that request's and the one left in flight another owner's. (One of the same owner's
+    /// is no reason to refuse: nothing would reach anyone who could not see it anyway.)
+    pub(super) abandoned: HashMap<i64, (Instant, Option<Arc<str>>)>,
     /// Hosted tasks whose background call runs on this link.
     pub(super) tasks_running: usize,
     /// The session ended while tasks ran: close once the last one ends.

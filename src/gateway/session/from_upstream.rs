@@ -87,9 +87,17 @@ impl ClientSession for Session {
     fn discard_progress(&self, token: &Value) {
         self.sink.discard_progress(token);
     }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
 }
 
 impl LinkEvents for Session {
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
     fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>) {
         // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
         let Some(msg) = self.input_round_response(&client_id, msg) else { return };

@@ -176,6 +176,24 @@ impl Session {
         listening
     }
 
+    /// The gateway shuts down while this request is a `subscriptions/listen` stream, in front
+    /// of either kind of upstream: the stream ends now with the answer that says it ended on
+    /// purpose (`modern::listen_ended`), and what it held upstream goes with the session.
+    /// `false` if the request is no open listen.
+    pub fn end_listen_for_shutdown(&self) -> bool {
+        let Some(client) = &self.modern else { return false };
+        let asked = client.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| m == "subscriptions/listen");
+        if !asked || client.rounds.done() {
+            return false;
+        }
+        let (_, id) = client.rounds.ids();
+        *client.listen.lock().unwrap() = None;
+        client.listen_ended.cancel();
+        let end = jsonrpc::result_response(&id, modern::listen_ended(&id.to_value()));
+        self.sink.deliver(Message::made(end), Route::Response(id));
+        true
+    }
+
     /// The shared link is lost: a listen stream ends, saying so (the one purpose for which
     /// a 2026-07-28 server sends `notifications/cancelled`), so that the client listens again.
     pub(super) fn listen_lost(&self) {

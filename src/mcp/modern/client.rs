@@ -136,6 +136,16 @@ pub fn acknowledged(granted: &ListenFilter, subscription: &Value) -> Value {
     serde_json::json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": params})
 }
 
+/// The answer that ends a `subscriptions/listen` stream on purpose (the server shuts down):
+/// the empty `SubscriptionsListenResult`, tagged like the stream's notifications. A stream
+/// that ends without it ended by accident; its client listens again.
+pub fn listen_ended(subscription: &Value) -> Value {
+    serde_json::json!({
+        "resultType": super::ResultType::Complete.as_str(),
+        "_meta": { super::key::SUBSCRIPTION_ID: subscription },
+    })
+}
+
 /// Tags a notification with the stream it goes on (`_meta` subscriptionId).
 pub fn tag_subscription(msg: &mut Value, subscription: &Value) {
     let Some(m) = msg.as_object_mut() else { return };

@@ -199,4 +199,8 @@ impl TaskCalls for Hosted {
     fn input_answer(&self, answer: Value) {
         self.round_answer(answer);
     }
+
+    fn owner(&self, task_id: &str) -> Option<Arc<str>> {
+        self.running.lock().unwrap().get(task_id).and_then(|r| r.owner.clone())
+    }
 }

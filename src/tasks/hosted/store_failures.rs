@@ -73,6 +73,9 @@ impl ClientSession for Nobody {
         false
     }
     fn discard_progress(&self, _: &Value) {}
+    fn owner(&self) -> &str {
+        "nobody"
+    }
 }
 
 async fn hosted(applied: bool) -> (Arc<Hosted>, Arc<Failing>, String) {
