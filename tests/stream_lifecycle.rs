@@ -213,3 +213,22 @@ async fn shutdown_ends_a_listen_stream_with_its_answer() {
     assert!(events.next().await.is_none(), "the stream ends after it");
     tokio::time::timeout(STEP, shutdown).await.expect("shutdown does not wait for drain_timeout").unwrap();
 }
+
+/// The stdio front too: on SIGTERM a listen ends with its answer before the process exits.
+#[tokio::test]
+async fn sigterm_ends_a_stdio_listen_with_its_answer() {
+    let mut s = StdioMcp::start(&builtin_upstream("demo"), "demo").await;
+    let listen =
+        request(json!("L9"), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
+    s.send(&listen).await;
+    let ack = s.recv().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    let pid = s.child.id().expect("running") as libc::pid_t;
+    // SAFETY: kill(2) on the process this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let end = s.recv().await;
+    assert_eq!(end["id"], "L9", "{end}");
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L9", "{end}");
+    let status = tokio::time::timeout(STEP, s.child.wait()).await.expect("exits").unwrap();
+    assert!(status.success(), "{status}");
+}
