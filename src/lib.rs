@@ -9,7 +9,7 @@
 //! - `mcp`: protocol versions and what each defines;
 //! - `transport`: bytes to and from upstreams (stdio children, the HTTP client, SSE);
 //! - [`jsonrpc`]: the envelope;
-//! - `config`, `random` and `metrics`, which any layer may use.
+//! - `config`, `random`, `metrics` and `warn_limit`, which any layer may use.
 //!
 //! What is exported is what the binary, the tests, the benchmarks, the examples and the
 //! fuzz targets use; everything else is private to the crate.
@@ -24,6 +24,7 @@ mod metrics;
 mod random;
 mod tasks;
 mod transport;
+mod warn_limit;
 
 // The gateway, as the binary runs it.
 pub use config::{

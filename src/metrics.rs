@@ -128,6 +128,8 @@ pub struct Metrics {
     tasks: [Counter; TASK_STATES.len()],
     bytes_in: Counter,
     bytes_out: Counter,
+    task_page_listings: Counter,
+    task_page_dropped: Counter,
     upstreams: Mutex<HashMap<String, Arc<UpstreamMetrics>>>,
 }
 
@@ -189,7 +191,21 @@ impl Metrics {
         );
         let bytes_in = bytes.get_or_create(&vec![("direction", "in".to_string())]).clone();
         let bytes_out = bytes.get_or_create(&vec![("direction", "out".to_string())]).clone();
+        let task_page_listings = Counter::default();
+        registry.register(
+            "taskgate_task_page_listings",
+            "Store listings the task page made (one per refresh for all its viewers)",
+            task_page_listings.clone(),
+        );
+        let task_page_dropped = Counter::default();
+        registry.register(
+            "taskgate_task_page_viewers_dropped",
+            "Task page viewers dropped because they did not read their stream (unread_timeout)",
+            task_page_dropped.clone(),
+        );
         Metrics {
+            task_page_listings,
+            task_page_dropped,
             registry,
             requests,
             latency,
@@ -245,6 +261,16 @@ impl Metrics {
         if let Some(i) = TASK_STATES.iter().position(|s| *s == status) {
             self.tasks[i].inc();
         }
+    }
+
+    /// The task page listed the tasks (once, for all its viewers).
+    pub fn task_page_listed(&self) {
+        self.task_page_listings.inc();
+    }
+
+    /// The task page dropped a viewer that did not read.
+    pub fn task_page_viewer_dropped(&self) {
+        self.task_page_dropped.inc();
     }
 
     pub fn bytes_in(&self, n: usize) {

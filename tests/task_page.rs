@@ -284,3 +284,81 @@ async fn a_viewers_stream_ends_when_the_gateway_begins_to_drain() {
     let exited = tokio::time::timeout(STEP, gw.0.wait()).await.expect("the gateway exited").unwrap();
     assert!(exited.success(), "{exited:?}");
 }
+
+/// The task page's listings so far (`taskgate_task_page_listings`).
+async fn listings(addr: &str) -> f64 {
+    let text = read_all(at(addr, "/metrics", None).get_raw(&[]).await).await;
+    let text = String::from_utf8_lossy(&text.body).to_string();
+    let line = text.lines().find(|l| l.starts_with("taskgate_task_page_listings_total ")).expect("the metric");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn every_viewer_is_served_from_one_listing_per_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, addr) = gateway(&dir, "[server.task_page]\nrefresh = \"100ms\"\nmax_viewers = 8", false).await;
+    let mut viewers = Vec::new();
+    for _ in 0..8 {
+        let mut v = events(&addr, None).await;
+        assert_eq!(snapshot(&mut v).await["tasks"], json!([]));
+        viewers.push(v);
+    }
+    // Ten listings take at least nine refreshes, however many watch: the listings are
+    // shared (each of eight viewers listing on its own would make ten in two refreshes).
+    let (from, start) = (listings(&addr).await, std::time::Instant::now());
+    let deadline = start + std::time::Duration::from_secs(30);
+    while listings(&addr).await < from + 10.0 {
+        assert!(std::time::Instant::now() < deadline, "the page stopped listing");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let took = start.elapsed();
+    assert!(took >= std::time::Duration::from_millis(900), "ten listings within {took:?}: one per viewer per refresh");
+    // With nobody watching, nothing is listed.
+    drop(viewers);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let idle = listings(&addr).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(listings(&addr).await, idle, "listed with nobody watching");
+}
+
+#[tokio::test]
+async fn a_viewer_that_does_not_read_is_dropped_and_its_place_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = "[server.task_page]\nrefresh = \"50ms\"\nmax_viewers = 1\nunread_timeout = \"500ms\"";
+    let (_gw, addr) = gateway(&dir, page, false).await;
+    // Tasks whose progress changes every refresh: each snapshot differs from the last.
+    let mut c = mcp(&addr, None).await;
+    for _ in 0..30 {
+        slow_task(&mut c, 60_000, 1200).await;
+    }
+    // A viewer that asks for the stream and never reads it, on a small receive buffer.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let request = format!("GET /tasks/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut stalled, request.as_bytes()).await.unwrap();
+    // It reads its response's head, and nothing after.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let n = tokio::io::AsyncReadExt::read(&mut stalled, &mut byte).await.unwrap();
+        assert_eq!(n, 1, "the stream ended: {}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    // Its place is the only one; it is given back once the viewer's buffers are full and
+    // it has taken nothing for unread_timeout.
+    let first = at(&addr, "/tasks/events", None).get_raw(&[]).await;
+    assert_eq!(first.status(), 503, "the viewer that does not read holds the place");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let r = at(&addr, "/tasks/events", None).get_raw(&[]).await;
+        if r.status() == 200 {
+            break;
+        }
+        assert_eq!(r.status(), 503);
+        assert!(std::time::Instant::now() < deadline, "the viewer that does not read keeps its place");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    drop(stalled);
+}

@@ -584,9 +584,14 @@ async fn an_ambiguous_input_request_never_goes_on_another_requests_stream() {
 
 #[tokio::test]
 async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() {
-    let gw =
-        start_gateway(&format!("[tasks]\nmax_result_bytes = 400\nmax_store_bytes = 500\n{}", builtin_upstream("demo")))
-            .await;
+    // Whole records count (about 350 bytes each here, their outcomes apart): three tasks
+    // and the first two outcomes fit in 1700 bytes, the third's result (about 900 bytes,
+    // the text twice) does not.
+    let gw = start_gateway(&format!(
+        "[tasks]\nmax_result_bytes = 1000\nmax_store_bytes = 1700\n{}",
+        builtin_upstream("demo")
+    ))
+    .await;
     let mut c = HttpMcp::new(&gw.url("demo"));
     c.initialize("2025-11-25").await;
     let run = |text: String| json!({"name": "echo", "arguments": {"text": text}, "task": {}});
@@ -597,14 +602,14 @@ async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() 
         let status = c.request("tasks/get", json!({"taskId": id})).await.result()["status"].clone();
         (r, status)
     };
-    let (r, status) = fetch(&mut c, "x".repeat(500)).await;
+    let (r, status) = fetch(&mut c, "x".repeat(1100)).await;
     assert_eq!(r.error_code(), -32603);
     assert!(r.response["error"]["message"].as_str().unwrap().contains("max_result_bytes"), "{}", r.response);
     assert_eq!(status, "failed");
-    let (r, status) = fetch(&mut c, "y".repeat(100)).await;
-    assert_eq!(r.result()["content"][0]["text"], "y".repeat(100));
+    let (r, status) = fetch(&mut c, "y".repeat(10)).await;
+    assert_eq!(r.result()["content"][0]["text"], "y".repeat(10));
     assert_eq!(status, "completed");
-    let (r, status) = fetch(&mut c, "z".repeat(100)).await;
+    let (r, status) = fetch(&mut c, "z".repeat(400)).await;
     assert!(r.response["error"]["message"].as_str().unwrap().contains("task store is full"), "{}", r.response);
     assert_eq!(status, "failed");
 }

@@ -42,11 +42,16 @@ impl Config {
         let _ = writeln!(out, "\n[server.task_page]\nenabled = {}\noperators = {:?}", p.enabled, p.operators);
         let _ = writeln!(out, "refresh = \"{}\"\nmax_viewers = {}", fmt_duration(p.refresh), p.max_viewers);
         let _ = writeln!(out, "max_viewers_per_principal = {}", p.max_viewers_per_principal);
+        let _ = writeln!(out, "max_snapshot_bytes = {}", p.max_snapshot_bytes);
+        let _ = writeln!(out, "unread_timeout = \"{}\"", fmt_duration(p.unread_timeout));
         let _ = writeln!(out, "\n[tasks]");
         let _ = writeln!(out, "max_tasks = {}", self.tasks.max_tasks);
         let _ = writeln!(out, "list_page_size = {}", self.tasks.list_page_size);
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
+        let _ = writeln!(out, "max_tool_name_bytes = {}", self.tasks.max_tool_name_bytes);
+        let _ = writeln!(out, "max_status_message_bytes = {}", self.tasks.max_status_message_bytes);
+        let _ = writeln!(out, "max_list_page_bytes = {}", self.tasks.max_list_page_bytes);
         let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
         match &self.tasks.store {
             StoreKind::Memory => {
@@ -106,6 +111,7 @@ impl Config {
                 ci.title.as_ref().map(|t| format!(", title = {t:?}")).unwrap_or_default()
             );
             let _ = writeln!(out, "share = {}", u.share);
+            let _ = writeln!(out, "max_in_flight_per_client = {}", u.client_share(self.server.max_in_flight));
             let _ = writeln!(out, "authorization = \"{}\"", u.authorization.as_str());
             let era = match u.era {
                 Era::Auto => "auto",

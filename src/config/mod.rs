@@ -18,6 +18,7 @@ mod import;
 mod load;
 mod observe;
 mod raw;
+mod record_bounds;
 mod settings;
 mod store_kind;
 mod task_page;

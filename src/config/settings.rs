@@ -24,8 +24,18 @@ pub struct TasksConfig {
     pub list_page_size: usize,
     /// The largest outcome (result or error) one task may keep; a larger one fails the task.
     pub max_result_bytes: usize,
-    /// All retained outcomes together; when full, new tasks are refused.
+    /// All kept task records together, outcomes included (`TaskRecord::stored_len`); a new
+    /// task that would not fit is refused.
     pub max_store_bytes: usize,
+    /// The longest tool name a task-augmented call may name (-32602 past it, before any
+    /// task is made).
+    pub max_tool_name_bytes: usize,
+    /// The longest status or progress message kept or shown for a task: longer ones from an
+    /// upstream are cut, with a marker saying so.
+    pub max_status_message_bytes: usize,
+    /// The most bytes of tasks one `tasks/list` page carries: past it the page ends early,
+    /// with a cursor to the rest (always at least one task).
+    pub max_list_page_bytes: usize,
     /// Extension tasks followed in the background at once (all sessions together), so
     /// that their 2025-11-25 clients get status notifications without waiting in
     /// `tasks/result`; 0: none followed.
@@ -106,6 +116,14 @@ pub const DEFAULT_REDIS_PREFIX: &str = "taskgate:";
 /// The data directory's name beside the config file, when `[tasks] path` is not set.
 pub const DEFAULT_DATA_DIR: &str = "taskgate-data";
 
+impl UpstreamConfig {
+    /// What one client may hold of a shared link's `max_in_flight` requests (see
+    /// `max_in_flight_per_client`).
+    pub fn client_share(&self, max_in_flight: usize) -> usize {
+        self.max_in_flight_per_client.unwrap_or(max_in_flight.div_ceil(2)).clamp(1, max_in_flight.max(1))
+    }
+}
+
 impl Default for TasksConfig {
     fn default() -> Self {
         TasksConfig {
@@ -113,6 +131,9 @@ impl Default for TasksConfig {
             list_page_size: 50,
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
+            max_tool_name_bytes: super::record_bounds::DEFAULT_MAX_TOOL_NAME_BYTES,
+            max_status_message_bytes: super::record_bounds::DEFAULT_MAX_STATUS_MESSAGE_BYTES,
+            max_list_page_bytes: super::record_bounds::DEFAULT_MAX_LIST_PAGE_BYTES,
             max_followed: 1000,
             store: StoreKind::Memory,
             store_chosen: false,
@@ -217,6 +238,7 @@ impl UpstreamConfig {
             max_request_time: Duration::from_secs(3600),
             client_info: ClientInfo::default(),
             share: false,
+            max_in_flight_per_client: None,
             authorization: ClientAuthorization::Replace,
             era: Era::Legacy,
             max_input_rounds: DEFAULT_INPUT_ROUNDS,
@@ -233,20 +255,36 @@ impl UpstreamTasks {
     }
 }
 
-/// `*` matches any run of characters, `?` any one character.
+/// `*` matches any run of characters, `?` any one character. A loop, not recursion: the
+/// name is a client's, of any length (a recursion as deep as the name overflowed the stack).
 pub fn glob_match(pattern: &str, name: &str) -> bool {
-    fn go(p: &[char], n: &[char]) -> bool {
-        match (p.first(), n.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &n[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
-            _ => false,
-        }
-    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
-    go(&p, &n)
+    let (mut pi, mut ni) = (0, 0);
+    // The last `*` seen, and where in the name its run ends so far.
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(c) if *c == '?' || *c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                // The last `*` takes one more character, and the rest is tried again.
+                Some((sp, sn)) => {
+                    star = Some((sp, sn + 1));
+                    pi = sp + 1;
+                    ni = sn + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
 }
 
 #[derive(Debug, Clone)]
@@ -318,6 +356,10 @@ pub struct UpstreamConfig {
     /// One link serves every session of this upstream (`share = true`), instead of a link
     /// per session.
     pub share: bool,
+    /// On a shared link, the requests in flight one client (a principal, else a session)
+    /// may hold of the link's `server.max_in_flight`, so that one cannot starve the others;
+    /// `None`: half of it (rounded up).
+    pub max_in_flight_per_client: Option<usize>,
     /// Whether the client's own `Authorization` goes on to it (`authorization`, default
     /// `replace`: never).
     pub authorization: ClientAuthorization,
@@ -452,5 +494,24 @@ impl Default for ServerConfig {
 impl Config {
     pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
         self.upstreams.iter().find(|u| u.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("slow*", "slow_tool"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(!glob_match("echo", "echo2"));
+        assert!(glob_match("a*b*c", "axxbyybc") && !glob_match("a*b*c", "axxbyyb") && glob_match("*", ""));
+        assert!(glob_match("?*", "x") && !glob_match("?*", "") && glob_match("**a", "ba"));
+        // A client's name of any length, without a recursion as deep as it.
+        let long = "x".repeat(4_000_000);
+        assert!(glob_match("*", &long) && !glob_match("*y", &long) && glob_match("x*x", &long));
     }
 }

@@ -1,6 +1,7 @@
 //! `[server.task_page]`: the live task page at `/tasks` (`downstream::task_page`): whether it
 //! is served, which principals see and cancel every task, how often a viewer's snapshot is
-//! looked at again, and how many viewers may watch at once. Raw, checked and defaulted here.
+//! looked at again, how many viewers may watch at once, how large a snapshot may be, and how
+//! long a viewer that does not read keeps its place. Raw, checked and defaulted here.
 
 use super::duration::parse_duration;
 use super::error::{ConfigError, err};
@@ -16,6 +17,8 @@ pub(super) struct RawTaskPage {
     pub(super) refresh: Option<String>,
     pub(super) max_viewers: Option<u64>,
     pub(super) max_viewers_per_principal: Option<u64>,
+    pub(super) max_snapshot_bytes: Option<u64>,
+    pub(super) unread_timeout: Option<String>,
 }
 
 /// The task page's settings.
@@ -33,6 +36,12 @@ pub struct TaskPageConfig {
     /// Of those, the most one principal may hold (with `[server.auth]` on), so that one
     /// cannot take every place; past it 503.
     pub max_viewers_per_principal: usize,
+    /// The most bytes of task rows one snapshot carries: past it the rest are left out and
+    /// the snapshot says `truncated`.
+    pub max_snapshot_bytes: usize,
+    /// A viewer whose stream has taken nothing for this long while a snapshot waited for
+    /// it (it does not read) is dropped, and its place given back.
+    pub unread_timeout: Duration,
 }
 
 impl Default for TaskPageConfig {
@@ -43,12 +52,17 @@ impl Default for TaskPageConfig {
             refresh: Duration::from_millis(500),
             max_viewers: 16,
             max_viewers_per_principal: 4,
+            max_snapshot_bytes: 4 * 1024 * 1024,
+            unread_timeout: Duration::from_secs(30),
         }
     }
 }
 
 /// The most entries `operators` may have.
 pub const MAX_OPERATORS: usize = 256;
+/// The range of `max_snapshot_bytes`.
+pub const MIN_SNAPSHOT_BYTES: usize = 4096;
+pub const MAX_SNAPSHOT_BYTES: usize = 256 * 1024 * 1024;
 /// The most viewers `max_viewers` may allow.
 pub const MAX_VIEWERS: usize = 4096;
 
@@ -95,7 +109,26 @@ pub(super) fn task_page(raw: Option<RawTaskPage>) -> Result<TaskPageConfig, Conf
         }
         Some(n) => n as usize,
     };
+    let max_snapshot_bytes = match raw.max_snapshot_bytes {
+        None => d.max_snapshot_bytes,
+        Some(n) if !(MIN_SNAPSHOT_BYTES as u64..=MAX_SNAPSHOT_BYTES as u64).contains(&n) => {
+            return err(format!(
+                "server.task_page.max_snapshot_bytes: {n} is outside {MIN_SNAPSHOT_BYTES} ..= {MAX_SNAPSHOT_BYTES}"
+            ));
+        }
+        Some(n) => n as usize,
+    };
+    let unread_timeout = match raw.unread_timeout {
+        None => d.unread_timeout,
+        Some(s) => match parse_duration(&s) {
+            Some(t) if t >= Duration::from_millis(100) && t <= Duration::from_secs(3600) => t,
+            Some(_) => return err(format!("server.task_page.unread_timeout: \"{s}\" is outside \"100ms\" ..= \"1h\"")),
+            None => return err(format!("server.task_page.unread_timeout: \"{s}\" is not a duration (e.g. \"30s\")")),
+        },
+    };
     Ok(TaskPageConfig {
+        max_snapshot_bytes,
+        unread_timeout,
         enabled: raw.enabled.unwrap_or(d.enabled),
         operators,
         refresh,
@@ -115,6 +148,8 @@ mod tests {
             refresh: refresh.map(String::from),
             max_viewers,
             max_viewers_per_principal: None,
+            max_snapshot_bytes: None,
+            unread_timeout: None,
         })
     }
 
@@ -133,6 +168,14 @@ mod tests {
                 "server.task_page.max_viewers_per_principal",
             ),
             (raw(None, None, vec![""]), "server.task_page.operators"),
+            (
+                raw(None, None, vec![]).map(|r| RawTaskPage { max_snapshot_bytes: Some(10), ..r }),
+                "server.task_page.max_snapshot_bytes",
+            ),
+            (
+                raw(None, None, vec![]).map(|r| RawTaskPage { unread_timeout: Some("2h".into()), ..r }),
+                "server.task_page.unread_timeout",
+            ),
             (raw(None, None, vec!["a\nb"]), "server.task_page.operators"),
         ] {
             let e = task_page(bad).unwrap_err();

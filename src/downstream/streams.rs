@@ -444,7 +444,9 @@ impl ClientSink for Streams {
                         {
                             let Some(old) = st.undelivered.pop_front() else { break };
                             st.undelivered_bytes -= old.len();
-                            tracing::warn!("session event buffer full: dropped the oldest undelivered message");
+                            crate::warn_limit::warn_limited!(
+                                "session event buffer full: dropped the oldest undelivered message"
+                            );
                         }
                     }
                 }

@@ -9,7 +9,9 @@
 //! every task for the principals listed in `operators`. A task the caller cannot see is
 //! answered as one that does not exist (404). The cancel needs the header
 //! `X-Taskgate-Page: cancel`, which a cross-site form cannot send (403 without it), and
-//! `max_viewers` bounds the open streams (503 past it).
+//! `max_viewers` bounds the open streams (503 past it). Every viewer's stream shows the same
+//! one listing per `refresh` (`listing`), filtered for it; one that does not read is
+//! dropped after `unread_timeout` (`events`).
 
 use crate::downstream::auth::{Auth, Principal};
 use crate::downstream::http_body::{Body, event_stream_response, plain};
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod events;
+mod listing;
 mod places;
 mod snapshot;
 
@@ -50,12 +53,15 @@ pub(crate) struct TaskPage {
     places: Arc<places::Places>,
     /// Cancelled when the server begins to shut down: every stream ends.
     stopping: CancellationToken,
+    /// The one listing per refresh that every viewer's stream filters.
+    listings: Arc<listing::Listings>,
 }
 
 impl TaskPage {
     pub(crate) fn new(gateway: &Arc<Gateway>, auth: Arc<Auth>, stopping: CancellationToken) -> Arc<TaskPage> {
         let viewers = Arc::new(tokio::sync::Semaphore::new(gateway.config.server.task_page.max_viewers));
-        Arc::new(TaskPage { gateway: gateway.clone(), auth, viewers, places: Default::default(), stopping })
+        let listings = listing::Listings::new();
+        Arc::new(TaskPage { gateway: gateway.clone(), auth, viewers, places: Default::default(), stopping, listings })
     }
 
     /// Whether `path` is the page's (and the page is enabled).
@@ -146,13 +152,10 @@ impl TaskPage {
                 &format!("service unavailable: {max} viewers already watch the task page (max_viewers)"),
             );
         };
-        let stream = events::stream(self.gateway.clone(), self.stopping.clone(), viewer, permit);
-        // The principal's place is held as long as the stream is.
-        let mut stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>> =
-            Box::pin(futures_util::StreamExt::map(stream, move |frame| {
-                let _held = &place;
-                frame
-            }));
+        let listings = self.listings.watch(&self.gateway, &self.stopping);
+        // The places (among all viewers, and the principal's) are held as long as the stream is.
+        let held = Box::new((permit, place));
+        let mut stream = events::stream(self.gateway.clone(), self.stopping.clone(), viewer, listings, held);
         if let Some(d) = until {
             stream = Box::pin(futures_util::StreamExt::take_until(stream, tokio::time::sleep_until(d)));
         }

@@ -445,8 +445,8 @@ impl TaskStore for FileStore {
         Box::pin(std::future::ready(self.mem.last_seq()))
     }
 
-    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
-        Box::pin(std::future::ready(self.mem.outcome_bytes()))
+    fn stored_bytes(&self) -> StoreFuture<'_, usize> {
+        Box::pin(std::future::ready(self.mem.stored_bytes()))
     }
 
     fn count(&self) -> StoreFuture<'_, usize> {

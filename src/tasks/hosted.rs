@@ -25,6 +25,7 @@ use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
 
 mod calls;
+mod listing;
 pub mod overview;
 mod remote;
 mod status;
@@ -90,6 +91,12 @@ pub struct Hosted {
     page_size: usize,
     max_result_bytes: usize,
     max_store_bytes: usize,
+    /// The longest tool name a task may be made for (`max_tool_name_bytes`).
+    max_tool_name_bytes: usize,
+    /// The longest status message kept (`max_status_message_bytes`).
+    max_message_bytes: usize,
+    /// The most bytes of tasks on a `tasks/list` page (`max_list_page_bytes`).
+    max_page_bytes: usize,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
     /// The store writes the link's synchronous calls started (outcomes, status changes):
@@ -123,6 +130,9 @@ impl Hosted {
             page_size: cfg.list_page_size,
             max_result_bytes: cfg.max_result_bytes,
             max_store_bytes: cfg.max_store_bytes,
+            max_tool_name_bytes: cfg.max_tool_name_bytes,
+            max_message_bytes: cfg.max_status_message_bytes,
+            max_page_bytes: cfg.max_list_page_bytes,
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
             held_sessions: Mutex::new(HashMap::new()),
@@ -227,6 +237,17 @@ impl Hosted {
         requested_ttl: Option<Duration>,
         call: &Value,
     ) -> Result<TaskRecord, RpcError> {
+        let tool = call.pointer("/params/name").and_then(Value::as_str);
+        if let Some(tool) = tool.filter(|t| t.len() > self.max_tool_name_bytes) {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!(
+                    "params.name is {} bytes, more than max_tool_name_bytes ({}): no such tool",
+                    tool.len(),
+                    self.max_tool_name_bytes
+                ),
+            ));
+        }
         let ttl = requested_ttl.unwrap_or(policy.ttl).clamp(policy.min_ttl, policy.max_ttl);
         let mut rec = TaskRecord::new(
             crate::random::id128(),
@@ -236,7 +257,7 @@ impl Hosted {
             ttl,
             policy.poll_interval,
         );
-        rec.tool = call.pointer("/params/name").and_then(Value::as_str).map(str::to_string);
+        rec.tool = tool.map(str::to_string);
         let inserted = self.store.insert(rec, policy.max_tasks_per_owner).await;
         if inserted.is_ok() {
             crate::metrics::global().task_entered(TaskStatus::Working.as_str());
@@ -413,6 +434,8 @@ impl Hosted {
 
     /// [`Hosted::cancel`], with `message` as the task's status message.
     pub async fn cancel_saying(&self, task_id: &str, message: &str) -> Result<Value, RpcError> {
+        let message = crate::tasks::text_bounds::bounded(message, self.max_message_bytes);
+        let message: &str = &message;
         let mut was: Option<TaskStatus> = None;
         let rec = self
             .store
@@ -532,42 +555,6 @@ impl Hosted {
             )
             .response(Some(client_id)),
         }
-    }
-
-    /// One page of the owner's tasks, after `cursor` (one this gateway issued to that owner;
-    /// `None` for the first page), and the cursor of the next page.
-    pub async fn list(&self, owner: &str, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
-        let after = match cursor {
-            None => 0,
-            Some(c) => {
-                let last = self.store.last_seq().await;
-                self.parse_cursor(owner, c, last).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?
-            }
-        };
-        let (page, more) = self.store.list(owner, after, self.page_size).await.map_err(|e| self.store_failed(e))?;
-        let next = if more { page.last().map(|r| self.cursor(owner, r.seq)) } else { None };
-        Ok((page.into_iter().map(|r| Value::Object(self.live(r).to_json())).collect(), next))
-    }
-
-    /// A check value of `seq` for `owner`, so that only cursors the gateway issued to that
-    /// owner are accepted. Not secret (a forged one could only skip through the owner's own
-    /// tasks): it is the same in every process of one build, so a cursor stays good across a
-    /// restart and on every replica sharing a store.
-    fn cursor_mac(&self, owner: &str, seq: u64) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::hash::DefaultHasher::new();
-        (owner, seq).hash(&mut h);
-        h.finish()
-    }
-
-    fn cursor(&self, owner: &str, seq: u64) -> String {
-        format!("{CURSOR_PREFIX}{seq}.{:016x}", self.cursor_mac(owner, seq))
-    }
-
-    fn parse_cursor(&self, owner: &str, cursor: &str, last_seq: u64) -> Option<u64> {
-        let (seq, mac) = cursor.strip_prefix(CURSOR_PREFIX)?.split_once('.')?;
-        let seq: u64 = seq.parse().ok()?;
-        (u64::from_str_radix(mac, 16).ok()? == self.cursor_mac(owner, seq) && seq <= last_seq).then_some(seq)
     }
 
     /// The `CreateTaskResult` for a new task.

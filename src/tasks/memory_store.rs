@@ -23,7 +23,7 @@ struct Inner {
     finished: LruCache<String, Entry>,
     per_client: HashMap<String, usize>,
     next_seq: u64,
-    outcome_bytes: usize,
+    stored_bytes: usize,
 }
 
 /// The in-memory store.
@@ -34,7 +34,7 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
-    /// At most `max_tasks` tasks, and `max_bytes` bytes of retained outcomes.
+    /// At most `max_tasks` tasks, and `max_bytes` bytes of records (`TaskRecord::stored_len`).
     pub fn new(max_tasks: usize, max_bytes: usize) -> MemoryStore {
         MemoryStore {
             inner: Mutex::new(Inner {
@@ -42,7 +42,7 @@ impl MemoryStore {
                 finished: LruCache::unbounded(),
                 per_client: HashMap::new(),
                 next_seq: 1,
-                outcome_bytes: 0,
+                stored_bytes: 0,
             }),
             max_tasks,
             max_bytes,
@@ -52,7 +52,7 @@ impl MemoryStore {
 
 impl Inner {
     fn release(&mut self, rec: &TaskRecord) {
-        self.outcome_bytes -= rec.outcome_len();
+        self.stored_bytes -= rec.stored_len();
         if let Some(n) = self.per_client.get_mut(&rec.client) {
             *n -= 1;
             if *n == 0 {
@@ -68,7 +68,7 @@ impl MemoryStore {
         if st.running.len() + st.finished.len() >= self.max_tasks {
             return Err(StoreError::Full { limit: self.max_tasks });
         }
-        if st.outcome_bytes >= self.max_bytes {
+        if st.stored_bytes + rec.stored_len() > self.max_bytes {
             return Err(StoreError::BytesFull { limit: self.max_bytes });
         }
         if st.per_client.get(&rec.client).copied().unwrap_or(0) >= client_limit {
@@ -95,7 +95,7 @@ impl MemoryStore {
 impl Inner {
     fn put(&mut self, rec: TaskRecord) -> TaskRecord {
         let st = self;
-        st.outcome_bytes += rec.outcome_len();
+        st.stored_bytes += rec.stored_len();
         *st.per_client.entry(rec.client.clone()).or_default() += 1;
         let tx = (!rec.status.is_terminal()).then(|| watch::channel(rec.status).0);
         let out = rec.clone();
@@ -123,7 +123,7 @@ impl MemoryStore {
         let st = &mut *guard;
         if let Some(e) = st.running.get_mut(id) {
             let before = e.rec.status;
-            let before_len = e.rec.outcome_len();
+            let before_len = e.rec.stored_len();
             f(&mut e.rec);
             let after = e.rec.clone();
             if after.status != before
@@ -131,7 +131,7 @@ impl MemoryStore {
             {
                 tx.send_replace(after.status);
             }
-            st.outcome_bytes = st.outcome_bytes - before_len + after.outcome_len();
+            st.stored_bytes = st.stored_bytes - before_len + after.stored_len();
             if after.status.is_terminal() {
                 let mut e = st.running.remove(id).expect("present");
                 e.tx = None;
@@ -140,13 +140,15 @@ impl MemoryStore {
             return Some(after);
         }
         let e = st.finished.get_mut(id)?;
-        let (before, outcome) = (e.rec.status, e.rec.outcome.clone());
+        let (before, outcome, before_len) = (e.rec.status, e.rec.outcome.clone(), e.rec.stored_len());
         f(&mut e.rec);
         // A terminal task stays terminal (the spec forbids leaving a terminal status), and
         // keeps its outcome.
         e.rec.status = before;
         e.rec.outcome = outcome;
-        Some(e.rec.clone())
+        let after = e.rec.clone();
+        st.stored_bytes = st.stored_bytes - before_len + after.stored_len();
+        Some(after)
     }
 
     pub fn list(&self, owner: &str, after: u64, limit: usize) -> (Vec<TaskRecord>, bool) {
@@ -206,8 +208,8 @@ impl MemoryStore {
         self.inner.lock().unwrap().next_seq - 1
     }
 
-    pub fn outcome_bytes(&self) -> usize {
-        self.inner.lock().unwrap().outcome_bytes
+    pub fn stored_bytes(&self) -> usize {
+        self.inner.lock().unwrap().stored_bytes
     }
 
     pub fn len(&self) -> usize {
@@ -249,8 +251,8 @@ impl TaskStore for MemoryStore {
     fn last_seq(&self) -> StoreFuture<'_, u64> {
         Box::pin(std::future::ready(MemoryStore::last_seq(self)))
     }
-    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
-        Box::pin(std::future::ready(MemoryStore::outcome_bytes(self)))
+    fn stored_bytes(&self) -> StoreFuture<'_, usize> {
+        Box::pin(std::future::ready(MemoryStore::stored_bytes(self)))
     }
     fn count(&self) -> StoreFuture<'_, usize> {
         Box::pin(std::future::ready(MemoryStore::len(self)))

@@ -21,4 +21,5 @@ pub mod relayed;
 pub mod store;
 #[cfg(test)]
 mod store_suite;
+pub mod text_bounds;
 pub mod upstream_owners;

@@ -13,7 +13,7 @@
 //! - **Limits** are exact: a new task is admitted by one script that checks `max_tasks`,
 //!   `max_store_bytes` and the client's `max_tasks_per_owner` and takes its place
 //!   (`scripts::INSERT`); a removal gives back what its task counted in the same step. As in
-//!   the other stores, `max_store_bytes` refuses new tasks once reached, and a result is
+//!   the other stores, `max_store_bytes` counts whole records (`TaskRecord::stored_len`), refuses a new task that would not fit, and a result is
 //!   checked against it just before it is written (by `Hosted::finish`), so replicas
 //!   finishing at the same moment may overshoot it by their results.
 //! - **Changes** (`update`) are a read, the caller's edit, and a compare-and-set on the
@@ -261,7 +261,8 @@ impl Core {
 
     async fn do_insert(&self, mut rec: TaskRecord, client_limit: usize) -> Result<TaskRecord, StoreError> {
         let k = &self.keys;
-        let acct = format!("0\n{}\n{}", rec.client, rec.owner);
+        let len = rec.stored_len();
+        let acct = format!("{len}\n{}\n{}", rec.client, rec.owner);
         let mut c = self.conn.clone();
         let seq: i64 = bounded(
             self.scripts
@@ -282,6 +283,7 @@ impl Core {
                 .arg(&rec.id)
                 .arg(acct)
                 .arg(&self.fanout.origin)
+                .arg(len)
                 .invoke_async(&mut c),
         )
         .await?;
@@ -299,14 +301,14 @@ impl Core {
     async fn do_update(&self, id: &str, f: Edit<'_>) -> Result<Option<TaskRecord>, StoreError> {
         for _ in 0..MAX_ATTEMPTS {
             let Some((mut rec, ver)) = self.read(id).await? else { return Ok(None) };
-            let (before, outcome, before_len) = (rec.status, rec.outcome.clone(), rec.outcome_len());
+            let (before, outcome, before_len) = (rec.status, rec.outcome.clone(), rec.stored_len());
             f(&mut rec);
             if before.is_terminal() {
                 // A terminal task stays terminal, and keeps its outcome.
                 rec.status = before;
                 rec.outcome = outcome;
             }
-            let after_len = rec.outcome_len();
+            let after_len = rec.stored_len();
             let acct = if after_len != before_len {
                 format!("{after_len}\n{}\n{}", rec.client, rec.owner)
             } else {
@@ -451,7 +453,7 @@ impl TaskStore for RedisStore {
         Box::pin(self.counter("seq", u64::MAX))
     }
     /// On failure, 0: the write of the result that follows reports the failure.
-    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
+    fn stored_bytes(&self) -> StoreFuture<'_, usize> {
         Box::pin(async move { self.counter("bytes", 0).await as usize })
     }
     /// On failure, 0.

@@ -8,7 +8,7 @@
 //! The store also keeps what revives an HTTP session after a restart ([`SessionRecord`]):
 //! tasks belong to their creating session, so durable tasks need a durable owner to be
 //! reached. No task is evicted to make room: a full store (by count, per client, or by the bytes of
-//! retained outcomes) refuses new tasks. A finished task is removed once its ttl, counted
+//! its records, outcomes included) refuses new tasks. A finished task is removed once its ttl, counted
 //! from creation, has passed; a running one never is.
 
 use crate::mcp::tasks::TaskStatus;
@@ -100,8 +100,18 @@ impl TaskRecord {
         (self.created_at + self.ttl).max(self.last_updated_at + REAP_GRACE.min(self.ttl))
     }
 
-    pub(crate) fn outcome_len(&self) -> usize {
-        self.outcome.as_ref().map_or(0, |o| o.len())
+    /// What the record counts against `max_store_bytes`: every variable field (ids,
+    /// owner, client, upstream, tool, status message, outcome) and a fixed part for the
+    /// rest, so that what a store holds grows with its limits, never with what a peer sends.
+    pub(crate) fn stored_len(&self) -> usize {
+        RECORD_OVERHEAD
+            + self.id.len()
+            + self.owner.len()
+            + self.client.len()
+            + self.upstream.len()
+            + self.tool.as_ref().map_or(0, String::len)
+            + self.status_message.as_ref().map_or(0, String::len)
+            + self.outcome.as_ref().map_or(0, |o| o.len())
     }
 }
 
@@ -154,6 +164,10 @@ pub struct RemoteChange {
     pub status: TaskStatus,
 }
 
+/// What a record costs beyond its variable fields (`TaskRecord::stored_len`): its fixed
+/// fields, their names in the durable stores' encoding, and the maps that index it.
+pub const RECORD_OVERHEAD: usize = 256;
+
 /// How long a finished task is kept at least, even when its ttl passed while it ran.
 const REAP_GRACE: Duration = Duration::from_secs(1);
 
@@ -161,7 +175,7 @@ const REAP_GRACE: Duration = Duration::from_secs(1);
 pub enum StoreError {
     /// The store holds `limit` tasks, running or kept until their ttl.
     Full { limit: usize },
-    /// The retained outcomes fill `limit` bytes.
+    /// The kept records (with their outcomes) fill `limit` bytes.
     BytesFull { limit: usize },
     /// The client holds `limit` tasks.
     ClientFull { limit: usize },
@@ -176,7 +190,7 @@ impl std::fmt::Display for StoreError {
                 write!(f, "task store is full ({limit} tasks, max_tasks; finished ones are kept until their ttl)")
             }
             StoreError::BytesFull { limit } => {
-                write!(f, "task store is full ({limit} bytes of retained results, max_store_bytes)")
+                write!(f, "task store is full ({limit} bytes of kept tasks and results, max_store_bytes)")
             }
             StoreError::ClientFull { limit } => {
                 write!(f, "too many tasks for this client (limit {limit}, max_tasks_per_owner)")
@@ -234,8 +248,8 @@ pub trait TaskStore: Send + Sync {
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>>;
     /// The highest `seq` handed out so far.
     fn last_seq(&self) -> StoreFuture<'_, u64>;
-    /// Bytes of retained outcomes.
-    fn outcome_bytes(&self) -> StoreFuture<'_, usize>;
+    /// Bytes of kept records, outcomes included (`TaskRecord::stored_len` of each).
+    fn stored_bytes(&self) -> StoreFuture<'_, usize>;
     /// Tasks kept, running and finished.
     fn count(&self) -> StoreFuture<'_, usize>;
     /// Finished tasks whose retention is counted by the store's caller (the sweeper): those

@@ -8,7 +8,7 @@
 
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::file_store::{FileStore, RESTARTED};
-use crate::tasks::store::{SessionRecord, StoreError, TaskRecord, TaskStore};
+use crate::tasks::store::{RECORD_OVERHEAD, SessionRecord, StoreError, TaskRecord, TaskStore};
 use std::time::{Duration, SystemTime};
 
 fn rec(id: &str, owner: &str) -> TaskRecord {
@@ -40,21 +40,38 @@ async fn the_client_limit_counts_finished_tasks_too(s: &dyn TaskStore) {
     assert!(s.get("x1").await.unwrap().is_some() && s.get("y1").await.unwrap().is_some());
 }
 
-async fn retained_outcomes_are_counted_in_bytes(s: &dyn TaskStore) {
+async fn whole_records_are_counted_in_bytes(s: &dyn TaskStore) {
+    // The suite runs this with max_bytes = 2 * RECORD_OVERHEAD + 100.
+    let base = rec("a", "o").stored_len();
     s.insert(rec("a", "o"), 10).await.unwrap();
+    assert_eq!(s.stored_bytes().await, base, "a new record counts before it has an outcome");
+    s.update("a", &mut |r| r.status_message = Some("m".repeat(50))).await.unwrap();
+    assert_eq!(s.stored_bytes().await, base + 50, "its status message counts");
     s.update("a", &mut |r| {
         r.status = TaskStatus::Completed;
         r.outcome = Some("0123456789".into());
     })
     .await
     .unwrap();
-    assert_eq!(s.outcome_bytes().await, 10);
+    assert_eq!(s.stored_bytes().await, base + 60);
     s.update("a", &mut |r| r.outcome = None).await.unwrap();
-    assert_eq!(s.outcome_bytes().await, 10, "a finished task keeps its outcome");
-    assert_eq!(s.insert(rec("b", "o"), 10).await.unwrap_err(), StoreError::BytesFull { limit: 10 });
-    s.remove_expired(SystemTime::now() + Duration::from_secs(120)).await;
-    assert_eq!(s.outcome_bytes().await, 0);
+    assert_eq!(s.stored_bytes().await, base + 60, "a finished task keeps its outcome");
+    let mut big = rec("b", "o");
+    big.tool = Some("t".repeat(400));
+    assert_eq!(
+        s.insert(big, 10).await.unwrap_err(),
+        StoreError::BytesFull { limit: 2 * RECORD_OVERHEAD + 100 },
+        "a record whose tool name does not fit is refused"
+    );
     s.insert(rec("b", "o"), 10).await.unwrap();
+    assert_eq!(s.stored_bytes().await, 2 * base + 60);
+    assert_eq!(
+        s.insert(rec("c", "o"), 10).await.unwrap_err(),
+        StoreError::BytesFull { limit: 2 * RECORD_OVERHEAD + 100 }
+    );
+    s.remove_expired(SystemTime::now() + Duration::from_secs(120)).await;
+    assert_eq!(s.stored_bytes().await, base, "the removed task gave back all it counted");
+    s.insert(rec("c", "o"), 10).await.unwrap();
 }
 
 async fn terminal_status_sticks_and_waiters_wake(s: &dyn TaskStore) {
@@ -198,7 +215,7 @@ macro_rules! suite {
 suite! {
     a_full_store_refuses_and_evicts_nothing: max_tasks 2, max_bytes 1 << 20;
     the_client_limit_counts_finished_tasks_too: max_tasks 100, max_bytes 1 << 20;
-    retained_outcomes_are_counted_in_bytes: max_tasks 100, max_bytes 10;
+    whole_records_are_counted_in_bytes: max_tasks 100, max_bytes 2 * crate::tasks::store::RECORD_OVERHEAD + 100;
     terminal_status_sticks_and_waiters_wake: max_tasks 10, max_bytes 1 << 20;
     listing_is_per_owner_and_paged: max_tasks 100, max_bytes 1 << 20;
     listing_all_spans_owners_keeps_the_tool_and_drops_removed_tasks: max_tasks 100, max_bytes 1 << 20;

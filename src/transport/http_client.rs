@@ -490,7 +490,7 @@ impl Inner {
                             resume.last_id = id;
                         }
                         let limit = self.max_body;
-                        tracing::warn!(upstream = %self.name, "dropping an SSE event that exceeds max_body_bytes ({limit} bytes)");
+                        crate::warn_limit::warn_limited!(upstream = %self.name, "dropping an SSE event that exceeds max_body_bytes ({limit} bytes)");
                         // On a response stream it is most likely the response: fail the
                         // request now rather than at its timeout.
                         if let Some(want) = answer_to {
@@ -513,7 +513,7 @@ impl Inner {
                 let msgs = match messages_of(&self.name, Bytes::from(ev.data), self.max_batch) {
                     Ok(msgs) => msgs,
                     Err(e) => {
-                        tracing::warn!(upstream = %self.name, "skipping an SSE event: {}", e.message);
+                        crate::warn_limit::warn_limited!(upstream = %self.name, "skipping an SSE event: {}", e.message);
                         continue;
                     }
                 };

@@ -63,7 +63,7 @@ pub(crate) fn inbound(
 ) -> Vec<Inbound> {
     if is_batch && items.len() > max_batch {
         let len = items.len();
-        tracing::warn!(upstream = %upstream, "dropping a batch of {len} messages: more than max_batch ({max_batch})");
+        crate::warn_limit::warn_limited!(upstream = %upstream, "dropping a batch of {len} messages: more than max_batch ({max_batch})");
         let answered = |m: Result<Message, jsonrpc::Refused>| match m {
             Ok(m) if m.kind() == jsonrpc::Kind::Response => m.id().cloned(),
             Ok(_) => None,
@@ -86,11 +86,11 @@ fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Inbo
         Ok(m) => Some(Ok(m)),
         Err(r) => match r.answers() {
             Some(id) => {
-                tracing::warn!(upstream = %upstream, "an unreadable response to request {id}: {}", r.error);
+                crate::warn_limit::warn_limited!(upstream = %upstream, "an unreadable response to request {id}: {}", r.error);
                 Some(Err((id.clone(), Error::BadResponse(r.error.message))))
             }
             None => {
-                tracing::warn!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error);
+                crate::warn_limit::warn_limited!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error);
                 None
             }
         },

@@ -249,7 +249,7 @@ impl Reader {
             sse::Decoded::Event(ev) => ev,
             sse::Decoded::TooLarge { .. } => {
                 let limit = self.max_body;
-                tracing::warn!(upstream = %self.name, "dropping an SSE event that exceeds max_body_bytes ({limit} bytes)");
+                crate::warn_limit::warn_limited!(upstream = %self.name, "dropping an SSE event that exceeds max_body_bytes ({limit} bytes)");
                 return None;
             }
         };
@@ -260,7 +260,7 @@ impl Reader {
         }
         match messages_of(&self.name, Bytes::from(ev.data), self.max_batch) {
             Ok(msgs) => msgs.into_iter().for_each(|m| deliver(&*self.sink, m, None)),
-            Err(e) => tracing::warn!(upstream = %self.name, "skipping an SSE event: {}", e.message),
+            Err(e) => crate::warn_limit::warn_limited!(upstream = %self.name, "skipping an SSE event: {}", e.message),
         }
         None
     }

@@ -237,7 +237,7 @@ where
                     .into_iter()
                     .for_each(|m| deliver(&*sink, m, None)),
                 Err(bad) => {
-                    tracing::warn!(upstream = %name, "skipping a stdout {bad}");
+                    crate::warn_limit::warn_limited!(upstream = %name, "skipping a stdout {bad}");
                     // The request it answered fails now rather than at its timeout.
                     if let Some(id) = bad.answers() {
                         sink.request_failed(id.clone(), bad.kind.into());

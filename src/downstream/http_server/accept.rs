@@ -29,7 +29,7 @@ impl HttpServer {
             let (tcp, peer) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    crate::warn_limit::warn_limited!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

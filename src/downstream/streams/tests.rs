@@ -224,3 +224,33 @@ fn buffer_is_bounded_and_ids_in_use_are_refused() {
     }
     assert!(s.state.lock().unwrap().undelivered.len() <= 4);
 }
+
+/// What a test's log lines are written into.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_flood_of_messages_dropped_for_want_of_a_get_stream_logs_one_warning() {
+    let log = Captured::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let s = Streams::new(16);
+        for n in 0..2000 {
+            s.deliver(m(json!({"n": n})), Route::Unrelated);
+        }
+    });
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let lines = text.lines().filter(|l| l.contains("session event buffer full")).count();
+    assert_eq!(lines, 1, "one line within the interval, not one per dropped message:\n{text}");
+}

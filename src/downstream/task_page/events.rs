@@ -1,8 +1,13 @@
-//! The task page's event stream: a snapshot at once, then every `refresh` the tasks are
-//! listed again (one store listing of at most `max_tasks`) and a snapshot sent if they
-//! changed; a comment every `sse_keepalive` while nothing did. It ends when the server
-//! begins to shut down, and gives back its viewer's place when it ends.
+//! The task page's event stream: a snapshot at once (or with the next listing), then one
+//! each time the listing (`listing`, one per `refresh` for all viewers) shows this viewer
+//! something new; a comment every `sse_keepalive` while nothing changed. It ends when the
+//! server begins to shut down, and gives back its viewer's place when it ends.
+//!
+//! A task of the viewer's own makes the frames and hands them to the response body one
+//! at a time: a viewer that takes none for `unread_timeout` while one waits (it does not
+//! read, and the connection's buffers are full) is dropped, and its place given back.
 
+use super::listing::Watched;
 use super::snapshot::{self, Viewer};
 use crate::gateway::Gateway;
 use crate::transport::sse;
@@ -10,8 +15,8 @@ use bytes::Bytes;
 use futures_util::Stream;
 use std::pin::Pin;
 use std::sync::Arc;
-use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 struct State {
@@ -19,49 +24,76 @@ struct State {
     /// Cancelled when the server begins to shut down.
     stopping: CancellationToken,
     viewer: Viewer,
-    _permit: OwnedSemaphorePermit,
+    listings: Watched,
     /// The rows (or the failure) last sent (`None`: nothing sent yet).
     last: Option<String>,
-    tick: tokio::time::Interval,
     last_sent: Instant,
 }
 
-/// The stream of one viewer, holding its place (`permit`) while it lasts, until `stopping`.
+/// The stream of one viewer, holding its place (`held`) while it lasts, until `stopping`.
 pub(super) fn stream(
     gateway: Arc<Gateway>,
     stopping: CancellationToken,
     viewer: Viewer,
-    permit: OwnedSemaphorePermit,
+    listings: Watched,
+    held: Box<dyn Send>,
 ) -> Pin<Box<dyn Stream<Item = Bytes> + Send>> {
-    let mut tick = tokio::time::interval(gateway.config.server.task_page.refresh);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let state = State { gateway, stopping, viewer, _permit: permit, last: None, tick, last_sent: Instant::now() };
-    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
-        let frame = st.next_frame().await?;
-        Some((frame, st))
-    }))
+    let unread = gateway.config.server.task_page.unread_timeout;
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
+    let mut state = State { gateway, stopping, viewer, listings, last: None, last_sent: Instant::now() };
+    tokio::spawn(async move {
+        let _held = held;
+        loop {
+            let frame = tokio::select! {
+                f = state.next_frame() => match f {
+                    Some(f) => f,
+                    None => return,
+                },
+                _ = tx.closed() => return,
+            };
+            match tokio::time::timeout(unread, tx.send(frame)).await {
+                Ok(Ok(())) => {}
+                // The viewer went.
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    crate::metrics::global().task_page_viewer_dropped();
+                    tracing::info!(
+                        viewer = state.viewer.name(),
+                        "task page: dropped a viewer that read nothing for {unread:?} (server.task_page.unread_timeout)"
+                    );
+                    return;
+                }
+            }
+        }
+    });
+    Box::pin(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) }))
 }
 
 impl State {
     /// The next frame to send; `None` once the server shuts down.
     async fn next_frame(&mut self) -> Option<Bytes> {
         let keepalive = self.gateway.limits().sse_keepalive;
+        let max_bytes = self.gateway.config.server.task_page.max_snapshot_bytes;
         loop {
             tokio::select! {
                 _ = self.stopping.cancelled() => return None,
-                _ = self.tick.tick() => {}
+                changed = self.listings.changed() => changed.ok()?,
+                _ = tokio::time::sleep_until(self.last_sent + keepalive) => {
+                    self.last_sent = Instant::now();
+                    return Some(Bytes::from_static(sse::KEEPALIVE));
+                }
             }
-            let max = self.gateway.config.tasks.max_tasks;
+            let Some(listed) = self.listings.borrow_and_update().clone() else { continue };
             // What a change is told by: the rows, or the store's failure (told to the
-            // viewer once; the next looks try again).
-            let (seen, data) = match self.gateway.hosted.overview(max).await {
+            // viewer once; the next listings try again).
+            let (seen, data) = match &*listed {
                 Ok((rows, truncated)) => {
-                    let rows = snapshot::rows_text(&self.viewer, &rows);
-                    let data = snapshot::snapshot(&self.viewer, &rows, truncated);
+                    let (rows, cut) = snapshot::rows_text(&self.viewer, rows, max_bytes);
+                    let data = snapshot::snapshot(&self.viewer, &rows, *truncated || cut);
                     (rows, data)
                 }
-                Err(e) => {
-                    let data = serde_json::json!({ "error": e.message }).to_string();
+                Err(message) => {
+                    let data = serde_json::json!({ "error": message }).to_string();
                     (data.clone(), data)
                 }
             };
@@ -69,10 +101,6 @@ impl State {
                 self.last = Some(seen);
                 self.last_sent = Instant::now();
                 return Some(sse::encode_event(None, data.as_bytes()));
-            }
-            if self.last_sent.elapsed() >= keepalive {
-                self.last_sent = Instant::now();
-                return Some(Bytes::from_static(sse::KEEPALIVE));
             }
         }
     }

@@ -93,10 +93,23 @@ pub(crate) fn row(rec: &TaskRecord, progress: Option<(f64, Option<f64>)>) -> Val
     })
 }
 
-/// The rows `viewer` sees of `rows`, as the JSON array's text: what a change is told by.
-pub(crate) fn rows_text(viewer: &Viewer, rows: &[Overview]) -> String {
-    let seen: Vec<Value> = rows.iter().filter(|o| viewer.sees(&o.rec)).map(|o| row(&o.rec, o.progress)).collect();
-    Value::Array(seen).to_string()
+/// The rows `viewer` sees of `rows`, as the JSON array's text (what a change is told by), at
+/// most `max_bytes` of it; and whether rows were left out to keep to that.
+pub(crate) fn rows_text(viewer: &Viewer, rows: &[Overview], max_bytes: usize) -> (String, bool) {
+    let mut out = String::from("[");
+    for o in rows.iter().filter(|o| viewer.sees(&o.rec)) {
+        let text = row(&o.rec, o.progress).to_string();
+        if out.len() + text.len() + 2 > max_bytes {
+            out.push(']');
+            return (out, true);
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&text);
+    }
+    out.push(']');
+    (out, false)
 }
 
 /// A snapshot event's data: the rows (`rows_text`), the viewer, and the server's clock.

@@ -30,6 +30,11 @@ pub(crate) enum LinkError {
     /// `max_in_flight` requests already wait for this upstream.
     #[error("too many requests in flight to upstream '{upstream}' (limit {limit})")]
     InFlight { upstream: Arc<str>, limit: usize },
+    /// The client holds its share of a shared link's requests in flight.
+    #[error(
+        "too many requests in flight from this client to upstream '{upstream}' (limit {limit} of the link's, max_in_flight_per_client)"
+    )]
+    ClientShare { upstream: Arc<str>, limit: usize },
     /// `max_links` links are open.
     #[error("too many upstream links open (max_links {0}); try again when running tasks have ended")]
     TooManyLinks(usize),
@@ -111,7 +116,7 @@ impl LinkError {
             | LinkError::UnknownVersion { .. }
             | LinkError::InitTimedOut { .. } => UPSTREAM_UNAVAILABLE,
             LinkError::TimedOut { .. } | LinkError::NoAnswer { .. } => REQUEST_TIMEOUT,
-            LinkError::InFlight { .. } | LinkError::TooManyLinks(_) => GATEWAY_BUSY,
+            LinkError::InFlight { .. } | LinkError::ClientShare { .. } | LinkError::TooManyLinks(_) => GATEWAY_BUSY,
             LinkError::IdInUse(_) => INVALID_REQUEST,
         }
     }
@@ -154,6 +159,7 @@ mod tests {
                 REQUEST_TIMEOUT,
             ),
             (LinkError::InFlight { upstream: up(), limit: 4 }, GATEWAY_BUSY),
+            (LinkError::ClientShare { upstream: up(), limit: 2 }, GATEWAY_BUSY),
         ];
         for (e, code) in cases {
             let shown = e.to_string();

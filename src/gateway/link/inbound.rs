@@ -38,6 +38,14 @@ impl LinkCore {
         if let Waiter::Client { client, .. } = &p.waiter {
             st.by_client_id.remove(client);
         }
+        if let (Some(k), Some(shared)) = (&p.client_key, st.shared.as_mut())
+            && let Some(n) = shared.in_flight_by_client.get_mut(k)
+        {
+            *n -= 1;
+            if *n == 0 {
+                shared.in_flight_by_client.remove(k);
+            }
+        }
         Some(p)
     }
 
@@ -156,7 +164,7 @@ impl InboundSink for LinkCore {
         match frame.kind() {
             Kind::Response => {
                 let Some(&Id::Num(up_id)) = frame.id() else {
-                    tracing::warn!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
+                    crate::warn_limit::warn_limited!(upstream = %self.upstream, "dropping response with an id the gateway never sent");
                     return;
                 };
                 // The latest progress always gets out before the result; a task-augmented

@@ -49,6 +49,7 @@ impl Link {
             core: core.clone(),
             conn,
             max_in_flight: env.limits.max_in_flight,
+            client_share: cfg.client_share(env.limits.max_in_flight),
             request_timeout: cfg.request_timeout,
             modern: Default::default(),
         });
@@ -97,6 +98,22 @@ impl Link {
             && st.by_client_id.contains_key(client)
         {
             return Err(LinkError::IdInUse(client.id.clone()).into());
+        }
+        // On a shared link, one client holds at most its share of the requests in flight.
+        let client_key = match (&waiter, st.shared.as_ref()) {
+            (Waiter::Client { client, .. }, Some(shared)) => shared.client_keys.get(&client.session).cloned(),
+            _ => None,
+        };
+        if let Some(k) = &client_key {
+            let held = st.shared.as_ref().and_then(|s| s.in_flight_by_client.get(k)).copied().unwrap_or(0);
+            if held >= self.client_share {
+                return Err(
+                    LinkError::ClientShare { upstream: self.core.upstream.clone(), limit: self.client_share }.into()
+                );
+            }
+            if let Some(shared) = st.shared.as_mut() {
+                *shared.in_flight_by_client.entry(k.clone()).or_default() += 1;
+            }
         }
         let up_id = st.next_id;
         st.next_id += 1;
@@ -170,7 +187,7 @@ impl Link {
             }
             _ => task_owner,
         };
-        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task, owner });
+        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task, owner, client_key });
         drop(st);
         let msg = match (&key, client_token.is_some()) {
             (Some(k), true) => msg.with_progress_token(k),

@@ -149,12 +149,19 @@ impl Link {
         self.core.shared
     }
 
-    /// Session `session` uses this link from now on; what is for it goes to `events`.
-    pub fn attach(&self, session: SessionTag, events: Weak<dyn LinkEvents>) {
-        let mut st = self.core.state.lock().unwrap();
+    /// Session `session` uses this link from now on; what is for it goes to `events`. On a
+    /// shared link its requests count against the share of `client` (a principal, else the
+    /// session), `max_in_flight_per_client`.
+    pub fn attach(&self, session: SessionTag, events: Weak<dyn LinkEvents>, client: Arc<str>) {
+        let mut guard = self.core.state.lock().unwrap();
+        let st = &mut *guard;
         // A session that went without detaching is forgotten here.
         st.sessions.retain(|_, s| s.strong_count() > 0);
         st.sessions.insert(session, events);
+        if let Some(shared) = st.shared.as_mut() {
+            shared.client_keys.retain(|s, _| st.sessions.contains_key(s));
+            shared.client_keys.insert(session, client);
+        }
     }
 
     /// Session `session` ended (a shared link lives on): its requests in flight are
@@ -183,6 +190,7 @@ impl Link {
                 shared.task_owners.retain(|_, (s, _)| *s != session);
                 shared.client_tokens.retain(|(s, _), _| *s != session);
                 shared.subscriptions.remove(&session);
+                shared.client_keys.remove(&session);
                 shared.subscribers.retain(|uri, tags| {
                     tags.retain(|t| *t != session);
                     if tags.is_empty() {

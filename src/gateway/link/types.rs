@@ -141,6 +141,8 @@ pub(super) struct Pending {
     /// Whose request it is, where a shared link places server messages by elimination
     /// (else `None`, also for the gateway's own requests).
     pub(super) owner: Option<Arc<str>>,
+    /// On a shared link, the client whose share of `max_in_flight` it counts against.
+    pub(super) client_key: Option<Arc<str>>,
 }
 
 /// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
@@ -212,6 +214,11 @@ pub(super) struct Shared {
     /// until the upstream answered, so that each decides on the last one's outcome (kept
     /// while one holds it).
     pub(super) subscription_gates: HashMap<String, Weak<tokio::sync::Mutex<()>>>,
+    /// Session → the client it is (a principal, else the session itself), whose requests in
+    /// flight count against one share (`max_in_flight_per_client`).
+    pub(super) client_keys: HashMap<SessionTag, Arc<str>>,
+    /// Client → its requests in flight (those above zero).
+    pub(super) in_flight_by_client: HashMap<Arc<str>, usize>,
     /// Upstream task → the session whose request created it, and when (for eviction).
     pub(super) task_owners: HashMap<TaskId, (SessionTag, u64)>,
     pub(super) next_owned: u64,
@@ -246,6 +253,8 @@ pub struct Link {
     pub(super) core: Arc<LinkCore>,
     pub(super) conn: Upstream,
     pub(super) max_in_flight: usize,
+    /// On a shared link, the requests in flight one client may hold.
+    pub(super) client_share: usize,
     /// Bounds the requests the gateway makes on its own account (listings, task polls).
     pub(super) request_timeout: Duration,
     /// Set while the link speaks the modern era (from its `server/discover` probe on).

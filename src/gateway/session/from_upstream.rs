@@ -62,7 +62,9 @@ impl ClientSession for Session {
     fn to_client(&self, msg: Value, route: Route) {
         match Message::from_value(msg) {
             Ok(m) => Session::to_client(self, m, route),
-            Err(r) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {}", r.error),
+            Err(r) => {
+                crate::warn_limit::warn_limited!(upstream = %self.upstream.name, "not sent to the client: {}", r.error)
+            }
         }
     }
 
@@ -76,7 +78,9 @@ impl ClientSession for Session {
     ) {
         match Message::from_value(msg) {
             Ok(m) => Session::relay_server_request(self, link, upstream_id, m, route, task),
-            Err(r) => tracing::warn!(upstream = %self.upstream.name, "not sent to the client: {}", r.error),
+            Err(r) => {
+                crate::warn_limit::warn_limited!(upstream = %self.upstream.name, "not sent to the client: {}", r.error)
+            }
         }
     }
 

@@ -151,7 +151,7 @@ impl Session {
         env.credential = self.credential.clone();
         let link = Link::connect(env, &self.upstream, generation, false).await?;
         let events: Weak<dyn LinkEvents> = self.me.clone();
-        link.attach(self.tag, events);
+        link.attach(self.tag, events, self.share_key());
         Ok(link)
     }
 }

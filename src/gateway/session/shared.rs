@@ -14,7 +14,7 @@ impl Session {
     pub(super) async fn join_shared(&self) -> Result<Negotiated, RpcError> {
         let (link, negotiated) = self.gateway.shared_link(&self.upstream).await?;
         let events: Weak<dyn LinkEvents> = self.me.clone();
-        link.attach(self.tag, events);
+        link.attach(self.tag, events, self.share_key());
         self.adopt(&negotiated);
         // The upstream tasks its requests created on a link that died are no longer its to
         // ask about: on this one, their ids may be another session's tasks (a restarted
@@ -22,6 +22,16 @@ impl Session {
         self.state.lock().unwrap().known_tasks.clear();
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
+    }
+
+    /// Whose share of a shared link's requests in flight the session's count against: its
+    /// principal's, else its own.
+    pub(super) fn share_key(&self) -> Arc<str> {
+        if self.client.starts_with(PRINCIPAL_PREFIX) {
+            self.client.as_str().into()
+        } else {
+            format!("session:{}", self.tag).into()
+        }
     }
 
     /// Whether the session may ask the upstream about upstream task `task_id`: on a shared

@@ -8,6 +8,7 @@ use crate::jsonrpc::{self, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::held_inputs::{declares, undeclared};
 use crate::tasks::store::{Edit, TaskRecord};
+use crate::tasks::text_bounds::bounded;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -20,7 +21,7 @@ impl Hosted {
         let mut msg = msg;
         let too_large = if text.len() > self.max_result_bytes {
             Some(format!("the result ({} bytes) exceeds max_result_bytes ({})", text.len(), self.max_result_bytes))
-        } else if self.store.outcome_bytes().await + text.len() > self.max_store_bytes {
+        } else if self.store.stored_bytes().await + text.len() > self.max_store_bytes {
             Some(format!(
                 "task store is full: the result ({} bytes) does not fit in max_store_bytes ({})",
                 text.len(),
@@ -35,7 +36,10 @@ impl Hosted {
             text = serde_json::to_string(&msg).expect("values serialize");
         }
         let (status, message) = match msg.get("error") {
-            Some(e) => (TaskStatus::Failed, e.get("message").and_then(Value::as_str).map(str::to_string)),
+            Some(e) => (
+                TaskStatus::Failed,
+                e.get("message").and_then(Value::as_str).map(|m| bounded(m, self.max_message_bytes).into_owned()),
+            ),
             None if msg.pointer("/result/isError") == Some(&Value::Bool(true)) => {
                 (TaskStatus::Failed, Some("the tool reported an error".to_string()))
             }
@@ -110,7 +114,7 @@ impl TaskCalls for Hosted {
 
     /// Progress of the background call: forwarded under the client's token while the task
     /// runs; its message becomes the task's status message.
-    fn progress(&self, task_id: &str, msg: Value) {
+    fn progress(&self, task_id: &str, mut msg: Value) {
         // Delivered while the task is known to run (the lock held), so that its end, which
         // removes it under the same lock, cannot come in between.
         let mut running = self.running.lock().unwrap();
@@ -125,8 +129,15 @@ impl TaskCalls for Hosted {
         if let Some(v) = value {
             r.progress_numbers = Some((v, msg.pointer("/params/total").and_then(Value::as_f64)));
         }
-        if let Some(text) = msg.pointer("/params/message").and_then(Value::as_str) {
-            r.progress = Some((text.to_string(), SystemTime::now()));
+        if let Some(text) = msg.pointer_mut("/params/message") {
+            // Cut where it is kept and where it is sent: a message an upstream sends over
+            // and over is what the client's buffers would hold.
+            if let Some(long) = text.as_str().filter(|t| t.len() > self.max_message_bytes) {
+                *text = Value::String(bounded(long, self.max_message_bytes).into_owned());
+            }
+            if let Some(text) = text.as_str() {
+                r.progress = Some((text.to_string(), SystemTime::now()));
+            }
         }
         // On the stream of a `tasks/result` the creator has pending, else the creator's own.
         let route = r

@@ -52,8 +52,8 @@ impl TaskStore for Failing {
     fn last_seq(&self) -> StoreFuture<'_, u64> {
         TaskStore::last_seq(&self.mem)
     }
-    fn outcome_bytes(&self) -> StoreFuture<'_, usize> {
-        TaskStore::outcome_bytes(&self.mem)
+    fn stored_bytes(&self) -> StoreFuture<'_, usize> {
+        TaskStore::stored_bytes(&self.mem)
     }
     fn count(&self) -> StoreFuture<'_, usize> {
         TaskStore::count(&self.mem)

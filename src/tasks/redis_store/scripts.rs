@@ -7,18 +7,20 @@
 
 /// KEYS: count, bytes, client counter, seq, task hash, owner index, accounting hash,
 /// running tasks (id → the replica running it), index of all tasks.
-/// ARGV: max_tasks, max_bytes, client limit, meta, id, accounting entry, replica.
+/// ARGV: max_tasks, max_bytes, client limit, meta, id, accounting entry, replica, the
+/// record's bytes (`TaskRecord::stored_len`).
 /// Returns the new task's seq, or -1 (full), -2 (bytes full), -3 (client full).
 ///
 /// Exact: the three limits are checked and the counters raised in one step.
 pub(super) const INSERT: &str = r#"
 if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[1]) then return -1 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(ARGV[2]) then return -2 end
+if tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(ARGV[8]) > tonumber(ARGV[2]) then return -2 end
 if tonumber(redis.call('GET', KEYS[3]) or '0') >= tonumber(ARGV[3]) then return -3 end
 local seq = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[5], 'm', ARGV[4], 'seq', seq, 'ver', 1)
 redis.call('INCR', KEYS[1])
 redis.call('INCR', KEYS[3])
+redis.call('INCRBY', KEYS[2], ARGV[8])
 redis.call('ZADD', KEYS[6], seq, ARGV[5])
 redis.call('ZADD', KEYS[9], seq, ARGV[5])
 redis.call('HSET', KEYS[7], ARGV[5], ARGV[6])
@@ -29,7 +31,7 @@ return seq
 /// Compare-and-set of a record at version ARGV[1].
 /// KEYS: task hash, bytes, expiry index, accounting hash, running tasks.
 /// ARGV: version read, new meta, outcome ('' and ARGV[4] = '0': none), has outcome,
-/// outcome bytes delta, accounting entry ('' : unchanged), expires at (ms; '' : running),
+/// record bytes delta (`TaskRecord::stored_len`), accounting entry ('' : unchanged), expires at (ms; '' : running),
 /// key expiry at (ms), id, channel, message ('' : no status change).
 /// Returns the new version, or 0 if the record changed (or went) since it was read.
 pub(super) const UPDATE: &str = r#"
@@ -55,7 +57,7 @@ return ver
 /// Returns, per removed task, its id, meta and seq (the meta is false if the record had
 /// already gone by its key's own expiry).
 ///
-/// Exact: what a task counted (its place, its client's place, its outcome's bytes, from its
+/// Exact: what a task counted (its place, its client's place, its record's bytes, from its
 /// accounting entry) is given back in the step that removes it.
 pub(super) const REMOVE_EXPIRED: &str = r#"
 local ids

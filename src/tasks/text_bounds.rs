@@ -1,0 +1,42 @@
+//! Text a peer sends, cut to what the gateway keeps of it: a task's status message (an
+//! upstream's error message, a progress message, a canceller's name) is at most
+//! `max_status_message_bytes`, ending with [`CUT_MARKER`] when it was cut.
+
+use std::borrow::Cow;
+
+/// What a cut message ends with.
+pub const CUT_MARKER: &str = "… [cut by the gateway]";
+
+/// `text` if it has at most `max` bytes; else its start, cut on a character boundary, and
+/// [`CUT_MARKER`], `max` bytes at most in all.
+pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max.saturating_sub(CUT_MARKER.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + CUT_MARKER.len());
+    out.push_str(&text[..end]);
+    if out.len() + CUT_MARKER.len() <= max {
+        out.push_str(CUT_MARKER);
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary_with_a_marker() {
+        assert_eq!(bounded("short", 64), "short");
+        let long = "é".repeat(1000);
+        let cut = bounded(&long, 100);
+        assert!(cut.len() <= 100 && cut.ends_with(CUT_MARKER), "{cut}");
+        assert!(cut.starts_with("éé"));
+        assert_eq!(bounded(&"x".repeat(200), 64).len(), 64);
+        assert_eq!(bounded("abcdef", 3), "", "too small a bound for the marker: nothing kept");
+    }
+}

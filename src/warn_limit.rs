@@ -1,0 +1,95 @@
+//! Rate-limited warnings: a warning that can repeat as fast as a peer makes it happen (a
+//! dropped notification, a malformed message, a failed accept) is written at most once per
+//! interval per call site, the line carrying how many like it were left out since the last
+//! one (`suppressed`). Knows nothing of the rest of the crate; any layer may use it.
+//!
+//! ```ignore
+//! warn_limited!(upstream = %name, "dropping a malformed message from upstream: {why}");
+//! ```
+//!
+//! The first occurrence is written at once; those within the interval after it are only
+//! counted; the first after the interval is written with their count. A flood that stops
+//! leaves its last count to the next occurrence. Uses tokio's clock, so that tests may
+//! pause it.
+
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often one call site's warning is written at most.
+pub const WARN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// One call site's limit.
+pub struct WarnLimit {
+    interval: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// When the last line was written (`None`: never).
+    last: Option<Instant>,
+    /// Occurrences not written since then.
+    suppressed: u64,
+}
+
+impl WarnLimit {
+    /// At most one line per `interval`.
+    pub const fn new(interval: Duration) -> WarnLimit {
+        WarnLimit { interval, state: Mutex::new(State { last: None, suppressed: 0 }) }
+    }
+
+    /// One more occurrence: `Some(n)` if a line is to be written now, `n` being how many
+    /// were left out since the last line; `None` if this one is only counted.
+    pub fn hit(&self) -> Option<u64> {
+        let now = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match st.last {
+            Some(last) if now.saturating_duration_since(last) < self.interval => {
+                st.suppressed += 1;
+                None
+            }
+            _ => {
+                st.last = Some(now);
+                Some(std::mem::take(&mut st.suppressed))
+            }
+        }
+    }
+}
+
+/// `tracing::warn!` at most once per [`WARN_INTERVAL`] for this call site (each use has a
+/// [`WarnLimit`] of its own): the line gets a `suppressed` field with the count of those
+/// left out since the last.
+macro_rules! warn_limited {
+    ($($arg:tt)+) => {{
+        static LIMIT: $crate::warn_limit::WarnLimit =
+            $crate::warn_limit::WarnLimit::new($crate::warn_limit::WARN_INTERVAL);
+        if let Some(suppressed) = LIMIT.hit() {
+            ::tracing::warn!(suppressed, $($arg)+);
+        }
+    }};
+}
+
+pub(crate) use warn_limited;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_line_per_interval_with_the_count_left_out() {
+        let limit = WarnLimit::new(Duration::from_secs(10));
+        assert_eq!(limit.hit(), Some(0), "the first is written at once");
+        for _ in 0..1000 {
+            assert_eq!(limit.hit(), None);
+        }
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(limit.hit(), None, "still within the interval");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(limit.hit(), Some(1001), "the next line says how many were left out");
+        assert_eq!(limit.hit(), None);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(limit.hit(), Some(1), "the count starts again after each line");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(limit.hit(), Some(0));
+    }
+}

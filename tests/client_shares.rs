@@ -1,0 +1,84 @@
+//! Per-client shares of a shared link's `max_in_flight` (`max_in_flight_per_client`): one
+//! principal holding its share of slow 2026-07-28 calls is refused more, with a clear
+//! error, and another principal's call still goes through.
+
+mod common;
+
+use common::modern_client as modern;
+use common::*;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+
+/// The gateway in front of the demo, `max_in_flight = 4` per link and 2 per client, with
+/// bearer tokens for alice and bob (their files in `dir`).
+async fn gateway(dir: &tempfile::TempDir) -> Gw {
+    let mut config = String::from("[server]\nmax_in_flight = 4\n[server.auth]\nmode = \"bearer\"\n");
+    for (name, token) in [("alice", ALICE), ("bob", BOB)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{token}\n")).unwrap();
+        config.push_str(&format!(
+            "[[server.auth.tokens]]\nprincipal = \"{name}\"\nfile = {:?}\n",
+            path.display().to_string()
+        ));
+    }
+    config.push_str(&builtin_upstream("demo"));
+    config.push_str("max_in_flight_per_client = 2\n");
+    start_gateway(&config).await
+}
+
+fn client(gw: &Gw, token: &str) -> HttpMcp {
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some(token.to_string());
+    c
+}
+
+fn slow(id: u64) -> Value {
+    let args = json!({"name": "slow", "arguments": {"duration_ms": 60_000, "steps": 1}});
+    modern::request(json!(id), "tools/call", args, json!({}))
+}
+
+fn echo(text: &str) -> Value {
+    modern::request(json!("e"), "tools/call", json!({"name": "echo", "arguments": {"text": text}}), json!({}))
+}
+
+#[tokio::test]
+async fn one_principal_holding_its_share_does_not_starve_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&dir).await;
+    let alice = client(&gw, ALICE);
+    // Alice asks for every place the link has: two calls go upstream (and run a minute),
+    // the two past her share are refused at once.
+    let reqs: Vec<Value> = (1..=4).map(slow).collect();
+    let mut calls: FuturesUnordered<_> = reqs.iter().map(|r| modern::call(&alice, r)).collect();
+    for _ in 0..2 {
+        let (_, answer, _) = tokio::time::timeout(Duration::from_secs(20), calls.next())
+            .await
+            .expect("the calls past alice's share are refused at once")
+            .unwrap();
+        assert_eq!(answer["error"]["code"], -32004, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("max_in_flight_per_client"), "{message}");
+    }
+    // Bob's call goes through while alice's two run; hers is refused.
+    let (status, answer, _) = modern::call(&client(&gw, BOB), &echo("hi bob")).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["result"]["content"][0]["text"], "hi bob", "{answer}");
+    let (_, answer, _) = modern::call(&alice, &echo("hi alice")).await;
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    // Closing alice's two responses cancels her calls, and her share comes back.
+    drop(calls);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, answer, _) = modern::call(&alice, &echo("again")).await;
+        if answer["result"]["content"][0]["text"] == "again" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "alice's share never came back: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
