@@ -1,7 +1,7 @@
 //! The docs the code keeps true: the generated parts of docs/configuration.md and
-//! docs/versions.md match what the code writes, every config key is described, the
-//! README's config snippets load, every relative link and anchor in README.md and docs/
-//! resolves, and each command's `--help` names a docs page that exists.
+//! docs/versions.md match what the code writes, every config key is described, the README
+//! stays short and its config snippets load, every relative link and anchor in README.md and
+//! docs/ resolves, and each command's `--help` names a docs page that exists.
 //!
 //! Regenerate both generated parts with one command:
 //! `UPDATE_DOCS=1 cargo test --test docs` (on the shared machine, `tgcargo` for `cargo`).
@@ -96,6 +96,12 @@ fn the_readme_config_snippets_load() {
     }
     // `check` shows a stdio upstream's `command` and an HTTP upstream's `url`.
     assert!(shown.contains("\ncommand = ") && shown.contains("\nurl = "), "{shown}");
+}
+
+#[test]
+fn the_readme_is_read_in_five_minutes() {
+    let lines = read("README.md").lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines: keep it at most 300 and move the rest to a docs/ page");
 }
 
 /// GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces
