@@ -17,7 +17,13 @@ use taskgate::{
 };
 
 #[derive(Parser)]
-#[command(name = "taskgate", version, about = "An MCP gateway that adds task semantics where one side lacks them")]
+#[command(
+    name = "taskgate",
+    version,
+    about = "An MCP gateway that adds task semantics where one side lacks them",
+    after_help = "Docs: README.md, then docs/configuration.md (every config key), docs/tasks.md, docs/transports.md, \
+                  docs/versions.md and docs/operating.md."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -32,6 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway over Streamable HTTP (the default).
+    #[command(after_help = "Docs: docs/operating.md (running it), docs/configuration.md (the config file).")]
     Serve {
         /// Serve the servers of a desktop client's `mcpServers` JSON file (as `import` reads
         /// them) with the default settings, instead of a config file.
@@ -39,20 +46,25 @@ enum Command {
         mcp_servers: Option<PathBuf>,
     },
     /// Serve one client on stdin/stdout in front of one upstream.
+    #[command(after_help = "Docs: docs/transports.md#stdio-flow-control.")]
     Stdio {
         /// The upstream to serve, by name.
         #[arg(long)]
         upstream: String,
     },
     /// Validate the config and print the effective settings.
+    #[command(after_help = "Docs: docs/configuration.md (every key, its default and bounds).")]
     Check,
     /// Print the protocol versions the gateway speaks and the table it translates between
     /// them with (Markdown).
+    #[command(after_help = "Docs: docs/versions.md (the table, and what it means).")]
     Versions,
     /// Run the built-in demo MCP server: on stdio, or over Streamable HTTP at /mcp with --listen.
+    #[command(after_help = "Docs: docs/testing.md#the-demo-server.")]
     DemoServer,
     /// Print the taskgate config (TOML) equivalent to a desktop client's `mcpServers` JSON
     /// file. Its env values and headers are copied as they are, secrets included.
+    #[command(after_help = "Docs: docs/operating.md#importing-an-mcpservers-file.")]
     Import {
         /// The JSON file, e.g. claude_desktop_config.json.
         file: PathBuf,

@@ -32,11 +32,7 @@ fn interop_dir() -> PathBuf {
 }
 
 fn require(path: &Path) -> String {
-    assert!(
-        path.exists(),
-        "interop peer missing: {} — run scripts/setup-interop (the README's test command does)",
-        path.display()
-    );
+    assert!(path.exists(), "interop peer missing: {} — run scripts/setup-interop (scripts/test does)", path.display());
     path.to_str().unwrap().to_string()
 }
 

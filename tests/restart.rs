@@ -3,7 +3,7 @@
 //! was running is `failed`, saying the gateway restarted.
 //!
 //! The client reaches them through its old `Mcp-Session-Id`: the store remembers the
-//! session, and the restarted gateway revives it (README, "Data and retention").
+//! session, and the restarted gateway revives it (docs/operating.md, "Data and retention").
 
 mod common;
 

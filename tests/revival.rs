@@ -1,6 +1,6 @@
 //! HTTP session revival after a restart, at its edges: a session its client deleted after
 //! the restart, a revival that finds `max_sessions` taken, a revival with another
-//! `MCP-Protocol-Version`, two requests reviving the same session at once (README, "Data
+//! `MCP-Protocol-Version`, two requests reviving the same session at once (docs/operating.md, "Data
 //! and retention").
 
 mod common;

@@ -7,7 +7,7 @@
 //! the driver or chromium is missing.
 //!
 //! A screenshot taken while the task runs is written to `$TASKGATE_SCREENSHOT` if set
-//! (`TASKGATE_SCREENSHOT=$PWD/docs/task-page.png` refreshes the README's), else to a
+//! (`TASKGATE_SCREENSHOT=$PWD/docs/task-page.png` refreshes the one docs/operating.md shows), else to a
 //! temporary directory.
 
 mod common;

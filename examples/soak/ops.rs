@@ -131,7 +131,7 @@ pub async fn bridged_cancel(env: &Env, s: &Mcp, n: u64) -> Check {
         async move { s.post(serde_json::to_vec(&call).unwrap()).await }
     });
     // Cancel once the gateway follows the task (it asked the upstream about it): a cancel that
-    // arrives while the task is being created is not passed on (see README, Soak).
+    // arrives while the task is being created is not passed on (see docs/testing.md, Soak).
     let task = wait_until(Duration::from_secs(10), || env.tasks.task_for(&tag).filter(|t| env.tasks.followed(t)))
         .await
         .ok_or_else(|| format!("{tag}: the gateway never followed the bridged task"))?;

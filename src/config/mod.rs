@@ -6,7 +6,8 @@
 //!
 //! [`Config`] and its parts are the effective settings (`settings`); `raw` is the TOML as
 //! written, `load` turns one into the other, `describe` prints the result; `import` reads a
-//! desktop client's `mcpServers` JSON file as upstreams.
+//! desktop client's `mcpServers` JSON file as upstreams; `schema` lists every key the raw
+//! types take and `reference` writes docs/configuration.md from it.
 
 mod auth;
 mod client_auth;
@@ -19,6 +20,8 @@ mod load;
 mod observe;
 mod raw;
 mod record_bounds;
+mod reference;
+mod schema;
 mod settings;
 mod store_kind;
 mod task_page;
@@ -29,4 +32,5 @@ pub use error::ConfigError;
 pub use expand::redact_url;
 pub use import::McpServers;
 pub use observe::{OtlpConfig, TlsFiles};
+pub use reference::{markdown as reference, undescribed};
 pub use settings::*;

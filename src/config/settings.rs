@@ -155,7 +155,7 @@ pub enum HostedMode {
     Never,
 }
 
-/// Which era the gateway speaks to an upstream (`era`): see the README, "Modern upstreams".
+/// Which era the gateway speaks to an upstream (`era`): see docs/versions.md, "Modern upstreams".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
     /// Probe with `server/discover` first; a server that does not answer it as a modern one
@@ -208,7 +208,7 @@ impl Default for UpstreamTasks {
 }
 
 /// The by-token dialects the gateway speaks to this upstream's clients
-/// (`[upstream.dialects]`; see the README, "Progress and operations by token"). Off by
+/// (`[upstream.dialects]`; see docs/tasks.md, "Progress and operations by token"). Off by
 /// default: each adds a method the standard does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dialects {

@@ -1,3 +1,5 @@
+//! Tests of `import`: each kind of `mcpServers` entry, names mapped or refused, warnings, errors.
+
 use super::*;
 use crate::config::{HttpMode, Transport};
 

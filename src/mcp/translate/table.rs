@@ -297,7 +297,7 @@ pub fn removed_capabilities(shape: Shape, v: ProtocolVersion) -> impl Iterator<I
 }
 
 impl Place<'_> {
-    /// The place in words, for the README.
+    /// The place in words, for docs/versions.md.
     pub fn describe(self) -> String {
         match self {
             Field(s, f) => format!("`{}.{f}`", s.name()),
@@ -312,7 +312,7 @@ impl Place<'_> {
 }
 
 impl Older {
-    /// What an older receiver gets, in words, for the README.
+    /// What an older receiver gets, in words, for docs/versions.md.
     pub fn describe(self) -> String {
         match self {
             Removed => "removed".into(),
@@ -325,7 +325,7 @@ impl Older {
     }
 }
 
-/// The table as Markdown, as the README shows it.
+/// The table as Markdown, as `taskgate versions` prints it and docs/versions.md shows it.
 pub fn markdown() -> String {
     let mut out = String::from("| added in | what | an older receiver gets | schema |\n|---|---|---|---|\n");
     for r in TABLE {
