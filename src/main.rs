@@ -44,7 +44,8 @@ enum Command {
         #[arg(long)]
         upstream: String,
     },
-    /// Validate the config and print the effective settings.
+    /// Validate the config and print the effective settings, and which era each upstream
+    /// was found to speak (as the task store remembers it).
     Check,
     /// Print the protocol versions the gateway speaks and the table it translates between
     /// them with (Markdown).
@@ -140,6 +141,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Check => {
             let config = load(cli.config)?;
             print!("{}", config.describe());
+            print!("\n{}", taskgate::eras_report(&config).await);
             Ok(())
         }
         Command::Versions => {
