@@ -97,7 +97,7 @@ impl StrictStdio {
 async fn session_works(url: &str, version: &str) {
     let mut c = HttpMcp::new(url);
     let init = c.initialize(version).await;
-    assert_eq!(init["result"]["protocolVersion"], version, "{init}");
+    assert_eq!(init["protocolVersion"], version, "{init}");
     let listed = c.request("tools/list", json!({})).await;
     assert_eq!(listed.result()["tools"][0]["name"], "ping", "{:?}", listed.response);
     let called = c.request("tools/call", json!({"name": "ping", "arguments": {}})).await;
@@ -232,7 +232,7 @@ async fn an_http_server_that_answers_the_probe_badly_or_not_at_all_is_initialize
         for version in ["2025-11-25", "2025-06-18"] {
             let mut c = HttpMcp::new(&gw.url("plain"));
             let init = c.initialize(version).await;
-            assert_eq!(init["result"]["protocolVersion"], version, "{what}: {init}");
+            assert_eq!(init["protocolVersion"], version, "{what}: {init}");
             let called = c.request("tools/call", json!({"name": "ping", "arguments": {}})).await;
             assert_eq!(called.result()["content"][0]["text"], "pong", "{what}: {:?}", called.response);
         }
@@ -268,7 +268,7 @@ async fn the_retried_initialize_is_translated_for_the_version_it_offers() {
             "clientInfo": {"name": "c", "version": "0", "title": "A client"}
         }))
         .await;
-    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
     let inits: Vec<Value> =
         server.received.lock().unwrap().iter().filter(|m| m["method"] == "initialize").cloned().collect();
     assert_eq!(inits.len(), 2, "{inits:?}");
