@@ -37,6 +37,7 @@ pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bi
 pub use downstream::stdio::{StdioError, serve_stdio};
 pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;
+pub use gateway::eras::report as eras_report;
 pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;
 

@@ -52,7 +52,8 @@ enum Command {
         #[arg(long)]
         upstream: String,
     },
-    /// Validate the config and print the effective settings.
+    /// Validate the config and print the effective settings, and which era each upstream
+    /// was found to speak (as the task store remembers it).
     #[command(after_help = "Docs: docs/configuration.md (every key, its default and bounds).")]
     Check,
     /// Print the protocol versions the gateway speaks and the table it translates between
@@ -152,6 +153,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Check => {
             let config = load(cli.config)?;
             print!("{}", config.describe());
+            print!("\n{}", taskgate::eras_report(&config).await);
             Ok(())
         }
         Command::Versions => {

@@ -119,6 +119,7 @@ impl Config {
                 Era::Modern => "modern",
             };
             let _ = writeln!(out, "era = \"{era}\"");
+            let _ = writeln!(out, "probe_timeout = \"{}\"", fmt_duration(u.probe_timeout));
             let _ = writeln!(out, "max_input_rounds = {}", u.max_input_rounds);
             let _ = writeln!(out, "max_input_requests = {}", u.max_input_requests);
             let t = &u.tasks;

@@ -243,11 +243,25 @@ pub(super) fn upstream_config(
     };
     let authorization =
         super::client_auth::parse(&at, u.authorization.as_deref(), &transport, u.share.unwrap_or(false))?;
+    let connect_timeout = duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?;
+    let probe_timeout = match u.probe_timeout {
+        None => DEFAULT_PROBE_TIMEOUT.min(connect_timeout / 2),
+        Some(s) => {
+            let d = duration(&format!("{at}.probe_timeout"), Some(s.clone()), DEFAULT_PROBE_TIMEOUT)?;
+            if d > connect_timeout / 2 {
+                return err(format!(
+                    "{at}.probe_timeout: \"{s}\" is more than half of connect_timeout ({}), which must leave time to initialize",
+                    fmt_duration(connect_timeout)
+                ));
+            }
+            d
+        }
+    };
     Ok(UpstreamConfig {
         name,
         transport,
         authorization,
-        connect_timeout: duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?,
+        connect_timeout,
         request_timeout: duration(&format!("{at}.request_timeout"), u.request_timeout, Duration::from_secs(300))?,
         max_request_time: duration(&format!("{at}.max_request_time"), u.max_request_time, Duration::from_secs(3600))?,
         client_info: client_info(&at, u.client_info)?,
@@ -257,6 +271,7 @@ pub(super) fn upstream_config(
             Some(n) => Some(positive(&format!("{at}.max_in_flight_per_client"), Some(n), 0)?),
         },
         era,
+        probe_timeout,
         max_input_rounds: input_limit(
             &format!("{at}.max_input_rounds"),
             u.max_input_rounds,
@@ -465,6 +480,17 @@ mod tests {
         assert_eq!(c.upstreams[0].era, Era::Legacy);
         let e = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nera = \"new\"\n").unwrap_err();
         assert!(e.to_string().contains("upstream \"d\".era"), "{e}");
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\n").unwrap();
+        assert_eq!(c.upstreams[0].probe_timeout, DEFAULT_PROBE_TIMEOUT);
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nconnect_timeout = \"1s\"\n").unwrap();
+        assert_eq!(c.upstreams[0].probe_timeout, Duration::from_millis(500), "half of connect_timeout when shorter");
+        let c = parse("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nprobe_timeout = \"300ms\"\n").unwrap();
+        assert_eq!(c.upstreams[0].probe_timeout, Duration::from_millis(300));
+        for bad in ["0s", "6s", "soon"] {
+            let e = parse(&format!("[[upstream]]\nname = \"d\"\nbuiltin = \"demo\"\nprobe_timeout = \"{bad}\"\n"))
+                .unwrap_err();
+            assert!(e.to_string().contains("upstream \"d\".probe_timeout"), "{e}");
+        }
     }
 
     #[test]

@@ -102,6 +102,7 @@ pub(super) struct RawUpstream {
     pub(super) max_in_flight_per_client: Option<u64>,
     pub(super) authorization: Option<String>,
     pub(super) era: Option<String>,
+    pub(super) probe_timeout: Option<String>,
     pub(super) max_input_rounds: Option<u64>,
     pub(super) max_input_requests: Option<u64>,
     pub(super) tasks: Option<RawUpstreamTasks>,

@@ -155,6 +155,10 @@ pub enum HostedMode {
     Never,
 }
 
+/// How long the `server/discover` probe waits by default (`probe_timeout`), when half of
+/// `connect_timeout` is not shorter.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Which era the gateway speaks to an upstream (`era`): see docs/versions.md, "Modern upstreams".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -241,6 +245,7 @@ impl UpstreamConfig {
             max_in_flight_per_client: None,
             authorization: ClientAuthorization::Replace,
             era: Era::Legacy,
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
             max_input_rounds: DEFAULT_INPUT_ROUNDS,
             max_input_requests: DEFAULT_INPUT_REQUESTS,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
@@ -365,6 +370,10 @@ pub struct UpstreamConfig {
     pub authorization: ClientAuthorization,
     /// Which era the gateway speaks to it (`era`, default `auto`).
     pub era: Era,
+    /// Under `era = "auto"`, how long the `server/discover` probe waits for an answer before
+    /// the upstream is taken for a legacy server (`probe_timeout`, default
+    /// [`DEFAULT_PROBE_TIMEOUT`], at most half of `connect_timeout`).
+    pub probe_timeout: Duration,
     /// Rounds of input requests (multi round-trip, a 2026-07-28 upstream's
     /// `InputRequiredResult`) one request may be answered with before it fails.
     pub max_input_rounds: u32,

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod deadline;
+pub mod eras;
 pub mod link;
 pub mod progress;
 pub mod readiness;
@@ -49,6 +50,8 @@ pub struct Gateway {
     metrics: std::collections::HashMap<String, Arc<crate::metrics::UpstreamMetrics>>,
     /// How the last link open of each upstream ended, for `/readyz`.
     pub readiness: readiness::Readiness,
+    /// What era each upstream was found to speak (`era = "auto"`).
+    pub eras: eras::Eras,
 }
 
 impl Gateway {
@@ -62,6 +65,7 @@ impl Gateway {
         let connect_timeout =
             config.upstreams.iter().map(|u| u.connect_timeout).max().unwrap_or(std::time::Duration::from_secs(10));
         let store = crate::tasks::file_store::open_configured(&config.tasks)?;
+        let eras = eras::Eras::new(store.clone());
         let hosted = Hosted::new(&config.tasks, store);
         if tokio::runtime::Handle::try_current().is_ok() {
             hosted.start_sweeper();
@@ -80,6 +84,7 @@ impl Gateway {
                 max_bytes: config.tasks.max_store_bytes,
             }),
             readiness: Default::default(),
+            eras,
             metrics: config
                 .upstreams
                 .iter()
@@ -103,7 +108,7 @@ impl Gateway {
 
     /// The shared link of upstream `cfg` (`share = true`), opened if none is live.
     pub async fn shared_link(&self, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
-        let opened = self.shared.get(self.link_env(), cfg).await;
+        let opened = self.shared.get(self.link_env(), cfg, &self.eras).await;
         self.readiness.note_outcome(&cfg.name, &opened);
         opened
     }

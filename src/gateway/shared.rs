@@ -7,6 +7,7 @@
 //! does ([`SharedLinks::close_all`]). It holds one place among `max_links`.
 
 use crate::config::UpstreamConfig;
+use crate::gateway::eras::{Eras, open_detecting};
 use crate::gateway::link::{CloseReason, Link, LinkEnv, Negotiated};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use serde_json::{Value, json};
@@ -44,7 +45,12 @@ impl SharedLinks {
     /// The live shared link of upstream `cfg` and what it negotiated, opening (and
     /// initializing) one if there is none or the last died. Sessions that ask meanwhile wait
     /// for the one being opened.
-    pub async fn get(&self, env: LinkEnv<'_>, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
+    pub async fn get(
+        &self,
+        env: LinkEnv<'_>,
+        cfg: &UpstreamConfig,
+        eras: &Eras,
+    ) -> Result<(Arc<Link>, Negotiated), RpcError> {
         let slot = self.slots.lock().unwrap().entry(cfg.name.clone()).or_default().clone();
         let mut slot = slot.lock().await;
         if let Some((link, negotiated)) = &slot.link
@@ -68,21 +74,34 @@ impl SharedLinks {
                 _ = self.stopping.cancelled() => return Err(shutting_down()),
             }
         }
-        slot.generation += 1;
-        let link = Link::connect(env, cfg, slot.generation, true).await?;
-        let handshake =
-            link.handshake(relayed_capabilities(), cfg.client_info.to_value(), cfg.era, cfg.connect_timeout);
-        match handshake.await {
-            Ok(negotiated) => {
-                tracing::info!(upstream = %cfg.name, generation = slot.generation, version = %negotiated.version, "shared upstream link open");
-                slot.link = Some((link.clone(), negotiated.clone()));
-                Ok((link, negotiated))
+        let slot = &mut *slot;
+        let opened = open_detecting(eras, cfg, |era| {
+            slot.generation += 1;
+            let generation = slot.generation;
+            let env = env.clone();
+            async move {
+                let link = Link::connect(env, cfg, generation, true).await?;
+                let handshake = link.handshake(
+                    relayed_capabilities(),
+                    cfg.client_info.to_value(),
+                    era,
+                    cfg.connect_timeout,
+                    cfg.probe_timeout,
+                );
+                match handshake.await {
+                    Ok(negotiated) => Ok((link, negotiated)),
+                    Err(e) => {
+                        link.close().await;
+                        Err(e)
+                    }
+                }
             }
-            Err(e) => {
-                link.close().await;
-                Err(e)
-            }
-        }
+        })
+        .await;
+        let (link, negotiated) = opened?;
+        tracing::info!(upstream = %cfg.name, generation = slot.generation, version = %negotiated.version, "shared upstream link open");
+        slot.link = Some((link.clone(), negotiated.clone()));
+        Ok((link, negotiated))
     }
 
     /// Closes every shared link (the gateway is shutting down): what is in flight on them

@@ -33,6 +33,8 @@
 //!   those whose owner still has tasks, or that follow an upstream task whose ttl has not
 //!   passed, are kept, so that a client coming back with its `Mcp-Session-Id` reaches its
 //!   tasks again.
+//! - **Eras.** What era each upstream was found to speak (`gateway::eras`), one short
+//!   record per upstream name, written lazily and read back at opening.
 //! - The directory is locked while the store is open (`flock` on [`LOCK_FILE`]; redb
 //!   itself would let several processes share the file): a second gateway on the same
 //!   directory fails to start, saying so. The lock goes with the process, `kill -9` too.
@@ -50,7 +52,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
-use writer::{Due, Job, Op, Pending, SESSIONS, TASKS};
+use writer::{Due, ERAS, Job, Op, Pending, SESSIONS, TASKS};
 
 /// The status message (and error) of a task that was running when the gateway stopped.
 pub const RESTARTED: &str = "the gateway restarted while the task was running";
@@ -82,6 +84,9 @@ pub struct FileStore {
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
     sessions: Mutex<HashMap<String, SessionRecord>>,
+    /// The era found for each upstream (`gateway::eras`), read at opening: one short entry
+    /// per upstream name ever configured.
+    eras: Mutex<HashMap<String, String>>,
     path: PathBuf,
     /// Joined on drop, so that the database is closed (and may be opened again) after.
     thread: Option<std::thread::JoinHandle<()>>,
@@ -286,6 +291,22 @@ impl FileStore {
                 }
             }
         }
+        let mut eras = HashMap::new();
+        {
+            let read = db.begin_read().map_err(backend)?;
+            match read.open_table(ERAS) {
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(backend(e)),
+                Ok(table) => {
+                    for row in table.iter().map_err(backend)? {
+                        let (k, v) = row.map_err(backend)?;
+                        if let Ok(text) = std::str::from_utf8(v.value()) {
+                            eras.insert(k.value().to_string(), text.to_string());
+                        }
+                    }
+                }
+            }
+        }
         let mut pending = Pending::default();
         pending.add(fixes);
         pending.commit(&db).map_err(backend)?;
@@ -306,6 +327,7 @@ impl FileStore {
             durability: Durability::End,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
+            eras: Mutex::new(eras),
             path,
             thread: Some(thread),
             _lock: lock,
@@ -473,6 +495,17 @@ impl TaskStore for FileStore {
         self.sessions.lock().unwrap().remove(id);
         self.writer.lock().unwrap().send(vec![Op::DeleteSession(id.to_string())], Due::Lazy);
         Box::pin(std::future::ready(()))
+    }
+
+    fn put_era<'a>(&'a self, upstream: &'a str, found: String) -> StoreFuture<'a, ()> {
+        let bytes = found.clone().into_bytes();
+        self.eras.lock().unwrap().insert(upstream.to_string(), found);
+        self.writer.lock().unwrap().send(vec![Op::PutEra(upstream.to_string(), bytes)], Due::Lazy);
+        Box::pin(std::future::ready(()))
+    }
+
+    fn get_era<'a>(&'a self, upstream: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(std::future::ready(self.eras.lock().unwrap().get(upstream).cloned()))
     }
 
     fn finished_at_open(&self) -> Vec<TaskRecord> {

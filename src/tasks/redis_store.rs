@@ -9,7 +9,8 @@
 //!   the owner's task ids by seq (for `tasks/list`), `all` every task id by seq (for the
 //!   task page); `expiry` a sorted set of finished tasks
 //!   by the end of their retention; `acct` what each task counts against the limits;
-//!   `session:<id>` an HTTP session's [`SessionRecord`]; `status` the pub/sub channel.
+//!   `session:<id>` an HTTP session's [`SessionRecord`]; `era:<upstream>` the era found for
+//!   an upstream (`gateway::eras`); `status` the pub/sub channel.
 //! - **Limits** are exact: a new task is admitted by one script that checks `max_tasks`,
 //!   `max_store_bytes` and the client's `max_tasks_per_owner` and takes its place
 //!   (`scripts::INSERT`); a removal gives back what its task counted in the same step. As in
@@ -491,6 +492,30 @@ impl TaskStore for RedisStore {
             let mut c = self.conn.clone();
             if let Err(e) = bounded(c.del::<_, ()>(self.keys.session(id))).await {
                 tracing::error!(error = %e, "task store: cannot forget the session");
+            }
+        })
+    }
+    /// Kept [`SESSION_KEEP`] (then found out again); a failure is logged.
+    fn put_era<'a>(&'a self, upstream: &'a str, found: String) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut c = self.conn.clone();
+            let res: Result<(), _> =
+                bounded(c.pset_ex(self.keys.era(upstream), found, SESSION_KEEP.as_millis() as u64)).await;
+            if let Err(e) = res {
+                tracing::error!(error = %e, "task store: cannot remember the upstream's era");
+            }
+        })
+    }
+    /// A failure is logged and finds nothing (the era is found out again).
+    fn get_era<'a>(&'a self, upstream: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let mut c = self.conn.clone();
+            match bounded(c.get::<_, Option<String>>(self.keys.era(upstream))).await {
+                Ok(text) => text,
+                Err(e) => {
+                    tracing::error!(error = %e, "task store: cannot look the upstream's era up");
+                    None
+                }
             }
         })
     }

@@ -272,6 +272,16 @@ pub trait TaskStore: Send + Sync {
     fn remove_session<'a>(&'a self, _id: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// Remembers what era upstream `upstream` was found to speak (`found`: JSON text, see
+    /// `gateway::eras`), so that a restarted gateway, or another replica, need not find out
+    /// again. A store that does not outlive the process keeps nothing. Not awaited durable.
+    fn put_era<'a>(&'a self, _upstream: &'a str, _found: String) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+    /// What [`TaskStore::put_era`] remembered for `upstream`, if anything.
+    fn get_era<'a>(&'a self, _upstream: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(std::future::ready(None))
+    }
     /// Status changes made by other processes sharing the store (a shared store's
     /// replicas), for what only the process running a task can do: cancel its upstream
     /// call, tell its sessions. `None` for a store this process has alone.

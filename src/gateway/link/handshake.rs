@@ -38,6 +38,36 @@ pub struct Negotiated {
     /// The whole `initialize` result (capabilities, serverInfo, instructions, and whatever
     /// else the server put there).
     pub result: Value,
+    /// What the `server/discover` probe showed, when one was sent: why the upstream was
+    /// taken for the era it speaks (for the log and `taskgate check`).
+    pub probed: Option<String>,
+}
+
+/// Why a handshake did not negotiate.
+#[derive(Debug)]
+pub enum HandshakeError {
+    /// The upstream could not be initialized: the error its clients get.
+    Failed(RpcError),
+    /// Under `era = "auto"`, the connection closed after the `server/discover` probe (a
+    /// server that exits when its first message is not `initialize`): a new connection,
+    /// initialized without the probe, will serve. Why, for the log.
+    ProbeClosed(String),
+}
+
+impl From<RpcError> for HandshakeError {
+    fn from(e: RpcError) -> Self {
+        HandshakeError::Failed(e)
+    }
+}
+
+impl HandshakeError {
+    /// The error a client gets when no further attempt is made.
+    pub fn into_rpc(self, upstream: &str) -> RpcError {
+        match self {
+            HandshakeError::Failed(e) => e,
+            HandshakeError::ProbeClosed(why) => LinkError::InitRefused { upstream: upstream.into(), error: why }.into(),
+        }
+    }
 }
 
 impl Negotiated {
@@ -50,30 +80,38 @@ impl Link {
     /// Initializes the upstream on the gateway's behalf, declaring `capabilities` (what the
     /// gateway can relay to its client) and `client_info`, within `within`. The upstream is
     /// offered the newest version; a server that refuses it naming the versions it supports
-    /// (`error.data.supported`) is asked once more with the newest of those the gateway speaks.
+    /// (`error.data.supported`) is asked once more with the newest of those the gateway
+    /// speaks, translated for that version as every message to it is.
+    ///
+    /// Under `era = "auto"` the probe waits at most `probe_within`; a connection that closes
+    /// after it, before the `initialize` is answered, is [`HandshakeError::ProbeClosed`].
     pub async fn handshake(
         &self,
         capabilities: Value,
         client_info: Value,
         era: Era,
         within: Duration,
-    ) -> Result<Negotiated, RpcError> {
+        probe_within: Duration,
+    ) -> Result<Negotiated, HandshakeError> {
         let upstream = self.core.upstream.clone();
         let started = tokio::time::Instant::now();
+        let mut probed = None;
         if era != Era::Legacy {
-            let probe_within = if era == Era::Modern { within } else { within / 2 };
+            let probe_within = if era == Era::Modern { within } else { probe_within.min(within / 2) };
             match self.probe(&capabilities, &client_info, probe_within).await {
                 Probed::Modern(n) => return Ok(n),
-                Probed::Refused(e) => return Err(e),
+                Probed::Refused(e) => return Err(e.into()),
                 Probed::Legacy(why) if era == Era::Modern => {
-                    return Err(LinkError::InitRefused {
+                    return Err(RpcError::from(LinkError::InitRefused {
                         upstream,
                         error: format!("not a 2026-07-28 server (era = \"modern\"): {why}"),
-                    }
+                    })
                     .into());
                 }
+                Probed::Legacy(_) if self.is_closed() => return Err(self.probe_closed()),
                 Probed::Legacy(why) => {
                     tracing::info!(upstream = %upstream, "server/discover probe: {why}; initializing as a legacy server");
+                    probed = Some(why);
                 }
             }
         }
@@ -82,12 +120,17 @@ impl Link {
             let mut offer = ProtocolVersion::LATEST;
             let mut retried = false;
             let resp = loop {
-                let params = json!({
-                    "protocolVersion": offer.as_str(),
-                    "capabilities": capabilities,
-                    "clientInfo": client_info,
-                });
-                let resp = self.request_for(jsonrpc::request(&jsonrpc::Id::Num(0), "initialize", params), None).await?;
+                let mut init = jsonrpc::request(
+                    &jsonrpc::Id::Num(0),
+                    "initialize",
+                    json!({"protocolVersion": offer.as_str(), "capabilities": capabilities, "clientInfo": client_info}),
+                );
+                // What the offered version lacks (a retry at an older one) is not sent.
+                crate::mcp::translate::translate(&mut init, None, ProtocolVersion::LATEST, offer);
+                let resp = match self.request_for(init, None).await {
+                    Err(_) if probed.is_some() && self.is_closed() => return Err(self.probe_closed()),
+                    r => r?,
+                };
                 let Some(err) = resp.get("error") else { break resp };
                 match supported_instead(err).filter(|v| *v != offer) {
                     Some(v) if !retried => {
@@ -100,13 +143,17 @@ impl Link {
                             (Some(code), Some(message)) => format!("{message} ({code})"),
                             _ => err.to_string(),
                         };
-                        return Err(LinkError::InitRefused { upstream: upstream.clone(), error }.into());
+                        return Err(RpcError::from(LinkError::InitRefused { upstream: upstream.clone(), error }).into());
                     }
                 }
             };
             let got = resp.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
             let Some(version) = ProtocolVersion::parse(got) else {
-                return Err(LinkError::UnknownVersion { upstream: upstream.clone(), version: got.into() }.into());
+                return Err(RpcError::from(LinkError::UnknownVersion {
+                    upstream: upstream.clone(),
+                    version: got.into(),
+                })
+                .into());
             };
             // A server that loses this notification is initialized all the same as far as the
             // gateway can tell; its next answer will say otherwise.
@@ -119,12 +166,23 @@ impl Link {
                 self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
             }
             let result = resp.get("result").cloned().unwrap_or(json!({}));
-            Ok(Negotiated { version, modern: false, ext_tasks: false, result })
+            Ok(Negotiated { version, modern: false, ext_tasks: false, result, probed: probed.clone() })
         };
         match tokio::time::timeout(within, run).await {
             Ok(r) => r,
-            Err(_) => Err(LinkError::InitTimedOut { upstream, after: within }.into()),
+            Err(_) => Err(RpcError::from(LinkError::InitTimedOut { upstream, after: within }).into()),
         }
+    }
+
+    /// The connection closed after the probe: why, as the log and `taskgate check` say it.
+    fn probe_closed(&self) -> HandshakeError {
+        let how = match self.close_reason() {
+            Some(reason) => format!(" ({reason})"),
+            None => String::new(),
+        };
+        HandshakeError::ProbeClosed(format!(
+            "the server closed the connection when its first message was server/discover{how}"
+        ))
     }
 }
 
@@ -164,7 +222,14 @@ impl Link {
                         // A modern transport tells which request a message relates to (stdio:
                         // only requests' own notifications flow, with their tokens).
                         tracing::info!(upstream = %upstream, "the upstream speaks {}: stateless requests", modern::VERSION);
-                        Probed::Modern(Negotiated { version: ProtocolVersion::LATEST, modern: true, ext_tasks, result })
+                        let probed = Some(format!("it answered server/discover listing {}", modern::VERSION));
+                        Probed::Modern(Negotiated {
+                            version: ProtocolVersion::LATEST,
+                            modern: true,
+                            ext_tasks,
+                            result,
+                            probed,
+                        })
                     }
                     Ok(d) => Probed::Legacy(format!("its server/discover lists {:?}", d.supported_versions)),
                     Err(why) => Probed::Legacy(format!("its server/discover result is not one: {why}")),

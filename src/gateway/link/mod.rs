@@ -29,5 +29,5 @@ mod share;
 mod types;
 
 pub use error::CloseReason;
-pub use handshake::Negotiated;
+pub use handshake::{HandshakeError, Negotiated};
 pub use types::{ClientRef, Link, LinkEnv, LinkEvents, RelayedTaskEvents, SessionTag, Shape, TaskCalls, TaskFollower};

@@ -70,6 +70,11 @@ impl Link {
         self.core.state.lock().unwrap().closed.is_some()
     }
 
+    /// Why the connection closed, if it did.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.core.state.lock().unwrap().closed.clone()
+    }
+
     /// When the connection died, if it did.
     pub fn closed_at(&self) -> Option<Instant> {
         self.core.state.lock().unwrap().closed_at

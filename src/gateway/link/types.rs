@@ -100,6 +100,7 @@ pub trait TaskFollower: Send + Sync + 'static {
 }
 
 /// What a link needs of the gateway that opens it.
+#[derive(Clone)]
 pub struct LinkEnv<'a> {
     pub http: &'a HttpClient,
     /// One permit per open link (`max_links`).

@@ -4,7 +4,9 @@
 //! links keep dying). Each link negotiates its own version.
 
 use super::*;
-use crate::gateway::link::Negotiated;
+use crate::config::Era;
+use crate::gateway::eras::open_detecting;
+use crate::gateway::link::{HandshakeError, Negotiated};
 
 impl Session {
     /// The live link, starting a new one if it died.
@@ -70,26 +72,12 @@ impl Session {
         };
         // Until this link has negotiated, its version is not the last one's.
         self.state.lock().unwrap().upstream_version = None;
-        let link = self.start_link().await;
-        self.note_readiness(&link);
-        let link = link?;
-        let handshake = link.handshake(
-            capabilities.unwrap_or_else(|| json!({})),
-            self.upstream.client_info.to_value(),
-            self.upstream.era,
-            self.upstream.connect_timeout,
-        );
-        let mut opening = Opening(Some(link.clone()));
-        let negotiated = handshake.await;
-        opening.0 = None;
-        self.note_readiness(&negotiated);
-        let negotiated = match negotiated {
-            Ok(n) => n,
-            Err(e) => {
-                link.close().await;
-                return Err(e);
-            }
-        };
+        let capabilities = capabilities.unwrap_or_else(|| json!({}));
+        let opened =
+            open_detecting(&self.gateway.eras, &self.upstream, |era| self.open_once(capabilities.clone(), era));
+        let opened = opened.await;
+        self.note_readiness(&opened);
+        let (link, negotiated) = opened?;
         self.adopt(&negotiated);
         let level = self.state.lock().unwrap().log_level;
         if level.is_some() {
@@ -97,6 +85,28 @@ impl Session {
         }
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
+    }
+
+    /// One link started and initialized with `era`, declaring `capabilities`; closed if its
+    /// handshake fails.
+    async fn open_once(&self, capabilities: Value, era: Era) -> Result<(Arc<Link>, Negotiated), HandshakeError> {
+        let link = self.start_link().await;
+        if let Err(e) = &link {
+            self.note_readiness::<()>(&Err(e.clone()));
+        }
+        let link = link?;
+        let u = &self.upstream;
+        let handshake = link.handshake(capabilities, u.client_info.to_value(), era, u.connect_timeout, u.probe_timeout);
+        let mut opening = Opening(Some(link.clone()));
+        let negotiated = handshake.await;
+        opening.0 = None;
+        match negotiated {
+            Ok(n) => Ok((link, n)),
+            Err(e) => {
+                link.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// What a (new) link negotiated becomes the session's view of the upstream.

@@ -10,12 +10,15 @@ use tokio::sync::{oneshot, watch};
 pub(super) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// HTTP sessions by `Mcp-Session-Id`, JSON `SessionRecord`s.
 pub(super) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// The era found for each upstream, by upstream name (JSON text, `gateway::eras`).
+pub(super) const ERAS: TableDefinition<&str, &[u8]> = TableDefinition::new("eras");
 
 pub(super) enum Op {
     Put(String, Vec<u8>),
     Delete(String),
     PutSession(String, Vec<u8>),
     DeleteSession(String),
+    PutEra(String, Vec<u8>),
 }
 
 /// How soon a write must be durable.
@@ -41,6 +44,7 @@ pub(super) struct Job {
 pub(super) struct Pending {
     tasks: HashMap<String, Option<Vec<u8>>>,
     sessions: HashMap<String, Option<Vec<u8>>>,
+    eras: HashMap<String, Option<Vec<u8>>>,
     waiters: Vec<oneshot::Sender<Result<(), String>>>,
     /// A write is due within the sync interval (awaited or [`Due::Soon`]).
     due: bool,
@@ -59,6 +63,7 @@ impl Pending {
                 Op::Delete(k) => self.tasks.insert(k, None),
                 Op::PutSession(k, v) => self.sessions.insert(k, Some(v)),
                 Op::DeleteSession(k) => self.sessions.insert(k, None),
+                Op::PutEra(k, v) => self.eras.insert(k, Some(v)),
             };
         }
     }
@@ -81,7 +86,7 @@ impl Pending {
 
     /// Commits what is held in one durable transaction, and tells the waiters.
     pub(super) fn commit(&mut self, db: &Database) -> Result<(), String> {
-        let res = write(db, &self.tasks, &self.sessions);
+        let res = write(db, &self.tasks, &self.sessions, &self.eras);
         if let Err(e) = &res {
             tracing::error!(error = %e, "task store write failed");
         }
@@ -90,6 +95,7 @@ impl Pending {
         }
         self.tasks.clear();
         self.sessions.clear();
+        self.eras.clear();
         (self.due, self.since) = (false, None);
         res
     }
@@ -97,11 +103,11 @@ impl Pending {
 
 type Rows = HashMap<String, Option<Vec<u8>>>;
 
-fn write(db: &Database, tasks: &Rows, sessions: &Rows) -> Result<(), String> {
+fn write(db: &Database, tasks: &Rows, sessions: &Rows, eras: &Rows) -> Result<(), String> {
     let e = |e: redb::Error| e.to_string();
     let mut txn = db.begin_write().map_err(|x| e(x.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|x| e(x.into()))?;
-    for (def, rows) in [(TASKS, tasks), (SESSIONS, sessions)] {
+    for (def, rows) in [(TASKS, tasks), (SESSIONS, sessions), (ERAS, eras)] {
         if rows.is_empty() {
             continue;
         }
@@ -117,7 +123,7 @@ fn write(db: &Database, tasks: &Rows, sessions: &Rows) -> Result<(), String> {
     txn.commit().map_err(|x| e(x.into()))
 }
 
-/// How long writes nobody waits for (removals, session records) wait for a commit to carry
+/// How long writes nobody waits for (removals, session and era records) wait for a commit to carry
 /// them before they get one of their own.
 const LAZY_WRITES: Duration = Duration::from_secs(1);
 

@@ -38,6 +38,9 @@ impl Keys {
     pub fn session(&self, id: &str) -> String {
         self.k(&format!("session:{id}"))
     }
+    pub fn era(&self, upstream: &str) -> String {
+        self.k(&format!("era:{upstream}"))
+    }
     pub fn channel(&self) -> String {
         self.k("status")
     }
