@@ -137,9 +137,13 @@ async fn a_response_with_two_different_ids_fails_its_call_at_once() {
         "initialize" => init_result(req, json!({"tools": {}})),
         "tools/call" => {
             let id = req["id"].clone();
-            vec![Step::Raw(format!(
-                "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}},\"id\":\"other\"}}\n\n"
-            ))]
+            // The stream stays open: nothing but the gateway's reading ends the call.
+            vec![
+                Step::Raw(format!(
+                    "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}},\"id\":\"other\"}}\n\n"
+                )),
+                Step::Sleep(30_000),
+            ]
         }
         _ => vec![reply(req, json!({}))],
     })
