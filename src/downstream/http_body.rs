@@ -149,7 +149,7 @@ impl Refusal {
 
 /// An HTTP error whose body is a JSON-RPC error response.
 pub(crate) fn rpc_error(status: StatusCode, e: &RpcError, id: Option<&Id>) -> Response<Body> {
-    let mut r = json_response(Bytes::from(serde_json::to_vec(&e.response(id)).unwrap()), None);
+    let mut r = json_response(e.response_bytes(id), None);
     *r.status_mut() = status;
     r
 }

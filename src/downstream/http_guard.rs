@@ -36,27 +36,29 @@ pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) 
     Ok(())
 }
 
-/// The request's `MCP-Protocol-Version`, which must name a version the gateway speaks and,
-/// once the session has negotiated one (`negotiated`), that version. An absent header is
-/// accepted (the spec says to assume 2025-03-26 then).
-pub(crate) fn check_protocol_version(headers: &HeaderMap, negotiated: Option<ProtocolVersion>) -> Result<(), Refusal> {
+/// The request's `MCP-Protocol-Version`, which must name a version the gateway speaks: an
+/// invalid or unsupported one is 400, on every request, `initialize` included. It need not be
+/// the version the session negotiated: the spec asks 400 only for an invalid or unsupported
+/// version, and says the header SHOULD (not MUST) be the negotiated one, as the reference
+/// SDK's server takes it; the session goes on in the version it negotiated. An absent header
+/// is accepted (the spec says to assume 2025-03-26 then). A 2026-07-28 request is not
+/// checked here: it is served by `http_modern`, with its own header rules.
+pub(crate) fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(v) = headers.get(VERSION_HEADER) else { return Ok(()) };
     let text = v.to_str().unwrap_or("");
-    let Some(sent) = ProtocolVersion::parse(text) else {
-        return Err(Refusal::new(
+    match ProtocolVersion::parse(text) {
+        Some(_) => Ok(()),
+        None => Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             INVALID_REQUEST,
-            format!("bad request: unsupported MCP-Protocol-Version {text:?}"),
-        ));
-    };
-    match negotiated {
-        Some(n) if n != sent => Err(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            INVALID_REQUEST,
-            format!("bad request: MCP-Protocol-Version {sent} is not the version this session negotiated ({n})"),
+            format!("bad request: unsupported MCP-Protocol-Version {text:?} (the gateway speaks {})", spoken()),
         )),
-        _ => Ok(()),
     }
+}
+
+/// The versions a legacy session may name, for the refusal's message.
+fn spoken() -> String {
+    ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 /// The open sessions of both transports, counted against `max_sessions`.
@@ -136,14 +138,15 @@ mod tests {
             h.insert(VERSION_HEADER, v.parse().unwrap());
             h
         };
-        let n = Some(ProtocolVersion::V2025_06_18);
-        assert!(check_protocol_version(&HeaderMap::new(), n).is_ok(), "absent is accepted");
-        assert!(check_protocol_version(&with("2025-06-18"), n).is_ok());
-        assert!(check_protocol_version(&with("2025-03-26"), None).is_ok(), "nothing negotiated yet");
-        let unknown = check_protocol_version(&with("1999-01-01"), n).unwrap_err();
-        assert_eq!((unknown.status, unknown.error.code), (StatusCode::BAD_REQUEST, INVALID_REQUEST));
-        let other = check_protocol_version(&with("2025-11-25"), n).unwrap_err();
-        assert_eq!(other.status, StatusCode::BAD_REQUEST);
+        assert!(check_protocol_version(&HeaderMap::new()).is_ok(), "absent is accepted");
+        assert!(check_protocol_version(&with("2025-06-18")).is_ok());
+        // Another version the gateway speaks than the session negotiated: accepted (it was
+        // 400 "not the version this session negotiated"; the spec and the reference SDK take it).
+        assert!(check_protocol_version(&with("2025-03-26")).is_ok());
+        for bad in ["1999-01-01", "garbage", "", "2025-11-25 "] {
+            let refused = check_protocol_version(&with(bad)).unwrap_err();
+            assert_eq!((refused.status, refused.error.code), (StatusCode::BAD_REQUEST, INVALID_REQUEST), "{bad:?}");
+        }
     }
 
     #[test]

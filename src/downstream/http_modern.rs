@@ -4,7 +4,8 @@
 //! (or a `server/discover`), is served here, statelessly.
 //!
 //! Each POST is one request or notification, checked before anything is served: its
-//! mirrored headers against its body (-32020), its `_meta` (-32602, -32022). A request is
+//! mirrored headers against its body (-32020), its `_meta` (-32602, -32022); a `tools/call`'s
+//! `Mcp-Param-*` headers go to its session, which checks them where it knows the tool. A request is
 //! served on a session of its own (`Session::for_modern_request`) that ends with the POST:
 //! when the answer has been sent, or when the client closed the response, which for a modern
 //! client cancels the request. No session id is minted or read, and a GET or DELETE that
@@ -109,6 +110,10 @@ pub(crate) async fn serve(
         }
     };
     session.present_authorization(authorization(h));
+    session.present_param_headers(param_headers(h));
+    // This round ends with this POST, however it ends (and the session with it, unless the
+    // request waits for the client's input).
+    let ends = EndsWithPost(Some(session.clone()), id.clone());
     let stream = match streams.open_single(&id, json_only) {
         Ok(s) => s,
         Err(_) => unreachable!("a new stream set has no request in flight"),
@@ -149,6 +154,16 @@ pub(crate) async fn serve(
             ends,
         ),
     }
+}
+
+/// The request's `Mcp-Param-*` headers, as (name, value): checked against the body where the
+/// gateway is the server, passed on where it is not and does not recognise them.
+fn param_headers(h: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+    h.iter()
+        .filter(|(name, _)| headers::is_param_header(name.as_str()))
+        .take(crate::gateway::session::MAX_PARAM_HEADERS)
+        .map(|(name, value)| (name.as_str().to_string(), value.as_bytes().to_vec()))
+        .collect()
 }
 
 /// An event stream that holds the request's session until the stream is done with.

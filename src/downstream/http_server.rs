@@ -251,14 +251,14 @@ impl HttpServer {
 
     /// The session named in `Mcp-Session-Id`, if it belongs to `path`; and the request's
     /// `MCP-Protocol-Version`, if given (POST, GET and DELETE alike), must be one the gateway
-    /// speaks and the one the session negotiated.
+    /// speaks (any of them: see [`http_guard::check_protocol_version`]).
     fn lookup(
         &self,
         headers: &HeaderMap,
         path: &str,
         principal: Option<&Principal>,
     ) -> Result<(String, Arc<HttpSession>), Refusal> {
-        http_guard::check_protocol_version(headers, None)?;
+        http_guard::check_protocol_version(headers)?;
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -281,7 +281,6 @@ impl HttpServer {
                 "session not found (it ended or never existed); initialize a new one",
             ));
         };
-        http_guard::check_protocol_version(headers, s.session.version())?;
         Ok((id.to_string(), s))
     }
 
@@ -359,6 +358,10 @@ impl HttpServer {
                 _ => None,
             };
             let is_init = single_request == Some(jsonrpc::Method::Initialize);
+            // An `initialize` naming a version the gateway does not speak opens no session.
+            if let Err(refused) = http_guard::check_protocol_version(headers) {
+                return refused.into_response();
+            }
             if !is_init {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,

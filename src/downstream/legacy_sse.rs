@@ -134,7 +134,7 @@ impl Legacy {
             );
         }
         // No version is negotiated yet; one that is named must still be one the gateway speaks.
-        if let Err(refused) = http_guard::check_protocol_version(req.headers(), None) {
+        if let Err(refused) = http_guard::check_protocol_version(req.headers()) {
             return refused.into_response();
         }
         let slot = match self.slots.take() {
@@ -192,7 +192,7 @@ impl Legacy {
         if let Err(refused) = check_json_content_type(&parts.headers) {
             return refused.into_response();
         }
-        if let Err(refused) = http_guard::check_protocol_version(&parts.headers, ls.session.version()) {
+        if let Err(refused) = http_guard::check_protocol_version(&parts.headers) {
             return refused.into_response();
         }
         let limits = self.gateway.limits();

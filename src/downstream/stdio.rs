@@ -53,7 +53,7 @@ pub async fn serve_stdio(
     let max_in_flight = gateway.limits().max_in_flight;
     let mut lines = LineReader::new(own_stdio::stdin(), gateway.limits().max_body_bytes);
     let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
-        sink.deliver(Message::made(e.response(id)), Route::Unrelated);
+        sink.deliver(e.response_message(id), Route::Unrelated);
     };
     tokio::pin!(stop);
     let mut stopped = false;

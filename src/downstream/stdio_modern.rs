@@ -68,7 +68,7 @@ impl ModernCalls {
             return;
         }
         let id = msg.id().cloned().expect("requests have ids");
-        let refuse = |e: RpcError| self.out.deliver(Message::made(e.response(Some(&id))), Route::Response(id.clone()));
+        let refuse = |e: RpcError| self.out.deliver(e.response_message(Some(&id)), Route::Response(id.clone()));
         let request_meta = match RequestMeta::read(msg.value().get("params")) {
             Ok(m) => m,
             Err(e) => return refuse(e.to_rpc()),
@@ -82,7 +82,7 @@ impl ModernCalls {
                     INVALID_REQUEST,
                     format!("invalid request: id {id} is already in use by a request in flight"),
                 );
-                self.out.deliver(Message::made(e.response(Some(&id))), Route::Unrelated);
+                self.out.deliver(e.response_message(Some(&id)), Route::Unrelated);
                 return;
             }
             if live.len() >= self.gateway.limits().max_in_flight {

@@ -17,7 +17,7 @@ pub struct StdoutSink {
 
 impl ClientSink for StdoutSink {
     fn deliver(&self, msg: Message, route: Route) {
-        self.out.push(msg.into_bytes().into());
+        self.out.push(route.stamp(msg).into_bytes().into());
         // After the push: once no request is in flight, every answer is in the queue.
         if let Route::Response(id) = &route {
             self.in_flight.answered(id);

@@ -5,7 +5,7 @@
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
 use crate::gateway::client::{ClientSink, Route};
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message, RpcError, UPSTREAM_UNAVAILABLE};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -344,8 +344,12 @@ impl Streams {
         }
     }
 
-    /// Ends every open stream.
+    /// Ends every open stream. A request still owed a response is answered first, with
+    /// -32000: its session ended (deleted, idled out) while it was handled, and its POST gets
+    /// that error, not an empty 202 or a stream that ends without an answer.
     pub fn close(&self) {
+        let ended = RpcError::new(UPSTREAM_UNAVAILABLE, "the session ended while this request was being handled");
+        self.answer_pending(|id| ended.response(Some(id)));
         let mut st = self.state.lock().unwrap();
         st.closed = true;
         st.streams.clear();
@@ -399,7 +403,7 @@ impl ClientSink for Streams {
 
     fn deliver(&self, msg: Message, route: Route) {
         let msg_is_notification = msg.kind() == Kind::Notification;
-        let json = msg.into_bytes();
+        let json = route.stamp(msg).into_bytes();
         let mut st = self.state.lock().unwrap();
         if st.closed {
             return;

@@ -21,6 +21,18 @@ pub enum Route {
     Unrelated,
 }
 
+impl Route {
+    /// `msg` as it is sent on this route: a response to a request whose id is an integer
+    /// beyond `i64` carries that id as the client sent it (a response the gateway made as a
+    /// tree holds it as a string). Each [`ClientSink`] applies it to what it sends.
+    pub fn stamp(&self, msg: Message) -> Message {
+        match self {
+            Route::Response(id) if id.is_big() => msg.with_id(id),
+            _ => msg,
+        }
+    }
+}
+
 /// The downstream side of a session: a stdio client or an HTTP session's streams.
 pub trait ClientSink: Send + Sync + 'static {
     fn deliver(&self, msg: Message, route: Route);

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use param_headers::MAX_PARAM_HEADERS;
 use state::{ServerRequest, SessionState};
 
 mod by_token;
@@ -43,6 +44,7 @@ mod modern_rounds;
 pub mod modern_state;
 mod modern_tasks;
 mod owners;
+mod param_headers;
 mod relink;
 mod revive;
 mod server_requests;

@@ -3,7 +3,7 @@
 //!
 //! `_meta` is read in the same pass, member by member (its `progressToken` and related-task
 //! key); the two small objects below it that the gateway reads (the related-task key's value,
-//! and `result.task`) are read again on their own. A key read here that appears twice in its
+//! `result.task`, and `params.task` for its `ttl`) are read again on their own. A key read here that appears twice in its
 //! object is refused ([`Repeated`]); a repeat of any other key is passed on as it came.
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -209,9 +209,17 @@ impl<'de> Visitor<'de> for Top<'_, 'de> {
                 Some(i) if self.of.reads(TOP[i].1) => {
                     let (path, key) = TOP[i];
                     let value: &'de RawValue = map.next_value()?;
-                    if self.of == Of::Result && key == Key::Task {
-                        let mut seen = [None; 2];
-                        members(value, &["taskId", "ttl"], &["task.taskId", "task.ttl"], &mut seen, self.found)?;
+                    if key == Key::Task {
+                        match self.of {
+                            Of::Result => {
+                                let mut seen = [None; 2];
+                                let paths = ["task.taskId", "task.ttl"];
+                                members(value, &["taskId", "ttl"], &paths, &mut seen, self.found)?;
+                            }
+                            // The ttl a task-augmented request asks for, which the gateway
+                            // reads where it hosts or bridges the task.
+                            Of::Params => members(value, &["ttl"], &["task.ttl"], &mut [None], self.found)?,
+                        }
                     }
                     self.found.set(key, value, path)?;
                 }
@@ -395,6 +403,7 @@ mod tests {
             (r#"{"task":{"taskId":"a"},"task":{}}"#, Of::Result, "task"),
             (r#"{"task":{"taskId":"a","ttl":1,"taskId":"b"}}"#, Of::Result, "task.taskId"),
             (r#"{"status":"working","status":"completed"}"#, Of::Result, "status"),
+            (r#"{"name":"x","task":{"ttl":1000,"ttl":60000}}"#, Of::Params, "task.ttl"),
         ] {
             assert_eq!(read(text, of).err(), Some(Repeated(path)), "{text}");
         }

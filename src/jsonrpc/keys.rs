@@ -7,26 +7,70 @@ use serde_json::{Number, Value};
 use std::fmt;
 
 /// A JSON-RPC request id. MCP ids are strings or integers, never null.
+///
+/// JSON integers are unbounded: one outside `i64` is kept as the text it came as
+/// ([`Id::Big`]), compared as that text, and written back as it came (a tree cannot hold it
+/// exactly: see [`Id::to_value`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Id {
     Num(i64),
     Str(String),
+    /// An integer outside `i64`, as its JSON text (`18446744073709551616`).
+    Big(Box<str>),
 }
 
 impl Id {
+    /// The id in a tree: a string, or an integer (one beyond `i64` that the tree holds
+    /// exactly, a `u64`, as [`Id::Big`]). A number the tree made a float is none.
     pub fn from_value(v: &Value) -> Option<Id> {
         match v {
-            Value::Number(n) => n.as_i64().map(Id::Num),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => Some(Id::Num(i)),
+                (None, Some(u)) => Some(Id::Big(u.to_string().into())),
+                _ => None,
+            },
             Value::String(s) => Some(Id::Str(s.clone())),
             _ => None,
         }
     }
 
+    /// The id in its JSON text (valid JSON, as it stands in a message): a string, or an
+    /// integer of any size (digits, a sign, no fraction or exponent).
+    pub fn from_raw(raw: &str) -> Option<Id> {
+        if raw.starts_with('"') {
+            return serde_json::from_str::<String>(raw).ok().map(Id::Str);
+        }
+        let digits = raw.strip_prefix('-').unwrap_or(raw);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(raw.parse::<i64>().map_or_else(|_| Id::Big(raw.into()), Id::Num))
+    }
+
+    /// The id as a tree holds it. A tree cannot hold a [`Id::Big`] exactly: it stands there
+    /// as the string of its digits, and the bytes sent are given the id as it came
+    /// ([`crate::jsonrpc::Message::with_id`], which the session's sink and the HTTP front's
+    /// own answers apply to every response).
     pub fn to_value(&self) -> Value {
         match self {
             Id::Num(n) => Value::from(*n),
             Id::Str(s) => Value::String(s.clone()),
+            Id::Big(text) => Value::String(text.to_string()),
         }
+    }
+
+    /// The id as JSON text.
+    pub fn to_json(&self) -> String {
+        match self {
+            Id::Num(n) => n.to_string(),
+            Id::Str(s) => serde_json::to_string(s).expect("strings serialize"),
+            Id::Big(text) => text.to_string(),
+        }
+    }
+
+    /// Whether a tree cannot hold this id as it is (see [`Id::to_value`]).
+    pub fn is_big(&self) -> bool {
+        matches!(self, Id::Big(_))
     }
 }
 
@@ -35,6 +79,7 @@ impl fmt::Display for Id {
         match self {
             Id::Num(n) => write!(f, "{n}"),
             Id::Str(s) => write!(f, "{s:?}"),
+            Id::Big(text) => f.write_str(text),
         }
     }
 }
@@ -138,6 +183,27 @@ mod tests {
         let req = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"p"}}});
         assert_eq!(ProgressToken::of_request(&req), Some(ProgressToken::Str("p".into())));
         assert_eq!(ProgressToken::of_request(&json!({"params":{}})), None);
+    }
+
+    #[test]
+    fn an_integer_id_of_any_size_is_kept_as_its_text() {
+        for (raw, id) in [
+            ("7", Id::Num(7)),
+            ("-9223372036854775808", Id::Num(i64::MIN)),
+            ("9223372036854775808", Id::Big("9223372036854775808".into())),
+            ("18446744073709551616", Id::Big("18446744073709551616".into())),
+            ("-9223372036854775809", Id::Big("-9223372036854775809".into())),
+            ("\"a\\\"b\"", Id::Str("a\"b".into())),
+        ] {
+            assert_eq!(Id::from_raw(raw), Some(id.clone()), "{raw}");
+            assert_eq!(id.to_json(), raw, "written back as it came");
+        }
+        for bad in ["1.0", "1e3", "-", "null", "true", "{}", "[1]"] {
+            assert_eq!(Id::from_raw(bad), None, "{bad}");
+        }
+        assert_eq!(Id::from_value(&json!(u64::MAX)), Some(Id::Big(u64::MAX.to_string().into())));
+        assert_eq!(Id::from_value(&json!(1.5)), None);
+        assert_ne!(Id::from_raw("18446744073709551616"), Id::from_raw("\"18446744073709551616\""));
     }
 
     #[test]

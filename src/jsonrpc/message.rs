@@ -10,18 +10,19 @@
 //! tokens, which become spaces so that every message fits on one line (stdio, SSE `data:`).
 //!
 //! A key the gateway reads that appears twice is refused (-32600, with the id when it can be
-//! told): the gateway would read one and the peer behind it, most often, the other. That is
-//! every envelope key (two `id`s, two `method`s); in `params`, `name`, `task`, `taskId`,
-//! `requestId`, `progressToken`, `protocolVersion`, `progress`, `total`, `status` and `_meta`;
-//! in `result` (read at once, in one pass like `params`), `task`, `taskId`, `status`,
-//! `protocolVersion` and `_meta`; in either `_meta`, `progressToken` and the related-task key,
-//! and that key's `taskId`; in `result.task`, `taskId` and `ttl`. A key the gateway never
-//! reads may appear twice: the message passes on as it came, and what it means is the peer's
+//! told; -32602 for `params.task.ttl`, a parameter of the call): the gateway would read one
+//! and the peer behind it, most often, the other. That is every envelope key (two `id`s, two
+//! `method`s); in `params`, `name`, `task`, `taskId`, `requestId`, `progressToken`,
+//! `protocolVersion`, `progress`, `total`, `status` and `_meta`; in `result` (read at once, in
+//! one pass like `params`), `task`, `taskId`, `status`, `protocolVersion` and `_meta`; in
+//! either `_meta`, `progressToken` and the related-task key, and that key's `taskId`; in
+//! `result.task`, `taskId` and `ttl`; in `params.task`, `ttl`. A key the gateway never reads
+//! may appear twice: the message passes on as it came, and what it means is the peer's
 //! business. Where the gateway builds a tree (to edit a message), the last of two keys wins,
 //! as it does for most peers, and the message it writes has one.
 
 use super::checked::Checked;
-use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
+use super::error::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError};
 use super::fields::{Fields, Key, Of, Span, span_in};
 use super::keys::{Id, Kind, ProgressToken, TaskId};
 use super::method::Method;
@@ -94,14 +95,11 @@ impl Message {
     /// a JSON-RPC message is -32600; either with the id when one can be read.
     pub fn parse(text: Bytes) -> Result<Message, Refused> {
         if text.len() > u32::MAX as usize {
-            return Err(Refused { id: None, is_response: false, error: invalid("the message is larger than 4 GiB") });
+            return Err(Refused::new(None, false, invalid("the message is larger than 4 GiB")));
         }
-        let refused = |error: RpcError| {
-            let (id, is_response) = match salvage(&text) {
-                Some((id, has_method)) => (id, !has_method),
-                None => (None, false),
-            };
-            Refused { id, is_response, error }
+        let refused = |error: RpcError| match salvage(&text) {
+            Some(s) => Refused { id: s.id, is_response: !s.has_method, error, ids: s.ids },
+            None => Refused::new(None, false, error),
         };
         // What a tree could not hold is refused here, as a tree parser would refuse it, so
         // that every message can be read whole later (and no peer is sent what it could not).
@@ -110,7 +108,7 @@ impl Message {
         }
         // Not left to serde, which reads a struct from an array too (`["2.0",1,"ping"]`).
         if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(Refused { id: None, is_response: false, error: invalid("message is not an object") });
+            return Err(Refused::new(None, false, invalid("message is not an object")));
         }
         let env: Envelope = match serde_json::from_slice(&text) {
             Ok(e) => e,
@@ -118,10 +116,10 @@ impl Message {
             Err(e) if e.is_data() => return Err(refused(invalid("a key of the envelope appears twice"))),
             Err(e) => return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
         };
-        let id = env.id.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()).as_ref().and_then(Id::from_value);
+        let id = env.id.and_then(|raw| Id::from_raw(raw.get()));
         // A null method is no method, as the salvage of an unreadable message has it.
         let is_response = env.method.is_none_or(|m| m.get() == "null");
-        let refuse = |id: Option<Id>, error: RpcError| Refused { id, is_response, error };
+        let refuse = |id: Option<Id>, error: RpcError| Refused::new(id, is_response, error);
         if env.jsonrpc.and_then(|v| as_str(v.get())).as_deref() != Some("2.0") {
             return Err(refuse(id, invalid("\"jsonrpc\" must be \"2.0\"")));
         }
@@ -158,7 +156,13 @@ impl Message {
             (Kind::Response, Method::Other, None)
         };
         let twice = |id: Option<Id>, of: &str, path: &str| {
-            refuse(id, invalid(&format!("\"{of}.{path}\" appears twice (the gateway reads it)")))
+            let what = format!("\"{of}.{path}\" appears twice (the gateway reads it)");
+            // A task's ttl is a parameter of the call, not of the envelope: -32602, as for a
+            // ttl of the wrong type.
+            if of == "params" && path.starts_with("task.") {
+                return refuse(id, RpcError::new(INVALID_PARAMS, format!("invalid params: {what}")));
+            }
+            refuse(id, invalid(&what))
         };
         let params = match &params_at {
             Some(at) => match Fields::read(&text, *at, Of::Params) {
@@ -285,9 +289,20 @@ impl Message {
                 None => return self,
             },
         };
+        // An integer id beyond `i64` stands in the tree as a float: unless `f` changed it, it
+        // is written back as it came.
+        let big = self.id.clone().filter(Id::is_big);
+        let before = big.as_ref().and_then(|_| tree.get("id").cloned());
         f(&mut tree);
+        let keep = big.filter(|_| before.is_some() && tree.get("id") == before.as_ref());
+        if let (Some(_), Some(obj)) = (&keep, tree.as_object_mut()) {
+            obj.insert("id".into(), Value::from(0));
+        }
         match Message::from_value(tree) {
-            Ok(m) => m,
+            Ok(m) => match keep {
+                Some(id) => m.with_id(&id),
+                None => m,
+            },
             Err(r) => {
                 tracing::warn!("an edit left a message malformed ({}); it passes on unedited", r.error);
                 self
@@ -301,10 +316,7 @@ impl Message {
             return self;
         }
         let Some(at) = self.id_at else { return self };
-        let new = match id {
-            Id::Num(n) => n.to_string(),
-            Id::Str(s) => serde_json::to_string(s).expect("strings serialize"),
-        };
+        let new = id.to_json();
         let mut out = BytesMut::with_capacity(self.text.len() - at.len() + new.len());
         out.put_slice(&self.text[..at.start as usize]);
         out.put_slice(new.as_bytes());
@@ -381,7 +393,7 @@ impl Message {
 
     /// `params.requestId` (of `notifications/cancelled`), if it is a valid id.
     pub fn request_id_param(&self) -> Option<Id> {
-        Id::from_value(&serde_json::from_str(self.param(Key::RequestId)?).ok()?)
+        Id::from_raw(self.param(Key::RequestId)?)
     }
 
     /// `params._meta.progressToken` of a request, or `params.progressToken` of a progress
@@ -510,6 +522,14 @@ mod tests {
         }
         let r = parse(r#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"a","taskId":"b"}}}"#).unwrap_err();
         assert_eq!(r.error.message, "invalid request: \"result.task.taskId\" appears twice (the gateway reads it)");
+        // The ttl a task-augmented call asks for: hosted, the gateway would keep the task for one
+        // ttl and the client believe the other.
+        let r = parse(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","task":{"ttl":1,"ttl":600000}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!((r.error.code, r.id), (INVALID_PARAMS, Some(Id::Num(3))));
+        assert_eq!(r.error.message, "invalid params: \"params.task.ttl\" appears twice (the gateway reads it)");
         // What the gateway never reads is the peer's business: passed on as it came.
         for fine in [
             r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"content":[],"name":1,"name":2,"_meta":{"k":1,"k":2}}}"#,

@@ -16,8 +16,10 @@ use crate::gateway::deadline::{Deadlines, Expiry};
 use crate::gateway::link::{ClientRef, Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
+use futures_util::future::OptionFuture;
 use serde_json::{Value, json};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -101,6 +103,9 @@ impl BridgeLink for Link {
         Link::synthesize_progress(self, task_id, message)
     }
 }
+
+/// A `tasks/get` poll in flight.
+type Polling<'a> = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send + 'a>>;
 
 /// What a bridged call hears about its upstream task, from the link.
 #[derive(Debug)]
@@ -233,6 +238,9 @@ impl<L: BridgeLink> Bridge<L> {
         tokio::pin!(result);
         let mut result_done = false;
         let mut next_poll = Instant::now() + poll;
+        // The poll in flight: it runs beside the rest, so that status and progress while it
+        // waits reset `request_timeout` as they come, and the deadlines still apply.
+        let mut polling: Option<Polling<'_>> = None;
         // Closed when the link dies; then only the poll (which fails) and the timers remain.
         let mut events_open = true;
         loop {
@@ -266,13 +274,18 @@ impl<L: BridgeLink> Bridge<L> {
                         None => events_open = false,
                     }
                 }
-                _ = sleep_until(next_poll) => {
+                _ = sleep_until(next_poll), if polling.is_none() => {
+                    polling = Some(Box::pin(self.status(task_id)));
+                }
+                Some(polled) = OptionFuture::from(polling.as_mut()) => {
+                    polling = None;
                     next_poll = Instant::now() + poll;
-                    match self.status(task_id).await {
+                    match polled {
                         Ok(t) => {
-                            // Notifications that arrived while polling are older than the
-                            // poll's answer: they go first.
+                            // Notifications that arrived with the poll's answer are older
+                            // than it: they go first.
                             while let Ok(ev) = events.try_recv() {
+                                deadline.touch(&());
                                 match ev {
                                     BridgeEvent::Status(note) => {
                                         statuses.observe(note.get("params").unwrap_or(&Value::Null));

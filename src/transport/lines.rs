@@ -6,7 +6,6 @@
 
 use crate::jsonrpc::{self, Id, Message, PARSE_ERROR, Refused};
 use bytes::Bytes;
-use serde_json::Value;
 use std::fmt;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
@@ -204,7 +203,7 @@ fn parse_line(line: Vec<u8>) -> Option<Result<Line, BadLine>> {
             Ok(Line { is_batch: true, messages: items.into_iter().map(Message::parse).collect() })
         }
         Err(e) if e.code == PARSE_ERROR => Err(bad(&line, e.message.trim_start_matches("parse error: "))),
-        Err(error) => one(Err(Refused { id: None, is_response: false, error })),
+        Err(error) => one(Err(Refused::new(None, false, error))),
     })
 }
 
@@ -305,7 +304,7 @@ impl IdScan {
             self.capturing = false;
             self.id_seen = true;
             if self.value.len() <= MAX_ID {
-                self.id = serde_json::from_slice::<Value>(&self.value).ok().as_ref().and_then(Id::from_value);
+                self.id = std::str::from_utf8(&self.value).ok().and_then(|raw| Id::from_raw(raw.trim()));
             }
         }
     }

@@ -65,36 +65,41 @@ pub(crate) fn inbound(
         let len = items.len();
         crate::warn_limit::warn_limited!(upstream = %upstream, "dropping a batch of {len} messages: more than max_batch ({max_batch})");
         let answered = |m: Result<Message, jsonrpc::Refused>| match m {
-            Ok(m) if m.kind() == jsonrpc::Kind::Response => m.id().cloned(),
-            Ok(_) => None,
-            Err(r) => r.answers().cloned(),
+            Ok(m) if m.kind() == jsonrpc::Kind::Response => m.id().cloned().into_iter().collect(),
+            Ok(_) => Vec::new(),
+            Err(r) => r.may_answer(),
         };
         return items
             .into_iter()
-            .filter_map(answered)
+            .flat_map(answered)
             .map(|id| Err((id, Error::BatchTooLarge { limit: max_batch, len })))
             .collect();
     }
-    items.into_iter().filter_map(|m| readable(upstream, m)).collect()
+    items.into_iter().flat_map(|m| readable(upstream, m)).collect()
 }
 
-/// The message; for a refused response with an id, that id and why (logged); `None` (logged)
-/// for anything else that is not a message: a malformed request or notification from the
-/// upstream has no one to be answered to.
-fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Option<Inbound> {
-    match m {
-        Ok(m) => Some(Ok(m)),
-        Err(r) => match r.answers() {
-            Some(id) => {
-                crate::warn_limit::warn_limited!(upstream = %upstream, "an unreadable response to request {id}: {}", r.error);
-                Some(Err((id.clone(), Error::BadResponse(r.error.message))))
-            }
-            None => {
-                crate::warn_limit::warn_limited!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error);
-                None
-            }
-        },
+/// The message; for a refused response, each request it may have answered and why (logged):
+/// its id, or each of two different ids it names (neither request would get another answer);
+/// nothing (logged) for anything else that is not a message: a malformed request or
+/// notification from the upstream has no one to be answered to.
+fn readable(upstream: &str, m: Result<Message, jsonrpc::Refused>) -> Vec<Inbound> {
+    let r = match m {
+        Ok(m) => return vec![Ok(m)],
+        Err(r) => r,
+    };
+    let ids = r.may_answer();
+    if ids.is_empty() {
+        crate::warn_limit::warn_limited!(upstream = %upstream, "dropping a malformed message from upstream: {}", r.error);
+        return Vec::new();
     }
+    if r.id.is_none() {
+        let named = ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        tracing::warn!(upstream = %upstream, "a response names different ids ({named}): failing each of those requests");
+        let why = format!("it names different ids ({named})");
+        return ids.into_iter().map(|id| Err((id, Error::BadResponse(why.clone())))).collect();
+    }
+    tracing::warn!(upstream = %upstream, "an unreadable response to request {}: {}", ids[0], r.error);
+    ids.into_iter().map(|id| Err((id, Error::BadResponse(r.error.message.clone())))).collect()
 }
 
 /// Hands what an upstream sent to `sink`: a message, or the failure of the request that a

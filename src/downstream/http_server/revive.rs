@@ -51,8 +51,10 @@ impl HttpServer {
         let Some(rec) = found.filter(|r| r.path == path && owned_by(r, principal, &upstream.name)) else {
             return Err(unknown);
         };
-        let Some(version) = ProtocolVersion::parse(&rec.version) else { return Err(unknown) };
-        http_guard::check_protocol_version(headers, Some(version))?;
+        if ProtocolVersion::parse(&rec.version).is_none() {
+            return Err(unknown);
+        }
+        http_guard::check_protocol_version(headers)?;
         let hs = {
             // Checked and inserted under one lock: of requests reviving it at once, the first
             // revives it (taking one slot), and the others find its session.

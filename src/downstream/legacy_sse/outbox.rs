@@ -141,7 +141,7 @@ impl ClientSink for Outbox {
     /// `event_buffer_bytes`) pile up unread loses its stream, and with it the session: the
     /// transport has no way to resume, and dropping a message would leave a request hanging.
     fn deliver(&self, msg: Message, route: Route) {
-        let json = msg.into_bytes();
+        let json = route.stamp(msg).into_bytes();
         let mut st = self.state.lock().unwrap();
         if st.closed {
             return;

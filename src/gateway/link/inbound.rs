@@ -170,8 +170,12 @@ impl InboundSink for LinkCore {
                 // The latest progress always gets out before the result; a task-augmented
                 // call's token lives on with its task (and on a shared link, the task is its
                 // session's).
-                let held = {
+                let (held, lists_tools) = {
                     let mut st = self.state.lock().unwrap();
+                    let lists_tools = st
+                        .pending
+                        .get(&up_id)
+                        .is_some_and(|p| matches!(p.waiter, Waiter::Client { answers: Some("tools/list"), .. }));
                     let (token, session) = match st.pending.get(&up_id) {
                         Some(p) => (
                             p.token.clone(),
@@ -190,7 +194,7 @@ impl InboundSink for LinkCore {
                     if let (Some((task_id, _)), Some(session), Some(shared)) = (&created, session, st.shared.as_mut()) {
                         shared.own_task(task_id.clone(), session, self.max_task_routes);
                     }
-                    match created {
+                    let held = match created {
                         Some((task_id, ttl)) => {
                             if let Some(t) = token.filter(|t| st.tokens.get(t).is_some_and(|r| r.owner == Some(up_id)))
                             {
@@ -202,12 +206,14 @@ impl InboundSink for LinkCore {
                             .and_then(|t| st.tokens.get_mut(&t))
                             .filter(|r| r.owner == Some(up_id))
                             .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
-                    }
+                    };
+                    (held, lists_tools)
                 };
-                // A listing tells which arguments a modern upstream wants as headers. The link
-                // is asked first: a legacy response's tree is not built for this (it is most of
-                // a forwarded call's cost).
-                if let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| l.is_modern())
+                // A listing tells which arguments a modern upstream wants as headers, and
+                // which a modern client's call must carry where the gateway is the server. The
+                // link is asked first: another legacy response's tree is not built for this
+                // (it is most of a forwarded call's cost).
+                if let Some(link) = self.link.get().and_then(Weak::upgrade).filter(|l| lists_tools || l.is_modern())
                     && let Some(result) =
                         frame.value().get("result").filter(|r| r.get("tools").is_some_and(serde_json::Value::is_array))
                 {

@@ -5,7 +5,9 @@
 //! without touching the rest; over HTTP every message is POSTed with the headers that mirror
 //! its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and for a `tools/call` the
 //! `Mcp-Param-*` its tool's `x-mcp-header` declarations ask for, learned from the listings
-//! the link carried) and without a session id.
+//! the link carried, and those of the client's it does not recognise) and without a session
+//! id. The declarations are learned on a legacy link too: a modern client's headers are
+//! checked against them where the gateway is the server ([`Link::param_declarations`]).
 //! What those are is `mcp::modern`'s; this module only applies them. A modern server sends
 //! no requests, so the link sends it no responses: the one the gateway makes (answering an
 //! input request of a hosted task's round, see `tasks::hosted`) goes to
@@ -57,16 +59,19 @@ impl Link {
     }
 
     /// [`Link::transmit`] on a modern link, a request declaring `capabilities` as its
-    /// client's (`None`: the link's own). Boxed by its callers, like `transmit`'s modern path.
+    /// client's (`None`: the link's own), and carrying the `Mcp-Param-*` headers of the
+    /// client's request that the link does not recognise (`client_params`). Boxed by its
+    /// callers, like `transmit`'s modern path.
     pub(super) async fn transmit_declaring(
         &self,
         msg: Message,
         capabilities: Option<Map<String, Value>>,
+        client_params: &[(String, Vec<u8>)],
     ) -> Result<(), transport::Error> {
         if !self.is_modern() {
             return self.conn.send(msg).await;
         }
-        self.transmit_modern(msg, capabilities).await
+        self.transmit_modern_with(msg, capabilities, client_params).await
     }
 
     /// [`Link::transmit`] on a modern link: the `_meta` spliced in, the headers mirrored.
@@ -74,6 +79,20 @@ impl Link {
         &self,
         msg: Message,
         capabilities: Option<Map<String, Value>>,
+    ) -> Result<(), transport::Error> {
+        self.transmit_modern_with(msg, capabilities, &[]).await
+    }
+
+    /// [`Link::transmit_modern`], with the client's `Mcp-Param-*` headers. A `tools/call`
+    /// carries those its tool's declarations ask for, made from its body; and, as an
+    /// intermediary must ("Intermediate servers that do not recognize an `Mcp-Param-{Name}`
+    /// header MUST forward it"), each of the client's that no declaration the link knows
+    /// names (all of them for a tool not listed yet).
+    async fn transmit_modern_with(
+        &self,
+        msg: Message,
+        capabilities: Option<Map<String, Value>>,
+        client_params: &[(String, Vec<u8>)],
     ) -> Result<(), transport::Error> {
         if msg.kind() == Kind::Response {
             // A modern server asks nothing of its client: a response is a hosted task's
@@ -92,25 +111,48 @@ impl Link {
             mirrored.insert(0, (headers::PROTOCOL_VERSION.into(), meta.version.to_string()));
         }
         if msg.method() == Method::ToolsCall {
-            mirrored.extend(self.param_headers(msg.value()));
+            let declared = msg.value().pointer("/params/name").and_then(Value::as_str).and_then(|n| self.declared(n));
+            let arguments = msg.value().pointer("/params/arguments").unwrap_or(&Value::Null);
+            if let Some(d) = &declared {
+                mirrored.extend(d.for_arguments(arguments));
+            }
+            for (name, value) in client_params {
+                let recognised = declared.as_ref().is_some_and(|d| d.names(name));
+                // A value that is not text is no header value the client may send (dropped).
+                if let (false, Ok(value)) = (recognised, std::str::from_utf8(value)) {
+                    mirrored.push((name.clone().into(), value.to_string()));
+                }
+            }
         }
         self.conn.send_headed(msg, &mirrored).await
     }
 
-    /// The `Mcp-Param-*` headers of a `tools/call`, from the tool's declarations as the last
-    /// listing showed them (none for a tool not listed yet).
-    fn param_headers(&self, call: &Value) -> Vec<headers::Header> {
-        let Some(name) = call.pointer("/params/name").and_then(Value::as_str) else { return Vec::new() };
-        let declared = self.modern.param_headers.lock().unwrap().get(name).cloned();
-        let arguments = call.pointer("/params/arguments").unwrap_or(&Value::Null);
-        declared.map(|d| d.for_arguments(arguments)).unwrap_or_default()
+    /// Tool `name`'s `x-mcp-header` declarations, as the last listing showed them.
+    fn declared(&self, name: &str) -> Option<Arc<ParamHeaders>> {
+        self.modern.param_headers.lock().unwrap().get(name).cloned()
     }
 
-    /// Learns the tools' `x-mcp-header` declarations from a `tools/list` result on a modern
-    /// link (at most [`MAX_DECLARING_TOOLS`] tools that declare any are kept). A tool whose
-    /// declarations break the rules is called without `Mcp-Param-*` headers.
-    pub(super) fn learn_param_headers(&self, result: &Value) {
+    /// What the link knows of tool `name`'s `x-mcp-header` declarations: `None` before a
+    /// listing was learned whole (see [`Link::learn_param_headers`]); then the tool's, if
+    /// it declares any.
+    pub fn param_declarations(&self, name: &str) -> Option<Option<Arc<ParamHeaders>>> {
+        let declared = self.declared(name);
+        match declared {
+            Some(d) => Some(Some(d)),
+            None if self.modern.listed.load(Ordering::Acquire) => Some(None),
+            None => None,
+        }
+    }
+
+    /// Learns the tools' `x-mcp-header` declarations from a page of a `tools/list` result
+    /// (at most [`MAX_DECLARING_TOOLS`] tools that declare any are kept); a page without a
+    /// `nextCursor` completes the listing. A tool whose declarations break the rules is
+    /// called without `Mcp-Param-*` headers (and checked for none).
+    pub fn learn_param_headers(&self, result: &Value) {
         let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
+        if result.get("nextCursor").is_none_or(Value::is_null) {
+            self.modern.listed.store(true, Ordering::Release);
+        }
         let mut table = self.modern.param_headers.lock().unwrap();
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else { continue };

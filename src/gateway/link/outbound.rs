@@ -210,18 +210,19 @@ impl Link {
     }
 
     /// [`Link::send_registered`], declaring `capabilities` for this request (a modern link;
-    /// `None`: the link's own).
+    /// `None`: the link's own), with the client's `Mcp-Param-*` headers (`client_params`).
     async fn send_registered_declaring(
         &self,
         up_id: i64,
         msg: Message,
         capabilities: Option<Map<String, Value>>,
+        client_params: &[(String, Vec<u8>)],
     ) -> Result<(), RpcError> {
         let msg = msg.with_id(&Id::Num(up_id));
-        let sent = match capabilities {
-            None => self.transmit(msg).await,
+        let sent = match (capabilities, client_params) {
+            (None, []) => self.transmit(msg).await,
             // Boxed: every request's future would otherwise carry the modern send's state.
-            Some(c) => Box::pin(self.transmit_declaring(msg, Some(c))).await,
+            (c, params) => Box::pin(self.transmit_declaring(msg, c, params)).await,
         };
         if let Err(cause) = sent {
             self.core.take_pending(up_id);
@@ -241,17 +242,19 @@ impl Link {
     /// [`Link::forward`], declaring `capabilities` as this request's client capabilities to a
     /// modern upstream (in its `_meta`), in place of the link's own (`None`: the link's). A
     /// shared link serves clients of different capabilities; a legacy link ignores them (its
-    /// `initialize` declared them once).
+    /// `initialize` declared them once). `client_params`: the `Mcp-Param-*` headers of the
+    /// client's request, which a modern link passes on where it does not recognise them.
     pub async fn forward_declaring(
         &self,
         client: ClientRef,
         msg: Message,
         shape: Shape,
         capabilities: Option<Map<String, Value>>,
+        client_params: &[(String, Vec<u8>)],
     ) -> Result<(), RpcError> {
         let answers = crate::mcp::translate::answered_method(msg.method_name());
         let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
-        self.send_registered_declaring(up_id, msg, capabilities).await
+        self.send_registered_declaring(up_id, msg, capabilities, client_params).await
     }
 
     /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
@@ -300,7 +303,7 @@ impl Link {
         let cancellable = msg.method() != Method::Initialize;
         let (up_id, msg) = self.register(Waiter::Internal { tx, on_behalf_of }, msg)?;
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
-        self.send_registered_declaring(up_id, msg, capabilities).await?;
+        self.send_registered_declaring(up_id, msg, capabilities, &[]).await?;
         let answer = rx.await.map_err(|_| {
             // Only a link that closes drops its waiters.
             let reason = self.core.state.lock().unwrap().closed.clone().unwrap_or(CloseReason::SessionEnded);

@@ -84,7 +84,7 @@ impl LinkCore {
     pub(super) fn related_up_id(&self, st: &LinkState, msg: &Message, related: Option<Id>) -> Option<i64> {
         match related {
             Some(Id::Num(n)) => return Some(n),
-            Some(Id::Str(_)) => return None,
+            Some(Id::Str(_) | Id::Big(_)) => return None,
             None => {}
         }
         let request_scoped = msg.method().is_input_request() || msg.method() == Method::LogMessage;

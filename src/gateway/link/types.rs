@@ -267,8 +267,12 @@ pub struct Link {
 pub struct ModernState {
     pub(super) on: std::sync::atomic::AtomicBool,
     pub(super) meta: Mutex<Option<crate::mcp::modern::meta::RequestMeta>>,
-    /// Tool name → its `x-mcp-header` declarations (`Link::learn_param_headers`).
+    /// Tool name → its `x-mcp-header` declarations (`Link::learn_param_headers`), on a link
+    /// of either era: a modern link sends them, and for a legacy one the gateway is the
+    /// server that checks what a modern client sends.
     pub(super) param_headers: Mutex<HashMap<String, Arc<crate::mcp::modern::headers::ParamHeaders>>>,
+    /// A listing's last page was learned: a tool not in `param_headers` declares nothing.
+    pub(super) listed: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for LinkCore {

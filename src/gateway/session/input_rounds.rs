@@ -76,7 +76,8 @@ impl Session {
             // A modern client answers its own input requests (the results pass to it as they
             // are): its request declares the client's own capabilities.
             let capabilities = Some(m.meta.capabilities.clone());
-            return link.forward_declaring(self.client_ref(id), frame, shape, capabilities).await;
+            let params = self.client_param_headers();
+            return link.forward_declaring(self.client_ref(id), frame, shape, capabilities, &params).await;
         }
         let capabilities = self.declared_capabilities();
         let kept = {
@@ -104,7 +105,7 @@ impl Session {
             }
             kept
         };
-        let sent = link.forward_declaring(self.client_ref(id.clone()), frame, shape, Some(capabilities)).await;
+        let sent = link.forward_declaring(self.client_ref(id.clone()), frame, shape, Some(capabilities), &[]).await;
         if sent.is_err() && kept {
             self.state.lock().unwrap().input_rounds.remove(&id);
         }
@@ -257,8 +258,9 @@ impl Session {
         };
         let sent = match self.link().await {
             Ok(link) if still(self) => {
-                let sent =
-                    link.forward_declaring(self.client_ref(client_id.clone()), msg, shape, Some(capabilities)).await;
+                let sent = link
+                    .forward_declaring(self.client_ref(client_id.clone()), msg, shape, Some(capabilities), &[])
+                    .await;
                 if sent.is_ok() && !still(self) {
                     // Cancelled while it was being sent.
                     link.cancel_client_request(&self.client_ref(client_id.clone()), None).await;

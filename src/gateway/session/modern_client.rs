@@ -100,7 +100,10 @@ impl Session {
         }
         self.remember_original(&frame);
         // Joined first: what the session decides below reads what the upstream said.
-        self.link().await?;
+        let link = self.link().await?;
+        if frame.method() == Method::ToolsCall {
+            Box::pin(self.check_param_headers(&link, &frame)).await?;
+        }
         if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
             if !self.declared_extension() {
                 let required = json!({"extensions": {EXTENSION: {}}});

@@ -106,6 +106,9 @@ pub(super) struct ModernClient {
     /// tasks it was granted stop.
     pub(super) listen_ended: CancellationToken,
     _listen_ends_with_session: DropGuard,
+    /// The `Mcp-Param-*` headers of the request (its latest round), as (name, value); `None`
+    /// over a transport without headers (stdio). See `param_headers`.
+    pub(super) param_headers: Mutex<Option<Vec<crate::mcp::modern::headers::Received>>>,
 }
 
 #[derive(Default)]
@@ -146,6 +149,7 @@ impl ModernClient {
             listen: Mutex::new(None),
             _listen_ends_with_session: listen_ended.clone().drop_guard(),
             listen_ended,
+            param_headers: Mutex::new(None),
         }
     }
 }

@@ -23,11 +23,11 @@
 //! present and not null as `Mcp-Param-Name` (strings as they are, integers in decimal,
 //! booleans `true`/`false`, encoded like `Mcp-Name`) ([`ParamHeaders::for_arguments`]). The
 //! gateway sets them toward a modern upstream from the listings it has seen
-//! (`gateway::link::modern`). Checking them on the way in needs the tool's schema, which the
-//! gateway does not keep for its downstream side: it rebuilds them from the body when it
-//! sends the request on. Notification POSTs: the revision defines no header requirement for
-//! them beyond `MCP-Protocol-Version`, so a notification is checked only for the headers it
-//! carries.
+//! (`gateway::link::modern`), and checks a modern client's against the body where it knows
+//! the tool ([`ParamHeaders::check`], `gateway::session::param_headers`): the header checks
+//! here ([`check`]) need no schema, those need the tool's. Notification POSTs: the revision
+//! defines no header requirement for them beyond `MCP-Protocol-Version`, so a notification is
+//! checked only for the headers it carries.
 
 use super::{HeaderProblem, key};
 use serde_json::Value;
@@ -140,6 +140,10 @@ pub fn check(headers: &RequestHeaders<'_>, body: &Value) -> Result<(), HeaderPro
     }
 }
 
+/// A header as received: its name and its value's bytes (`Mcp-Param-*`, see
+/// [`ParamHeaders::check`]).
+pub type Received = (String, Vec<u8>);
+
 /// A header name and value, as a client sets it.
 pub type Header = (Cow<'static, str>, String);
 
@@ -205,6 +209,63 @@ impl ParamHeaders {
         }
         out
     }
+}
+
+impl ParamHeaders {
+    /// Checks the `Mcp-Param-*` headers a client sent with a call of these `arguments`, as a
+    /// server that processes the body must ("Server Behavior for Custom Headers"): each
+    /// declared argument present and not null needs its header, decoded equal to it
+    /// (integers compared as numbers); a header for an argument the body lacks, or a header
+    /// sent twice, is refused too. `received` holds every `Mcp-Param-*` header as (name,
+    /// value); one no declaration names is not this tool's business (it is ignored here).
+    pub fn check(&self, arguments: &Value, received: &[Received]) -> Result<(), HeaderProblem> {
+        for (name, path) in &self.0 {
+            let header = format!("{PARAM_PREFIX}{name}");
+            let problem = |problem: String| HeaderProblem::Param { header: header.clone(), problem };
+            let mut sent = received.iter().filter(|(n, _)| n.eq_ignore_ascii_case(&header)).map(|(_, v)| v);
+            let (raw, again) = (sent.next(), sent.next());
+            if again.is_some() {
+                return Err(problem("is sent more than once".into()));
+            }
+            let value = path.iter().try_fold(arguments, |v, k| v.get(k)).filter(|v| !v.is_null());
+            let (raw, value) = match (raw, value) {
+                (None, None) => continue,
+                (Some(_), None) => return Err(problem("is sent, but the body has no value for its argument".into())),
+                (None, Some(v)) => return Err(problem(format!("is required: the body's argument is {v}"))),
+                (Some(raw), Some(v)) => (raw, v),
+            };
+            let text = decode_value(raw).map_err(|why| problem(format!("is malformed: {why}")))?;
+            let agrees = match value {
+                Value::String(s) => *s == text,
+                Value::Bool(b) => text == if *b { "true" } else { "false" },
+                Value::Number(n) => match (n.as_i64(), text.parse::<i64>(), text.parse::<f64>()) {
+                    (Some(i), Ok(h), _) => i == h,
+                    (_, _, Ok(h)) => n.as_f64() == Some(h),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if !agrees {
+                return Err(problem(format!("says '{text}' but the body says {value}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `header` (any case) is one these declarations name.
+    pub fn names(&self, header: &str) -> bool {
+        header
+            .get(..PARAM_PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(PARAM_PREFIX))
+            .then(|| &header[PARAM_PREFIX.len()..])
+            .is_some_and(|rest| self.0.iter().any(|(n, _)| n.eq_ignore_ascii_case(rest)))
+    }
+}
+
+/// Whether `name` (any case) is an `Mcp-Param-*` header's.
+pub fn is_param_header(name: &str) -> bool {
+    name.len() > PARAM_PREFIX.len()
+        && name.get(..PARAM_PREFIX.len()).is_some_and(|p| p.eq_ignore_ascii_case(PARAM_PREFIX))
 }
 
 /// Collects the declarations along `properties` chains from `schema`.
@@ -401,5 +462,48 @@ mod tests {
         bad(json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}));
         bad(json!({"a": {"oneOf": [{"type": "string", "x-mcp-header": "A"}]}}));
         assert!(ParamHeaders::of_schema(&json!({"type": "object"})).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_server_checks_param_headers_against_the_body() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {"dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+                                                      "n": {"type": "integer", "x-mcp-header": "N"}}}}});
+        let decl = ParamHeaders::of_schema(&schema).unwrap();
+        let args = json!({"region": "Hello, 世界", "opts": {"dry": true, "n": 42}});
+        let sent = |pairs: &[(&str, &str)]| -> Vec<(String, Vec<u8>)> {
+            pairs.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect()
+        };
+        let good = [
+            ("mcp-param-region", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+            ("Mcp-Param-Dry-Run", "true"),
+            ("MCP-PARAM-N", "42"),
+        ];
+        assert_eq!(decl.check(&args, &sent(&good)), Ok(()));
+        // What the gateway itself sends passes its own check.
+        let own: Vec<(String, Vec<u8>)> =
+            decl.for_arguments(&args).into_iter().map(|(n, v)| (n.into_owned(), v.into_bytes())).collect();
+        assert_eq!(decl.check(&args, &own), Ok(()));
+        assert_eq!(decl.check(&json!({"opts": {"n": 42}}), &sent(&[("Mcp-Param-N", "42.0")])), Ok(()), "numerically");
+        assert_eq!(decl.check(&json!({"region": null}), &sent(&[("Mcp-Param-Other", "x")])), Ok(()), "not declared");
+        let problem = |args: Value, pairs: &[(&str, &str)]| match decl.check(&args, &sent(pairs)) {
+            Err(HeaderProblem::Param { header, problem }) => format!("{header} {problem}"),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            problem(json!({"region": "us"}), &[]),
+            "Mcp-Param-Region is required: the body's argument is \"us\""
+        );
+        assert!(problem(json!({"region": "us"}), &[("Mcp-Param-Region", "eu")]).contains("says 'eu'"));
+        assert!(problem(json!({"region": "us"}), &[("Mcp-Param-Region", "=?base64?!!?=")]).contains("malformed"));
+        assert!(
+            problem(json!({"region": "us"}), &[("Mcp-Param-Region", "us"), ("mcp-param-region", "us")])
+                .contains("more than once")
+        );
+        assert!(problem(json!({}), &[("Mcp-Param-Region", "us")]).contains("no value"));
+        assert!(problem(json!({"opts": {"dry": false}}), &[("Mcp-Param-Dry-Run", "False")]).contains("says 'False'"));
+        assert!(decl.names("mcp-param-dry-run") && !decl.names("Mcp-Param-Other") && !decl.names("Region"));
+        assert!(is_param_header("MCP-PARAM-x") && !is_param_header("Mcp-Param-") && !is_param_header("Mcp-Name"));
     }
 }

@@ -140,6 +140,10 @@ pub enum HeaderProblem {
     Invalid { header: &'static str, why: &'static str },
     #[error("the {header} header says '{header_value}' but the body says '{body_value}'")]
     Mismatch { header: &'static str, header_value: String, body_value: String },
+    /// An `Mcp-Param-{Name}` header a tool's `x-mcp-header` declares: `problem` says what
+    /// is wrong with it (missing, malformed, or not what the body says).
+    #[error("the {header} header {problem}")]
+    Param { header: String, problem: String },
 }
 
 /// Whether a JSON-RPC error object is one only a modern server sends. A dual-era client

@@ -25,6 +25,8 @@ struct Upstream {
     follower: Mutex<Option<Arc<dyn TaskFollower>>>,
     /// The methods the gateway sent, in order.
     sent: Mutex<Vec<String>>,
+    /// How long each `tasks/get` takes to be answered.
+    get_takes: Mutex<Duration>,
 }
 
 impl Upstream {
@@ -34,6 +36,7 @@ impl Upstream {
             task: Mutex::new(task("started")),
             follower: Mutex::new(None),
             sent: Mutex::new(vec![]),
+            get_takes: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -67,6 +70,8 @@ impl BridgeLink for Upstream {
     async fn request(&self, method: &str, _params: Value) -> Result<Value, RpcError> {
         self.sent.lock().unwrap().push(method.to_string());
         assert_eq!(method, "tasks/get");
+        let takes = *self.get_takes.lock().unwrap();
+        tokio::time::sleep(takes).await;
         Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
     }
 
@@ -135,6 +140,38 @@ async fn each_sign_of_life_starts_request_timeout_again() {
         assert!(msg.contains("request_timeout"), "{sign}: {msg}");
         assert_eq!(start_at.elapsed(), secs(seen_at + REQUEST_TIMEOUT_S), "{sign}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sign_of_life_while_a_poll_waits_starts_request_timeout_again() {
+    // The poll at 5 s takes 8 s; at 7 s, while it waits, a status notification or progress.
+    // Before: the call heard neither until the poll's answer at 13 s, and timed out then.
+    for sign in ["note", "progress"] {
+        let up = Upstream::new(true);
+        *up.get_takes.lock().unwrap() = secs(8);
+        let start_at = Instant::now();
+        let (call, _) = start(&up);
+        tokio::time::sleep(secs(7)).await;
+        assert_eq!(up.sent().last().map(String::as_str), Some("tasks/get"), "{sign}: the poll waits");
+        match sign {
+            "note" => up.follower().status(json!({"method": "notifications/tasks/status", "params": task("half way")})),
+            _ => up.follower().progress(),
+        }
+        let msg = timed_out(call).await;
+        assert!(msg.contains("request_timeout"), "{sign}: {msg}");
+        assert_eq!(start_at.elapsed(), secs(7 + REQUEST_TIMEOUT_S), "{sign}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_that_waits_past_request_timeout_does_not_hold_the_call() {
+    let up = Upstream::new(true);
+    *up.get_takes.lock().unwrap() = secs(3600);
+    let start_at = Instant::now();
+    let (call, _) = start(&up);
+    let msg = timed_out(call).await;
+    assert!(msg.contains("request_timeout"), "{msg}");
+    assert_eq!(start_at.elapsed(), secs(REQUEST_TIMEOUT_S));
 }
 
 #[tokio::test(start_paused = true)]
