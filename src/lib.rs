@@ -30,7 +30,7 @@ pub use config::{
     Config, ConfigError, McpServers, OtlpConfig, ServerConfig, StoreKind, UpstreamConfig, parse_duration,
 };
 pub use demo::serve_stdio as serve_demo_stdio;
-pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with};
+pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with, raise_open_file_limit};
 pub use downstream::stdio::{StdioError, serve_stdio};
 pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;
