@@ -175,6 +175,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             if let Some(l) = cli.listen {
                 config.server.listen = l;
             }
+            taskgate::raise_open_file_limit(config.server.max_connections, config.server.max_links);
             let names: Vec<String> = config.upstreams.iter().map(|u| format!("/mcp/{}", u.name)).collect();
             let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
             let tls = config.server.tls.as_ref().map(taskgate::tls_acceptor).transpose()?;

@@ -205,3 +205,34 @@ async fn streams_end_when_the_token_that_opened_them_expires() {
     let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await;
     assert_eq!(out.result()["content"][0]["text"], "still here");
 }
+
+/// RFC 7519's NumericDate may be fractional: a token whose `exp`, `nbf` and `iat` are is
+/// accepted, and the GET stream it opens lasts until that `exp` (not 1970): it carries the
+/// progress of a task started after it opened.
+#[tokio::test]
+async fn fractional_numeric_dates_are_read_as_such() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("idp.pem");
+    std::fs::write(&pem, key.public_key_pem()).unwrap();
+    let gw = jwt_gateway(&format!("key_file = {:?}", pem.display().to_string())).await;
+    let t = now() as f64;
+    let token = sign(
+        &key,
+        None,
+        &json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "carol", "exp": t + 600.5, "nbf": t - 10.25, "iat": t - 10.75}),
+    );
+
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some(token);
+    c.initialize("2025-11-25").await;
+    let get = c.get_raw(&[]).await;
+    assert_eq!(get.status(), 200);
+    let mut stream = SseReader::new(get.into_body());
+    let params = json!({"name": "slow", "arguments": {"duration_ms": 300, "steps": 2}, "task": {"ttl": 60000},
+        "_meta": {"progressToken": "p-1"}});
+    let out = c.request("tools/call", params).await;
+    assert_eq!(out.result()["task"]["status"], "working", "{}", out.response);
+    let (_, first) = stream.next().await.expect("the GET stream is still open");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+}

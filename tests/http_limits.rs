@@ -101,3 +101,77 @@ async fn connections_past_max_connections_are_closed_at_once() {
     }
     assert!(served.starts_with("HTTP/1.1 404"), "{served:?}");
 }
+
+/// With an open-file limit of 64 (soft and hard) and the default `max_connections` (1024),
+/// the gateway warns at start that they do not fit; once its descriptors are spent, a new
+/// client is refused at once (a 503, or the connection closed) instead of waiting in the
+/// backlog until it gives up, and the refusals are not one log line each.
+#[tokio::test]
+async fn past_the_open_file_limit_new_connections_are_refused_at_once() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nheader_read_timeout = \"60s\"\n[tasks]\nstore = \"memory\"\n{}",
+        builtin_upstream("demo")
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(["serve", "--config", config.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    // SAFETY: setrlimit(2) only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let gw = common::gateway_proc::Proc(child);
+    let mut log = Vec::new();
+    let addr = loop {
+        let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
+        let line = line.expect("the gateway exited before listening");
+        log.push(line.clone());
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    assert!(
+        log.iter().any(|l| l.contains("WARN") && l.contains("open-file limit is 64") && l.contains("max_connections")),
+        "{log:#?}"
+    );
+    let (log_tx, mut log_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            let _ = log_tx.send(l);
+        }
+    });
+
+    // More idle connections than descriptors: the gateway holds what it can, the rest wait.
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    for round in 0..3 {
+        let mut late = TcpStream::connect(&addr).await.unwrap();
+        let _ = late.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
+        let got = until_closed(&mut late, STEP).await;
+        let got = got.unwrap_or_else(|| panic!("round {round}: the new client was left waiting"));
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 503"), "round {round}: {got:?}");
+    }
+    drop(idle);
+    drop(gw);
+    let mut refusals = Vec::new();
+    while let Ok(l) = log_rx.try_recv() {
+        refusals.extend(l.contains("refused").then_some(l));
+    }
+    assert!(refusals.len() < 10, "one line per interval, not per connection: {refusals:#?}");
+}

@@ -215,3 +215,74 @@ async fn a_clients_refused_token_is_not_the_upstreams_health() {
     ok.bearer = Some("good".into());
     ok.initialize("2025-11-25").await;
 }
+
+/// An HTTP server on 127.0.0.1 that answers every request 401, echoing the request's
+/// headers in its body and its challenge; stopped when dropped.
+async fn echoing_refuser() -> (String, AbortOnDrop) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    let echoed: Vec<String> =
+                        req.headers().iter().map(|(k, v)| format!("{k}: {}", v.to_str().unwrap_or(""))).collect();
+                    let resp = hyper::Response::builder()
+                        .status(401)
+                        .header("www-authenticate", format!("Bearer realm=\"{}\"", echoed.join("; ")))
+                        .body(http_body_util::Full::new(bytes::Bytes::from(echoed.join("\n"))))
+                        .unwrap();
+                    Ok::<_, std::convert::Infallible>(resp)
+                });
+                let io = hyper_util::rt::TokioIo::new(tcp);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    (url, AbortOnDrop(task))
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// An upstream that refuses with 401 and echoes the request's headers in its body and
+/// challenge: the configured secrets reach neither the client's error nor `/readyz` (which
+/// needs no token and shows no upstream text at all), over Streamable HTTP and legacy
+/// HTTP+SSE.
+#[tokio::test]
+async fn configured_secrets_are_masked_in_upstream_text_and_kept_off_readyz() {
+    let (url, _server) = echoing_refuser().await;
+    let secret = "up-secret-7f3a9c";
+    let config = format!(
+        "{}headers = {{ Authorization = \"Bearer {secret}\", X-Api-Key = \"key-{secret}\" }}\n\
+         [[upstream]]\nname = \"old\"\nurl = \"{url}\"\ntransport = \"sse\"\nconnect_timeout = \"3s\"\n\
+         headers = {{ Authorization = \"Bearer {secret}\" }}\n",
+        http_upstream("up", &url),
+    );
+    let gw = start_gateway(&config).await;
+    for name in ["up", "old"] {
+        let c = HttpMcp::new(&gw.url(name));
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+        let refused = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
+        let text = String::from_utf8_lossy(&refused.body).into_owned();
+        assert!(text.contains("401") && text.contains("***"), "{name}: the client hears the refusal, masked: {text}");
+        assert!(!text.contains(secret), "{name}: {text}");
+    }
+
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let req = hyper::Request::get(format!("http://{}/readyz", gw.addr))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = tokio::time::timeout(STEP, client.request(req)).await.unwrap().unwrap();
+    let status = resp.status().as_u16();
+    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("up: its last link failed to open") && body.contains("old: its last"), "{body}");
+    assert!(!body.contains(secret) && !body.contains("401") && !body.contains("authorization"), "{body}");
+}

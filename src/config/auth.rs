@@ -134,15 +134,8 @@ pub(super) fn auth_config(
         "jwt" => {
             let key = match (r.jwks_url, r.key_file) {
                 (Some(url), None) => {
-                    // Plain HTTP would let anyone on the path serve keys of their own.
-                    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"].iter().any(|p| {
-                        url.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
-                    });
-                    if !(url.starts_with("https://") || loopback) {
-                        return err(format!(
-                            "server.auth.jwks_url: \"{url}\" is not an https URL (plain http only on the loopback)"
-                        ));
-                    }
+                    jwks_url_allowed(&url)
+                        .map_err(|why| ConfigError(format!("server.auth.jwks_url: \"{url}\" {why}")))?;
                     let refresh = match r.jwks_refresh {
                         None => Duration::from_secs(300),
                         Some(t) => match parse_duration(&t) {
@@ -231,8 +224,41 @@ fn bearer_tokens(
     Ok(out)
 }
 
+/// Whether keys may be fetched from `url`, parsed as the fetch will parse it: https, or
+/// plain http to a loopback host (anyone on another path could serve keys of their own).
+/// User info is refused: the fetch would not send it, and it can dress up a host as another.
+fn jwks_url_allowed(url: &str) -> Result<(), &'static str> {
+    let uri: hyper::Uri = url.parse().map_err(|_| "is not a URL")?;
+    let authority = uri.authority().ok_or("is not an http(s) URL with a host")?;
+    if authority.as_str().contains('@') {
+        return Err("has user info (name:password@), which is not sent: remove it");
+    }
+    let after_host = authority.as_str().rsplit_once(']').map_or(authority.as_str(), |(_, rest)| rest);
+    if after_host.contains(':') && authority.port_u16().is_none() {
+        return Err("has a port that is not a number from 0 to 65535");
+    }
+    match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("https") => Ok(()),
+        Some(s) if s.eq_ignore_ascii_case("http") && is_loopback_host(authority.host()) => Ok(()),
+        Some(s) if s.eq_ignore_ascii_case("http") => Err("is not an https URL (plain http only on the loopback)"),
+        _ => Err("is not an http(s) URL"),
+    }
+}
+
+/// Whether `host` (as a URI gives it: an IPv6 address in brackets) is the loopback:
+/// `localhost`, 127.0.0.0/8 or ::1.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
+    use super::jwks_url_allowed;
     use crate::config::{AuthMode, Config, JwtKey};
 
     const UP: &str = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n";
@@ -298,6 +324,52 @@ mod tests {
             let e = parse(text).unwrap_err();
             assert!(e.0.starts_with(key), "{key}: {e}");
         }
+    }
+
+    #[test]
+    fn jwks_urls_are_parsed_before_their_host_is_checked() {
+        for ok in [
+            "https://idp.example/jwks",
+            "HTTPS://idp.example:8443/jwks",
+            "http://127.0.0.1/jwks",
+            "http://127.0.0.1:8080/jwks",
+            "HTTP://LOCALHOST:65535/jwks",
+            "http://localhost./jwks",
+            "http://127.1.2.3:1/jwks",
+            "http://[::1]:9000/jwks",
+            "http://[::1]/jwks",
+        ] {
+            assert_eq!(jwks_url_allowed(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:1@192.0.2.2:80/jwks",
+            "http://127.0.0.1@192.0.2.2/jwks",
+            "http://localhost:x@192.0.2.2/jwks",
+            "http://[::1]:1@192.0.2.2/jwks",
+            "https://127.0.0.1:1@192.0.2.2/jwks",
+            "http://user:pw@127.0.0.1/jwks",
+            "http://127.0.0.1.evil/jwks",
+            "http://localhost.evil.example/jwks",
+            "http://[::2]/jwks",
+            "http://[::ffff:192.0.2.2]/jwks",
+            "http://192.0.2.2/jwks?h=127.0.0.1",
+            "http://192.0.2.2/127.0.0.1",
+            "HTTP://192.0.2.2:8080/jwks",
+            "http://127.0.0.1:99999/jwks",
+            "http://127.0.0.1:/jwks",
+            "http://127.0.0.1:80x/jwks",
+            "ftp://127.0.0.1/jwks",
+            "127.0.0.1/jwks",
+            "http:///jwks",
+            "",
+        ] {
+            assert!(jwks_url_allowed(bad).is_err(), "{bad}");
+        }
+        let e = parse(
+            "mode = \"jwt\"\njwks_url = \"http://127.0.0.1:1@192.0.2.2:80/jwks\"\nissuer = \"i\"\naudience = \"a\"",
+        )
+        .unwrap_err();
+        assert!(e.0.starts_with("server.auth.jwks_url: \"http://127.0.0.1:1@192.0.2.2:80/jwks\" has user info"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,8 @@ use crate::transport::mcp_http::SESSION_HEADER;
 mod accept;
 mod authn;
 mod drain;
+mod fds;
+pub use fds::raise_open_file_limit;
 mod layers;
 mod lifecycle;
 mod revive;

@@ -8,7 +8,9 @@
 //!
 //! and none is while the last attempt to open and initialize a link to it, if it was less
 //! than [`REMEMBERED`] ago, failed (a server that accepts connections but cannot initialize
-//! is not ready). Outcomes are noted where links open: per session and shared.
+//! is not ready). Outcomes are noted where links open: per session and shared. `/readyz`
+//! needs no token, so a failed open shows there as its JSON-RPC code only: what the upstream
+//! answered (an error page, perhaps echoing the request) is for the log and the client.
 
 use crate::config::{Transport, UpstreamConfig};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
@@ -25,19 +27,20 @@ pub const REMEMBERED: Duration = Duration::from_secs(30);
 /// The last link-open failure of each upstream (one entry per configured upstream at most).
 #[derive(Default)]
 pub struct Readiness {
-    failed: Mutex<HashMap<String, (Instant, String)>>,
+    failed: Mutex<HashMap<String, (Instant, i64)>>,
 }
 
 impl Readiness {
-    /// Notes how opening a link to `upstream` ended (`why` it failed, if it did).
-    pub fn note(&self, upstream: &str, failed: Option<&str>) {
+    /// Notes how opening a link to `upstream` ended (with the JSON-RPC code it failed
+    /// with, if it did).
+    pub fn note(&self, upstream: &str, failed: Option<i64>) {
         let mut map = self.failed.lock().unwrap();
         match failed {
             None => {
                 map.remove(upstream);
             }
-            Some(why) => {
-                map.insert(upstream.to_string(), (Instant::now(), why.to_string()));
+            Some(code) => {
+                map.insert(upstream.to_string(), (Instant::now(), code));
             }
         }
     }
@@ -47,7 +50,7 @@ impl Readiness {
     pub fn note_outcome<T>(&self, upstream: &str, outcome: &Result<T, RpcError>) {
         match outcome {
             Ok(_) => self.note(upstream, None),
-            Err(e) if e.code == UPSTREAM_UNAVAILABLE => self.note(upstream, Some(&e.message)),
+            Err(e) if e.code == UPSTREAM_UNAVAILABLE => self.note(upstream, Some(e.code)),
             Err(_) => {}
         }
     }
@@ -58,11 +61,12 @@ impl Readiness {
         let mut down: Vec<_> = futures_util::future::join_all(probes).await.into_iter().flatten().collect();
         let failed = self.failed.lock().unwrap();
         for u in upstreams {
-            if let Some((at, why)) = failed.get(&u.name)
+            if let Some((at, code)) = failed.get(&u.name)
                 && at.elapsed() < REMEMBERED
                 && !down.iter().any(|(n, _)| *n == u.name)
             {
-                down.push((u.name.clone(), format!("its last link failed to open: {why}")));
+                let why = format!("its last link failed to open (error {code}; the gateway's log says why)");
+                down.push((u.name.clone(), why));
             }
         }
         down
@@ -119,7 +123,7 @@ mod tests {
         let r = Readiness::default();
         let down: Vec<String> = r.unreachable(&ups).await.into_iter().map(|(n, _)| n).collect();
         assert_eq!(down, ["web", "gone"]);
-        r.note("demo", Some("refused to initialize"));
+        r.note("demo", Some(UPSTREAM_UNAVAILABLE));
         let down: Vec<String> = r.unreachable(&ups).await.into_iter().map(|(n, _)| n).collect();
         assert_eq!(down, ["web", "gone", "demo"]);
         r.note("demo", None);

@@ -13,6 +13,7 @@ use crate::jsonrpc::{self, Id, Kind, Message};
 use crate::transport::credential::Credential;
 use crate::transport::http_conn::{Pool, UpBody};
 use crate::transport::http_target::{HttpSettings, Target, parse_headers};
+use crate::transport::redact::Secrets;
 use crate::transport::up_body::{read_limited, read_prefix};
 use crate::transport::{Error, InboundSink, inline, messages_of, sse};
 use bytes::Bytes;
@@ -103,6 +104,8 @@ struct Inner {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The client's `Authorization`, where the upstream receives it.
     credential: Option<Arc<Credential>>,
+    /// Masked in the upstream's error text.
+    secrets: Secrets,
     connect_timeout: Duration,
     /// The longest a request may take; bounds resuming (polling) its response stream.
     max_request_time: Duration,
@@ -138,6 +141,7 @@ impl HttpConn {
                 shown,
                 headers: parse_headers(&settings.headers)?,
                 credential: settings.credential.clone(),
+                secrets: Secrets::of(&settings.url, &settings.headers),
                 connect_timeout,
                 max_request_time: settings.max_request_time,
                 session_id: Mutex::new(None),
@@ -367,6 +371,7 @@ impl Inner {
             let body = tokio::time::timeout(self.connect_timeout, read_prefix(resp.into_body(), 2048))
                 .await
                 .unwrap_or_default();
+            let body = self.secrets.redact_bytes(body, self.credential.as_ref().and_then(|c| c.get()).as_ref());
             // Many servers put a JSON-RPC error in the body of an HTTP error; pass it on.
             // Anything else (an OAuth error object, HTML, nothing) fails the request now.
             if let Ok(m) = Message::parse(Bytes::from(body.clone()))
@@ -443,12 +448,15 @@ impl Inner {
 
     /// An HTTP error answer: the status, the `WWW-Authenticate` challenge if any (what an
     /// operator needs to fix credentials), and the start of the body.
+    /// Configured secrets (and the client's token) are masked in both.
     fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> Error {
+        let credential = self.credential.as_ref().and_then(|c| c.get());
+        let mask = |b: &[u8]| self.secrets.redact(&String::from_utf8_lossy(b), credential.as_ref());
         Error::Status {
             url: self.shown.clone(),
             status,
-            challenge: challenge.map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned()),
-            body: String::from_utf8_lossy(body).into_owned(),
+            challenge: challenge.map(|c| mask(c.as_bytes())),
+            body: mask(body),
         }
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod inline;
 pub mod lines;
 pub mod mcp_http;
 pub mod own_stdio;
+pub(crate) mod redact;
 pub mod sse;
 pub mod sse_client;
 pub mod stdio;

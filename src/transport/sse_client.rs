@@ -10,6 +10,7 @@ use crate::transport::credential::Credential;
 use crate::transport::http_client::{EXTRA_CONNS, HttpClient};
 use crate::transport::http_conn::{Pool, UpBody, error_chain};
 use crate::transport::http_target::{HttpSettings, Target, parse_headers};
+use crate::transport::redact::Secrets;
 use crate::transport::up_body::read_prefix;
 use crate::transport::{Error, InboundSink, deliver, messages_of, sse};
 use bytes::Bytes;
@@ -35,6 +36,8 @@ struct Inner {
     /// The client's `Authorization`, where the upstream receives it: the stream opens
     /// with it, and each POST carries the latest.
     credential: Option<Arc<Credential>>,
+    /// Masked in the upstream's error text.
+    secrets: Secrets,
     /// Bounds each POST's answer.
     connect_timeout: Duration,
     closed: AtomicBool,
@@ -59,6 +62,7 @@ impl SseConn {
         if let Some(v) = settings.credential.as_ref().and_then(|c| c.get()) {
             opening.push((header::AUTHORIZATION, v));
         }
+        let secrets = Secrets::of(&settings.url, &settings.headers);
         let wait = settings.connect_timeout;
         let pool = Pool::new(http, url.uri.clone(), settings.max_in_flight.saturating_add(EXTRA_CONNS), wait);
         let reader = Reader {
@@ -68,7 +72,7 @@ impl SseConn {
             sink,
         };
         let mut decoder = sse::Decoder::new(http.max_body);
-        let (body, endpoint) = tokio::time::timeout(wait, open(&pool, &url, &opening, &reader, &mut decoder))
+        let (body, endpoint) = tokio::time::timeout(wait, open(&pool, &url, &opening, &secrets, &reader, &mut decoder))
             .await
             .map_err(|_| Error::NoEndpoint { url: url.shown.clone(), wait })??;
         let endpoint = url.resolve(&endpoint)?;
@@ -79,6 +83,7 @@ impl SseConn {
             endpoint,
             headers,
             credential: settings.credential.clone(),
+            secrets,
             connect_timeout: wait,
             closed: AtomicBool::new(false),
             stopped: CancellationToken::new(),
@@ -123,14 +128,15 @@ impl SseConn {
             Err(_) => return Err(Error::NoResponse { url: shown(), wait }),
         };
         let status = resp.status();
-        let challenge =
-            resp.headers().get(header::WWW_AUTHENTICATE).map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned());
+        let credential = inner.credential.as_ref().and_then(|c| c.get());
+        let mask = |b: &[u8]| inner.secrets.redact(&String::from_utf8_lossy(b), credential.as_ref());
+        let challenge = resp.headers().get(header::WWW_AUTHENTICATE).map(|c| mask(c.as_bytes()));
         // Most often "Accepted" or nothing: read to its end, the connection is kept.
         let body = tokio::time::timeout(wait, read_prefix(resp.into_body(), 2048)).await.unwrap_or_default();
         if status.is_success() {
             return Ok(());
         }
-        let why = Error::Status { url: shown(), status, challenge, body: String::from_utf8_lossy(&body).into_owned() };
+        let why = Error::Status { url: shown(), status, challenge, body: mask(&body) };
         tracing::warn!(upstream = %inner.name, "a message was refused: {why}");
         Err(why)
     }
@@ -157,6 +163,7 @@ async fn open(
     pool: &Arc<Pool>,
     url: &Target,
     headers: &[(HeaderName, HeaderValue)],
+    secrets: &Secrets,
     reader: &Reader,
     decoder: &mut sse::Decoder,
 ) -> Result<(UpBody, String), Error> {
@@ -174,10 +181,11 @@ async fn open(
     let content_type =
         resp.headers().get(header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if !status.is_success() {
-        let challenge =
-            resp.headers().get(header::WWW_AUTHENTICATE).map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned());
-        let body = read_prefix(resp.into_body(), 2048).await;
-        let body = String::from_utf8_lossy(&body).into_owned();
+        // The opening headers carry the client's token, if any, as the last `Authorization`.
+        let credential = headers.iter().rev().find(|(k, _)| k == header::AUTHORIZATION).map(|(_, v)| v);
+        let mask = |b: &[u8]| secrets.redact(&String::from_utf8_lossy(b), credential);
+        let challenge = resp.headers().get(header::WWW_AUTHENTICATE).map(|c| mask(c.as_bytes()));
+        let body = mask(&read_prefix(resp.into_body(), 2048).await);
         return Err(Error::Status { url: url.shown.clone(), status, challenge, body });
     }
     let content_type = content_type.unwrap_or_default();

@@ -88,9 +88,9 @@ impl Verifier {
         if let Some(missing) = self.settings.scopes.iter().find(|s| !has_scope(&data.claims, s)) {
             return Err(format!("the token lacks scope {missing:?}"));
         }
-        // Present and checked by `decode` (a required claim).
-        let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        let expires = UNIX_EPOCH + Duration::from_secs(exp) + self.settings.leeway;
+        // Present and checked by `decode` (a required claim), which reads a fractional one too.
+        let exp = data.claims.get("exp").and_then(numeric_date).unwrap_or(Duration::ZERO);
+        let expires = UNIX_EPOCH + exp + self.settings.leeway;
         match data.claims.get(&self.settings.principal_claim) {
             Some(Value::String(p)) if !p.is_empty() && !p.chars().any(char::is_control) => Ok((p.clone(), expires)),
             _ => Err(format!("the token has no {:?} claim naming its principal", self.settings.principal_claim)),
@@ -182,9 +182,32 @@ fn pem_key(pem: &str) -> Option<Key> {
     Some(Key { kid: None, key, family })
 }
 
+/// A NumericDate (RFC 7519, section 2): seconds since the epoch, an integer or not.
+fn numeric_date(v: &Value) -> Option<Duration> {
+    match v.as_u64() {
+        Some(secs) => Some(Duration::from_secs(secs)),
+        None => Duration::try_from_secs_f64(v.as_f64()?).ok(),
+    }
+}
+
 /// Whether the token's `scope` (space-separated) or `scp` (a list) grants `scope`.
 fn has_scope(claims: &Map<String, Value>, scope: &str) -> bool {
     let in_scope = claims.get("scope").and_then(Value::as_str).is_some_and(|s| s.split(' ').any(|x| x == scope));
     let in_scp = claims.get("scp").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == scope));
     in_scope || in_scp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numeric_dates_may_be_fractional() {
+        assert_eq!(numeric_date(&json!(1_900_000_000)), Some(Duration::from_secs(1_900_000_000)));
+        assert_eq!(numeric_date(&json!(1_900_000_000.25)), Some(Duration::from_secs_f64(1_900_000_000.25)));
+        assert_eq!(numeric_date(&json!(-1)), None);
+        assert_eq!(numeric_date(&json!(-0.5)), None);
+        assert_eq!(numeric_date(&json!("1900000000")), None);
+    }
 }

@@ -3,6 +3,7 @@
 //! `header_read_timeout`, so that a client that fails or stalls it costs the others nothing.
 
 use super::HttpServer;
+use super::fds;
 use crate::downstream::tls::TlsAcceptor;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,9 @@ impl HttpServer {
     pub async fn serve_with(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
         tokio::spawn(self.clone().expire_idle());
         let mut last_refusal_logged: Option<tokio::time::Instant> = None;
+        let mut reserve = fds::Reserve::new();
+        let mut out_of_fds = Refusals::default();
+        let mut failed = Refusals::default();
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
@@ -28,8 +32,24 @@ impl HttpServer {
             };
             let (tcp, peer) = match accepted {
                 Ok(c) => c,
+                Err(e) if fds::out_of_fds(&e) => {
+                    // Those waiting are refused now, not left to time out in the backlog.
+                    let refused = reserve.shed(&listener);
+                    if let Some(n) = out_of_fds.count(refused.max(1)) {
+                        tracing::warn!(
+                            "refused {n} new connections in {:?}: no file descriptor left ({e}); raise the open-file limit or lower server.max_connections",
+                            fds::WARN_INTERVAL
+                        );
+                    }
+                    if refused == 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    continue;
+                }
                 Err(e) => {
-                    crate::warn_limit::warn_limited!("accept failed: {e}");
+                    if let Some(n) = failed.count(1) {
+                        tracing::warn!("accept failed {n} times in {:?}, last: {e}", fds::WARN_INTERVAL);
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -40,7 +60,7 @@ impl HttpServer {
                     let limit = self.gateway.limits().max_connections;
                     tracing::warn!(%peer, "closed a new connection: {limit} are open (server.max_connections)");
                 }
-                drop(tcp);
+                fds::refuse(tcp);
                 continue;
             };
             let _ = tcp.set_nodelay(true);
@@ -61,5 +81,25 @@ impl HttpServer {
                 drop(permit);
             });
         }
+    }
+}
+
+/// Counts refusals of one kind; says when to log them: the first at once, then at most one
+/// line per [`fds::WARN_INTERVAL`] with the count since the last.
+#[derive(Default)]
+struct Refusals {
+    since: Option<tokio::time::Instant>,
+    count: usize,
+}
+
+impl Refusals {
+    /// Adds `n`; the count to log now, if a line is due.
+    fn count(&mut self, n: usize) -> Option<usize> {
+        self.count += n;
+        if self.since.is_some_and(|t| t.elapsed() < fds::WARN_INTERVAL) {
+            return None;
+        }
+        self.since = Some(tokio::time::Instant::now());
+        Some(std::mem::take(&mut self.count))
     }
 }
