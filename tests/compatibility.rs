@@ -120,7 +120,7 @@ fn gateway_config(servers: &[Server], sse_urls: &[String]) -> String {
             Launch::Stdio(argv) => {
                 text.push_str(&format!("command = {:?}\nargs = {:?}\n", argv[0], &argv[1..]));
             }
-            Launch::Sse(url) | Launch::Http(url) => text.push_str(&format!("url = {url:?}\n")),
+            Launch::Http(url) => text.push_str(&format!("url = {url:?}\n")),
             Launch::SseOnePerSession => unreachable!(),
         }
         if !s.env.is_empty() {
@@ -138,6 +138,9 @@ struct Job {
     col: usize,
     direct: bool,
 }
+
+/// A finished run: row, column, direct, what the client reported.
+type Ran = (usize, usize, bool, clients::Run);
 
 #[test]
 fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
@@ -159,7 +162,7 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
 
     let config = scratch.path().join("gateway.toml");
     std::fs::write(&config, gateway_config(&servers, &sse_urls)).unwrap();
-    let mut gateway = Proc::spawn(Command::new(env!("CARGO_BIN_EXE_taskgate")).args([
+    let mut gateway = Proc::spawn(Command::new(env!("CARGO_BIN_EXE_taskgate")).env("RUST_LOG", "info").args([
         "serve",
         "--config",
         config.to_str().unwrap(),
@@ -183,7 +186,7 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
     }
     jobs.sort_by_key(|j| (servers[j.row].tasks == servers::Tasks::None, j.row, j.col, j.direct));
     let jobs = Arc::new(Mutex::new(jobs));
-    let results: Arc<Mutex<Vec<(usize, usize, bool, clients::Run)>>> = Arc::default();
+    let results: Arc<Mutex<Vec<Ran>>> = Arc::default();
     let parallel: usize = std::env::var("COMPAT_PARALLEL").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
     std::thread::scope(|scope| {
         for _ in 0..parallel {
@@ -243,6 +246,12 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
                 lost.push(format!("{} × {}: {} ({why})", server.name, col.title, steps.join(", ")));
             }
         }
+    }
+    if !lost.is_empty() {
+        // What the gateway found out about its upstreams, to tell why.
+        let log = gateway.log.lock().unwrap().clone();
+        let found: Vec<&str> = log.lines().filter(|l| l.contains("probe") || l.contains("speaks")).take(60).collect();
+        eprintln!("the gateway's era detection:\n{}", found.join("\n"));
     }
     drop((gateway, sse, rmcp));
     assert!(lost.is_empty(), "cells that pass direct fail through the gateway:\n{}", lost.join("\n"));

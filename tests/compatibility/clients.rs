@@ -74,10 +74,9 @@ pub enum Target {
 pub fn direct_target(server: &Server, kind: Kind) -> Result<Target, &'static str> {
     match (&server.launch, kind) {
         (Launch::Stdio(argv), _) => Ok(Target::Stdio(argv.clone())),
-        (Launch::Sse(url), Kind::Ts(_)) => Ok(Target::Sse(url.clone())),
         // The URL is the one of the server started for this session.
         (Launch::SseOnePerSession, Kind::Ts(_)) => Ok(Target::Sse(String::new())),
-        (Launch::Sse(_) | Launch::SseOnePerSession, _) => Err("no HTTP+SSE transport in the client"),
+        (Launch::SseOnePerSession, _) => Err("no HTTP+SSE transport in the client"),
         (Launch::Http(_), Kind::Ts("sdk-2024-11-05")) => Err("no Streamable HTTP in the client"),
         (Launch::Http(url), _) => Ok(Target::Http(url.clone())),
     }
@@ -107,10 +106,6 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn passed(&self) -> bool {
-        !self.steps.is_empty() && self.steps.iter().all(|s| s.ok)
-    }
-
     pub fn ok(&self, step: &str) -> bool {
         self.steps.iter().any(|s| s.step == step && s.ok)
     }

@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 #[derive(Clone)]
 pub enum Launch {
     Stdio(Vec<String>),
-    /// A legacy HTTP+SSE endpoint (GET it for the `endpoint` event).
-    Sse(String),
     /// server-everything 2025.1.14's legacy HTTP+SSE server, which serves one session in its
     /// life (it exits when that session closes): the matrix starts one per session.
     SseOnePerSession,
