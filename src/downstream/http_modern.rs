@@ -111,9 +111,6 @@ pub(crate) async fn serve(
     };
     session.present_authorization(authorization(h));
     session.present_param_headers(param_headers(h));
-    // This round ends with this POST, however it ends (and the session with it, unless the
-    // request waits for the client's input).
-    let ends = EndsWithPost(Some(session.clone()), id.clone());
     let stream = match streams.open_single(&id, json_only) {
         Ok(s) => s,
         Err(_) => unreachable!("a new stream set has no request in flight"),
