@@ -6,14 +6,6 @@ use super::error::{ConfigError, err};
 use super::raw::RawTasks;
 use super::settings::TasksConfig;
 
-/// `max_tool_name_bytes` when not set: the MCP spec asks for names of at most 128
-/// characters; this leaves room for those written in any script.
-pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 1024;
-/// `max_status_message_bytes` when not set.
-pub const DEFAULT_MAX_STATUS_MESSAGE_BYTES: usize = 4096;
-/// `max_list_page_bytes` when not set.
-pub const DEFAULT_MAX_LIST_PAGE_BYTES: usize = 1024 * 1024;
-
 /// The ranges each key takes.
 pub const TOOL_NAME_RANGE: (usize, usize) = (16, 64 * 1024);
 pub const STATUS_MESSAGE_RANGE: (usize, usize) = (64, 1024 * 1024);

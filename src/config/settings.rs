@@ -131,9 +131,9 @@ impl Default for TasksConfig {
             list_page_size: 50,
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
-            max_tool_name_bytes: super::record_bounds::DEFAULT_MAX_TOOL_NAME_BYTES,
-            max_status_message_bytes: super::record_bounds::DEFAULT_MAX_STATUS_MESSAGE_BYTES,
-            max_list_page_bytes: super::record_bounds::DEFAULT_MAX_LIST_PAGE_BYTES,
+            max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
+            max_status_message_bytes: DEFAULT_MAX_STATUS_MESSAGE_BYTES,
+            max_list_page_bytes: DEFAULT_MAX_LIST_PAGE_BYTES,
             max_followed: 1000,
             store: StoreKind::Memory,
             store_chosen: false,
@@ -524,3 +524,13 @@ mod tests {
         assert!(glob_match("*", &long) && !glob_match("*y", &long) && glob_match("x*x", &long));
     }
 }
+
+/// `max_tool_name_bytes` when not set: the MCP spec asks for names of at most 128
+/// characters; this leaves room for those written in any script.
+pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 1024;
+
+/// `max_status_message_bytes` when not set.
+pub const DEFAULT_MAX_STATUS_MESSAGE_BYTES: usize = 4096;
+
+/// `max_list_page_bytes` when not set.
+pub const DEFAULT_MAX_LIST_PAGE_BYTES: usize = 1024 * 1024;

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use param_headers::MAX_PARAM_HEADERS;
+/// The most `Mcp-Param-*` headers of one request that are read (the rest are ignored).
+pub const MAX_PARAM_HEADERS: usize = 64;
 use state::{ServerRequest, SessionState};
 
 mod by_token;

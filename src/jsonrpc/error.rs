@@ -61,22 +61,6 @@ impl RpcError {
     }
 }
 
-impl RpcError {
-    /// [`RpcError::response`] as a message: an id beyond `i64` as it came.
-    pub fn response_message(&self, id: Option<&Id>) -> super::Message {
-        let m = super::Message::made(self.response(id));
-        match id.filter(|id| id.is_big()) {
-            Some(big) => m.with_id(big),
-            None => m,
-        }
-    }
-
-    /// [`RpcError::response`] as the bytes sent: an id beyond `i64` as it came.
-    pub fn response_bytes(&self, id: Option<&Id>) -> bytes::Bytes {
-        self.response_message(id).into_bytes()
-    }
-}
-
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.message, self.code)

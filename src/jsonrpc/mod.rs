@@ -5,6 +5,7 @@
 //! `method`, `result`/`error`) once, and types the keys messages are routed by ([`Method`],
 //! [`ProgressToken`], [`TaskId`]).
 
+mod answer;
 mod checked;
 mod error;
 mod fields;

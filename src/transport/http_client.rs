@@ -447,17 +447,12 @@ impl Inner {
     }
 
     /// An HTTP error answer: the status, the `WWW-Authenticate` challenge if any (what an
-    /// operator needs to fix credentials), and the start of the body.
-    /// Configured secrets (and the client's token) are masked in both.
+    /// operator needs to fix credentials), and the start of the body; secrets masked in both.
     fn http_error(&self, status: StatusCode, challenge: Option<&HeaderValue>, body: &[u8]) -> Error {
         let credential = self.credential.as_ref().and_then(|c| c.get());
         let mask = |b: &[u8]| self.secrets.redact(&String::from_utf8_lossy(b), credential.as_ref());
-        Error::Status {
-            url: self.shown.clone(),
-            status,
-            challenge: challenge.map(|c| mask(c.as_bytes())),
-            body: mask(body),
-        }
+        let (url, challenge, body) = (self.shown.clone(), challenge.map(|c| mask(c.as_bytes())), mask(body));
+        Error::Status { url, status, challenge, body }
     }
 
     fn fail(&self, id: &Id, why: Error) {

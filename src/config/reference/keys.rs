@@ -406,6 +406,44 @@ pub const KEYS: &[KeyDoc] = &[
         "SEP-1391 operations, for clients that declare `capabilities.experimental[\"sep-1391\"]`",
     ),
     k("upstream.dialects.retention", DAY, "how long an ended request's state stays readable by `progress/get`"),
+    // Added with the bounds on peers' records, the per-client share and era detection.
+    k(
+        "server.task_page.max_snapshot_bytes",
+        "4096 to 256 MiB",
+        "the most bytes of rows in one task-page snapshot; rows past it are left out and the snapshot says `truncated`",
+    ),
+    k(
+        "server.task_page.unread_timeout",
+        "`\"100ms\"` to `\"1h\"`",
+        "a viewer whose stream takes nothing for this long while a snapshot waits for it is dropped and its place given back",
+    ),
+    k(
+        "tasks.max_tool_name_bytes",
+        "16 to 65536",
+        "a task-augmented `tools/call` naming a longer tool gets -32602 and no task is made",
+    ),
+    k(
+        "tasks.max_status_message_bytes",
+        "64 to 1 MiB",
+        "longer status, error and progress messages from an upstream are cut, ending with `… [cut by the gateway]`",
+    ),
+    k(
+        "tasks.max_list_page_bytes",
+        "4096 to 256 MiB",
+        "a `tasks/list` page ends early, with a `nextCursor`, once its tasks reach this size (it always carries one task)",
+    ),
+    d(
+        "upstream.max_in_flight_per_client",
+        "half of `server.max_in_flight`, rounded up",
+        "1 to `server.max_in_flight`",
+        "how many requests one client (a principal, else a session) may hold in flight on a shared link (`share = true`, and every 2026-07-28 request); past it -32004",
+    ),
+    d(
+        "upstream.probe_timeout",
+        "`\"2s\"`, or half of `connect_timeout` if shorter",
+        "positive, at most half of `connect_timeout`",
+        "under `era = \"auto\"`, how long the `server/discover` probe waits before the upstream is initialized as a legacy server",
+    ),
 ];
 
 /// The tables of the config, each with a line saying what it is for.

@@ -101,7 +101,7 @@ impl Link {
             match self.probe(&capabilities, &client_info, probe_within).await {
                 Probed::Modern(n) => return Ok(n),
                 Probed::Refused(e) => return Err(e.into()),
-                Probed::Legacy(why) if era == Era::Modern => {
+                Probed::Legacy(why) | Probed::Silent(why) if era == Era::Modern => {
                     return Err(RpcError::from(LinkError::InitRefused {
                         upstream,
                         error: format!("not a 2026-07-28 server (era = \"modern\"): {why}"),
@@ -109,6 +109,17 @@ impl Link {
                     .into());
                 }
                 Probed::Legacy(_) if self.is_closed() => return Err(self.probe_closed()),
+                // A slow process may still answer the probe and settle into 2026-07-28, then
+                // refuse `initialize` on the same pipe: start it again without the probe.
+                Probed::Silent(why) if matches!(self.conn, crate::gateway::upstream::Upstream::Stdio(_)) => {
+                    return Err(HandshakeError::ProbeClosed(format!(
+                        "the server gave server/discover {why}, and a process that answers it late may refuse initialize"
+                    )));
+                }
+                Probed::Silent(why) => {
+                    tracing::info!(upstream = %upstream, "server/discover probe: {why}; initializing as a legacy server");
+                    probed = Some(why);
+                }
                 Probed::Legacy(why) => {
                     tracing::info!(upstream = %upstream, "server/discover probe: {why}; initializing as a legacy server");
                     probed = Some(why);
@@ -191,6 +202,9 @@ enum Probed {
     Modern(Negotiated),
     /// Not a modern server (why, for the log): initialize it.
     Legacy(String),
+    /// No answer within the bound (why, for the log): initialize it, on a fresh process
+    /// where the upstream is one.
+    Silent(String),
     /// A modern server that refused the gateway.
     Refused(RpcError),
 }
@@ -211,7 +225,7 @@ impl Link {
         let discover = jsonrpc::request(&jsonrpc::Id::Num(0), "server/discover", json!({}));
         let answer = tokio::time::timeout(within, self.request_for(discover, None)).await;
         let probed = match answer {
-            Err(_) => Probed::Legacy(format!("no answer within {within:?}")),
+            Err(_) => Probed::Silent(format!("no answer within {within:?}")),
             Ok(Err(e)) => Probed::Legacy(e.message),
             Ok(Ok(resp)) => match (resp.get("result"), resp.get("error")) {
                 (Some(result), _) => match modern::read_discover_result(result) {

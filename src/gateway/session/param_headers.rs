@@ -15,9 +15,6 @@
 use super::*;
 use crate::mcp::modern::ModernError;
 
-/// The most `Mcp-Param-*` headers of one request that are read (the rest are ignored).
-pub const MAX_PARAM_HEADERS: usize = 64;
-
 impl Session {
     /// The client's request carried these `Mcp-Param-*` headers (name, value), at most
     /// [`MAX_PARAM_HEADERS`]. Called by an HTTP front before it hands a modern request over.
