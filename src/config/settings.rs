@@ -506,6 +506,16 @@ impl Config {
     }
 }
 
+/// `max_tool_name_bytes` when not set: the MCP spec asks for names of at most 128
+/// characters; this leaves room for those written in any script.
+pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 1024;
+
+/// `max_status_message_bytes` when not set.
+pub const DEFAULT_MAX_STATUS_MESSAGE_BYTES: usize = 4096;
+
+/// `max_list_page_bytes` when not set.
+pub const DEFAULT_MAX_LIST_PAGE_BYTES: usize = 1024 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,13 +534,3 @@ mod tests {
         assert!(glob_match("*", &long) && !glob_match("*y", &long) && glob_match("x*x", &long));
     }
 }
-
-/// `max_tool_name_bytes` when not set: the MCP spec asks for names of at most 128
-/// characters; this leaves room for those written in any script.
-pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 1024;
-
-/// `max_status_message_bytes` when not set.
-pub const DEFAULT_MAX_STATUS_MESSAGE_BYTES: usize = 4096;
-
-/// `max_list_page_bytes` when not set.
-pub const DEFAULT_MAX_LIST_PAGE_BYTES: usize = 1024 * 1024;

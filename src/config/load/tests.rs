@@ -35,7 +35,7 @@ fn the_task_store_defaults_to_a_file_beside_the_config_and_to_memory_without_one
 
 #[test]
 fn the_shipped_config_is_valid() {
-    let c = parse(include_str!("../../config.toml")).unwrap();
+    let c = parse(include_str!("../../../config.toml")).unwrap();
     assert!(c.upstream("demo").is_some());
     assert!(c.server.listen.ip().is_loopback());
 }
