@@ -48,6 +48,7 @@ impl Config {
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
         let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
+        let _ = writeln!(out, "store_outage_wait = \"{}\"", fmt_duration(self.tasks.store_outage_wait));
         match &self.tasks.store {
             StoreKind::Memory => {
                 let _ = writeln!(out, "store = \"memory\"");
