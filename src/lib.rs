@@ -45,7 +45,7 @@ pub use transport::stdio::all_children_exited;
 pub use gateway::progress::ProgressGate;
 pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping, translate};
-pub use tasks::file_store::{FileStore, RESTARTED};
+pub use tasks::file_store::{DB_FILE, FileStore, RESTARTED};
 pub use tasks::memory_store::MemoryStore;
 pub use tasks::store::{TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};

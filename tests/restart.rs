@@ -4,10 +4,13 @@
 //!
 //! The client reaches them through its old `Mcp-Session-Id`: the store remembers the
 //! session, and the restarted gateway revives it (docs/operating.md, "Data and retention").
+//!
+//! A damaged store file (random byte flips, a zero-length file) stops the gateway from
+//! starting with an error naming the file and what to do, never a panic.
 
 mod common;
 
-use common::gateway_proc::{signal, start};
+use common::gateway_proc::{signal, spawn, start};
 use common::*;
 use serde_json::json;
 use taskgate::{FileStore, TaskStatus, TaskStore};
@@ -224,4 +227,122 @@ async fn upstream_tasks_are_followed_again_after_kill_9() {
     other.initialize("2025-11-25").await;
     let hidden = other.request("tasks/get", json!({"taskId": ids[0]})).await;
     assert_eq!(hidden.error_code(), -32602, "{:?}", hidden.response);
+}
+
+/// How `taskgate serve` on a store file ended: it listened (and was stopped), or it exited
+/// with `code` and its log.
+enum Served {
+    Listened,
+    Exited(Option<i32>, String),
+}
+
+async fn serve(config: &std::path::Path) -> Served {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut log = String::new();
+    loop {
+        let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("neither listening nor exited");
+        match line.unwrap() {
+            Some(l) if l.contains("listening on ") => break,
+            Some(l) => log.push_str(&(l + "\n")),
+            None => {
+                let status = tokio::time::timeout(STEP, child.wait()).await.expect("exited").unwrap();
+                return Served::Exited(status.code(), log);
+            }
+        }
+    }
+    signal(child.id().unwrap(), libc::SIGTERM);
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let status = tokio::time::timeout(STEP, child.wait()).await.expect("stopped").unwrap();
+    // Ended by SIGTERM itself if it came before the handler was in place.
+    use std::os::unix::process::ExitStatusExt;
+    assert!(status.code() == Some(0) || status.signal() == Some(libc::SIGTERM), "stopped by SIGTERM: {status}");
+    Served::Listened
+}
+
+/// A small pseudo-random sequence (xorshift64*), so that each seed damages the file the same
+/// way every run.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[tokio::test]
+async fn a_damaged_store_file_is_a_clear_error_never_a_panic() {
+    /// Damaged copies tried: each flips 1 to 8 bytes of the file.
+    const SEEDS: u64 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    {
+        // A real store: finished tasks with results.
+        let s = FileStore::open(&data, 100, 1 << 20).unwrap();
+        for i in 0..20 {
+            let rec = taskgate::TaskRecord::new(
+                format!("task-{i}"),
+                "owner".into(),
+                "client".into(),
+                "demo".into(),
+                std::time::Duration::from_secs(3600),
+                std::time::Duration::from_secs(1),
+            );
+            let id = s.insert(rec, 100).await.unwrap().id;
+            let outcome = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "x".repeat(i * 50)}]}});
+            s.update(&id, &mut |r| {
+                r.status = TaskStatus::Completed;
+                r.outcome = Some(outcome.to_string().into());
+            })
+            .await
+            .unwrap();
+        }
+    }
+    let db = data.join(taskgate::DB_FILE);
+    let good = std::fs::read(&db).unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\npath = {:?}\n{}",
+        data.to_str().unwrap(),
+        builtin_upstream("demo")
+    );
+    std::fs::write(&config, text).unwrap();
+    let refused = |code: Option<i32>, log: &str| {
+        assert_eq!(code, Some(1), "a damaged store is an error, not a panic (101):\n{log}");
+        assert!(
+            log.contains(db.to_str().unwrap()) && log.contains("Move it aside"),
+            "names the file and what to do:\n{log}"
+        );
+        assert!(!log.contains("panicked"), "no panic is printed:\n{log}");
+    };
+    let (mut started, mut damaged) = (0, 0);
+    for seed in 1..=SEEDS {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut bytes = good.clone();
+        for _ in 0..=next(&mut state) % 8 {
+            let at = (next(&mut state) % bytes.len() as u64) as usize;
+            bytes[at] ^= (next(&mut state) % 255 + 1) as u8;
+        }
+        std::fs::write(&db, &bytes).unwrap();
+        match serve(&config).await {
+            Served::Listened => started += 1,
+            Served::Exited(code, log) => {
+                refused(code, &log);
+                damaged += 1;
+            }
+        }
+    }
+    eprintln!(
+        "figure: {SEEDS} damaged copies of a store file: {damaged} refused with the clear error, {started} started (damage outside what the store holds), 0 panics"
+    );
+
+    // A zero-length file is damaged, not a new store.
+    std::fs::write(&db, b"").unwrap();
+    match serve(&config).await {
+        Served::Exited(code, log) => {
+            refused(code, &log);
+            assert!(log.contains("empty"), "{log}");
+        }
+        Served::Listened => panic!("a zero-length store file was taken for an empty store"),
+    }
 }

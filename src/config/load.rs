@@ -7,7 +7,7 @@ use super::expand::{expand, expand_map, redact_url};
 use super::raw::*;
 use super::record_bounds;
 use super::settings::*;
-use super::store_kind::{default_store, durability, store_kind};
+use super::store_kind::{default_store, durability, store_kind, store_outage_wait};
 use std::path::Path;
 use std::time::Duration;
 
@@ -78,6 +78,7 @@ impl Config {
                     store: store_kind(&t, base, env)?,
                     store_chosen: t.store.is_some() || t.path.is_some(),
                     durability: durability(&t)?,
+                    store_outage_wait: store_outage_wait(&t)?,
                     sync_interval: match duration_or_zero("tasks.sync_interval", t.sync_interval, d.sync_interval)? {
                         i if i > Duration::from_secs(1) => return err("tasks.sync_interval: at most \"1s\""),
                         i => i,

@@ -57,6 +57,7 @@ pub(super) struct RawTasks {
     pub(super) path: Option<String>,
     pub(super) sync_interval: Option<String>,
     pub(super) durability: Option<String>,
+    pub(super) store_outage_wait: Option<String>,
     pub(super) redis_url: Option<String>,
     pub(super) redis_prefix: Option<String>,
 }

@@ -53,6 +53,10 @@ pub struct TasksConfig {
     pub sync_interval: Duration,
     /// When the `file` store acknowledges a task's end (`[tasks] durability`).
     pub durability: Durability,
+    /// How long a `tasks/result` waits for a task's end the store did not take at first (a
+    /// store outage, a disk that cannot commit), before answering -32603 naming the store.
+    /// The end itself is kept and written again until the store takes it.
+    pub store_outage_wait: Duration,
 }
 
 /// When the `file` store acknowledges a task's end (`[tasks] durability`).
@@ -139,6 +143,7 @@ impl Default for TasksConfig {
             store_chosen: false,
             sync_interval: Duration::from_millis(10),
             durability: Durability::End,
+            store_outage_wait: Duration::from_secs(30),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! `[tasks] store` and what each backend needs (`path`, `redis_url`, `redis_prefix`,
-//! `durability`).
+//! `durability`), and how long a `tasks/result` rides out a store failure
+//! (`store_outage_wait`).
 
 use super::error::{ConfigError, err};
 use super::expand::expand;
 use super::raw::RawTasks;
 use super::settings::*;
 use std::path::Path;
+use std::time::Duration;
 
 /// The store of a config without a `[tasks]` table: a file beside the config, if it was read
 /// from one, else memory.
@@ -76,9 +78,27 @@ pub(super) fn durability(t: &RawTasks) -> Result<Durability, ConfigError> {
     }
 }
 
+/// The longest `[tasks] store_outage_wait`.
+pub const MAX_STORE_OUTAGE_WAIT: Duration = Duration::from_secs(600);
+
+/// `[tasks] store_outage_wait`: how long a `tasks/result` waits for a task's end the store
+/// did not take at first (from "0ms", answer at once, to "10m").
+pub(super) fn store_outage_wait(t: &RawTasks) -> Result<Duration, ConfigError> {
+    let key = "tasks.store_outage_wait";
+    match t.store_outage_wait.as_deref() {
+        None => Ok(TasksConfig::default().store_outage_wait),
+        Some(s) => match super::duration::parse_duration(s) {
+            Some(d) if d <= MAX_STORE_OUTAGE_WAIT => Ok(d),
+            Some(_) => err(format!("{key}: \"{s}\" is longer than \"10m\"")),
+            None => err(format!("{key}: \"{s}\" is not a duration such as \"0ms\", \"30s\" or \"2m\"")),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::{Config, Durability, StoreKind};
+    use std::time::Duration;
 
     const UP: &str = "[[upstream]]\nname=\"a\"\nbuiltin=\"demo\"\n";
 
@@ -106,6 +126,17 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.0.starts_with(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn store_outage_wait_is_30s_unless_set_and_at_most_10m() {
+        assert_eq!(parse("").unwrap().tasks.store_outage_wait, Duration::from_secs(30));
+        assert_eq!(parse("store_outage_wait = \"0ms\"").unwrap().tasks.store_outage_wait, Duration::ZERO);
+        assert_eq!(parse("store_outage_wait = \"10m\"").unwrap().tasks.store_outage_wait, Duration::from_secs(600));
+        for text in ["store_outage_wait = \"11m\"", "store_outage_wait = \"soon\""] {
+            let e = parse(text).unwrap_err();
+            assert!(e.0.starts_with("tasks.store_outage_wait"), "{e}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! guards (no `Host`/`Origin` check, no session, and no authentication where there is some),
 //! so that probes and scrapers reach them by address: `GET /healthz` (the process serves),
 //! `GET /readyz` (every configured upstream can be reached, see
-//! [`readiness`](crate::gateway::readiness)) and `GET /metrics` (Prometheus text format).
+//! [`readiness`](crate::gateway::readiness), and the task store keeps what it is given) and `GET /metrics` (Prometheus text format).
 //! They tell nothing of any session's content.
 
 use crate::downstream::http_body::{Body, plain};
@@ -35,10 +35,17 @@ async fn ready(gateway: &Gateway, stopping: bool) -> Response<Body> {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     }
     let down = gateway.readiness.unreachable(&gateway.config.upstreams).await;
-    if down.is_empty() {
+    let store = gateway.hosted.store().failing();
+    if down.is_empty() && store.is_none() {
         return plain(StatusCode::OK, "ok\n");
     }
-    let mut text = String::from("unreachable upstreams:\n");
+    let mut text = String::new();
+    if let Some(why) = store {
+        text.push_str(&format!("task store failing: {why}\n"));
+    }
+    if !down.is_empty() {
+        text.push_str("unreachable upstreams:\n");
+    }
     for (name, why) in down {
         text.push_str(&format!("{name}: {why}\n"));
     }

@@ -27,6 +27,17 @@
 //!   the next commit, or a second (one lost to a crash is expired again at opening). Changes
 //!   to a running task (status messages, input required and back) are not written: after a
 //!   restart a running task is `failed` whatever it said, and progress never reaches the store.
+//! - **Failing commits** (a full disk, an I/O error). The writer keeps every write it could
+//!   not commit and tries again (reopening the database: redb refuses every write on a
+//!   handle whose I/O failed), 100 ms after the failure doubling to 1 s, until a commit
+//!   succeeds; then everything is as before, by itself. Meanwhile nothing it cannot keep is
+//!   acknowledged: a new task is refused (-32603 naming the file and why), an end waiting
+//!   for its commit is not shown (`get` and `update` of it fail at once, naming the store;
+//!   the hosted tasks keep it and write it again, `tasks::hosted::unstored`), and
+//!   [`TaskStore::failing`] says why (`/readyz`). With `durability = "interval"` an end is
+//!   answered before its commit, as always, and written once commits succeed.
+//! - **A damaged file** (`opening`): refused with an error naming the file and what to do;
+//!   never a panic, and a zero-length file is damaged, not a new store.
 //! - **Sessions.** An HTTP session's identity ([`SessionRecord`]) is written when it is
 //!   initialized (without waiting: its first task's commit carries it) and removed
 //!   when it ends, and again when the upstream tasks it follows change; at reopening only
@@ -42,20 +53,16 @@
 use crate::config::Durability;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
-use crate::tasks::record_fields::RecordFields;
 use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
-use redb::{Database, ReadableDatabase, ReadableTable};
-use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+pub use codec::RESTARTED;
+use codec::{backend, encode};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
-use writer::{Due, ERAS, Job, Op, Pending, SESSIONS, TASKS};
-
-/// The status message (and error) of a task that was running when the gateway stopped.
-pub const RESTARTED: &str = "the gateway restarted while the task was running";
+use writer::{Db, Due, Health, Job, Op, Pending};
 
 /// The file inside the data directory.
 pub const DB_FILE: &str = "tasks.redb";
@@ -63,6 +70,8 @@ pub const DB_FILE: &str = "tasks.redb";
 /// Held locked by the gateway that has the directory open.
 pub const LOCK_FILE: &str = "lock";
 
+mod codec;
+mod opening;
 mod writer;
 
 /// The default `[tasks] sync_interval`: at most one durable commit (one fsync) per 10 ms.
@@ -73,8 +82,8 @@ pub struct FileStore {
     /// Held across the memory change and the queueing of its write, so that the database
     /// sees the changes in the order memory did.
     writer: Mutex<Queue>,
-    /// The last job the writer committed.
-    synced: watch::Receiver<u64>,
+    /// The last job the writer committed, and whether its commits fail now.
+    health: watch::Receiver<Health>,
     /// How long a new task may wait for its durable commit (`[tasks] sync_interval`); zero:
     /// its insert waits for it.
     sync_interval: Duration,
@@ -147,62 +156,6 @@ impl Drop for FileStore {
     }
 }
 
-/// The durable fields of a record, minus the outcome (stored after them, as is).
-#[derive(Serialize, Deserialize)]
-struct Stored {
-    #[serde(flatten)]
-    fields: RecordFields,
-    seq: u64,
-    has_outcome: bool,
-}
-
-/// `Stored` as JSON, a newline, then the outcome's text: the outcome is JSON text already,
-/// and is not escaped a second time.
-fn encode(r: &TaskRecord) -> Vec<u8> {
-    let s = Stored { fields: RecordFields::of(r), seq: r.seq, has_outcome: r.outcome.is_some() };
-    let mut out = serde_json::to_vec(&s).expect("records serialize");
-    if let Some(o) = &r.outcome {
-        out.push(b'\n');
-        out.extend_from_slice(o.as_bytes());
-    }
-    out
-}
-
-fn decode(bytes: &[u8]) -> Option<TaskRecord> {
-    let (head, outcome) = match bytes.iter().position(|&b| b == b'\n') {
-        Some(i) => (&bytes[..i], Some(&bytes[i + 1..])),
-        None => (bytes, None),
-    };
-    let s: Stored = serde_json::from_slice(head).ok()?;
-    let outcome = match (s.has_outcome, outcome) {
-        (true, Some(o)) => Some(Arc::from(std::str::from_utf8(o).ok()?)),
-        _ => None,
-    };
-    s.fields.into_record(s.seq, outcome)
-}
-
-/// What a task that was running at the restart ended with.
-fn restarted(mut r: TaskRecord, now: SystemTime) -> TaskRecord {
-    r.status = TaskStatus::Failed;
-    r.status_message = Some(RESTARTED.into());
-    r.last_updated_at = now;
-    let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": RESTARTED}});
-    r.outcome = Some(err.to_string().into());
-    r
-}
-
-/// Session `s` without the upstream tasks whose ttl has passed, and whether it still
-/// follows any.
-fn follows(mut s: SessionRecord, now: SystemTime) -> (SessionRecord, bool) {
-    s.drop_expired(now);
-    let follows = !s.upstream_tasks.is_empty();
-    (s, follows)
-}
-
-fn backend(cause: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend { store: "file", cause: cause.to_string() }
-}
-
 impl FileStore {
     /// Opens (or creates) the store in directory `dir`, with the limits of a
     /// [`MemoryStore`] and the [`DEFAULT_SYNC_INTERVAL`]. Blocking I/O: call it before
@@ -235,94 +188,25 @@ impl FileStore {
         std::fs::create_dir_all(dir).map_err(|e| backend(format!("cannot create {}: {e}", dir.display())))?;
         let lock = lock_dir(dir)?;
         let path = dir.join(DB_FILE);
-        let db = Database::create(&path).map_err(|e| backend(format!("cannot open {}: {e}", path.display())))?;
-        let now = SystemTime::now();
         let mem = MemoryStore::new(max_tasks, max_bytes);
-        let mut fixes: Vec<Op> = Vec::new();
-        let mut restored = Vec::new();
-        {
-            let read = db.begin_read().map_err(backend)?;
-            match read.open_table(TASKS) {
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(backend(e)),
-                Ok(table) => {
-                    for row in table.iter().map_err(backend)? {
-                        let (k, v) = row.map_err(backend)?;
-                        let Some(rec) = decode(v.value()) else {
-                            tracing::warn!(task = %k.value(), "dropping an unreadable task record");
-                            fixes.push(Op::Delete(k.value().to_string()));
-                            continue;
-                        };
-                        let rec = if rec.status.is_terminal() {
-                            if rec.expires_at() <= now {
-                                fixes.push(Op::Delete(rec.id.clone()));
-                                continue;
-                            }
-                            rec
-                        } else {
-                            let rec = restarted(rec, now);
-                            fixes.push(Op::Put(rec.id.clone(), encode(&rec)));
-                            rec
-                        };
-                        restored.push(rec.clone());
-                        mem.restore(rec);
-                    }
-                }
-            }
-        }
-        let owners: HashSet<&str> = restored.iter().map(|r| r.owner.as_str()).collect();
-        let mut sessions = HashMap::new();
-        {
-            let read = db.begin_read().map_err(backend)?;
-            match read.open_table(SESSIONS) {
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(backend(e)),
-                Ok(table) => {
-                    for row in table.iter().map_err(backend)? {
-                        let (k, v) = row.map_err(backend)?;
-                        match serde_json::from_slice::<SessionRecord>(v.value()).map(|s| follows(s, now)) {
-                            Ok((s, follows)) if follows || owners.contains(s.owner.as_str()) => {
-                                sessions.insert(s.id.clone(), s);
-                            }
-                            // A session with no task left has nothing to come back for.
-                            _ => fixes.push(Op::DeleteSession(k.value().to_string())),
-                        }
-                    }
-                }
-            }
-        }
-        let mut eras = HashMap::new();
-        {
-            let read = db.begin_read().map_err(backend)?;
-            match read.open_table(ERAS) {
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(backend(e)),
-                Ok(table) => {
-                    for row in table.iter().map_err(backend)? {
-                        let (k, v) = row.map_err(backend)?;
-                        if let Ok(text) = std::str::from_utf8(v.value()) {
-                            eras.insert(k.value().to_string(), text.to_string());
-                        }
-                    }
-                }
-            }
-        }
+        let opening::Opened { db, restored, sessions, eras, fixes } = opening::open(&path, &mem, SystemTime::now())?;
         let mut pending = Pending::default();
         pending.add(fixes);
-        pending.commit(&db).map_err(backend)?;
+        pending.commit(&db, &path).map_err(backend)?;
         if !restored.is_empty() {
             tracing::info!(tasks = restored.len(), path = %path.display(), "task store reopened");
         }
         let (tx, rx) = mpsc::channel();
-        let (synced_tx, synced) = watch::channel(0);
+        let (health_tx, health) = watch::channel(Health::default());
+        let db = Db { db: Some(db), path: path.clone() };
         let thread = std::thread::Builder::new()
             .name("taskgate-store".into())
-            .spawn(move || writer::write_loop(db, rx, sync_interval, synced_tx))
+            .spawn(move || writer::write_loop(db, rx, sync_interval, health_tx))
             .map_err(backend)?;
         Ok(FileStore {
             mem,
             writer: Mutex::new(Queue { tx, seq: 0, ends: HashMap::new() }),
-            synced,
+            health,
             sync_interval,
             durability: Durability::End,
             restored: Mutex::new(restored),
@@ -337,6 +221,44 @@ impl FileStore {
     /// Where the database lives.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Waits until job `seq` is durable; fails at once, saying why, while commits fail
+    /// (the writer keeps trying: a later call may succeed).
+    async fn durable_by(&self, seq: u64) -> Result<(), StoreError> {
+        let mut health = self.health.clone();
+        let h = health
+            .wait_for(|h| h.synced >= seq || h.failing.is_some())
+            .await
+            .map_err(|_| backend("the writer thread stopped"))?;
+        match &h.failing {
+            _ if h.synced >= seq => Ok(()),
+            Some(why) => Err(backend(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The end queued as job `seq` is durable: reads no longer wait for it.
+    fn forget_end(&self, id: &str, seq: u64) {
+        let mut q = self.writer.lock().unwrap();
+        if q.ends.get(id) == Some(&seq) {
+            q.ends.remove(id);
+        }
+    }
+
+    /// Takes back a new task whose awaited commit failed (its client is told it was not
+    /// made): gone from memory at once, and from the disk with the next commit.
+    fn unmake(&self, id: &str) {
+        let mut q = self.writer.lock().unwrap();
+        let now = SystemTime::now();
+        self.mem.update(id, &mut |r| {
+            r.status = TaskStatus::Failed;
+            r.ttl = Duration::ZERO;
+            r.ttl_from_end = true;
+            r.last_updated_at = now;
+        });
+        self.mem.remove_if_expired(id, now);
+        q.send(vec![Op::Delete(id.to_string())], Due::Soon);
     }
 }
 
@@ -361,6 +283,12 @@ fn persists(before: &(TaskStatus, Option<String>, SystemTime, Duration, bool), a
 
 impl TaskStore for FileStore {
     fn insert(&self, rec: TaskRecord, client_limit: usize) -> StoreFuture<'_, Result<TaskRecord, StoreError>> {
+        if let Some(why) = self.health.borrow().failing.clone() {
+            // It could not be kept: refused, as the client would otherwise hold an id a
+            // crash could make unknown.
+            let why = format!("{why}; new tasks are refused until a commit succeeds");
+            return Box::pin(std::future::ready(Err(backend(why))));
+        }
         let queued = {
             let mut q = self.writer.lock().unwrap();
             self.mem.insert(rec, client_limit).map(|rec| {
@@ -376,7 +304,10 @@ impl TaskStore for FileStore {
         };
         Box::pin(async move {
             let (rec, rx) = queued?;
-            durable(rx).await?;
+            if let Err(e) = durable(rx).await {
+                self.unmake(&rec.id);
+                return Err(e);
+            }
             Ok(rec)
         })
     }
@@ -386,21 +317,23 @@ impl TaskStore for FileStore {
             return Box::pin(std::future::ready(Ok(self.mem.get(id))));
         };
         Box::pin(async move {
-            // Its end is not durable yet: wait for the commit that carries it (or the writer's end).
-            let _ = self.synced.clone().wait_for(|&done| done >= seq).await;
+            // Its end is not durable yet: wait for the commit that carries it, or say that
+            // commits fail.
+            self.durable_by(seq).await?;
+            self.forget_end(id, seq);
             Ok(self.mem.get(id))
         })
     }
 
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
-        let (after, rx) = {
+        let (after, wait) = {
             let mut q = self.writer.lock().unwrap();
             let mut before = None;
             let after = self.mem.update(id, &mut |r| {
                 before = Some((r.status, r.status_message.clone(), r.last_updated_at, r.ttl, r.ttl_from_end));
                 f(r)
             });
-            let rx = match (&after, &before) {
+            let wait = match (&after, &before) {
                 (Some(a), Some(b)) if persists(b, a) && self.durability == Durability::Interval => {
                     // Acknowledged now, on disk within the interval (as a new task is).
                     q.send(vec![Op::Put(a.id.clone(), encode(a))], Due::Soon);
@@ -409,20 +342,22 @@ impl TaskStore for FileStore {
                 (Some(a), Some(b)) if persists(b, a) => {
                     let (seq, rx) = q.awaited(vec![Op::Put(a.id.clone(), encode(a))]);
                     q.ends.insert(a.id.clone(), seq);
-                    Some((seq, rx))
+                    Some((seq, Some(rx)))
                 }
-                _ => None,
+                // Nothing new to write, but an end not yet durable: it is not shown as kept
+                // before it is.
+                _ => q.ends.get(id).map(|&seq| (seq, None)),
             };
-            (after, rx)
+            (after, wait)
         };
         Box::pin(async move {
-            let Some((seq, rx)) = rx else { return Ok(after) };
-            let res = durable(Some(rx)).await;
-            let mut q = self.writer.lock().unwrap();
-            if q.ends.get(id) == Some(&seq) {
-                q.ends.remove(id);
+            let Some((seq, rx)) = wait else { return Ok(after) };
+            match rx {
+                Some(rx) => durable(Some(rx)).await?,
+                None => self.durable_by(seq).await?,
             }
-            res.map(|()| after)
+            self.forget_end(id, seq);
+            Ok(after)
         })
     }
 
@@ -506,6 +441,10 @@ impl TaskStore for FileStore {
 
     fn get_era<'a>(&'a self, upstream: &'a str) -> StoreFuture<'a, Option<String>> {
         Box::pin(std::future::ready(self.eras.lock().unwrap().get(upstream).cloned()))
+    }
+
+    fn failing(&self) -> Option<String> {
+        self.health.borrow().failing.clone()
     }
 
     fn finished_at_open(&self) -> Vec<TaskRecord> {

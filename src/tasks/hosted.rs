@@ -35,10 +35,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+mod kept_ends;
 mod round_state;
 mod rounds;
 #[cfg(test)]
 mod store_failures;
+mod unstored;
+use kept_ends::{EndState, Unstored};
 pub use round_state::RoundPolicy;
 
 /// A hosted task whose background call is still running.
@@ -73,9 +76,9 @@ struct Running {
     /// The latest progress numbers (`progress`, and `total` if given), for the task page
     /// (`overview`).
     progress_numbers: Option<(f64, Option<f64>)>,
-    /// Why the task's end could not be stored, if so (set as its hot state goes): its
-    /// waiting `tasks/result`s answer with it, as no store change will wake them.
-    unstored: tokio::sync::watch::Sender<Option<String>>,
+    /// Whether its end is stored (`unstored`): its waiting `tasks/result`s wait for that, as
+    /// a store that failed to take it tells them of no change.
+    end: tokio::sync::watch::Sender<EndState>,
     /// The status its questions leave it in (`working`, `input_required`), set before a
     /// question goes out or its answer goes up: reads show it at once, although the store
     /// hears of it in a task of its own, and store writes landing out of order are put
@@ -97,6 +100,11 @@ pub struct Hosted {
     max_message_bytes: usize,
     /// The most bytes of tasks on a `tasks/list` page (`max_list_page_bytes`).
     max_page_bytes: usize,
+    /// How long a `tasks/result` waits for an end the store did not take (`[tasks]
+    /// store_outage_wait`).
+    store_outage_wait: Duration,
+    /// The ends the store did not take, written again until it does.
+    unstored: Mutex<Unstored>,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
     /// The store writes the link's synchronous calls started (outcomes, status changes):
@@ -133,6 +141,8 @@ impl Hosted {
             max_tool_name_bytes: cfg.max_tool_name_bytes,
             max_message_bytes: cfg.max_status_message_bytes,
             max_page_bytes: cfg.max_list_page_bytes,
+            store_outage_wait: cfg.store_outage_wait,
+            unstored: Mutex::new(Unstored::default()),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
             held_sessions: Mutex::new(HashMap::new()),
@@ -292,7 +302,7 @@ impl Hosted {
                 to_creator_later: false,
                 progress: None,
                 progress_numbers: None,
-                unstored: tokio::sync::watch::channel(None).0,
+                end: tokio::sync::watch::channel(EndState::Running).0,
                 shown: None,
             },
         );
@@ -314,6 +324,10 @@ impl Hosted {
         self.writes.close();
         if tokio::time::timeout(SHUTDOWN_WRITES, self.writes.wait()).await.is_err() {
             tracing::warn!("task store writes still pending at shutdown");
+        }
+        let unstored = self.unstored.lock().unwrap().len();
+        if unstored > 0 {
+            tracing::error!(tasks = unstored, "task store: ends the store did not take are lost with this process");
         }
         match tokio::time::timeout(SHUTDOWN_WRITES, self.store.flush()).await {
             Ok(Ok(())) => tracing::debug!("task store: every write committed"),
@@ -498,12 +512,12 @@ impl Hosted {
             Ok(None) => return not_found(task_id).response(Some(client_id)),
             Err(e) => return self.store_failed(e).response(Some(client_id)),
         };
-        let (held, unstored) = match self.running.lock().unwrap().get_mut(task_id) {
+        let (held, end) = match self.running.lock().unwrap().get_mut(task_id) {
             Some(r) => {
                 r.result_waiters.push((waiter.clone(), client_id.clone()));
-                (r.held_inputs.take_all(), Some(r.unstored.subscribe()))
+                (r.held_inputs.take_all(), Some(r.end.subscribe()))
             }
-            None => (Vec::new(), None),
+            None => (Vec::new(), self.unstored.lock().unwrap().subscribe(task_id)),
         };
         if let Some(s) = waiter.upgrade() {
             for h in held {
@@ -516,16 +530,22 @@ impl Hosted {
                 );
             }
         }
-        if let Some(mut unstored) = unstored {
+        if let Some(mut end) = end {
             tokio::select! {
                 _ = watch.wait_for(|s| s.is_terminal()) => {}
-                // Also when the hot state goes without a failure: the store then says how it ended.
-                _ = unstored.wait_for(Option::is_some) => {}
+                // Also when the hot state goes without an end (a cancel): the store then says how it ended.
+                _ = end.wait_for(|e| *e != EndState::Running) => {}
             }
-            let why = unstored.borrow().clone();
-            if let Some(why) = why
-                && !self.store.get(task_id).await.ok().flatten().is_some_and(|r| r.status.is_terminal())
-            {
+            // The end is written (a store's hot copy may show it sooner), or the store did not
+            // take it and it is written again: waited for, within the bound.
+            let wait = end.wait_for(|e| *e == EndState::Stored);
+            let timed_out = tokio::time::timeout(self.store_outage_wait, wait).await.is_err();
+            if timed_out {
+                let why = match &*end.borrow() {
+                    EndState::Unstored(why) => why.clone(),
+                    _ => format!("the {} task store did not take the task's end", self.store.name()),
+                };
+                let why = format!("{why} (waited {:?}, store_outage_wait)", self.store_outage_wait);
                 return RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(client_id));
             }
         }

@@ -91,6 +91,8 @@ pub struct Core {
     max_bytes: usize,
     scripts: Arc<Scripts>,
     timing: Timing,
+    /// Why the last heartbeat failed, until one succeeds (`/readyz` reports it).
+    unreachable: std::sync::Mutex<Option<String>>,
 }
 
 pub struct RedisStore {
@@ -150,6 +152,7 @@ impl RedisStore {
             max_bytes: cfg.max_store_bytes,
             scripts,
             timing,
+            unreachable: std::sync::Mutex::new(None),
         });
         // Alive from the start, so that no replica takes this one's tasks for orphans.
         core.heartbeat().await?;
@@ -159,7 +162,9 @@ impl RedisStore {
             loop {
                 tokio::time::sleep(timing.sweep_every).await;
                 core.sweeper().remove(SystemTime::now(), None).await;
-                up_for = match core.heartbeat().await {
+                let beat = core.heartbeat().await;
+                *core.unreachable.lock().unwrap() = beat.as_ref().err().map(ToString::to_string);
+                up_for = match beat {
                     Ok(()) => up_for + timing.sweep_every,
                     Err(_) => Duration::ZERO,
                 };
@@ -521,6 +526,10 @@ impl TaskStore for RedisStore {
     }
     fn remote_changes(&self) -> Option<tokio::sync::broadcast::Receiver<RemoteChange>> {
         Some(self.fanout.remote())
+    }
+    /// Found at each sweep ([`SWEEP_EVERY`]), by its heartbeat.
+    fn failing(&self) -> Option<String> {
+        self.unreachable.lock().unwrap().clone()
     }
     fn name(&self) -> &'static str {
         "redis"

@@ -294,6 +294,11 @@ pub trait TaskStore: Send + Sync {
     fn flush(&self) -> StoreFuture<'_, Result<(), StoreError>> {
         Box::pin(std::future::ready(Ok(())))
     }
+    /// Why the store cannot keep what it is given now, if so (a file store whose commits
+    /// fail, a shared store that cannot be reached): `/readyz` reports it.
+    fn failing(&self) -> Option<String> {
+        None
+    }
     /// The store's name in errors and logs.
     fn name(&self) -> &'static str;
 }

@@ -56,7 +56,12 @@ pub async fn start(config: &std::path::Path) -> (Proc, String) {
 /// Starts the gateway binary with `args` (which make it listen), and returns it with its
 /// address. Its log is read on and dropped.
 pub async fn start_with(args: &[&str]) -> (Proc, String) {
-    let mut child = spawn(args);
+    listening(spawn(args)).await
+}
+
+/// Waits until `child` (the gateway binary, its stderr piped) listens, and returns it with
+/// its address. Its log is read on and dropped.
+pub async fn listening(mut child: tokio::process::Child) -> (Proc, String) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
@@ -68,4 +73,17 @@ pub async fn start_with(args: &[&str]) -> (Proc, String) {
     };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (Proc(child), addr)
+}
+
+/// `GET /readyz` of the gateway at `addr`: its status and body.
+pub async fn readyz(addr: &str) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let req = hyper::Request::get(format!("http://{addr}/readyz")).body(Default::default()).unwrap();
+    let resp =
+        tokio::time::timeout(STEP, client.request(req)).await.expect("GET /readyz timed out").expect("GET /readyz");
+    let status = resp.status().as_u16();
+    let body = tokio::time::timeout(STEP, resp.into_body().collect()).await.unwrap().unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
 }

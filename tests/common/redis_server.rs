@@ -1,4 +1,4 @@
-//! A `redis-server` of the test's own, on a free 127.0.0.1 port, without persistence,
+//! A `redis-server` of the test's own, on a free 127.0.0.1 port, without persistence unless asked,
 //! stopped by its pid when dropped. The binary must be on PATH (`scripts/setup-redis`
 //! installs it; `scripts/test` runs that): without it the test fails, saying so.
 
@@ -13,14 +13,32 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts one and waits (bounded) until it answers.
     pub fn start() -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        RedisServer::start_on(port)
+        RedisServer::start_on(free_port())
+    }
+
+    /// [`RedisServer::start_persistent_on`] a free port.
+    #[allow(dead_code)] // Not by the lib's tests, which include this file too.
+    pub fn start_persistent(dir: &std::path::Path) -> RedisServer {
+        RedisServer::start_persistent_on(free_port(), dir)
     }
 
     /// Starts one on `port` (a restart on the port a stopped one had).
     pub fn start_on(port: u16) -> RedisServer {
+        RedisServer::spawn(port, &["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts one that keeps its data in `dir` (every write fsynced to its append-only file),
+    /// so that one started again on the same `dir` and port after a stop has it all.
+    #[allow(dead_code)] // Not by the lib's tests, which include this file too.
+    pub fn start_persistent_on(port: u16, dir: &std::path::Path) -> RedisServer {
+        let dir = dir.to_str().expect("a UTF-8 path");
+        RedisServer::spawn(port, &["--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> RedisServer {
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -49,6 +67,10 @@ impl RedisServer {
             let _ = c.wait();
         }
     }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Drop for RedisServer {

@@ -408,6 +408,11 @@ pub const KEYS: &[KeyDoc] = &[
     k("upstream.dialects.retention", DAY, "how long an ended request's state stays readable by `progress/get`"),
     // Added with the bounds on peers' records, the per-client share and era detection.
     k(
+        "tasks.store_outage_wait",
+        "`\"0ms\"` to `\"10m\"`",
+        "how long a `tasks/result` waits for a task's end that the store did not take at first, before answering -32603 naming the store; the end itself is kept and written again until the store takes it",
+    ),
+    k(
         "server.task_page.max_snapshot_bytes",
         "4096 to 256 MiB",
         "the most bytes of rows in one task-page snapshot; rows past it are left out and the snapshot says `truncated`",

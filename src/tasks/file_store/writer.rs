@@ -1,7 +1,11 @@
-//! The file store's writer thread: what it holds between commits, and when it commits.
+//! The file store's writer thread: what it holds between commits, and when it commits; and
+//! what it does while commits fail (a full disk, an I/O error): it keeps every write, tells
+//! the store it is failing ([`Health`]), reopens the database (redb refuses every write on a
+//! handle that met an I/O error) and tries again with backoff until a commit succeeds.
 
 use redb::{Database, Durability, TableDefinition};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -84,22 +88,37 @@ impl Pending {
         if self.due { Some(last.map_or(since, |l| (l + interval).max(since))) } else { Some(since + LAZY_WRITES) }
     }
 
-    /// Commits what is held in one durable transaction, and tells the waiters.
-    pub(super) fn commit(&mut self, db: &Database) -> Result<(), String> {
-        let res = write(db, &self.tasks, &self.sessions, &self.eras);
-        if let Err(e) = &res {
-            tracing::error!(error = %e, "task store write failed");
-        }
+    /// Commits what is held in one durable transaction, and tells the waiters. A failed
+    /// commit tells them why and keeps what it held, for the next attempt.
+    pub(super) fn commit(&mut self, db: &Database, path: &Path) -> Result<(), String> {
+        let res = write(db, &self.tasks, &self.sessions, &self.eras)
+            .map_err(|e| format!("cannot commit to {}: {e}", path.display()));
         for w in self.waiters.drain(..) {
             let _ = w.send(res.clone());
         }
-        self.tasks.clear();
-        self.sessions.clear();
-        self.eras.clear();
-        (self.due, self.since) = (false, None);
+        if res.is_ok() {
+            self.tasks.clear();
+            self.sessions.clear();
+            self.eras.clear();
+            (self.due, self.since) = (false, None);
+        }
         res
     }
 }
+
+/// What the writer has made durable, and whether its commits fail now.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Health {
+    /// The last job whose writes are durable.
+    pub(super) synced: u64,
+    /// Why the last commit failed, while commits fail (it names the file).
+    pub(super) failing: Option<String>,
+}
+
+/// The first wait before a failed commit is tried again; it doubles up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts while commits fail.
+pub(super) const MAX_RETRY: Duration = Duration::from_secs(1);
 
 type Rows = HashMap<String, Option<Vec<u8>>>;
 
@@ -127,16 +146,51 @@ fn write(db: &Database, tasks: &Rows, sessions: &Rows, eras: &Rows) -> Result<()
 /// them before they get one of their own.
 const LAZY_WRITES: Duration = Duration::from_secs(1);
 
+/// The database the writer commits to: closed after a failed commit (redb fails every later
+/// write on a handle whose I/O failed) and opened again for the next attempt.
+pub(super) struct Db {
+    pub(super) db: Option<Database>,
+    pub(super) path: PathBuf,
+}
+
+impl Db {
+    fn commit(&mut self, held: &mut Pending) -> Result<(), String> {
+        let path = self.path.display();
+        if self.db.is_none() {
+            match Database::create(&self.path) {
+                Ok(db) => self.db = Some(db),
+                Err(e) => {
+                    let why = format!("cannot reopen {path}: {e}");
+                    for w in held.waiters.drain(..) {
+                        let _ = w.send(Err(why.clone()));
+                    }
+                    return Err(why);
+                }
+            }
+        }
+        let db = self.db.as_ref().expect("opened above");
+        held.commit(db, &self.path).inspect_err(|_| self.db = None)
+    }
+}
+
 /// The writer thread: gathers what is queued, the last write of each key winning, and
 /// commits it all in one durable transaction (one fsync) when a write is due: at once if
 /// the last commit began `interval` ago or more, else when it is that old, so that whatever
 /// queues meanwhile shares the fsync. Writes nobody waits for ride along, or get a commit of
-/// their own after [`LAZY_WRITES`]. Ends when the store is dropped, committing what it holds.
-pub(super) fn write_loop(db: Database, rx: mpsc::Receiver<Job>, interval: Duration, synced: watch::Sender<u64>) {
+/// their own after [`LAZY_WRITES`]. A failed commit keeps its writes and is tried again,
+/// [`FIRST_RETRY`] later doubling to [`MAX_RETRY`], with what queued meanwhile; `health`
+/// says so until one succeeds. Ends when the store is dropped, committing what it holds.
+pub(super) fn write_loop(mut db: Db, rx: mpsc::Receiver<Job>, interval: Duration, health: watch::Sender<Health>) {
     let mut held = Pending::default();
     let mut last: Option<Instant> = None;
+    // While commits fail: when the next attempt is, and the wait after it.
+    let mut retry: Option<(Instant, Duration)> = None;
     loop {
-        let next = match held.deadline(last, interval) {
+        let due = match retry {
+            Some((at, _)) if held.since.is_some() => Some(at),
+            _ => held.deadline(last, interval),
+        };
+        let next = match due {
             None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             Some(at) => match at.checked_duration_since(Instant::now()) {
                 Some(wait) if !wait.is_zero() => rx.recv_timeout(wait),
@@ -151,11 +205,25 @@ pub(super) fn write_loop(db: Database, rx: mpsc::Receiver<Job>, interval: Durati
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                last = Some(Instant::now());
+                let now = Instant::now();
+                last = Some(now);
                 let seq = held.seq;
-                let _ = held.commit(&db);
-                // A failed commit too: its waiters hear why; readers are not held forever.
-                synced.send_replace(seq);
+                match db.commit(&mut held) {
+                    Ok(()) => {
+                        if retry.take().is_some() {
+                            tracing::info!(path = %db.path.display(), "task store: commits succeed again");
+                        }
+                        health.send_replace(Health { synced: seq, failing: None });
+                    }
+                    Err(why) => {
+                        let wait = retry.map_or(FIRST_RETRY, |(_, w)| (w * 2).min(MAX_RETRY));
+                        if retry.is_none() {
+                            tracing::error!(error = %why, "task store: a commit failed; its writes are kept and tried again until one succeeds");
+                        }
+                        retry = Some((now + wait, wait));
+                        health.send_modify(|h| h.failing = Some(why));
+                    }
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -163,7 +231,9 @@ pub(super) fn write_loop(db: Database, rx: mpsc::Receiver<Job>, interval: Durati
     // The last writes, made durable before the thread ends.
     if held.since.is_some() {
         let seq = held.seq;
-        let _ = held.commit(&db);
-        synced.send_replace(seq);
+        match db.commit(&mut held) {
+            Ok(()) => _ = health.send_replace(Health { synced: seq, failing: None }),
+            Err(why) => tracing::error!(error = %why, "task store: the last writes could not be committed"),
+        }
     }
 }

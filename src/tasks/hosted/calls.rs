@@ -2,6 +2,7 @@
 //! its progress and the upstream's questions, and the task's end that follows an outcome.
 
 use super::Hosted;
+use super::kept_ends::{End, EndState};
 use crate::gateway::client::{ClientSession, Route};
 use crate::gateway::link::{Link, TaskCalls};
 use crate::jsonrpc::{self, Id, RpcError};
@@ -45,37 +46,35 @@ impl Hosted {
             }
             None => (TaskStatus::Completed, None),
         };
-        let outcome: Arc<str> = text.into();
-        let mut end = |r: &mut TaskRecord| {
-            if !r.status.is_terminal() {
-                r.status = status;
-                // A progress message describes work in progress, not the outcome.
-                r.status_message.clone_from(&message);
-                r.outcome = Some(outcome.clone());
-                r.last_updated_at = SystemTime::now();
-            }
-        };
-        let (rec, unstored) = match self.store.update(task_id, &mut end).await {
+        let end = End { status, message, outcome: text.into(), at: SystemTime::now() };
+        let (rec, unstored) = match self.store.update(task_id, &mut |r| end.apply(r)).await {
             Ok(rec) => (rec, None),
             Err(e) => {
                 let err = self.store_failed(e);
-                let rec = self.end_after_store_error(task_id, &mut end).await;
-                let why = format!("task {task_id} ended, but its end could not be stored: {}", err.message);
+                let rec = self.end_after_store_error(task_id, &mut |r| end.apply(r)).await;
+                let why = format!("task {task_id} ended, but its end could not be stored yet: {}", err.message);
                 (rec.clone(), rec.is_none().then_some(why))
             }
         };
+        let running = self.running.lock().unwrap().remove(task_id);
+        if let Some(r) = &running {
+            Self::stop_progress(r);
+        }
+        if let Some(why) = unstored {
+            // Kept, and written when the store takes it; its waiters hear of it then.
+            self.keep_unstored(task_id, end, why, running);
+            return;
+        }
         if let Some(rec) = &rec {
             self.expire_when_due(rec);
         }
-        let running = self.running.lock().unwrap().remove(task_id);
-        if let (Some(why), Some(r)) = (unstored, &running) {
-            r.unstored.send_replace(Some(why));
+        if let Some(r) = &running {
+            r.end.send_replace(EndState::Stored);
         }
         if let (Some(rec), Some(r)) = (rec, running) {
             if rec.status != TaskStatus::Cancelled {
                 crate::metrics::global().task_entered(rec.status.as_str());
             }
-            Self::stop_progress(&r);
             self.announce(&rec, &r);
         }
     }

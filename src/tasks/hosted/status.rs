@@ -3,7 +3,7 @@
 //! announced to the sessions that follow the task.
 
 use super::{Hosted, Running};
-use crate::gateway::client::Route;
+use crate::gateway::client::{ClientSession, Route};
 use crate::jsonrpc;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::TaskRecord;
@@ -96,9 +96,17 @@ impl Hosted {
 
     /// `notifications/tasks/status` to the creating session and to sessions waiting on it.
     pub(super) fn announce(&self, rec: &TaskRecord, r: &Running) {
+        self.announce_to(rec, std::iter::once(&r.creator).chain(r.result_waiters.iter().map(|(s, _)| s)));
+    }
+
+    /// `notifications/tasks/status` to each of `sessions` (once each).
+    pub(super) fn announce_to<'a>(
+        &self,
+        rec: &TaskRecord,
+        sessions: impl Iterator<Item = &'a Weak<dyn ClientSession>>,
+    ) {
         let note = jsonrpc::notification("notifications/tasks/status", Value::Object(rec.to_json()));
         let mut told: Vec<*const ()> = Vec::new();
-        let sessions = std::iter::once(&r.creator).chain(r.result_waiters.iter().map(|(s, _)| s));
         for s in sessions.filter_map(Weak::upgrade) {
             let at = Arc::as_ptr(&s) as *const ();
             if !told.contains(&at) {

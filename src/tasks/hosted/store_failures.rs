@@ -1,5 +1,6 @@
-//! Hosted tasks when the store fails mid-lifecycle (`StoreError::Backend`) as a task ends,
-//! or is slower than the questions of a task (its status is shown before it is stored).
+//! Hosted tasks when the store fails mid-lifecycle (`StoreError::Backend`) as a task ends
+//! (the end is kept and written again, `unstored`), or is slower than the questions of a
+//! task (its status is shown before it is stored).
 
 use super::*;
 use crate::tasks::memory_store::MemoryStore;
@@ -79,8 +80,13 @@ impl ClientSession for Nobody {
 }
 
 async fn hosted(applied: bool) -> (Arc<Hosted>, Arc<Failing>, String) {
+    hosted_waiting(applied, TasksConfig::default().store_outage_wait).await
+}
+
+/// [`hosted`], with `store_outage_wait` at `wait`.
+async fn hosted_waiting(applied: bool, wait: Duration) -> (Arc<Hosted>, Arc<Failing>, String) {
     let store = Arc::new(Failing { mem: MemoryStore::new(10, 1 << 20), failing: AtomicUsize::new(0), applied });
-    let h = Hosted::new(&TasksConfig::default(), store.clone());
+    let h = Hosted::new(&TasksConfig { store_outage_wait: wait, ..TasksConfig::default() }, store.clone());
     h.start_sweeper();
     let policy =
         UpstreamTasks { ttl: Duration::from_millis(50), min_ttl: Duration::from_millis(1), ..Default::default() };
@@ -155,27 +161,71 @@ async fn a_cancel_the_store_failed_to_write_names_the_store_and_ends_the_hot_sta
     assert!(!h.runs(&id), "so the task no longer runs here: its hot state (and link) are let go");
 }
 
-#[tokio::test]
-async fn an_end_the_store_cannot_take_at_all_answers_the_waiting_result_naming_the_store() {
-    let (h, store, id) = hosted(false).await;
-    store.failing.store(2, Ordering::Release);
+/// A `tasks/result` waiting on task `id`, which runs on the demo link, once it waits.
+async fn waiting_result(h: &Arc<Hosted>, id: &str) -> tokio::task::JoinHandle<Value> {
     let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
-    h.track(&id, demo_link(&h).await, nobody.clone(), None);
+    h.track(id, demo_link(h).await, nobody.clone(), None);
     let waiter = {
-        let (h, id) = (h.clone(), id.clone());
+        let (h, id) = (h.clone(), id.to_string());
         tokio::spawn(async move { h.result(&id, nobody, &Id::Num(3)).await })
     };
     for _ in 0..100 {
-        if h.running.lock().unwrap().get(id.as_str()).is_some_and(|r| !r.result_waiters.is_empty()) {
+        if h.running.lock().unwrap().get(id).is_some_and(|r| !r.result_waiters.is_empty()) {
             break;
         }
         tokio::task::yield_now().await;
     }
+    waiter
+}
+
+#[tokio::test]
+async fn an_end_the_store_refused_is_kept_written_when_it_comes_back_and_then_expires() {
+    let (h, store, id) = hosted(false).await;
+    // Both writes of the end fail, and the next three tries too: the store is back after.
+    store.failing.store(5, Ordering::Release);
+    let waiter = waiting_result(&h, &id).await;
     h.finish(&id, answer()).await;
-    assert!(!h.runs(&id));
+    assert!(!h.runs(&id), "its call and link are let go at once");
+    let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
+    assert_eq!(resp["result"]["content"][0]["text"], "done", "the waiter gets the result once stored: {resp}");
+    assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Completed);
+    // Retained as any finished task (ttl 50 ms), then removed: its owner's place is given back.
+    let mut gone = false;
+    for _ in 0..100 {
+        if store.mem.is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the task's place in the store (and its owner's quota) is released");
+}
+
+#[tokio::test]
+async fn a_result_waiting_on_a_store_that_stays_down_answers_naming_it_within_the_bound() {
+    let (h, store, id) = hosted_waiting(false, Duration::from_millis(300)).await;
+    store.failing.store(usize::MAX, Ordering::Release);
+    let waiter = waiting_result(&h, &id).await;
+    h.finish(&id, answer()).await;
     let resp = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("tasks/result hangs").unwrap();
     assert_eq!(resp["error"]["code"], jsonrpc::INTERNAL_ERROR, "{resp}");
-    assert!(resp["error"]["message"].as_str().unwrap().contains("failing task store"), "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap();
+    assert!(message.contains("failing task store") && message.contains("store_outage_wait"), "{message}");
+    // A later tasks/result on the kept end waits the bound too, and answers alike.
+    let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+    let again = tokio::time::timeout(Duration::from_secs(5), h.result(&id, nobody.clone(), &Id::Num(4))).await;
+    assert_eq!(again.expect("bounded")["error"]["code"], jsonrpc::INTERNAL_ERROR);
+    // The store comes back: the end is written, and a tasks/result then gets it.
+    store.failing.store(0, Ordering::Release);
+    for _ in 0..100 {
+        if store.mem.get(&id).unwrap().status.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(store.mem.get(&id).unwrap().status, TaskStatus::Completed, "written once the store is back");
+    let resp = tokio::time::timeout(Duration::from_secs(5), h.result(&id, nobody, &Id::Num(5))).await.expect("bounded");
+    assert_eq!(resp["result"]["content"][0]["text"], "done", "{resp}");
 }
 
 #[tokio::test]
