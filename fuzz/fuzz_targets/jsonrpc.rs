@@ -75,7 +75,12 @@ fn check(text: Bytes) {
             match m.kind() {
                 Kind::Request => {
                     let id = m.id().cloned().expect("a request has an id");
-                    assert_eq!(Id::from_value(&id.to_value()), Some(id.clone()), "ids round-trip");
+                    // An integer beyond i64 is kept as its text; a tree cannot hold it exactly.
+                    if id.is_big() {
+                        assert!(id.to_string().trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()), "{id}");
+                    } else {
+                        assert_eq!(Id::from_value(&id.to_value()), Some(id.clone()), "ids round-trip");
+                    }
                     // The method read once at the edge is the one the message names.
                     assert_eq!(m.method(), Method::parse(m.method_name()));
                     assert_eq!(m.method().name().unwrap_or(m.method_name()), m.method_name());
@@ -125,8 +130,10 @@ fn check(text: Bytes) {
             if let Some(obj) = original.as_ref().and_then(Value::as_object) {
                 // As the envelope reads it, a null method is no method.
                 assert_eq!(r.is_response, obj.get("method").is_none_or(Value::is_null));
-                if let Some(id) = &r.id {
-                    assert_eq!(obj.get("id"), Some(&id.to_value()));
+                match &r.id {
+                    Some(id) if id.is_big() => assert!(obj.get("id").is_some_and(Value::is_number), "{id}"),
+                    Some(id) => assert_eq!(obj.get("id"), Some(&id.to_value())),
+                    None => {}
                 }
             } else if original.is_some() {
                 assert!(!r.is_response && r.id.is_none(), "what is not an object is no response");
