@@ -96,7 +96,14 @@ fn check(text: Bytes) {
                         if let Some(tree) = &original {
                             let mut want = tree.clone();
                             want["id"] = new.to_value();
-                            let got: Value = serde_json::from_slice(moved.bytes()).expect("still JSON");
+                            let mut got: Value = serde_json::from_slice(moved.bytes()).expect("still JSON");
+                            if new.is_big() {
+                                // Written as its text, which a tree reads as a float.
+                                let text = new.to_string();
+                                assert!(got["id"].is_number(), "{got}");
+                                assert!(moved.bytes().windows(text.len()).any(|w| w == text.as_bytes()), "{text}");
+                                got["id"] = new.to_value();
+                            }
                             assert_eq!(got, want, "a new id changes the id and nothing else");
                         }
                     }
