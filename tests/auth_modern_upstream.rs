@@ -37,15 +37,7 @@ async fn setup(auth: bool) -> Setup {
 fn config(auth: bool, dir: &tempfile::TempDir, up: &Scripted) -> String {
     let mut config = String::new();
     if auth {
-        config.push_str("[server.auth]\nmode = \"bearer\"\n");
-        for (name, token) in [("alice", ALICE), ("bob", BOB)] {
-            let path = dir.path().join(name);
-            std::fs::write(&path, format!("{token}\n")).unwrap();
-            config.push_str(&format!(
-                "[[server.auth.tokens]]\nprincipal = \"{name}\"\nfile = {:?}\n",
-                path.display().to_string()
-            ));
-        }
+        config.push_str(&bearer_tokens(dir, &[("alice", ALICE), ("bob", BOB)]));
     }
     config.push_str(&http_upstream("up", &up.url()));
     config

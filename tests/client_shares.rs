@@ -17,15 +17,8 @@ const BOB: &str = "bob-token-0123456789abcdef";
 /// The gateway in front of the demo, `max_in_flight = 4` per link and 2 per client, with
 /// bearer tokens for alice and bob (their files in `dir`).
 async fn gateway(dir: &tempfile::TempDir) -> Gw {
-    let mut config = String::from("[server]\nmax_in_flight = 4\n[server.auth]\nmode = \"bearer\"\n");
-    for (name, token) in [("alice", ALICE), ("bob", BOB)] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, format!("{token}\n")).unwrap();
-        config.push_str(&format!(
-            "[[server.auth.tokens]]\nprincipal = \"{name}\"\nfile = {:?}\n",
-            path.display().to_string()
-        ));
-    }
+    let mut config = String::from("[server]\nmax_in_flight = 4\n");
+    config.push_str(&bearer_tokens(dir, &[("alice", ALICE), ("bob", BOB)]));
     config.push_str(&builtin_upstream("demo"));
     config.push_str("max_in_flight_per_client = 2\n");
     start_gateway(&config).await

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::gateway_proc::{Proc, listening, readyz, signal};
+use common::gateway_proc::{Proc, listening, readyz, serve_command, signal};
 use common::*;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -100,12 +100,7 @@ fn file_limit(pid: u32, bytes: u64) {
 /// The gateway on `config`, with SIGXFSZ ignored (so that a write past its file-size limit
 /// fails with EFBIG, as a full disk's does with ENOSPC, rather than killing it).
 async fn start(config: &Path) -> (Proc, String) {
-    let mut cmd = tokio::process::Command::new(bin());
-    cmd.args(["serve", "--config", config.to_str().unwrap()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = serve_command(config);
     // SAFETY: signal(2) only, between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

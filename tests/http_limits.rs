@@ -116,12 +116,7 @@ async fn past_the_open_file_limit_new_connections_are_refused_at_once() {
         builtin_upstream("demo")
     );
     std::fs::write(&config, text).unwrap();
-    let mut cmd = tokio::process::Command::new(bin());
-    cmd.args(["serve", "--config", config.to_str().unwrap()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = common::gateway_proc::serve_command(&config);
     // SAFETY: setrlimit(2) only, between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

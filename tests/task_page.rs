@@ -25,15 +25,7 @@ async fn gateway(dir: &tempfile::TempDir, server: &str, auth: bool) -> (Proc, St
     };
     let mut text = format!("[server]\nlisten = \"127.0.0.1:0\"\n{server}\n");
     if auth {
-        text.push_str("[server.auth]\nmode = \"bearer\"\n");
-        for (name, token) in [("alice", ALICE), ("bob", BOB), ("carol", CAROL)] {
-            let path = dir.path().join(name);
-            std::fs::write(&path, format!("{token}\n")).unwrap();
-            text.push_str(&format!(
-                "[[server.auth.tokens]]\nprincipal = \"{name}\"\nfile = {:?}\n",
-                path.display().to_string()
-            ));
-        }
+        text.push_str(&bearer_tokens(dir, &[("alice", ALICE), ("bob", BOB), ("carol", CAROL)]));
     }
     text.push_str("[tasks]\nstore = \"memory\"\n");
     text.push_str(&builtin_upstream("demo"));

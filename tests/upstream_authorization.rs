@@ -199,14 +199,7 @@ async fn a_clients_refused_token_is_not_the_upstreams_health() {
     let text = String::from_utf8_lossy(&refused.body).into_owned();
     assert!(text.contains("401"), "the client hears the upstream refused it: {text}");
 
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-    let req = hyper::Request::get(format!("http://{}/readyz", gw.addr))
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let resp = tokio::time::timeout(STEP, client.request(req)).await.unwrap().unwrap();
-    let status = resp.status().as_u16();
-    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
-    let body = String::from_utf8_lossy(&body);
+    let (status, body) = common::gateway_proc::readyz(&gw.addr.to_string()).await;
     assert_eq!(status, 200, "{body}");
     assert!(!body.contains("secret-detail"), "{body}");
 
@@ -274,14 +267,7 @@ async fn configured_secrets_are_masked_in_upstream_text_and_kept_off_readyz() {
         assert!(!text.contains(secret), "{name}: {text}");
     }
 
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-    let req = hyper::Request::get(format!("http://{}/readyz", gw.addr))
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let resp = tokio::time::timeout(STEP, client.request(req)).await.unwrap().unwrap();
-    let status = resp.status().as_u16();
-    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
-    let body = String::from_utf8_lossy(&body);
+    let (status, body) = common::gateway_proc::readyz(&gw.addr.to_string()).await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("up: its last link failed to open") && body.contains("old: its last"), "{body}");
     assert!(!body.contains(secret) && !body.contains("401") && !body.contains("authorization"), "{body}");

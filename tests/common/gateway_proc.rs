@@ -37,14 +37,19 @@ pub fn signal(pid: u32, sig: i32) {
 
 /// The gateway binary started with `args`, its log (stderr) piped for the caller to read.
 pub fn spawn(args: &[&str]) -> tokio::process::Child {
-    tokio::process::Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+    command(args).spawn().unwrap()
+}
+
+/// `taskgate serve --config CONFIG` as [`spawn`] starts it, not started yet: for a test that
+/// sets more on it (a limit, a signal's disposition) first.
+pub fn serve_command(config: &std::path::Path) -> tokio::process::Command {
+    command(&["serve", "--config", config.to_str().unwrap()])
+}
+
+fn command(args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+    cmd
 }
 
 /// Starts `taskgate serve` on `config`, and returns it with its address (HTTP or HTTPS). Its log (stderr)

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+mod bearer;
 pub mod dialects;
 pub mod ext_server;
 pub mod gateway_proc;
@@ -12,7 +13,7 @@ pub mod redis_server;
 mod stdio_script;
 mod wait;
 #[allow(unused_imports)]
-pub use {stdio_script::StdioScript, wait::eventually};
+pub use {bearer::bearer_tokens, stdio_script::StdioScript, wait::eventually};
 
 pub mod modern_client;
 

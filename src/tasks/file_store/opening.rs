@@ -9,7 +9,7 @@ use super::writer::{ERAS, Op, SESSIONS, TASKS};
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{SessionRecord, StoreError, TaskRecord};
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
@@ -73,74 +73,58 @@ fn load(path: &Path, mem: &MemoryStore, now: SystemTime) -> Result<Opened, Failu
     let db = Database::builder().set_check_integrity_on_open(true).create(path).map_err(failure)?;
     let mut fixes: Vec<Op> = Vec::new();
     let mut restored = Vec::new();
-    {
-        let read = db.begin_read().map_err(failure)?;
-        match read.open_table(TASKS) {
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(failure(e)),
-            Ok(table) => {
-                for row in table.iter().map_err(failure)? {
-                    let (k, v) = row.map_err(failure)?;
-                    let Some(rec) = decode(v.value()) else {
-                        tracing::warn!(task = %k.value(), "dropping an unreadable task record");
-                        fixes.push(Op::Delete(k.value().to_string()));
-                        continue;
-                    };
-                    let rec = if rec.status.is_terminal() {
-                        if rec.expires_at() <= now {
-                            fixes.push(Op::Delete(rec.id.clone()));
-                            continue;
-                        }
-                        rec
-                    } else {
-                        let rec = restarted(rec, now);
-                        fixes.push(Op::Put(rec.id.clone(), encode(&rec)));
-                        rec
-                    };
-                    restored.push(rec.clone());
-                    mem.restore(rec);
-                }
+    each_row(&db, TASKS, |k, v| {
+        let Some(rec) = decode(v) else {
+            tracing::warn!(task = %k, "dropping an unreadable task record");
+            fixes.push(Op::Delete(k.to_string()));
+            return;
+        };
+        let rec = if rec.status.is_terminal() {
+            if rec.expires_at() <= now {
+                fixes.push(Op::Delete(rec.id.clone()));
+                return;
             }
-        }
-    }
+            rec
+        } else {
+            let rec = restarted(rec, now);
+            fixes.push(Op::Put(rec.id.clone(), encode(&rec)));
+            rec
+        };
+        restored.push(rec.clone());
+        mem.restore(rec);
+    })?;
     let owners: HashSet<&str> = restored.iter().map(|r| r.owner.as_str()).collect();
     let mut sessions = HashMap::new();
-    {
-        let read = db.begin_read().map_err(failure)?;
-        match read.open_table(SESSIONS) {
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(failure(e)),
-            Ok(table) => {
-                for row in table.iter().map_err(failure)? {
-                    let (k, v) = row.map_err(failure)?;
-                    match serde_json::from_slice::<SessionRecord>(v.value()).map(|s| follows(s, now)) {
-                        Ok((s, follows)) if follows || owners.contains(s.owner.as_str()) => {
-                            sessions.insert(s.id.clone(), s);
-                        }
-                        // A session with no task left has nothing to come back for.
-                        _ => fixes.push(Op::DeleteSession(k.value().to_string())),
-                    }
-                }
-            }
+    each_row(&db, SESSIONS, |k, v| match serde_json::from_slice::<SessionRecord>(v).map(|s| follows(s, now)) {
+        Ok((s, follows)) if follows || owners.contains(s.owner.as_str()) => {
+            sessions.insert(s.id.clone(), s);
         }
-    }
+        // A session with no task left has nothing to come back for.
+        _ => fixes.push(Op::DeleteSession(k.to_string())),
+    })?;
     let mut eras = HashMap::new();
-    {
-        let read = db.begin_read().map_err(failure)?;
-        match read.open_table(ERAS) {
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(failure(e)),
-            Ok(table) => {
-                for row in table.iter().map_err(failure)? {
-                    let (k, v) = row.map_err(failure)?;
-                    if let Ok(text) = std::str::from_utf8(v.value()) {
-                        eras.insert(k.value().to_string(), text.to_string());
-                    }
-                }
+    each_row(&db, ERAS, |k, v| {
+        if let Ok(text) = std::str::from_utf8(v) {
+            eras.insert(k.to_string(), text.to_string());
+        }
+    })?;
+    Ok(Opened { db, restored, sessions, eras, fixes })
+}
+
+/// Hands every row of `table` to `f` (none where the table does not exist yet).
+fn each_row(db: &Database, table: TableDefinition<&str, &[u8]>, mut f: impl FnMut(&str, &[u8])) -> Result<(), Failure> {
+    let read = db.begin_read().map_err(failure)?;
+    match read.open_table(table) {
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
+        Err(e) => Err(failure(e)),
+        Ok(table) => {
+            for row in table.iter().map_err(failure)? {
+                let (k, v) = row.map_err(failure)?;
+                f(k.value(), v.value());
             }
+            Ok(())
         }
     }
-    Ok(Opened { db, restored, sessions, eras, fixes })
 }
 
 /// What a task that was running at the restart ended with.
