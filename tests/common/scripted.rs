@@ -214,6 +214,11 @@ async fn scripted_answer(
     r
 }
 
+/// The requests of `method` that `up` has received, in order.
+pub fn calls_to(up: &Scripted, method: &str) -> Vec<Value> {
+    up.received.lock().unwrap().iter().filter(|m| m["method"] == method).cloned().collect()
+}
+
 /// The `initialize` result of a scripted server with these capabilities.
 pub fn init_result(req: &Value, capabilities: Value) -> Vec<Step> {
     vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": {
