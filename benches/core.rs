@@ -17,7 +17,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use serde_json::Value;
 use std::hint::black_box;
 use std::time::Duration;
-use taskgate::jsonrpc::{self, Id, Message};
+use taskgate::jsonrpc::{self, Id, Message, Method};
 
 /// A `tools/call` request as a client sends it (the e2e echo workload, with a progress token).
 const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the taskgate load generator"},"_meta":{"progressToken":"p17"}}}"#;
@@ -136,9 +136,9 @@ fn translation(c: &mut Criterion) {
     let listing = Message::made(jsonrpc::result_response(&Id::Num(3), serde_json::json!({"tools": tools})));
     let mut g = c.benchmark_group("translate");
     for (name, msg, method, from, to) in [
-        ("call_result/same_version", &response, "tools/call", V::V2025_11_25, V::V2025_11_25),
-        ("call_result/2025-11-25_to_2025-03-26", &response, "tools/call", V::V2025_11_25, V::V2025_03_26),
-        ("tools_list_100/2025-11-25_to_2024-11-05", &listing, "tools/list", V::V2025_11_25, V::V2024_11_05),
+        ("call_result/same_version", &response, Method::ToolsCall, V::V2025_11_25, V::V2025_11_25),
+        ("call_result/2025-11-25_to_2025-03-26", &response, Method::ToolsCall, V::V2025_11_25, V::V2025_03_26),
+        ("tools_list_100/2025-11-25_to_2024-11-05", &listing, Method::ToolsList, V::V2025_11_25, V::V2024_11_05),
     ] {
         g.bench_function(name, |b| {
             b.iter_batched(

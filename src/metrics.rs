@@ -1,14 +1,16 @@
 //! The process's metrics, in the Prometheus text format at `GET /metrics`: one registry for
 //! the process, its families registered once. Label sets are bounded: methods are the MCP
-//! methods named in [`METHODS`] (the rest count as `other`), upstream names come from the
+//! requests [`COUNTED_METHODS`] names (the rest count as `other`), upstream names come from the
 //! config (past [`MAX_UPSTREAMS`] they count as `other`), and every other label has a fixed
 //! set of values.
 //!
 //! The hot path pays an index and an atomic add: each upstream's counters and histograms
 //! are resolved once, when its first session or link asks ([`Metrics::upstream`]), and
 //! kept as handles; nothing is formatted or allocated per message. Knows nothing of the
-//! rest of the crate: callers pass names and codes.
+//! rest of the crate but [`Method`], whose requests it counts by name: callers pass
+//! methods, names and codes.
 
+use crate::jsonrpc::Method;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -21,33 +23,36 @@ use std::time::Duration;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// The request methods counted by name; any other is `other` (the last index).
-pub const METHODS: [&str; 24] = [
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "tasks/get",
-    "tasks/result",
-    "tasks/list",
-    "tasks/cancel",
-    "tasks/update",
-    "subscriptions/listen",
-    "progress/get",
-    "tools/async/status",
-    "tools/async/result",
-    "other",
-];
+/// How many request methods are counted by name: every request a client sends its server
+/// in some version ([`Method::is_client_request`]), then `other` for the rest.
+pub const COUNTED_METHODS: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < Method::ALL.len() {
+        n += Method::ALL[i].is_client_request() as usize;
+        i += 1;
+    }
+    n + 1
+};
+
+/// [`method_index`] for each method by [`Method::index`], [`Method::Other`] last.
+const METHOD_INDEX: [u8; Method::ALL.len() + 1] = {
+    let mut t = [(COUNTED_METHODS - 1) as u8; Method::ALL.len() + 1];
+    let (mut i, mut k) = (0, 0);
+    while i < Method::ALL.len() {
+        if Method::ALL[i].is_client_request() {
+            t[i] = k;
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The `method` label of each counted index: the method's name, `other` for the last.
+pub fn method_labels() -> impl Iterator<Item = &'static str> {
+    Method::ALL.into_iter().filter(|m| m.is_client_request()).map(Method::as_str).chain(["other"])
+}
 
 /// How a request ended, by JSON-RPC error code class.
 pub const OUTCOMES: [&str; 5] = ["ok", "invalid", "internal", "server_error", "other_error"];
@@ -76,35 +81,9 @@ impl Transport {
     }
 }
 
-/// The index of `method` in [`METHODS`].
-pub fn method_index(method: &str) -> u8 {
-    let i = match method {
-        "initialize" => 0,
-        "ping" => 1,
-        "server/discover" => 2,
-        "tools/list" => 3,
-        "tools/call" => 4,
-        "resources/list" => 5,
-        "resources/read" => 6,
-        "resources/templates/list" => 7,
-        "resources/subscribe" => 8,
-        "resources/unsubscribe" => 9,
-        "prompts/list" => 10,
-        "prompts/get" => 11,
-        "completion/complete" => 12,
-        "logging/setLevel" => 13,
-        "tasks/get" => 14,
-        "tasks/result" => 15,
-        "tasks/list" => 16,
-        "tasks/cancel" => 17,
-        "tasks/update" => 18,
-        "subscriptions/listen" => 19,
-        "progress/get" => 20,
-        "tools/async/status" => 21,
-        "tools/async/result" => 22,
-        _ => METHODS.len() - 1,
-    };
-    i as u8
+/// The counted index of `method` (see [`COUNTED_METHODS`]): a table lookup.
+pub fn method_index(method: Method) -> u8 {
+    METHOD_INDEX[method.index()]
 }
 
 /// The index in [`OUTCOMES`] of a response: `None` for a result, else its error code.
@@ -229,8 +208,7 @@ impl Metrics {
             return u.clone();
         }
         let up = || ("upstream", label.to_string());
-        let requests = METHODS
-            .iter()
+        let requests = method_labels()
             .map(|m| {
                 OUTCOMES.map(|o| {
                     let labels = vec![up(), ("method", m.to_string()), ("outcome", o.to_string())];
@@ -238,8 +216,7 @@ impl Metrics {
                 })
             })
             .collect();
-        let latency = METHODS
-            .iter()
+        let latency = method_labels()
             .map(|m| self.latency.get_or_create(&vec![up(), ("method", m.to_string())]).clone())
             .collect();
         let connects =
@@ -293,7 +270,7 @@ impl UpstreamMetrics {
     /// A request of method `method` ([`method_index`]) answered after `elapsed`, with
     /// outcome `outcome` ([`outcome_index`]).
     pub fn answered(&self, method: u8, outcome: usize, elapsed: Duration) {
-        let m = usize::from(method).min(METHODS.len() - 1);
+        let m = usize::from(method).min(COUNTED_METHODS - 1);
         self.requests[m][outcome.min(OUTCOMES.len() - 1)].inc();
         self.latency[m].observe(elapsed.as_secs_f64());
     }
@@ -319,10 +296,15 @@ mod tests {
 
     #[test]
     fn methods_and_outcomes_index_their_tables() {
-        for (i, m) in METHODS.iter().enumerate() {
-            assert_eq!(usize::from(method_index(m)), i, "{m}");
+        let labels: Vec<&str> = method_labels().collect();
+        assert_eq!(labels.len(), COUNTED_METHODS);
+        for (i, m) in labels.iter().enumerate() {
+            assert_eq!(usize::from(method_index(Method::parse(m))), i, "{m}");
         }
-        assert_eq!(METHODS[usize::from(method_index("vendor/thing"))], "other");
+        assert_eq!(labels[usize::from(method_index(Method::Other))], "other");
+        assert_eq!(labels[usize::from(method_index(Method::Progress))], "other");
+        // The 23 requests counted before the list was derived, and `other`.
+        assert_eq!(COUNTED_METHODS, 24);
         assert_eq!(OUTCOMES[outcome_index(None)], "ok");
         assert_eq!(OUTCOMES[outcome_index(Some(-32601))], "invalid");
         assert_eq!(OUTCOMES[outcome_index(Some(-32000))], "server_error");
@@ -333,7 +315,7 @@ mod tests {
     fn counted_series_show_in_the_text() {
         let m = Metrics::new();
         let u = m.upstream("alpha");
-        u.answered(method_index("tools/call"), 0, Duration::from_millis(3));
+        u.answered(method_index(Method::ToolsCall), 0, Duration::from_millis(3));
         u.connected(true);
         let _s = m.session_opened(Transport::Stdio);
         m.task_entered("completed");

@@ -192,7 +192,7 @@ impl Session {
 
     async fn handle_request(&self, frame: Message) {
         let id = frame.id().cloned().expect("requests have ids");
-        self.timed.started(&id, frame.method_name());
+        self.timed.started(&id, frame.method());
         let span = tracing::debug_span!("rpc_request", upstream = %self.upstream.name, method = frame.method_name(), id = %id, session = self.tag);
         self.serve_request(id, frame).instrument(span).await
     }
@@ -426,7 +426,12 @@ impl Session {
         result["protocolVersion"] = version.as_str().into();
         let mut resp = jsonrpc::result_response(&id, result);
         // Nothing is refused in an initialize result: it is only stripped.
-        let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), negotiated.version, version);
+        let _ = crate::mcp::translate::translate(
+            &mut resp,
+            Some(crate::jsonrpc::Method::Initialize),
+            negotiated.version,
+            version,
+        );
         if let Some(result) = resp.get_mut("result") {
             // With an extension upstream's tasks translated to core ones (see `ext_core`).
             shaping::initialize_result(
@@ -514,7 +519,7 @@ impl Session {
     /// The response to client request `id`, made from a tree (a task's stored outcome, a
     /// bridged call's answer): -32603 if the tree is not a message. `answers` as for
     /// [`Session::to_client_answering`].
-    pub(super) fn answer(&self, id: Id, resp: Value, answers: Option<&'static str>) {
+    pub(super) fn answer(&self, id: Id, resp: Value, answers: Option<crate::jsonrpc::Method>) {
         let msg = Message::from_value(resp).unwrap_or_else(|r| {
             let why = format!("the answer could not be sent: {}", r.error.message);
             Message::made(RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(&id)))
@@ -529,8 +534,8 @@ impl Session {
     }
 
     /// [`Session::to_client`] for a response to a request of method `answers` (one whose
-    /// result the version table rewrites; see [`crate::mcp::translate::answered_method`]).
-    pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<&'static str>) {
+    /// result the version table rewrites; see [`crate::mcp::translate::answered`]).
+    pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<crate::jsonrpc::Method>) {
         let (version, upstream) = {
             let st = self.state.lock().unwrap();
             (st.version.or(st.asked), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))

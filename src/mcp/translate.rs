@@ -40,7 +40,7 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-use crate::jsonrpc::{Message, RpcError};
+use crate::jsonrpc::{Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use serde_json::{Map, Value};
 use table::{Older, Place, Shape};
@@ -71,10 +71,10 @@ pub enum Stopped {
 }
 
 /// [`translate`] on a message on its way: its bytes pass as they came unless the table
-/// changed something. `method` as for [`translate`] (see [`answered_method`]).
+/// changed something. `method` as for [`translate`] (see [`answered`]).
 pub fn cross(
     msg: Message,
-    method: Option<&str>,
+    method: Option<Method>,
     from: ProtocolVersion,
     to: ProtocolVersion,
 ) -> Result<Message, Stopped> {
@@ -103,7 +103,7 @@ pub fn cross(
 /// fails its request), then everything crosses as from 2025-11-25, the newest legacy version
 /// and the one whose fields a modern message otherwise has. Every response is rewritten
 /// (each carries `resultType`); notifications pass as from 2025-11-25.
-pub fn cross_from_modern(msg: Message, method: Option<&str>, to: ProtocolVersion) -> Result<Message, Stopped> {
+pub fn cross_from_modern(msg: Message, method: Option<Method>, to: ProtocolVersion) -> Result<Message, Stopped> {
     if msg.kind() != crate::jsonrpc::Kind::Response || msg.is_error() {
         return cross(msg, method, ProtocolVersion::LATEST, to);
     }
@@ -118,23 +118,30 @@ pub fn cross_from_modern(msg: Message, method: Option<&str>, to: ProtocolVersion
     }
 }
 
-/// The requests whose results the table rewrites: the name to keep with a request in flight,
-/// so its response can be translated (`None`: its result passes as it is, `_meta` aside).
-pub fn answered_method(method: &str) -> Option<&'static str> {
-    const ANSWERED: [&str; 11] = [
-        "initialize",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "sampling/createMessage",
-        "elicitation/create",
-        "roots/list",
-    ];
-    ANSWERED.into_iter().find(|m| *m == method)
+/// `method` if the table rewrites its results (see [`Cx::result`]): what to keep with a
+/// request in flight, so its response can be translated (`None`: its result passes as it
+/// is, `_meta` aside).
+pub fn answered(method: Method) -> Option<Method> {
+    rewrites_result(method).then_some(method)
+}
+
+/// Whether [`Cx::result`] has a rewrite for the results of `method`.
+pub const fn rewrites_result(method: Method) -> bool {
+    use Method::*;
+    matches!(
+        method,
+        Initialize
+            | ToolsList
+            | ToolsCall
+            | ResourcesList
+            | ResourcesTemplatesList
+            | ResourcesRead
+            | PromptsList
+            | PromptsGet
+            | SamplingCreateMessage
+            | ElicitationCreate
+            | RootsList
+    )
 }
 
 /// A client's capabilities as its version `v` has them: what `v` lacks is removed, so that
@@ -150,21 +157,21 @@ pub fn needs_downgrade(from: ProtocolVersion, to: ProtocolVersion) -> bool {
 }
 
 /// A message from a `from` sender, made fit for a `to` receiver. `method` is the request's
-/// method when `msg` is a response to it (`"tools/list"`, `"tools/call"`, `"initialize"`, …);
+/// method when `msg` is a response to it ([`Method::ToolsList`], [`Method::ToolsCall`], …);
 /// requests and notifications carry their own.
-pub fn translate(msg: &mut Value, method: Option<&str>, from: ProtocolVersion, to: ProtocolVersion) -> Verdict {
+pub fn translate(msg: &mut Value, method: Option<Method>, from: ProtocolVersion, to: ProtocolVersion) -> Verdict {
     if needs_downgrade(from, to) { downgrade(msg, method, to) } else { UNCHANGED }
 }
 
 /// A message rewritten into `to`'s shape: everything the table says `to` lacks is treated,
 /// whatever the sender's version (so what a lax sender leaks goes too).
-pub fn downgrade(msg: &mut Value, method: Option<&str>, to: ProtocolVersion) -> Verdict {
+pub fn downgrade(msg: &mut Value, method: Option<Method>, to: ProtocolVersion) -> Verdict {
     let mut cx = Cx { to, edited: false };
     let Some(obj) = msg.as_object_mut() else { return UNCHANGED };
-    let own = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+    let own = obj.get("method").and_then(Value::as_str).map(Method::parse);
     let outcome = match own {
-        Some(m) if obj.contains_key("id") => cx.request(&m, obj.get_mut("params")),
-        Some(m) => cx.notification(&m, obj.get_mut("params")),
+        Some(m) if obj.contains_key("id") => cx.request(m, obj.get_mut("params")),
+        Some(m) => cx.notification(m, obj.get_mut("params")),
         None => match obj.get_mut("result").and_then(Value::as_object_mut) {
             Some(result) => cx.result(method, result),
             None => Ok(()),
@@ -268,17 +275,17 @@ impl Cx {
         }
     }
 
-    fn request(&mut self, method: &str, params: Option<&mut Value>) -> Result<(), Verdict> {
+    fn request(&mut self, method: Method, params: Option<&mut Value>) -> Result<(), Verdict> {
         self.check(Place::Request(method))?;
         let Some(params) = params.and_then(Value::as_object_mut) else { return Ok(()) };
         self.meta(params);
         match method {
-            "initialize" => {
+            Method::Initialize => {
                 self.capabilities(params.get_mut("capabilities"), Shape::ClientCapabilities);
                 self.strip_in(params.get_mut("clientInfo"), Shape::Implementation);
             }
-            "tools/call" => self.strip(params, Shape::CallToolParams),
-            "completion/complete" => {
+            Method::ToolsCall => self.strip(params, Shape::CallToolParams),
+            Method::CompletionComplete => {
                 self.strip(params, Shape::CompleteParams);
                 if let Some(r) = params.get_mut("ref").and_then(Value::as_object_mut)
                     && r.get("type").and_then(Value::as_str) == Some("ref/prompt")
@@ -286,20 +293,20 @@ impl Cx {
                     self.strip(r, Shape::PromptReference);
                 }
             }
-            "sampling/createMessage" => self.sampling_request(params)?,
-            "elicitation/create" => self.elicitation(params)?,
+            Method::SamplingCreateMessage => self.sampling_request(params)?,
+            Method::ElicitationCreate => self.elicitation(params)?,
             _ => {}
         }
         Ok(())
     }
 
-    fn notification(&mut self, method: &str, params: Option<&mut Value>) -> Result<(), Verdict> {
+    fn notification(&mut self, method: Method, params: Option<&mut Value>) -> Result<(), Verdict> {
         self.check(Place::Notification(method))?;
         let Some(params) = params.and_then(Value::as_object_mut) else { return Ok(()) };
         self.meta(params);
         match method {
-            "notifications/progress" => self.strip(params, Shape::ProgressParams),
-            "notifications/cancelled" if !params.contains_key("requestId") => {
+            Method::Progress => self.strip(params, Shape::ProgressParams),
+            Method::Cancelled if !params.contains_key("requestId") => {
                 self.check(table::CANCEL_WITHOUT_REQUEST_ID)?;
             }
             _ => {}
@@ -307,42 +314,43 @@ impl Cx {
         Ok(())
     }
 
-    fn result(&mut self, method: Option<&str>, result: &mut Map<String, Value>) -> Result<(), Verdict> {
+    fn result(&mut self, method: Option<Method>, result: &mut Map<String, Value>) -> Result<(), Verdict> {
         self.meta(result);
         let Some(method) = method else { return Ok(()) };
-        let augmentable = matches!(method, "tools/call" | "sampling/createMessage" | "elicitation/create");
+        let augmentable =
+            matches!(method, Method::ToolsCall | Method::SamplingCreateMessage | Method::ElicitationCreate);
         if augmentable && result.get("task").is_some_and(Value::is_object) {
             self.check(table::CREATED_TASK)?;
         }
         match method {
-            "initialize" => {
+            Method::Initialize => {
                 self.capabilities(result.get_mut("capabilities"), Shape::ServerCapabilities);
                 self.strip_in(result.get_mut("serverInfo"), Shape::Implementation);
             }
-            "tools/list" => {
+            Method::ToolsList => {
                 for tool in objects(result, "tools") {
                     self.strip(tool, Shape::Tool);
                 }
             }
-            "tools/call" => self.call_result(result),
-            "resources/list" => {
+            Method::ToolsCall => self.call_result(result),
+            Method::ResourcesList => {
                 for r in objects(result, "resources") {
                     self.strip(r, Shape::Resource);
                     self.strip_in(r.get_mut("annotations"), Shape::Annotations);
                 }
             }
-            "resources/templates/list" => {
+            Method::ResourcesTemplatesList => {
                 for t in objects(result, "resourceTemplates") {
                     self.strip(t, Shape::ResourceTemplate);
                     self.strip_in(t.get_mut("annotations"), Shape::Annotations);
                 }
             }
-            "resources/read" => {
+            Method::ResourcesRead => {
                 for c in objects(result, "contents") {
                     self.strip(c, Shape::ResourceContents);
                 }
             }
-            "prompts/list" => {
+            Method::PromptsList => {
                 for p in objects(result, "prompts") {
                     self.strip(p, Shape::Prompt);
                     for a in objects(p, "arguments") {
@@ -350,15 +358,15 @@ impl Cx {
                     }
                 }
             }
-            "prompts/get" => {
+            Method::PromptsGet => {
                 for m in objects(result, "messages") {
                     if let Some(b) = m.get_mut("content") {
                         self.block(b);
                     }
                 }
             }
-            "sampling/createMessage" => self.sampling_result(result),
-            "roots/list" => {
+            Method::SamplingCreateMessage => self.sampling_result(result),
+            Method::RootsList => {
                 for r in objects(result, "roots") {
                     self.strip(r, Shape::Root);
                 }

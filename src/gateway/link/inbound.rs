@@ -172,10 +172,9 @@ impl InboundSink for LinkCore {
                 // session's).
                 let (held, lists_tools) = {
                     let mut st = self.state.lock().unwrap();
-                    let lists_tools = st
-                        .pending
-                        .get(&up_id)
-                        .is_some_and(|p| matches!(p.waiter, Waiter::Client { answers: Some("tools/list"), .. }));
+                    let lists_tools = st.pending.get(&up_id).is_some_and(|p| {
+                        matches!(p.waiter, Waiter::Client { answers: Some(crate::jsonrpc::Method::ToolsList), .. })
+                    });
                     let (token, session) = match st.pending.get(&up_id) {
                         Some(p) => (
                             p.token.clone(),

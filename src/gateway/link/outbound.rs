@@ -234,7 +234,7 @@ impl Link {
     /// Forwards a client request; its response comes back through [`LinkEvents::response`]
     /// of the client's session.
     pub async fn forward(&self, client: ClientRef, msg: Message, shape: Shape) -> Result<(), RpcError> {
-        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        let answers = crate::mcp::translate::answered(msg.method());
         let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
         self.send_registered(up_id, msg).await
     }
@@ -252,7 +252,7 @@ impl Link {
         capabilities: Option<Map<String, Value>>,
         client_params: &[(String, Vec<u8>)],
     ) -> Result<(), RpcError> {
-        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        let answers = crate::mcp::translate::answered(msg.method());
         let (up_id, msg) = self.register(Waiter::Client { client, shape, answers }, msg)?;
         self.send_registered_declaring(up_id, msg, capabilities, client_params).await
     }

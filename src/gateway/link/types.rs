@@ -46,7 +46,7 @@ pub struct ClientRef {
 pub trait LinkEvents: Send + Sync + 'static {
     /// The response to a client request, already carrying the client's id. `answers`: the
     /// request's method, when its result is one the version table rewrites.
-    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>);
+    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<crate::jsonrpc::Method>);
     /// A request from the server (sampling, elicitation, roots, ping). `related` is the client
     /// request it belongs to, when known.
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Message, related: Option<Id>);
@@ -125,7 +125,7 @@ pub(super) enum Dest {
 pub(super) enum Waiter {
     /// A client request: the session and id to restore, how to shape its response, and its
     /// method if the version table rewrites its result.
-    Client { client: ClientRef, shape: Shape, answers: Option<&'static str> },
+    Client { client: ClientRef, shape: Shape, answers: Option<crate::jsonrpc::Method> },
     /// The background call of a hosted task.
     Task { task_id: Arc<str> },
     /// A request the gateway made itself; what arrives related to it belongs to the client

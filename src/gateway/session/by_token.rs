@@ -504,7 +504,8 @@ impl Session {
                     Some(r) if status.is_terminal() => {
                         // The upstream's result, as `tools/call` results reach this client.
                         let resp = Message::made(jsonrpc::result_response(&id, r));
-                        let Some(resp) = self.downward(resp, Some("tools/call"), self.versions()) else {
+                        let Some(resp) = self.downward(resp, Some(crate::jsonrpc::Method::ToolsCall), self.versions())
+                        else {
                             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the result cannot be sent"));
                         };
                         let mut resp = resp.into_value();

@@ -77,7 +77,7 @@ impl Session {
                 )
                 .response(Some(&id)),
             };
-            s.answer(id, answer, Some("tools/call"));
+            s.answer(id, answer, Some(crate::jsonrpc::Method::ToolsCall));
         });
         Ok(())
     }
@@ -219,7 +219,7 @@ impl Session {
                     };
                     s.state.lock().unwrap().bridges.remove(&id);
                     if let Some(resp) = resp {
-                        s.answer(id, resp, Some("tools/call"));
+                        s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
                     }
                 });
             }

@@ -102,7 +102,7 @@ impl LinkEvents for Session {
         &self.owner
     }
 
-    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<&'static str>) {
+    fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<crate::jsonrpc::Method>) {
         // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
         let Some(msg) = self.input_round_response(&client_id, msg) else { return };
         if shape == Shape::MayNeedTask && self.ext_task_response(&client_id, &msg) {

@@ -438,12 +438,14 @@ fn answer_result(
     versions: Option<(ProtocolVersion, ProtocolVersion)>,
 ) -> Result<Value, RpcError> {
     let crossed = match versions {
-        Some((client, upstream)) => match translate::cross(frame, translate::answered_method(method), client, upstream)
-        {
-            Ok(m) => m,
-            Err(translate::Stopped::Refuse(e) | translate::Stopped::Fail(e)) => return Err(e),
-            Err(translate::Stopped::Drop(why)) => return Err(RpcError::new(INTERNAL_ERROR, why)),
-        },
+        Some((client, upstream)) => {
+            match translate::cross(frame, translate::answered(crate::jsonrpc::Method::parse(method)), client, upstream)
+            {
+                Ok(m) => m,
+                Err(translate::Stopped::Refuse(e) | translate::Stopped::Fail(e)) => return Err(e),
+                Err(translate::Stopped::Drop(why)) => return Err(RpcError::new(INTERNAL_ERROR, why)),
+            }
+        }
         None => frame,
     };
     let v = crossed.into_value();

@@ -81,7 +81,12 @@ impl Session {
         };
         let mut resp = jsonrpc::result_response(&id, init);
         // Nothing is refused in an initialize result: it is only stripped.
-        let _ = crate::mcp::translate::translate(&mut resp, Some("initialize"), from, ProtocolVersion::LATEST);
+        let _ = crate::mcp::translate::translate(
+            &mut resp,
+            Some(crate::jsonrpc::Method::Initialize),
+            from,
+            ProtocolVersion::LATEST,
+        );
         let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
         if self.upstream.tasks.hosted != HostedMode::Never || self.upstream_has_tasks() {
             // Tasks in the extension's dialect, hosted or relayed (`modern_tasks`).
@@ -175,7 +180,7 @@ impl Session {
         &self,
         msg: Message,
         route: Route,
-        answers: Option<&'static str>,
+        answers: Option<crate::jsonrpc::Method>,
         modern: &ModernClient,
     ) -> Option<(Message, Route)> {
         match msg.kind() {
@@ -194,7 +199,7 @@ impl Session {
                 }
                 let listen = modern.listen.lock().unwrap().clone();
                 let (id, filter) = listen?;
-                if !filter.carries(msg.method_name(), msg.value().get("params")) {
+                if !filter.carries(msg.method(), msg.value().get("params")) {
                     return None;
                 }
                 let subscription = id.to_value();

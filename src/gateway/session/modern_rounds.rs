@@ -122,7 +122,7 @@ impl Session {
                 return link.refuse(upstream_id, e);
             }
         };
-        let answers = crate::mcp::translate::answered_method(&name);
+        let answers = crate::mcp::translate::answered(crate::jsonrpc::Method::parse(&name));
         let id = self.register_server_request(link, &upstream_id, None, answers);
         let Some(id) = id else {
             return link

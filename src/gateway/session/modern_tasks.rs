@@ -87,7 +87,7 @@ impl Session {
             // The server answered plainly after all: the result as it is.
             Some(result) => {
                 let mut r = jsonrpc::result_response(&id, result.clone());
-                modern::for_modern(&mut r, Some("tools/call"));
+                modern::for_modern(&mut r, Some(crate::jsonrpc::Method::ToolsCall));
                 r
             }
             None => {
@@ -170,7 +170,7 @@ impl Session {
         Ok(match status {
             Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
                 let mut payload = link.request("tasks/result", json!({"taskId": upstream_id})).await?;
-                modern::for_modern(&mut payload, Some("tools/call"));
+                modern::for_modern(&mut payload, Some(crate::jsonrpc::Method::ToolsCall));
                 flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
             }
             Some(mcp_tasks::TaskStatus::InputRequired) => {
@@ -217,22 +217,25 @@ impl Session {
         let core = hosted.get(task_id).await?;
         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
         let inline = match status {
-            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => match hosted
-                .stored_outcome(task_id)
-                .await
-            {
-                Some(mut resp) => {
-                    let from = self.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);
-                    let _ =
-                        crate::mcp::translate::translate(&mut resp, Some("tools/call"), from, ProtocolVersion::LATEST);
-                    modern::for_modern(&mut resp, Some("tools/call"));
-                    flow::inline_from_core_payload(&resp).map_err(|e| e.to_rpc())?
+            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
+                match hosted.stored_outcome(task_id).await {
+                    Some(mut resp) => {
+                        let from = self.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);
+                        let _ = crate::mcp::translate::translate(
+                            &mut resp,
+                            Some(crate::jsonrpc::Method::ToolsCall),
+                            from,
+                            ProtocolVersion::LATEST,
+                        );
+                        modern::for_modern(&mut resp, Some(crate::jsonrpc::Method::ToolsCall));
+                        flow::inline_from_core_payload(&resp).map_err(|e| e.to_rpc())?
+                    }
+                    // Failed without an outcome (the gateway shut down, or expired): say so.
+                    None => Inline::Error(
+                        json!({"code": jsonrpc::INTERNAL_ERROR, "message": core.get("statusMessage").cloned().unwrap_or(json!("the task failed"))}),
+                    ),
                 }
-                // Failed without an outcome (the gateway shut down, or expired): say so.
-                None => Inline::Error(
-                    json!({"code": jsonrpc::INTERNAL_ERROR, "message": core.get("statusMessage").cloned().unwrap_or(json!("the task failed"))}),
-                ),
-            },
+            }
             Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(hosted.held_input_requests(task_id)),
             _ => Inline::None,
         };

@@ -35,7 +35,7 @@ impl Session {
         route: Route,
         task: Option<Arc<str>>,
     ) {
-        let answers = crate::mcp::translate::answered_method(msg.method_name());
+        let answers = crate::mcp::translate::answered(msg.method());
         if self.modern.is_some() {
             if let Some(t) = &task {
                 self.hosted().input_answered_soon(t);
@@ -98,7 +98,7 @@ impl Session {
         link: &Arc<Link>,
         upstream_id: &Id,
         task: Option<Arc<str>>,
-        answers: Option<&'static str>,
+        answers: Option<crate::jsonrpc::Method>,
     ) -> Option<Id> {
         let mut st = self.state.lock().unwrap();
         if st.server_requests.len() >= self.gateway.limits().max_in_flight {

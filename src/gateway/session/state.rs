@@ -19,7 +19,7 @@ pub(super) struct ServerRequest {
     /// The hosted task it was asked for, if any.
     pub(super) task: Option<Arc<str>>,
     /// Its method, if the version table rewrites its result (the client's answer).
-    pub(super) answers: Option<&'static str>,
+    pub(super) answers: Option<crate::jsonrpc::Method>,
 }
 
 #[derive(Default)]

@@ -73,7 +73,7 @@ impl Session {
             let Some(s) = me.upgrade() else { return };
             s.bridge_ended(&id);
             if let Ending::Answer(resp) = ending {
-                s.answer(id, resp, Some("tools/call"));
+                s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
             }
         });
     }
@@ -252,7 +252,7 @@ impl Session {
                 tokio::spawn(async move {
                     let resp = hosted.result(&task_id, me.clone(), &id).await;
                     if let Some(s) = me.upgrade() {
-                        s.answer(id, resp, Some("tools/call"));
+                        s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
                     }
                 });
             }

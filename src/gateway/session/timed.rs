@@ -5,7 +5,7 @@
 //! a response (cancelled, the session ended) is dropped uncounted.
 
 use crate::gateway::client::{ClientSink, Route};
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Message, Method};
 use crate::metrics::{UpstreamMetrics, method_index, outcome_index};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ impl TimedSink {
     }
 
     /// Client request `id`, of method `method`, arrived now.
-    pub(super) fn started(&self, id: &Id, method: &str) {
+    pub(super) fn started(&self, id: &Id, method: Method) {
         let mut started = self.started.lock().unwrap();
         if started.len() < self.max {
             started.insert(id.clone(), (method_index(method), Instant::now()));

@@ -47,7 +47,7 @@ impl Session {
     pub(super) fn upward_answer(
         &self,
         msg: Message,
-        answers: Option<&'static str>,
+        answers: Option<crate::jsonrpc::Method>,
         upstream_id: &Id,
     ) -> Option<Message> {
         let Some((client, upstream)) = self.versions() else { return Some(msg) };
@@ -76,7 +76,7 @@ impl Session {
     pub(super) fn downward(
         &self,
         msg: Message,
-        answers: Option<&'static str>,
+        answers: Option<crate::jsonrpc::Method>,
         versions: Option<(ProtocolVersion, ProtocolVersion)>,
     ) -> Option<Message> {
         let Some((client, upstream)) = versions else { return Some(msg) };

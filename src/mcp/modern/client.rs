@@ -114,12 +114,12 @@ impl ListenFilter {
     }
 
     /// Whether a notification from the upstream belongs on the stream.
-    pub fn carries(&self, method: &str, params: Option<&Value>) -> bool {
+    pub fn carries(&self, method: Method, params: Option<&Value>) -> bool {
         match method {
-            "notifications/tools/list_changed" => self.tools,
-            "notifications/prompts/list_changed" => self.prompts,
-            "notifications/resources/list_changed" => self.resources,
-            "notifications/resources/updated" => {
+            Method::ToolsListChanged => self.tools,
+            Method::PromptsListChanged => self.prompts,
+            Method::ResourcesListChanged => self.resources,
+            Method::ResourcesUpdated => {
                 let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
                 uri.is_some_and(|u| self.uris.iter().any(|s| s == u))
             }
@@ -133,7 +133,7 @@ pub fn acknowledged(granted: &ListenFilter, subscription: &Value) -> Value {
     let mut params = Map::new();
     params.insert("notifications".into(), granted.to_value());
     params.insert("_meta".into(), serde_json::json!({ super::key::SUBSCRIPTION_ID: subscription }));
-    serde_json::json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": params})
+    serde_json::json!({"jsonrpc": "2.0", "method": Method::SubscriptionsAcknowledged.as_str(), "params": params})
 }
 
 /// The answer that ends a `subscriptions/listen` stream on purpose (the server shuts down):
@@ -173,8 +173,13 @@ pub fn discover_result(initialize: &Value, keep_extensions: bool) -> Value {
 
 /// The results that are `CacheableResult`s in 2026-07-28 (`ttlMs` and `cacheScope`
 /// required), besides `server/discover`'s.
-const CACHEABLE: [&str; 5] =
-    ["tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"];
+const CACHEABLE: [Method; 5] = [
+    Method::ToolsList,
+    Method::PromptsList,
+    Method::ResourcesList,
+    Method::ResourcesTemplatesList,
+    Method::ResourcesRead,
+];
 
 /// A legacy server's error for a modern client: "resource not found" is -32602 in
 /// 2026-07-28 (it was -32002); every other passes as it is. `true` if it was rewritten.
@@ -194,7 +199,7 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// `resultType` set where absent, a cacheable result marked not to be cached (a legacy
 /// server says nothing of how long its lists hold, and another client's may differ), and
 /// `execution` gone from listed tools. Errors pass.
-pub fn for_modern(msg: &mut Value, answers: Option<&str>) {
+pub fn for_modern(msg: &mut Value, answers: Option<Method>) {
     let Some(result) = msg.get_mut("result") else { return };
     super::fill_result_type(result);
     if let Some(obj) = result.as_object_mut()
@@ -203,7 +208,7 @@ pub fn for_modern(msg: &mut Value, answers: Option<&str>) {
         obj.entry("ttlMs").or_insert(0.into());
         obj.entry("cacheScope").or_insert(super::CacheScope::Private.as_str().into());
     }
-    if answers == Some("tools/list")
+    if answers == Some(Method::ToolsList)
         && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
     {
         for t in tools.iter_mut().filter_map(Value::as_object_mut) {
@@ -290,16 +295,16 @@ mod tests {
     #[test]
     fn results_get_their_type_and_tools_lose_execution() {
         let mut m = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "execution": {"taskSupport": "optional"}}]}});
-        for_modern(&mut m, Some("tools/list"));
+        for_modern(&mut m, Some(Method::parse("tools/list")));
         assert_eq!(
             m["result"],
             json!({"tools": [{"name": "a"}], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
         );
         let mut call = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}});
-        for_modern(&mut call, Some("tools/call"));
+        for_modern(&mut call, Some(Method::parse("tools/call")));
         assert_eq!(call["result"], json!({"content": [], "resultType": "complete"}), "not cacheable");
         let mut typed = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required"}});
-        for_modern(&mut typed, Some("tools/call"));
+        for_modern(&mut typed, Some(Method::parse("tools/call")));
         assert_eq!(typed["result"]["resultType"], "input_required");
         let mut err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m"}});
         for_modern(&mut err, None);
@@ -366,11 +371,11 @@ mod tests {
         g.task_ids = vec!["t".into()];
         assert_eq!(g.to_value()["taskIds"], json!(["t"]));
         g.task_ids.clear();
-        assert!(g.carries("notifications/tools/list_changed", None));
-        assert!(!g.carries("notifications/prompts/list_changed", None), "not granted");
-        assert!(g.carries("notifications/resources/updated", Some(&json!({"uri": "demo://a"}))));
-        assert!(!g.carries("notifications/resources/updated", Some(&json!({"uri": "demo://b"}))));
-        assert!(!g.carries("notifications/progress", None));
+        assert!(g.carries(Method::parse("notifications/tools/list_changed"), None));
+        assert!(!g.carries(Method::parse("notifications/prompts/list_changed"), None), "not granted");
+        assert!(g.carries(Method::parse("notifications/resources/updated"), Some(&json!({"uri": "demo://a"}))));
+        assert!(!g.carries(Method::parse("notifications/resources/updated"), Some(&json!({"uri": "demo://b"}))));
+        assert!(!g.carries(Method::parse("notifications/progress"), None));
         for bad in [
             json!({}),
             json!({"notifications": []}),

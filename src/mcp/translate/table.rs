@@ -10,7 +10,7 @@
 //! A place that has no row is in every version. A row's `source` names the schema definition
 //! that shows it; the file is `schema/<since>/`.
 
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Method};
 use crate::mcp::ProtocolVersion::{self, V2025_03_26, V2025_06_18, V2025_11_25};
 use crate::mcp::tasks::RELATED_TASK;
 use std::fmt::Write;
@@ -94,9 +94,9 @@ pub enum Place<'a> {
     /// A content block type (its `type`).
     Block(&'a str),
     /// A request method.
-    Request(&'a str),
+    Request(Method),
     /// A notification method.
-    Notification(&'a str),
+    Notification(Method),
     /// A form of a field's value that older versions do not allow: the object, the field,
     /// and the form in words.
     Form(Shape, &'a str, &'a str),
@@ -191,7 +191,7 @@ pub const TABLE: &[Row] = &[
     row(V2025_06_18, Field(CompleteParams, "context"), Removed, "CompleteRequest.params.context"),
     row(V2025_06_18, Field(PromptReference, "title"), Removed, "PromptReference extends BaseMetadata"),
     row(V2025_06_18, Capability(ClientCapabilities, &["elicitation"]), Removed, "ClientCapabilities.elicitation"),
-    row(V2025_06_18, Request("elicitation/create"), Refused(METHOD_NOT_FOUND), "ElicitRequest"),
+    row(V2025_06_18, Request(Method::ElicitationCreate), Refused(METHOD_NOT_FOUND), "ElicitRequest"),
     // 2025-11-25 over 2025-06-18 (schema/2025-11-25/schema.ts). `icons` comes with Icons,
     // which Tool, Resource, ResourceTemplate, Prompt and Implementation extend.
     row(V2025_11_25, Field(Tool, "icons"), Removed, "Tool extends Icons"),
@@ -238,12 +238,12 @@ pub const TABLE: &[Row] = &[
     row(V2025_11_25, Field(ElicitParams, "task"), Removed, "ElicitRequestFormParams.task"),
     row(V2025_11_25, CREATED_TASK, Failed(INTERNAL_ERROR), "CreateTaskResult.task"),
     row(V2025_11_25, MetaKey(RELATED_TASK), Removed, "RelatedTaskMetadata"),
-    row(V2025_11_25, Request("tasks/get"), Refused(METHOD_NOT_FOUND), "GetTaskRequest"),
-    row(V2025_11_25, Request("tasks/result"), Refused(METHOD_NOT_FOUND), "GetTaskPayloadRequest"),
-    row(V2025_11_25, Request("tasks/list"), Refused(METHOD_NOT_FOUND), "ListTasksRequest"),
-    row(V2025_11_25, Request("tasks/cancel"), Refused(METHOD_NOT_FOUND), "CancelTaskRequest"),
-    row(V2025_11_25, Notification("notifications/tasks/status"), Dropped, "TaskStatusNotification"),
-    row(V2025_11_25, Notification("notifications/elicitation/complete"), Dropped, "ElicitationCompleteNotification"),
+    row(V2025_11_25, Request(Method::TasksGet), Refused(METHOD_NOT_FOUND), "GetTaskRequest"),
+    row(V2025_11_25, Request(Method::TasksResult), Refused(METHOD_NOT_FOUND), "GetTaskPayloadRequest"),
+    row(V2025_11_25, Request(Method::TasksList), Refused(METHOD_NOT_FOUND), "ListTasksRequest"),
+    row(V2025_11_25, Request(Method::TasksCancel), Refused(METHOD_NOT_FOUND), "CancelTaskRequest"),
+    row(V2025_11_25, Notification(Method::TaskStatus), Dropped, "TaskStatusNotification"),
+    row(V2025_11_25, Notification(Method::ElicitationComplete), Dropped, "ElicitationCompleteNotification"),
     row(V2025_11_25, CANCEL_WITHOUT_REQUEST_ID, Dropped, "CancelledNotificationParams.requestId?"),
     row(V2025_11_25, SAMPLING_TOOLS, Refused(INVALID_PARAMS), "CreateMessageRequestParams.tools"),
     row(V2025_11_25, SAMPLING_TOOL_CHOICE, Refused(INVALID_PARAMS), "CreateMessageRequestParams.toolChoice"),

@@ -124,8 +124,8 @@ fn versions_match_the_schemas() {
         Block("image"),
         Block("resource"),
         Capability(Shape::ClientCapabilities, &["sampling"]),
-        Request("sampling/createMessage"),
-        Request("completion/complete"),
+        Request(Method::SamplingCreateMessage),
+        Request(Method::CompletionComplete),
     ] {
         assert_eq!(table::since(p), None, "{p:?}");
     }

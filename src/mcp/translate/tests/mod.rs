@@ -5,7 +5,7 @@
 
 use super::table::{self, Older, Place, Shape, TABLE};
 use super::*;
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Method};
 use crate::mcp::ProtocolVersion::{V2024_11_05, V2025_03_26, V2025_06_18, V2025_11_25};
 use serde_json::{Value, json};
 
@@ -29,7 +29,7 @@ fn resp(result: Value) -> Value {
 
 fn down(msg: &Value, method: Option<&str>, to: ProtocolVersion) -> (Value, Verdict) {
     let mut m = msg.clone();
-    let v = translate(&mut m, method, LATEST, to);
+    let v = translate(&mut m, method.map(Method::parse), LATEST, to);
     (m, v)
 }
 
@@ -227,14 +227,14 @@ fn case(place: Place<'static>) -> Case {
             }
         }
         Place::Request(m) => {
-            let params = if m == "elicitation/create" {
+            let params = if m == Method::ElicitationCreate {
                 json!({"message": "m", "requestedSchema": {"type": "object", "properties": {}}})
             } else {
                 json!({"taskId": "t"})
             };
-            c(req(m, params), None, "", "")
+            c(req(m.as_str(), params), None, "", "")
         }
-        Place::Notification(m) => c(note(m, json!({"taskId": "t", "elicitationId": "e"})), None, "", ""),
+        Place::Notification(m) => c(note(m.as_str(), json!({"taskId": "t", "elicitationId": "e"})), None, "", ""),
         Place::MetaKey(k) => c(
             resp(json!({"content": [], "_meta": {k: {"taskId": "t"}, "other": 1}})),
             Some("tools/call"),
@@ -389,7 +389,7 @@ fn upgrading_and_same_version_are_identity() {
         for to in ProtocolVersion::ALL.into_iter().filter(|&to| to >= from) {
             for (msg, method) in shaped_for(from) {
                 let mut m = msg.clone();
-                assert_eq!(translate(&mut m, method, from, to), Verdict::Deliver { edited: false });
+                assert_eq!(translate(&mut m, method.map(Method::parse), from, to), Verdict::Deliver { edited: false });
                 assert_eq!(m, msg, "{from} → {to}");
             }
         }
