@@ -9,11 +9,13 @@
 //! - `mcp`: protocol versions and what each defines;
 //! - `transport`: bytes to and from upstreams (stdio children, the HTTP client, SSE);
 //! - [`jsonrpc`]: the envelope;
-//! - `config`, `random`, `metrics` and `warn_limit`, which any layer may use.
+//! - `clock` (every timer and the wall-clock time), `config`, `random`, `metrics` and
+//!   `warn_limit`, which any layer may use.
 //!
 //! What is exported is what the binary, the tests, the benchmarks, the examples and the
 //! fuzz targets use; everything else is private to the crate.
 
+mod clock;
 mod config;
 mod demo;
 mod downstream;

@@ -39,7 +39,7 @@ impl Principal {
 
     /// When a stream this principal opens must end, as a tokio deadline.
     pub fn stream_deadline(&self) -> Option<tokio::time::Instant> {
-        let left = self.expires?.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        let left = self.expires?.duration_since(crate::clock::wall_now()).unwrap_or_default();
         tokio::time::Instant::now().checked_add(left)
     }
 }

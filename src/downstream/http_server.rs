@@ -6,6 +6,7 @@
 //! `/readyz`, `/metrics`) to [`ops`](crate::downstream::ops), before either, and the task
 //! page's (`/tasks`) to `task_page`.
 
+use crate::clock::Deadlines;
 use crate::config::UpstreamConfig;
 use crate::downstream::auth::authorization;
 use crate::downstream::auth::{Auth, Principal};
@@ -18,7 +19,6 @@ use crate::downstream::legacy_sse::Legacy;
 use crate::downstream::streams::Streams;
 use crate::downstream::{http_batch, http_modern};
 use crate::gateway::Gateway;
-use crate::gateway::deadline::Deadlines;
 use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};

@@ -10,7 +10,6 @@
 //! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
 
 pub mod client;
-pub mod deadline;
 pub mod eras;
 pub mod link;
 pub mod progress;

@@ -121,6 +121,25 @@ impl ProgressToken {
     }
 }
 
+/// An order of tokens (numbers first, then strings, each by their text), for a token kept
+/// in an ordered index such as the progress states' retentions.
+impl Ord for ProgressToken {
+    fn cmp(&self, other: &ProgressToken) -> std::cmp::Ordering {
+        match (self, other) {
+            (ProgressToken::Num(a), ProgressToken::Num(b)) => a.to_string().cmp(&b.to_string()),
+            (ProgressToken::Str(a), ProgressToken::Str(b)) => a.cmp(b),
+            (ProgressToken::Num(_), ProgressToken::Str(_)) => std::cmp::Ordering::Less,
+            (ProgressToken::Str(_), ProgressToken::Num(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+impl PartialOrd for ProgressToken {
+    fn partial_cmp(&self, other: &ProgressToken) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl fmt::Display for ProgressToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

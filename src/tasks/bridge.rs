@@ -12,7 +12,7 @@
 //! progress stay plain timers in that `select!`: they are schedules, not timeouts (nothing
 //! pushes them back, and nothing fails when they pass).
 
-use crate::gateway::deadline::{Deadlines, Expiry};
+use crate::clock::{Deadlines, Expiry};
 use crate::gateway::link::{ClientRef, Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;

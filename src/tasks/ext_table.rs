@@ -30,8 +30,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis()
-        as u64
+    crate::clock::wall_now().duration_since(std::time::SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64
 }
 
 /// The cursor prefix of this table's `tasks/list` pages.

@@ -189,7 +189,8 @@ impl FileStore {
         let lock = lock_dir(dir)?;
         let path = dir.join(DB_FILE);
         let mem = MemoryStore::new(max_tasks, max_bytes);
-        let opening::Opened { db, restored, sessions, eras, fixes } = opening::open(&path, &mem, SystemTime::now())?;
+        let opening::Opened { db, restored, sessions, eras, fixes } =
+            opening::open(&path, &mem, crate::clock::wall_now())?;
         let mut pending = Pending::default();
         pending.add(fixes);
         pending.commit(&db, &path).map_err(backend)?;
@@ -250,7 +251,7 @@ impl FileStore {
     /// made): gone from memory at once, and from the disk with the next commit.
     fn unmake(&self, id: &str) {
         let mut q = self.writer.lock().unwrap();
-        let now = SystemTime::now();
+        let now = crate::clock::wall_now();
         self.mem.update(id, &mut |r| {
             r.status = TaskStatus::Failed;
             r.ttl = Duration::ZERO;
@@ -376,16 +377,6 @@ impl TaskStore for FileStore {
 
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(std::future::ready(Ok(self.mem.watch(id))))
-    }
-
-    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        let mut q = self.writer.lock().unwrap();
-        let gone = self.mem.remove_expired(now);
-        if !gone.is_empty() {
-            gone.iter().for_each(|r| _ = q.ends.remove(&r.id));
-            q.send(gone.iter().map(|r| Op::Delete(r.id.clone())).collect(), Due::Lazy);
-        }
-        Box::pin(std::future::ready(gone))
     }
 
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {

@@ -15,9 +15,9 @@
 //! is relayed (so an answer cannot overtake it), and progress never reaches the store: its
 //! message is laid over the stored record while the task runs ([`Hosted::live`]).
 
+use crate::clock::Deadlines;
 use crate::config::{TasksConfig, UpstreamTasks};
 use crate::gateway::client::{ClientSession, Route};
-use crate::gateway::deadline::Deadlines;
 use crate::gateway::link::{CloseReason, Link};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
@@ -207,7 +207,7 @@ impl Hosted {
         tokio::spawn(async move {
             while let Some((id, _)) = expiry.expired().await {
                 let Some(h) = me.upgrade() else { return };
-                match h.store.remove_if_expired(&id, SystemTime::now()).await {
+                match h.store.remove_if_expired(&id, crate::clock::wall_now()).await {
                     Some(rec) => tracing::debug!(task = %rec.id, "task expired"),
                     None => {
                         match h.store.get(&id).await {
@@ -231,7 +231,7 @@ impl Hosted {
         if !rec.status.is_terminal() {
             return;
         }
-        let left = rec.expires_at().duration_since(SystemTime::now()).unwrap_or_default();
+        let left = rec.expires_at().duration_since(crate::clock::wall_now()).unwrap_or_default();
         let now = tokio::time::Instant::now();
         self.expiry.insert_until(rec.id.as_str().into(), now.checked_add(left).unwrap_or(now));
     }
@@ -458,7 +458,7 @@ impl Hosted {
                 if !r.status.is_terminal() {
                     r.status = TaskStatus::Cancelled;
                     r.status_message = Some(message.into());
-                    r.last_updated_at = SystemTime::now();
+                    r.last_updated_at = crate::clock::wall_now();
                 }
             })
             .await;

@@ -180,20 +180,6 @@ impl MemoryStore {
         })
     }
 
-    pub fn remove_expired(&self, now: SystemTime) -> Vec<TaskRecord> {
-        let mut st = self.inner.lock().unwrap();
-        let expired: Vec<String> =
-            st.finished.iter().filter(|(_, e)| e.rec.expires_at() <= now).map(|(k, _)| k.clone()).collect();
-        let mut out = Vec::new();
-        for id in expired {
-            if let Some(e) = st.finished.pop(&id) {
-                st.release(&e.rec);
-                out.push(e.rec);
-            }
-        }
-        out
-    }
-
     pub fn remove_if_expired(&self, id: &str, now: SystemTime) -> Option<TaskRecord> {
         let mut st = self.inner.lock().unwrap();
         if st.finished.peek(id)?.rec.expires_at() > now {
@@ -241,9 +227,6 @@ impl TaskStore for MemoryStore {
     }
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(std::future::ready(Ok(MemoryStore::watch(self, id))))
-    }
-    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        Box::pin(std::future::ready(MemoryStore::remove_expired(self, now)))
     }
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
         Box::pin(std::future::ready(MemoryStore::remove_if_expired(self, id, now)))

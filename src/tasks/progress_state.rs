@@ -7,14 +7,18 @@
 //! ended starts over. Bounded: states per owner and in all by the task store's counts, kept
 //! results by its bytes. An ended state is forgotten when its retention passes, or earlier,
 //! oldest first, to make room; an open one never is (a new token then goes untracked).
+//! Retentions are timed by the clock's [`Deadlines`]: a task removes each ended state when
+//! its retention passes, instead of sweeping on every access.
 
+use crate::clock::{Deadlines, wall_now};
 use crate::jsonrpc::{ProgressToken, RpcError};
 use crate::tasks::store::rfc3339;
 use lru::LruCache;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
 
 /// A request's state as the proposal names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +81,7 @@ impl Entry {
             progress: None,
             total: None,
             message: None,
-            updated: SystemTime::now(),
+            updated: wall_now(),
             requests: 1,
             inputs: 0,
             result: None,
@@ -147,21 +151,6 @@ impl Inner {
             None => false,
         }
     }
-
-    /// Forgets ended states whose retention has passed, oldest first.
-    fn sweep(&mut self, now: Instant) {
-        while let Some(((owner, token), ())) = self.ended().peek_lru().map(|(k, v)| (k.clone(), *v)) {
-            let expired = self
-                .by_owner
-                .get(&owner)
-                .and_then(|s| s.get(&token))
-                .is_none_or(|e| e.expires.is_some_and(|t| t <= now));
-            if !expired {
-                break;
-            }
-            self.remove(&owner, &token);
-        }
-    }
 }
 
 /// The limits of the store (from `[tasks]`; per owner, the upstream's `max_tasks_per_owner`).
@@ -173,13 +162,22 @@ pub struct Limits {
 }
 
 pub struct ProgressStates {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
+    /// When each ended state's retention passes.
+    retention: Arc<Deadlines<Key>>,
     limits: Limits,
 }
 
 impl ProgressStates {
+    /// Ended states are removed when their retention passes by a task on the current
+    /// runtime; without one (a unit test), a state past its retention is only refused.
     pub fn new(limits: Limits) -> ProgressStates {
-        ProgressStates { inner: Mutex::new(Inner::default()), limits }
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let retention = Arc::new(Deadlines::new(Duration::MAX, Duration::MAX));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(forget_when_due(Arc::downgrade(&inner), retention.clone()));
+        }
+        ProgressStates { inner, retention, limits }
     }
 
     /// A request under `token` starts: it continues the token's open state, or starts a new
@@ -187,7 +185,6 @@ impl ProgressStates {
     /// at most `per_owner` states.
     pub fn begin(&self, owner: &Arc<str>, token: &ProgressToken, per_owner: usize) -> bool {
         let mut inner = self.inner.lock().unwrap();
-        inner.sweep(Instant::now());
         let now = Instant::now();
         let continues = inner
             .by_owner
@@ -200,7 +197,7 @@ impl ProgressStates {
             if e.inputs == 0 {
                 e.state = State::Working;
             }
-            e.updated = SystemTime::now();
+            e.updated = wall_now();
             inner.ended().pop(&(owner.clone(), token.clone()));
             return true;
         }
@@ -237,7 +234,7 @@ impl ProgressStates {
         if let Some(m) = progress.get("message").and_then(Value::as_str) {
             e.message = Some(m.to_string());
         }
-        e.updated = SystemTime::now();
+        e.updated = wall_now();
     }
 
     /// The upstream asked the client something for the token's request.
@@ -248,7 +245,7 @@ impl ProgressStates {
         {
             e.inputs += 1;
             e.state = State::InputRequired;
-            e.updated = SystemTime::now();
+            e.updated = wall_now();
         }
     }
 
@@ -261,7 +258,7 @@ impl ProgressStates {
             e.inputs -= 1;
             if e.inputs == 0 && e.state == State::InputRequired {
                 e.state = State::Working;
-                e.updated = SystemTime::now();
+                e.updated = wall_now();
             }
         }
     }
@@ -298,12 +295,15 @@ impl ProgressStates {
                 e.state = said.unwrap_or(State::Completed);
             }
         }
-        e.updated = SystemTime::now();
+        e.updated = wall_now();
         let after = e.bytes();
         let ends = e.requests == 0;
         if ends {
             e.inputs = 0;
-            e.expires = Some(Instant::now() + retention);
+            let end = Instant::now();
+            let end = end.checked_add(retention).unwrap_or(end);
+            e.expires = Some(end);
+            self.retention.insert_until((owner.clone(), token.clone()), end);
         }
         let meta = e.meta(token);
         inner.bytes = inner.bytes - before + after;
@@ -317,8 +317,7 @@ impl ProgressStates {
     /// `_meta.progress`, or the error the request ended with under `error`.
     pub fn get(&self, owner: &Arc<str>, token: &ProgressToken) -> Result<Value, RpcError> {
         let mut inner = self.inner.lock().unwrap();
-        inner.sweep(Instant::now());
-        // Retention differs between upstreams: the sweep may stop before this one.
+        // Past its retention, whether or not the task removing it has run yet.
         let now = Instant::now();
         if inner.by_owner.get(owner).and_then(|s| s.get(token)).is_some_and(|e| e.expires.is_some_and(|t| t <= now)) {
             inner.remove(owner, token);
@@ -360,6 +359,25 @@ impl ProgressStates {
     pub fn usage(&self) -> (usize, usize) {
         let inner = self.inner.lock().unwrap();
         (inner.count, inner.bytes)
+    }
+}
+
+/// Removes each ended state whose retention has passed, until the states are dropped.
+async fn forget_when_due(inner: Weak<Mutex<Inner>>, retention: Arc<Deadlines<Key>>) {
+    while let Some(((owner, token), _)) = retention.expired().await {
+        let Some(inner) = inner.upgrade() else { return };
+        let mut inner = inner.lock().unwrap();
+        // A state that began again since, or ended again later, is not this retention's.
+        let now = Instant::now();
+        if inner.by_owner.get(&owner).and_then(|s| s.get(&token)).is_some_and(|e| e.expires.is_some_and(|t| t <= now)) {
+            inner.remove(&owner, &token);
+        }
+    }
+}
+
+impl Drop for ProgressStates {
+    fn drop(&mut self) {
+        self.retention.close();
     }
 }
 
@@ -488,5 +506,19 @@ mod tests {
         assert_eq!(s.usage().1, 0);
         s.drop_owner(&o);
         assert_eq!(s.usage(), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ended_state_is_removed_when_its_retention_passes_without_being_asked_for() {
+        let s = store(10, 10);
+        let o: Arc<str> = "a".into();
+        s.begin(&o, &tok("t"));
+        s.ended(&o, &tok("t"), &json!({"result": {"n": 1}}), KEEP);
+        tokio::time::advance(KEEP - Duration::from_secs(1)).await;
+        assert_eq!(s.get(&o, &tok("t")).unwrap()["n"], 1, "kept within its retention");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // The removing task runs at the retention's end: nothing asked for the state.
+        tokio::task::yield_now().await;
+        assert_eq!(s.usage(), (0, 0), "removed at the end of its retention");
     }
 }

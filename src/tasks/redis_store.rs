@@ -161,7 +161,7 @@ impl RedisStore {
             let mut up_for = Duration::ZERO;
             loop {
                 tokio::time::sleep(timing.sweep_every).await;
-                core.sweeper().remove(SystemTime::now(), None).await;
+                core.sweeper().remove(crate::clock::wall_now(), None).await;
                 let beat = core.heartbeat().await;
                 *core.unreachable.lock().unwrap() = beat.as_ref().err().map(ToString::to_string);
                 up_for = match beat {
@@ -229,7 +229,7 @@ impl Core {
             if live {
                 continue;
             }
-            let now = SystemTime::now();
+            let now = crate::clock::wall_now();
             let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": ORPHANED}});
             let err: Arc<str> = err.to_string().into();
             let res = self
@@ -445,10 +445,6 @@ impl TaskStore for RedisStore {
     }
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         Box::pin(self.do_watch(id))
-    }
-    /// A failure removes nothing (logged); the next sweep tries again.
-    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        Box::pin(async move { self.sweeper().remove(now, None).await })
     }
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
         Box::pin(async move { self.sweeper().remove(now, Some(id)).await.pop() })

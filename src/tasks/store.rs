@@ -57,7 +57,7 @@ impl TaskRecord {
         ttl: Duration,
         poll_interval: Duration,
     ) -> TaskRecord {
-        let now = SystemTime::now();
+        let now = crate::clock::wall_now();
         TaskRecord {
             id,
             owner,
@@ -242,9 +242,9 @@ pub trait TaskStore: Send + Sync {
     /// A receiver that sees each status change (made by any process sharing the store);
     /// closed when the task is removed.
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>>;
-    /// Removes finished tasks whose ttl has passed; returns them.
-    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>>;
-    /// Removes task `id` if it is finished and its ttl has passed.
+    /// Removes task `id` if it is finished and its ttl has passed. Stores do not sweep: the
+    /// hosted tasks' clock ([`Deadlines`](crate::clock::Deadlines)) calls this when each
+    /// finished task's retention ends.
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>>;
     /// The highest `seq` handed out so far.
     fn last_seq(&self) -> StoreFuture<'_, u64>;

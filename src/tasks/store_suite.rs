@@ -9,7 +9,7 @@
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::file_store::{FileStore, RESTARTED};
 use crate::tasks::store::{RECORD_OVERHEAD, SessionRecord, StoreError, TaskRecord, TaskStore};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 fn rec(id: &str, owner: &str) -> TaskRecord {
     TaskRecord::new(id.into(), owner.into(), owner.into(), "up".into(), Duration::from_secs(60), Duration::from_secs(1))
@@ -26,8 +26,9 @@ async fn a_full_store_refuses_and_evicts_nothing(s: &dyn TaskStore) {
     finish(s, "a").await;
     assert_eq!(s.insert(rec("c", "o"), 10).await.unwrap_err(), StoreError::Full { limit: 2 }, "finished are kept");
     assert!(s.get("a").await.unwrap().is_some() && s.get("b").await.unwrap().is_some());
-    let later = SystemTime::now() + Duration::from_secs(120);
-    assert_eq!(s.remove_expired(later).await.len(), 1, "only the finished one");
+    let later = crate::clock::wall_now() + Duration::from_secs(120);
+    assert!(s.remove_if_expired("b", later).await.is_none(), "only the finished one");
+    assert!(s.remove_if_expired("a", later).await.is_some());
     s.insert(rec("c", "o"), 10).await.unwrap();
 }
 
@@ -69,7 +70,7 @@ async fn whole_records_are_counted_in_bytes(s: &dyn TaskStore) {
         s.insert(rec("c", "o"), 10).await.unwrap_err(),
         StoreError::BytesFull { limit: 2 * RECORD_OVERHEAD + 100 }
     );
-    s.remove_expired(SystemTime::now() + Duration::from_secs(120)).await;
+    s.remove_if_expired("a", crate::clock::wall_now() + Duration::from_secs(120)).await.unwrap();
     assert_eq!(s.stored_bytes().await, base, "the removed task gave back all it counted");
     s.insert(rec("c", "o"), 10).await.unwrap();
 }
@@ -117,8 +118,9 @@ async fn listing_all_spans_owners_keeps_the_tool_and_drops_removed_tasks(s: &dyn
     assert_eq!(page[2].tool.as_deref(), Some("tool1"), "the tool is stored with the task");
     assert_eq!(page[1].tool, None);
     finish(s, "a1").await;
-    let later = SystemTime::now() + Duration::from_secs(120);
-    assert_eq!(s.remove_expired(later).await.len(), 1);
+    let later = crate::clock::wall_now() + Duration::from_secs(120);
+    assert!(s.remove_if_expired("a1", later).await.is_some());
+    assert!(s.remove_if_expired("a2", later).await.is_none(), "a running one stays");
     let (page, more) = s.list_all(page[1].seq, 10).await.unwrap();
     assert_eq!(
         page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
@@ -133,15 +135,14 @@ async fn expiry_removes_finished_tasks_only_and_closes_waiters(s: &dyn TaskStore
     let mut r = rec("a", "o");
     r.ttl = Duration::from_millis(1);
     s.insert(r, 10).await.unwrap();
-    let later = SystemTime::now() + Duration::from_secs(5);
-    assert!(s.remove_expired(later).await.is_empty(), "a running task outlives its ttl");
-    assert!(s.remove_if_expired("a", later).await.is_none());
+    let later = crate::clock::wall_now() + Duration::from_secs(5);
+    assert!(s.remove_if_expired("a", later).await.is_none(), "a running task outlives its ttl");
     let w = s.watch("a").await.unwrap().unwrap();
     finish(s, "a").await;
     assert_eq!(s.remove_if_expired("a", later).await.map(|r| r.id), Some("a".to_string()));
     assert!(s.get("a").await.unwrap().is_none());
     assert!(w.has_changed().is_err(), "the sender is gone");
-    assert!(s.remove_expired(later).await.is_empty());
+    assert!(s.remove_if_expired("a", later).await.is_none());
 }
 
 async fn unknown_tasks_are_none(s: &dyn TaskStore) {

@@ -1,26 +1,26 @@
-//! A coarse clock for the inline budget (see [`inline`](crate::transport::inline)): one
-//! thread that, every few milliseconds while requests run inline, wakes those whose budget has
-//! passed. A tokio timer per request would do, but arming one that is due before every other
-//! makes the runtime wake its I/O driver (a system call per request); this thread costs a
-//! sleep per tick, shared by every request in that tick, and sleeps for good when idle.
+//! The inline budget's timer (see [`inline`](crate::transport::inline)): one [`Deadlines`]
+//! per runtime, awaited by one task that wakes the requests whose budget has passed. A tokio
+//! timer per request would do, but arming one that is due before every other makes the
+//! runtime wake its I/O driver (a system call per request); here a request arms nothing
+//! while the waiting task already looks at an earlier budget, so calls that follow one
+//! another cost one wake-up per budget, shared, and none while no request runs.
 
+use crate::clock::Deadlines;
 use futures_util::task::AtomicWaker;
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::runtime::{Handle, Id};
 
-/// How often the clock looks at the requests it watches.
-const TICK: Duration = Duration::from_millis(5);
-
-/// Ticks without a request to watch before the thread sleeps until the next one.
-const IDLE_TICKS: u32 = 200;
-
-/// One watched request: its deadline, and whether it has passed.
+/// One watched request: whether its budget has passed, and whom to tell.
 pub(crate) struct Ticket {
-    deadline: Instant,
     expired: AtomicBool,
     waker: AtomicWaker,
+    /// The runtime's budgets, which it is watched by.
+    by: Arc<Deadlines<Key>>,
 }
 
 impl Ticket {
@@ -31,78 +31,101 @@ impl Ticket {
     }
 }
 
-#[derive(Default)]
-struct Clock {
-    state: Mutex<State>,
-    wake: Condvar,
+/// A ticket as a key of the deadlines: itself, compared by address.
+#[derive(Clone)]
+pub(crate) struct Key(Arc<Ticket>);
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Key {}
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        Arc::as_ptr(&self.0).cmp(&Arc::as_ptr(&other.0))
+    }
+}
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        Arc::as_ptr(&self.0).hash(h)
+    }
 }
 
-#[derive(Default)]
-struct State {
-    watched: Vec<Arc<Ticket>>,
-    asleep: bool,
+thread_local! {
+    /// This thread's last runtime and its budgets: looked up once per thread and runtime.
+    static LOCAL: RefCell<Option<(Id, Arc<Deadlines<Key>>)>> = const { RefCell::new(None) };
 }
 
-fn clock() -> &'static Clock {
-    static CLOCK: OnceLock<&'static Clock> = OnceLock::new();
-    CLOCK.get_or_init(|| {
-        let clock: &'static Clock = Box::leak(Box::default());
-        std::thread::Builder::new()
-            .name("taskgate-budget".into())
-            .spawn(move || run(clock))
-            .expect("a thread for the inline budget");
-        clock
+/// The current runtime's budgets, and the task that wakes them started with them.
+fn budgets() -> Arc<Deadlines<Key>> {
+    let rt = Handle::current();
+    let id = rt.id();
+    LOCAL.with_borrow_mut(|local| match local {
+        Some((at, d)) if *at == id => d.clone(),
+        _ => {
+            let d = shared(&rt);
+            *local = Some((id, d.clone()));
+            d
+        }
     })
+}
+
+/// The runtime's budgets, made once per runtime whichever thread asks first.
+fn shared(rt: &Handle) -> Arc<Deadlines<Key>> {
+    static ALL: Mutex<Vec<(Id, std::sync::Weak<Deadlines<Key>>)>> = Mutex::new(Vec::new());
+    let mut all = ALL.lock().unwrap();
+    all.retain(|(_, d)| d.strong_count() > 0);
+    if let Some(d) = all.iter().find(|(id, _)| *id == rt.id()).and_then(|(_, d)| d.upgrade()) {
+        return d;
+    }
+    let d = Arc::new(Deadlines::new(Duration::MAX, Duration::MAX));
+    all.push((rt.id(), Arc::downgrade(&d)));
+    // The task holds the budgets: they live as long as the runtime runs it.
+    let mine = d.clone();
+    rt.spawn(async move {
+        while let Some((Key(t), _)) = mine.expired().await {
+            t.expired.store(true, Ordering::Release);
+            t.waker.wake();
+        }
+    });
+    d
 }
 
 /// Watches a request whose budget ends `budget` from now, until [`unwatch`].
 pub(crate) fn watch(budget: Duration) -> Arc<Ticket> {
-    let ticket = Arc::new(Ticket {
-        deadline: Instant::now() + budget,
-        expired: AtomicBool::new(false),
-        waker: AtomicWaker::new(),
-    });
-    let clock = clock();
-    let mut st = clock.state.lock().unwrap();
-    st.watched.push(ticket.clone());
-    if std::mem::take(&mut st.asleep) {
-        clock.wake.notify_one();
-    }
+    let by = budgets();
+    let ticket = Arc::new(Ticket { expired: AtomicBool::new(false), waker: AtomicWaker::new(), by: by.clone() });
+    let now = tokio::time::Instant::now();
+    by.insert_until(Key(ticket.clone()), now.checked_add(budget).unwrap_or(now));
     ticket
 }
 
 pub(crate) fn unwatch(ticket: &Arc<Ticket>) {
-    let mut st = clock().state.lock().unwrap();
-    if let Some(i) = st.watched.iter().rposition(|t| Arc::ptr_eq(t, ticket)) {
-        st.watched.swap_remove(i);
-    }
+    ticket.by.remove(&Key(ticket.clone()));
 }
 
-fn run(clock: &'static Clock) {
-    let mut idle = 0u32;
-    loop {
-        std::thread::sleep(TICK);
-        let now = Instant::now();
-        let mut due = Vec::new();
-        clock.state.lock().unwrap().watched.retain(|t| {
-            let keep = t.deadline > now;
-            if !keep {
-                due.push(t.clone());
-            }
-            keep
-        });
-        for t in due {
-            t.expired.store(true, Ordering::Release);
-            t.waker.wake();
-        }
-        let mut st = clock.state.lock().unwrap();
-        idle = if st.watched.is_empty() { idle + 1 } else { 0 };
-        if idle >= IDLE_TICKS {
-            st.asleep = true;
-            while st.asleep {
-                st = clock.wake.wait(st).unwrap();
-            }
-            idle = 0;
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::task::Poll;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_passes_on_tokio_clock_and_an_unwatched_one_never_does() {
+        let start = tokio::time::Instant::now();
+        let short = watch(Duration::from_millis(5));
+        let gone = watch(Duration::from_millis(1));
+        unwatch(&gone);
+        poll_fn(|cx| if short.expired(cx.waker()) { Poll::Ready(()) } else { Poll::Pending }).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(5), "woken when the budget passed, on paused time");
+        assert!(!gone.expired.load(Ordering::Acquire), "an unwatched request is not woken");
+        unwatch(&short);
+        assert!(Arc::ptr_eq(&budgets(), &short.by), "one set of budgets per runtime");
     }
 }

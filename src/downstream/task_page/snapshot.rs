@@ -9,7 +9,6 @@ use crate::tasks::record_fields::ms;
 use crate::tasks::store::TaskRecord;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// Who watches, and so which tasks they see.
 #[derive(Clone, Debug)]
@@ -116,7 +115,7 @@ pub(crate) fn rows_text(viewer: &Viewer, rows: &[Overview], max_bytes: usize) ->
 pub(crate) fn snapshot(viewer: &Viewer, rows_text: &str, truncated: bool) -> String {
     format!(
         "{{\"sentAt\":{},\"viewer\":{},\"truncated\":{truncated},\"tasks\":{rows_text}}}",
-        ms(SystemTime::now()),
+        ms(crate::clock::wall_now()),
         viewer.to_json()
     )
 }

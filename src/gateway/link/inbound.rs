@@ -4,7 +4,7 @@
 
 use super::error::{CloseReason, LinkError, Timeout};
 use super::types::*;
-use crate::gateway::deadline::{Deadlines, Expiry};
+use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError};
 use crate::transport::{self, InboundSink};
 use serde_json::{Value, json};

@@ -4,8 +4,8 @@
 
 use super::error::{CloseReason, LinkError};
 use super::types::*;
+use crate::clock::Deadlines;
 use crate::config::UpstreamConfig;
-use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::{ProgressGate, Verdict};
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};

@@ -6,8 +6,8 @@
 //! (where server messages and progress go) and `share` (what a shared link adds).
 
 use super::error::CloseReason;
+use crate::clock::Deadlines;
 use crate::config::ServerConfig;
-use crate::gateway::deadline::Deadlines;
 use crate::gateway::progress::ProgressGate;
 use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{Id, Message, ProgressToken, TaskId};

@@ -189,7 +189,7 @@ impl Session {
                     return Err(e);
                 }
                 let resp = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await?;
-                let now = crate::tasks::store::rfc3339(std::time::SystemTime::now());
+                let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now)
                     .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
                 if let Value::Object(t) = &cancelled {
@@ -364,7 +364,7 @@ impl Session {
             Err(_) => {
                 let why = resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("an error").to_string();
                 let _ = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await;
-                let now = crate::tasks::store::rfc3339(std::time::SystemTime::now());
+                let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let mut st = self.state.lock().unwrap();
                 let mut t = st.ext.table.snapshot(task_id).cloned().unwrap_or_default();
                 t.insert("status".into(), "cancelled".into());

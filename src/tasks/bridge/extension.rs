@@ -24,7 +24,7 @@
 //! as for the core bridge; each upstream request is bounded by `request_timeout`.
 
 use super::{MAX_POLL, MIN_POLL, StatusTracker, follow_subscribed};
-use crate::gateway::deadline::{Deadlines, Expiry};
+use crate::clock::{Deadlines, Expiry};
 use crate::gateway::link::{ClientRef, Link};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;

@@ -12,7 +12,6 @@ use crate::tasks::store::{Edit, TaskRecord};
 use crate::tasks::text_bounds::bounded;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 impl Hosted {
     /// The background call ended with `msg` (the upstream's answer, or the link's error):
@@ -46,7 +45,7 @@ impl Hosted {
             }
             None => (TaskStatus::Completed, None),
         };
-        let end = End { status, message, outcome: text.into(), at: SystemTime::now() };
+        let end = End { status, message, outcome: text.into(), at: crate::clock::wall_now() };
         let (rec, unstored) = match self.store.update(task_id, &mut |r| end.apply(r)).await {
             Ok(rec) => (rec, None),
             Err(e) => {
@@ -135,7 +134,7 @@ impl TaskCalls for Hosted {
                 *text = Value::String(bounded(long, self.max_message_bytes).into_owned());
             }
             if let Some(text) = text.as_str() {
-                r.progress = Some((text.to_string(), SystemTime::now()));
+                r.progress = Some((text.to_string(), crate::clock::wall_now()));
             }
         }
         // On the stream of a `tasks/result` the creator has pending, else the creator's own.

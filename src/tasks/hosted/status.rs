@@ -9,7 +9,6 @@ use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use serde_json::Value;
 use std::sync::{Arc, Weak};
-use std::time::SystemTime;
 
 impl Hosted {
     /// The upstream asked the client something for the task, outside the hosted call (a
@@ -70,7 +69,7 @@ impl Hosted {
             .update(task_id, &mut |r| {
                 if r.status == from {
                     r.status = to;
-                    r.last_updated_at = SystemTime::now();
+                    r.last_updated_at = crate::clock::wall_now();
                     changed = true;
                 }
             })

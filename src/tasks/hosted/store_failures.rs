@@ -44,9 +44,6 @@ impl TaskStore for Failing {
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
         TaskStore::watch(&self.mem, id)
     }
-    fn remove_expired(&self, now: SystemTime) -> StoreFuture<'_, Vec<TaskRecord>> {
-        TaskStore::remove_expired(&self.mem, now)
-    }
     fn remove_if_expired<'a>(&'a self, id: &'a str, now: SystemTime) -> StoreFuture<'a, Option<TaskRecord>> {
         TaskStore::remove_if_expired(&self.mem, id, now)
     }

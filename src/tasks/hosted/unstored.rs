@@ -15,7 +15,7 @@ use crate::jsonrpc::{self, RpcError};
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// The first wait before an end the store refused is written again.
@@ -97,7 +97,7 @@ async fn rewrite(me: Weak<Hosted>) {
         };
         // Updated as it is stored: its retention's grace (and lastUpdatedAt) counts from
         // when it can be seen.
-        end.at = SystemTime::now();
+        end.at = crate::clock::wall_now();
         match h.store.update(&id, &mut |r| end.apply(r)).await {
             Ok(rec) => {
                 let kept = {

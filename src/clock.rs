@@ -1,13 +1,22 @@
-//! One timeout mechanism: entries with an idle deadline that signs of life push back, and a
-//! lifetime that nothing does, kept in order of what expires first. Whoever owns a
-//! [`Deadlines`] awaits [`Deadlines::expired`] in one task, which sleeps until the earliest
-//! deadline (or until an earlier one is set): no polling, and tokio's clock, so tests can
-//! pause and advance time.
+//! The clock: every timer of the gateway and the wall-clock time, on tokio's clock, so that
+//! a test can pause time and advance it.
+//!
+//! Timers are [`Deadlines`]: entries with an idle deadline that signs of life push back, and a
+//! lifetime that nothing does, kept in order of what expires first. Whoever owns one awaits
+//! [`Deadlines::expired`] in one task, which sleeps until the earliest deadline (or until an
+//! earlier one is set): no polling, no sweep, no thread. What is timed this way: a request
+//! to an upstream (idle and lifetime, per link), a bridged call (its own), a hosted task's
+//! retention, a downstream session's idle timeout, and the inline budget of a request read
+//! on its caller's task (transport/budget.rs).
+//!
+//! The wall-clock time ([`wall_now`]) is read here only: the system time taken once, carried
+//! on by tokio's clock. A time that is stored (a task's `createdAt`, when its retention
+//! ends) therefore agrees with the timers, and moves with them when a test advances time.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -37,6 +46,10 @@ struct Inner<K> {
     entries: HashMap<K, Entry>,
     /// The entries by when they are due.
     order: BTreeSet<(Instant, K)>,
+    /// When the waiter looks at `order` again at the latest (`None`: only when told). An
+    /// entry due before that wakes it; one due later does not need to (a call after another
+    /// one sets no timer of tokio's and wakes no thread).
+    looks_by: Option<Instant>,
     closed: bool,
 }
 
@@ -51,7 +64,7 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
     /// Entries expire `idle` after their last sign of life, and `lifetime` after they began.
     pub fn new(idle: Duration, lifetime: Duration) -> Deadlines<K> {
         Deadlines {
-            inner: Mutex::new(Inner { entries: HashMap::new(), order: BTreeSet::new(), closed: false }),
+            inner: Mutex::new(Inner { entries: HashMap::new(), order: BTreeSet::new(), looks_by: None, closed: false }),
             changed: Notify::new(),
             idle,
             lifetime,
@@ -81,10 +94,13 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
         if let Some(old) = st.entries.insert(key.clone(), entry) {
             st.order.remove(&(old.due().0, key.clone()));
         }
-        let earliest = st.order.first().is_none_or(|(first, _)| due < *first);
         st.order.insert((due, key));
+        let sooner = st.looks_by.is_none_or(|at| due < at);
+        if sooner {
+            st.looks_by = Some(due);
+        }
         drop(st);
-        if earliest {
+        if sooner {
             self.changed.notify_one();
         }
     }
@@ -135,8 +151,14 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
                         let e = st.entries.remove(&key).expect("ordered entries exist");
                         return Some((key, e.due().1));
                     }
-                    Some((at, _)) => Some(at),
-                    None => None,
+                    Some((at, _)) => {
+                        st.looks_by = Some(at);
+                        Some(at)
+                    }
+                    None => {
+                        st.looks_by = None;
+                        None
+                    }
                 }
             };
             match next {
@@ -167,6 +189,18 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The wall-clock time: the system time read once, carried on by tokio's clock (see the
+/// module's doc). The one place the gateway reads the system clock.
+pub fn wall_now() -> SystemTime {
+    static BASE: OnceLock<(SystemTime, Instant)> = OnceLock::new();
+    let (wall, at) = *BASE.get_or_init(|| (SystemTime::now(), Instant::now()));
+    let now = Instant::now();
+    match now.checked_duration_since(at) {
+        Some(d) => wall + d,
+        None => wall - at.duration_since(now),
     }
 }
 
