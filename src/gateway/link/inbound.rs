@@ -70,7 +70,7 @@ impl LinkCore {
                 return;
             }
             st.closed = Some(reason.clone());
-            st.closed_at = Some(std::time::Instant::now());
+            st.closed_at = Some(tokio::time::Instant::now());
             st.by_client_id.clear();
             st.tokens.clear();
             st.bridges.clear();

@@ -11,8 +11,9 @@ use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 impl Link {
     /// Opens a connection to the upstream. No MCP traffic is sent yet, and no session uses

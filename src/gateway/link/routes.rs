@@ -5,7 +5,8 @@ use super::types::*;
 use crate::gateway::progress::Verdict;
 use crate::jsonrpc::{Id, Message, Method, ProgressToken, TaskId};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl LinkState {
     /// The route of progress token `token` now belongs to upstream task `task_id` until it
@@ -184,7 +185,7 @@ impl LinkCore {
             Verdict::Hold { at, armed: false } => {
                 let me = self.me.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep_until(at.into()).await;
+                    tokio::time::sleep_until(at).await;
                     let Some(core) = me.upgrade() else { return };
                     let held = {
                         let mut st = core.state.lock().unwrap();

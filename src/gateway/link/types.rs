@@ -15,8 +15,9 @@ use crate::transport::http_client::HttpClient;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{Semaphore, oneshot};
+use tokio::time::Instant;
 
 /// How a forwarded request's response is shaped on its way back: the session's choice,
 /// which the link carries with the request and hands back with its response.
