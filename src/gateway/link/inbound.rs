@@ -85,6 +85,7 @@ impl LinkCore {
         };
         self.permit.lock().unwrap().take();
         self.deadlines.close();
+        self.held.close();
         let err = self.closed_error(&reason);
         for (_, p) in pending {
             // Internal waiters see their sender dropped.

@@ -236,7 +236,6 @@ pub struct LinkCore {
     pub(super) tasks: Arc<dyn TaskCalls>,
     pub(super) relayed: Arc<dyn RelayedTaskEvents>,
     pub(super) link: OnceLock<Weak<Link>>,
-    pub(super) me: Weak<LinkCore>,
     pub(super) progress_interval: Duration,
     /// A line stream (a stdio child, the in-process demo) says nothing about which request a
     /// server message belongs to; with exactly one request in flight, it belongs to that one.
@@ -249,6 +248,8 @@ pub struct LinkCore {
     pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// `request_timeout` and `max_request_time` of the requests in flight, by upstream id.
     pub(super) deadlines: Arc<Deadlines<i64>>,
+    /// Progress the gate holds back, by token: sent when its interval has passed.
+    pub(super) held: Arc<Deadlines<ProgressToken>>,
 }
 
 pub struct Link {
