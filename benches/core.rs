@@ -208,7 +208,7 @@ fn progress(c: &mut Criterion) {
             || notes.clone(),
             |notes| {
                 let mut gate = ProgressGate::default();
-                let now = std::time::Instant::now();
+                let now = tokio::time::Instant::now();
                 for n in notes {
                     black_box(gate.offer(n, Duration::from_millis(10), now));
                 }

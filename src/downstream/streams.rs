@@ -10,8 +10,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::Instant;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// One message on its way to the client.
 #[derive(Debug, Clone)]

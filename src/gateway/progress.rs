@@ -2,7 +2,8 @@
 //! a minimum interval (the latest value is held, never lost), and nothing follows the end.
 
 use crate::jsonrpc::Message;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// What to do with a progress notification that just arrived.
 #[derive(Debug, PartialEq)]

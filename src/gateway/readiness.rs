@@ -17,7 +17,8 @@ use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The longest one probe may take.
 pub const MAX_PROBE: Duration = Duration::from_secs(2);

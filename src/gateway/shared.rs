@@ -13,7 +13,8 @@ use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -70,7 +71,7 @@ impl SharedLinks {
             };
             slot.backoff = Some((died, delay));
             tokio::select! {
-                _ = tokio::time::sleep_until((died + delay).into()) => {}
+                _ = tokio::time::sleep_until(died + delay) => {}
                 _ = self.stopping.cancelled() => return Err(shutting_down()),
             }
         }

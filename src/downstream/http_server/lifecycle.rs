@@ -16,7 +16,7 @@ impl HttpServer {
                 match map.get(&id).map(|s| s.streams.idle_until(idle)) {
                     Some(None) => map.remove(&id),
                     Some(Some(at)) => {
-                        self.idle.insert_until(id.clone(), tokio::time::Instant::from_std(at));
+                        self.idle.insert_until(id.clone(), at);
                         None
                     }
                     None => None,

@@ -70,7 +70,7 @@ impl LinkCore {
                 return;
             }
             st.closed = Some(reason.clone());
-            st.closed_at = Some(std::time::Instant::now());
+            st.closed_at = Some(tokio::time::Instant::now());
             st.by_client_id.clear();
             st.tokens.clear();
             st.bridges.clear();
@@ -85,6 +85,7 @@ impl LinkCore {
         };
         self.permit.lock().unwrap().take();
         self.deadlines.close();
+        self.held.close();
         let err = self.closed_error(&reason);
         for (_, p) in pending {
             // Internal waiters see their sender dropped.

@@ -11,8 +11,9 @@ use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 impl Link {
     /// Opens a connection to the upstream. No MCP traffic is sent yet, and no session uses
@@ -27,7 +28,7 @@ impl Link {
         let permit =
             env.permits.clone().try_acquire_owned().map_err(|_| LinkError::TooManyLinks(env.limits.max_links))?;
         let state = LinkState { next_id: 1, shared: shared.then(Default::default), ..Default::default() };
-        let core = Arc::new_cyclic(|me| LinkCore {
+        let core = Arc::new(LinkCore {
             generation,
             upstream: cfg.name.as_str().into(),
             state: Mutex::new(state),
@@ -35,12 +36,12 @@ impl Link {
             tasks: env.tasks,
             relayed: env.relayed,
             link: OnceLock::new(),
-            me: me.clone(),
             progress_interval: env.limits.progress_min_interval,
             infer_related: (!Upstream::tells_related(&cfg.transport)).into(),
             max_task_routes: env.limits.max_in_flight,
             permit: Mutex::new(Some(permit)),
             deadlines: Arc::new(Deadlines::new(cfg.request_timeout, cfg.max_request_time)),
+            held: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
         });
         let conn = Upstream::connect(env.http, env.limits, cfg, env.credential.clone(), core.clone()).await;
         crate::metrics::global().upstream(&cfg.name).connected(conn.is_ok());
@@ -55,6 +56,7 @@ impl Link {
         });
         let _ = core.link.set(Arc::downgrade(&link));
         tokio::spawn(LinkCore::enforce_timeouts(Arc::downgrade(&core), core.deadlines.clone()));
+        tokio::spawn(LinkCore::send_held(Arc::downgrade(&core), core.held.clone()));
         Ok(link)
     }
 

@@ -2,10 +2,12 @@
 //! task it names, progress through each token's gate, and the token routes kept for tasks.
 
 use super::types::*;
+use crate::clock::Deadlines;
 use crate::gateway::progress::Verdict;
 use crate::jsonrpc::{Id, Message, Method, ProgressToken, TaskId};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl LinkState {
     /// The route of progress token `token` now belongs to upstream task `task_id` until it
@@ -181,19 +183,20 @@ impl LinkCore {
             Verdict::Send => self.deliver_to(&dest, out.expect("a sent message")),
             Verdict::Drop => tracing::debug!(upstream = %self.upstream, "dropping progress that does not rise"),
             Verdict::Hold { armed: true, .. } => {}
-            Verdict::Hold { at, armed: false } => {
-                let me = self.me.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep_until(at.into()).await;
-                    let Some(core) = me.upgrade() else { return };
-                    let held = {
-                        let mut st = core.state.lock().unwrap();
-                        st.tokens.get_mut(&key).and_then(|r| r.gate.flush(Instant::now()).map(|m| (r.dest.clone(), m)))
-                    };
-                    if let Some((dest, m)) = held {
-                        core.deliver_to(&dest, m);
-                    }
-                });
+            Verdict::Hold { at, armed: false } => self.held.insert_until(key, at),
+        }
+    }
+
+    /// Sends each token's held progress when its interval has passed, until the link closes.
+    pub(super) async fn send_held(me: Weak<LinkCore>, held: Arc<Deadlines<ProgressToken>>) {
+        while let Some((key, _)) = held.expired().await {
+            let Some(core) = me.upgrade() else { return };
+            let held = {
+                let mut st = core.state.lock().unwrap();
+                st.tokens.get_mut(&key).and_then(|r| r.gate.flush(Instant::now()).map(|m| (r.dest.clone(), m)))
+            };
+            if let Some((dest, m)) = held {
+                core.deliver_to(&dest, m);
             }
         }
     }

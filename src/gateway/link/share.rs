@@ -22,7 +22,7 @@ use super::types::*;
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, Method, ProgressToken, RpcError, TaskId};
 use serde_json::{Value, json};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use tokio::time::Instant;
 
 impl Shared {
     /// The token the link sends upstream for its request `up_id`: unique on the link for

@@ -15,8 +15,9 @@ use crate::transport::http_client::HttpClient;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{Semaphore, oneshot};
+use tokio::time::Instant;
 
 /// How a forwarded request's response is shaped on its way back: the session's choice,
 /// which the link carries with the request and hands back with its response.
@@ -235,7 +236,6 @@ pub struct LinkCore {
     pub(super) tasks: Arc<dyn TaskCalls>,
     pub(super) relayed: Arc<dyn RelayedTaskEvents>,
     pub(super) link: OnceLock<Weak<Link>>,
-    pub(super) me: Weak<LinkCore>,
     pub(super) progress_interval: Duration,
     /// A line stream (a stdio child, the in-process demo) says nothing about which request a
     /// server message belongs to; with exactly one request in flight, it belongs to that one.
@@ -248,6 +248,8 @@ pub struct LinkCore {
     pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// `request_timeout` and `max_request_time` of the requests in flight, by upstream id.
     pub(super) deadlines: Arc<Deadlines<i64>>,
+    /// Progress the gate holds back, by token: sent when its interval has passed.
+    pub(super) held: Arc<Deadlines<ProgressToken>>,
 }
 
 pub struct Link {

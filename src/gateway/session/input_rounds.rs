@@ -289,7 +289,7 @@ impl Session {
         let client_id = client_id.clone();
         let (idle, max) = (self.upstream.request_timeout, self.upstream.max_request_time);
         let task = tokio::spawn(async move {
-            tokio::time::sleep_until(at.into()).await;
+            tokio::time::sleep_until(at).await;
             let Some(s) = me.upgrade() else { return };
             s.expire(client_id, serial, round, if round.is_some() { idle_error(idle) } else { lifetime_error(max) });
         });

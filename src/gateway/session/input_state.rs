@@ -6,8 +6,8 @@ use crate::gateway::link::Shape;
 use crate::jsonrpc::{Id, Message};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::time::Instant;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 /// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
 /// most the upstream's `max_input_requests` questions out.

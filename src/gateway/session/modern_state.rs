@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// A session that can wait for its client's input (the modern request's session).
@@ -72,7 +72,7 @@ impl ParkedRequests {
         // Ends it when its time is up, if it is still parked then.
         let me = self.me.clone();
         tokio::spawn(async move {
-            tokio::time::sleep_until(until.into()).await;
+            tokio::time::sleep_until(until).await;
             let Some(me) = me.upgrade() else { return };
             let expired = me.parked.lock().unwrap().remove(&token);
             if let Some(p) = expired {

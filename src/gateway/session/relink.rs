@@ -44,7 +44,7 @@ impl Session {
             self.join_shared().await?
         } else {
             if let Some((since, delay)) = backoff {
-                tokio::time::sleep_until((since + delay).into()).await;
+                tokio::time::sleep_until(since + delay).await;
             }
             self.open_link().await?
         };

@@ -9,7 +9,8 @@ use crate::mcp::tasks::TaskSupport;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A request the server sent the client, waiting for the client's answer.
