@@ -125,6 +125,13 @@ async fn within(within: Duration, what: &str, cond: impl Fn() -> bool) {
 /// A modern POST of `req` on a connection of its own, read up to the end of the response's
 /// head; dropping the stream closes the connection.
 async fn open_modern_post(gw: &Gw, upstream: &str, req: &Value) -> tokio::net::TcpStream {
+    open_modern_post_then(gw, upstream, req, b"").await
+}
+
+/// As [`open_modern_post`], the request followed at once by `after` on the same connection
+/// (a stray CRLF, the next request pipelined): bytes the server has read but not yet used
+/// when the client hangs up.
+async fn open_modern_post_then(gw: &Gw, upstream: &str, req: &Value, after: &[u8]) -> tokio::net::TcpStream {
     let body = serde_json::to_string(req).unwrap();
     let mut head = format!(
         "POST /mcp/{upstream} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
@@ -135,7 +142,7 @@ async fn open_modern_post(gw: &Gw, upstream: &str, req: &Value) -> tokio::net::T
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     let mut tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    tcp.write_all(format!("{head}\r\n{body}").as_bytes()).await.unwrap();
+    tcp.write_all(&[format!("{head}\r\n{body}").as_bytes(), after].concat()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -190,6 +197,33 @@ async fn a_closed_listen_stream_unsubscribes_at_once() {
         json!({}),
     );
     let tcp = open_modern_post(&gw, "up", &listen).await;
+    eventually("subscribed upstream", async || !received(&up, "resources/subscribe").is_empty()).await;
+    drop(tcp);
+    within(WELL_BEFORE, "unsubscribed upstream", || !received(&up, "resources/unsubscribe").is_empty()).await;
+}
+
+/// A pipelined request after the call (and a stray CRLF after a listen) sits unread in the
+/// server's buffer: the hang-up is still seen at once, not at the next keep-alive's write.
+#[tokio::test]
+async fn a_hang_up_after_bytes_not_yet_read_is_seen_at_once() {
+    let up = hanging_server().await;
+    let gw = start_gateway(&format!("{KEEPALIVE}{}", http_upstream("up", &up.url()))).await;
+    let ping = b"POST /mcp/up HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\n\r\n";
+    let tcp = open_modern_post_then(&gw, "up", &request(json!(1), "tools/call", tool("hang"), json!({})), ping).await;
+    eventually("the call reached the upstream", async || !received(&up, "tools/call").is_empty()).await;
+    let up_id = received(&up, "tools/call")[0]["id"].clone();
+    drop(tcp);
+    within(WELL_BEFORE, "the upstream was told to stop", || {
+        received(&up, "notifications/cancelled").iter().any(|m| m["params"]["requestId"] == up_id)
+    })
+    .await;
+    let listen = request(
+        json!("L"),
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": ["file:///a"]}}),
+        json!({}),
+    );
+    let tcp = open_modern_post_then(&gw, "up", &listen, b"\r\n").await;
     eventually("subscribed upstream", async || !received(&up, "resources/subscribe").is_empty()).await;
     drop(tcp);
     within(WELL_BEFORE, "unsubscribed upstream", || !received(&up, "resources/unsubscribe").is_empty()).await;

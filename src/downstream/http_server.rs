@@ -39,6 +39,7 @@ mod accept;
 mod authn;
 mod drain;
 mod fds;
+mod hangup;
 pub use fds::raise_open_file_limit;
 mod layers;
 mod lifecycle;
@@ -147,18 +148,27 @@ impl HttpServer {
         builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(self.gateway.limits().header_read_timeout);
         let stopping = self.stopping.clone();
         let service = self.front(peer);
+        let (io, hang_up) = hangup::watch(io);
         let io = hyper_util::rt::TokioIo::new(io);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
         // The connection, its handlers and the upstream requests they make run in this task;
-        // waking it from within is not a reason to wake another thread.
+        // waking it from within is not a reason to wake another thread. A client that hangs
+        // up ends the connection at once, its responses with it (`hangup`): `biased`, so that
+        // hyper reads first what it wants.
         let ended = crate::transport::inline::quietly(async {
             tokio::select! {
-                r = conn.as_mut() => r,
-                _ = stopping.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
+                biased;
+                r = conn.as_mut() => r.map_err(|e| e.to_string()),
+                _ = hang_up.hung_up() => Err("the client hung up".to_string()),
+                _ = stopping.cancelled() => tokio::select! {
+                    biased;
+                    r = async {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    } => r.map_err(|e| e.to_string()),
+                    _ = hang_up.hung_up() => Err("the client hung up".to_string()),
+                },
             }
         })
         .await;

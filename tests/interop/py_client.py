@@ -8,7 +8,7 @@ Run it with tests/interop/.venv/bin/python:
     py_client.py <scenario> [--mode auto|legacy] [--expect-protocol <version>] --stdio <command> [args...]
 
 Scenarios: everything (against @modelcontextprotocol/server-everything), demo (against
-taskgate's built-in demo), pyserver (against py_server.py: echo, progress from `slow`),
+taskgate's built-in demo, a call given up on included), pyserver (against py_server.py: echo, progress from `slow`),
 pyinput (against py_server.py: `greet` and `trip`, whose elicitations the client answers
 with a name "py" and a city "paris", and whose roots/list it answers with one root).
 
@@ -24,6 +24,7 @@ Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the f
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -242,6 +243,27 @@ async def check_progress(client, r: Runner, tool: str, args: dict, min_count: in
     await r.check("progress", fn)
 
 
+async def check_cancel(client, r: Runner) -> None:
+    """A call the client gives up on reaches the server as a cancellation at once: at 2026-07-28
+    the SDK aborts the request's POST (closing its response is the cancellation), at 2025-11-25
+    it sends `notifications/cancelled`. Waited for well under the gateway's 15 s keep-alive."""
+
+    async def cancelled() -> int:
+        res = await client.read_resource("demo://stats")
+        return json.loads(res.contents[0].text)["cancelled"]
+
+    async def fn():
+        before = await cancelled()
+        with anyio.move_on_after(0.5):
+            await client.call_tool("slow", {"duration_ms": 60000, "steps": 60})
+        with anyio.move_on_after(5):
+            while await cancelled() <= before:
+                await anyio.sleep(0.05)
+        expect(await cancelled() > before, "the demo was not told to stop the call within 5 s")
+
+    await r.check("cancel", fn)
+
+
 async def everything(client, r: Runner) -> None:
     # Names and arguments as listed by @modelcontextprotocol/server-everything 2026.8.31.
     await check_tools(client, r, ["echo", "trigger-long-running-operation"])
@@ -258,6 +280,7 @@ async def demo(client, r: Runner) -> None:
     await check_prompt(client, r, "greet", {"name": "interop"}, "interop")
     await check_progress(client, r, "slow", {"duration_ms": 300, "steps": 3}, 2)
     await check_elicitation(client, r)
+    await check_cancel(client, r)
 
 
 async def pyserver(client, r: Runner) -> None:
