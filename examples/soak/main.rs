@@ -3,11 +3,11 @@
 //! and drives mixed traffic for a set time: plain calls, progress, hosted tasks (create, get,
 //! result, cancel), bridged tasks and their cancellation, session churn, and bad input. Every
 //! response is checked against its request. The gateway's RSS, open fds and child processes
-//! are read from /proc before, after a warm-up and at the end; the run fails on any mismatch
-//! or on growth past the thresholds below.
+//! are read from /proc before, every few seconds under load, and for a while after the load
+//! stops (idle); the run fails on any mismatch or on growth past the thresholds below.
 //!
 //! `scripts/soak [DURATION]` builds it in release and runs it; by hand:
-//! `cargo run --release --example soak -- --taskgate target/release/taskgate --duration 2m`.
+//! `cargo run --release --example soak -- --taskgate target/release/taskgate --duration 2m --store memory`.
 
 mod client;
 mod ops;
@@ -16,7 +16,7 @@ mod proc_tree;
 mod upstream;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -26,8 +26,10 @@ use std::time::{Duration, Instant};
 const MAX_BODY: usize = 65536;
 /// After the warm-up, open fds may grow by at most this many (pooled upstream connections).
 const FD_SLACK: usize = 16;
-/// After the warm-up, RSS may grow by at most this much plus a quarter of the warm figure.
-const RSS_SLACK_KB: u64 = 16 * 1024;
+/// RSS at the end of the load may be at most this many percent above the warm figure.
+const RSS_GROWTH_PCT: u64 = 20;
+/// How often RSS, fds and children are read while the load runs and after it.
+const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 struct Stats {
@@ -54,23 +56,38 @@ impl Stats {
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     rss_kb: u64,
+    /// Of `rss_kb`, the anonymous part (the heap, stacks) and the file-backed part (mostly
+    /// the binary's pages, which grow as code runs for the first time).
+    anon_kb: u64,
+    file_kb: u64,
     fds: usize,
     children: usize,
 }
 
 fn sample(pid: i32) -> Sample {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let (rss_kb, anon_kb, file_kb) = (kb("VmRSS:"), kb("RssAnon:"), kb("RssFile:"));
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
-    Sample { rss_kb, fds, children: proc_tree::descendants(pid).len() }
+    Sample { rss_kb, anon_kb, file_kb, fds, children: proc_tree::descendants(pid).len() }
 }
 
 fn print_sample(when: &str, s: Sample) {
-    println!("soak: {when:<8} rss={:.1} MiB fds={} children={}", s.rss_kb as f64 / 1024.0, s.fds, s.children);
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    println!(
+        "soak: {when:<8} rss={:.1} MiB (anon {:.1}, file {:.1}) fds={} children={}",
+        mib(s.rss_kb),
+        mib(s.anon_kb),
+        mib(s.file_kb),
+        s.fds,
+        s.children
+    );
 }
 
 struct Args {
@@ -79,6 +96,12 @@ struct Args {
     workers: usize,
     /// Run only these operations (to find which one a growth comes from).
     only: Option<Vec<String>>,
+    /// The task store: `file` (in a temporary directory) or `memory`.
+    store: String,
+    /// How long RSS is watched after the load stops.
+    idle: Duration,
+    /// Where to write the gateway's whole log (stderr), besides keeping its tail.
+    log: Option<String>,
 }
 
 const OPS: [&str; 8] =
@@ -99,21 +122,37 @@ fn op_of(n: u64) -> &'static str {
 }
 
 fn args() -> Args {
-    let mut a =
-        Args { taskgate: "target/release/taskgate".into(), duration: Duration::from_secs(60), workers: 6, only: None };
+    let mut a = Args {
+        taskgate: "target/release/taskgate".into(),
+        duration: Duration::from_secs(60),
+        workers: 6,
+        only: None,
+        store: "file".into(),
+        idle: Duration::from_secs(45),
+        log: None,
+    };
+    let duration = |v: &str| taskgate::parse_duration(v).unwrap_or_else(|| panic!("bad duration {v:?}"));
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
         match k.as_str() {
             "--taskgate" => a.taskgate = v,
-            "--duration" => a.duration = taskgate::parse_duration(&v).unwrap_or_else(|| panic!("bad duration {v:?}")),
+            "--duration" => a.duration = duration(&v),
+            "--idle" => a.idle = duration(&v),
+            "--log" => a.log = Some(v),
+            "--store" => {
+                assert!(v == "file" || v == "memory", "--store file|memory");
+                a.store = v;
+            }
             "--workers" => a.workers = v.parse().expect("--workers N"),
             "--only" => {
                 let only: Vec<String> = v.split(',').map(String::from).collect();
                 assert!(only.iter().all(|o| OPS.contains(&o.as_str())), "--only takes some of {OPS:?}");
                 a.only = Some(only);
             }
-            _ => panic!("unknown argument {k} (--taskgate PATH --duration 10m --workers N --only OP,OP)"),
+            _ => panic!(
+                "unknown argument {k} (--taskgate PATH --duration 10m --idle 45s --store file|memory --workers N --only OP,OP --log FILE)"
+            ),
         }
     }
     a
@@ -131,11 +170,11 @@ async fn main() {
         &config,
         format!(
             "[server]\nmax_body_bytes = {MAX_BODY}\nsession_idle_timeout = \"2m\"\n\n\
-             [tasks]\nmax_tasks = 5000\n\n\
+             [tasks]\nstore = {:?}\nmax_tasks = 5000\n\n\
              [[upstream]]\nname = \"demo\"\nbuiltin = \"demo\"\n\n[upstream.tasks]\nttl = \"3s\"\nmax_ttl = \"5s\"\nmax_tasks_per_owner = 5000\n\n\
              [[upstream]]\nname = \"stdio\"\ncommand = {:?}\nargs = [\"demo-server\"]\n\n\
              [[upstream]]\nname = \"tasky\"\nurl = \"http://{task_addr}/mcp\"\n\n[upstream.tasks]\nttl = \"30s\"\n",
-            args.taskgate
+            args.store, args.taskgate
         ),
     )
     .unwrap();
@@ -153,8 +192,12 @@ async fn main() {
     {
         let stderr = gateway.stderr.take().unwrap();
         let log_tail = log_tail.clone();
+        let mut log = args.log.as_ref().map(|p| std::fs::File::create(p).expect("create the --log file"));
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = log.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
                     let _ = addr_tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
                 }
@@ -171,8 +214,8 @@ async fn main() {
         panic!("taskgate did not start: {:?}", log_tail.lock().unwrap());
     };
     println!(
-        "soak: taskgate pid {pid} on {addr}, task upstream on {task_addr}, {} workers, {:?}",
-        args.workers, args.duration
+        "soak: taskgate pid {pid} on {addr}, task upstream on {task_addr}, {} workers, {:?}, {} store",
+        args.workers, args.duration, args.store
     );
     let start = sample(pid);
     print_sample("start", start);
@@ -190,15 +233,15 @@ async fn main() {
     let warm = sample(pid);
     print_sample("warm", warm);
     let mut peak = warm;
-    let mut last_print = Instant::now();
+    let mut last = warm;
     while Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now()))).await;
+        tokio::time::sleep(SAMPLE_EVERY.min(deadline.saturating_duration_since(Instant::now()))).await;
         let s = sample(pid);
-        if last_print.elapsed() >= Duration::from_secs(60) {
-            last_print = Instant::now();
-            print_sample(&format!("{}s", began.elapsed().as_secs()), s);
+        last = s;
+        print_sample(&format!("{}s", began.elapsed().as_secs()), s);
+        if s.rss_kb > peak.rss_kb {
+            (peak.rss_kb, peak.anon_kb, peak.file_kb) = (s.rss_kb, s.anon_kb, s.file_kb);
         }
-        peak.rss_kb = peak.rss_kb.max(s.rss_kb);
         peak.fds = peak.fds.max(s.fds);
         peak.children = peak.children.max(s.children);
         if proc_tree::alive(pid) && gateway.try_wait().ok().flatten().is_none() {
@@ -213,11 +256,31 @@ async fn main() {
         }
     }
     let ran = began.elapsed();
-    // Hosted tasks expire after their 3-5 s ttl; idle pooled connections stay.
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    let end = sample(pid);
+    // The last sample under load; then the gateway idles (hosted tasks expire after their
+    // 3-5 s ttl, idle pooled connections stay) and RSS is watched for `--idle`.
+    let loaded = last;
+    let idle_from = Instant::now();
+    let mut end = sample(pid);
+    while idle_from.elapsed() < args.idle {
+        tokio::time::sleep(SAMPLE_EVERY.min(args.idle.saturating_sub(idle_from.elapsed()))).await;
+        end = sample(pid);
+        print_sample(&format!("idle {}s", idle_from.elapsed().as_secs()), end);
+    }
+    print_sample("start", start);
+    print_sample("warm", warm);
     print_sample("peak", peak);
-    print_sample("end", end);
+    print_sample("loaded", loaded);
+    print_sample("idle", end);
+    println!(
+        "soak: rss_mib store={} start={:.1} warm={:.1} peak={:.1} end_of_load={:.1} idle_{}s={:.1}",
+        args.store,
+        start.rss_kb as f64 / 1024.0,
+        warm.rss_kb as f64 / 1024.0,
+        peak.rss_kb as f64 / 1024.0,
+        loaded.rss_kb as f64 / 1024.0,
+        args.idle.as_secs(),
+        end.rss_kb as f64 / 1024.0
+    );
 
     let requests = client::EXCHANGES.load(Ordering::Relaxed);
     let total_ops: u64 = stats.ops.lock().unwrap().values().map(|(n, _)| n).sum();
@@ -239,12 +302,14 @@ async fn main() {
     if end.fds > warm.fds + FD_SLACK {
         problems.push(format!("open fds: {} after warm-up, {} at the end (> +{FD_SLACK})", warm.fds, end.fds));
     }
-    let rss_limit = warm.rss_kb + warm.rss_kb / 4 + RSS_SLACK_KB;
-    if end.rss_kb > rss_limit {
-        problems.push(format!(
-            "RSS: {} KiB after warm-up, {} KiB at the end (limit {rss_limit} KiB)",
-            warm.rss_kb, end.rss_kb
-        ));
+    let rss_limit = warm.rss_kb + warm.rss_kb * RSS_GROWTH_PCT / 100;
+    for (when, s) in [("at the end of the load", loaded), ("after idling", end)] {
+        if s.rss_kb > rss_limit {
+            problems.push(format!(
+                "RSS: {} KiB after warm-up, {} KiB {when} (limit {rss_limit} KiB, +{RSS_GROWTH_PCT} %)",
+                warm.rss_kb, s.rss_kb
+            ));
+        }
     }
     if total_ops == 0 {
         problems.push("no operation completed".into());
