@@ -169,6 +169,18 @@ async fn hanging_server() -> Scripted {
 const KEEPALIVE: &str = "[server]\nsse_keepalive = \"30s\"\n";
 const WELL_BEFORE: Duration = Duration::from_secs(5);
 
+/// Once the call has reached the upstream, the client's connection closes: the upstream is
+/// told to stop that call well before any keep-alive would have noticed.
+async fn hang_up_and_see_the_call_cancelled(up: &Scripted, tcp: tokio::net::TcpStream) {
+    eventually("the call reached the upstream", async || !received(up, "tools/call").is_empty()).await;
+    let up_id = received(up, "tools/call")[0]["id"].clone();
+    drop(tcp);
+    within(WELL_BEFORE, "the upstream was told to stop", || {
+        received(up, "notifications/cancelled").iter().any(|m| m["params"]["requestId"] == up_id)
+    })
+    .await;
+}
+
 /// A 2026-07-28 client's connection closes while its call, which sends nothing, runs: the
 /// upstream is told to stop at once, not at the gateway's next keep-alive.
 #[tokio::test]
@@ -176,13 +188,7 @@ async fn a_closed_modern_call_is_cancelled_at_once() {
     let up = hanging_server().await;
     let gw = start_gateway(&format!("{KEEPALIVE}{}", http_upstream("up", &up.url()))).await;
     let tcp = open_modern_post(&gw, "up", &request(json!(1), "tools/call", tool("hang"), json!({}))).await;
-    eventually("the call reached the upstream", async || !received(&up, "tools/call").is_empty()).await;
-    let up_id = received(&up, "tools/call")[0]["id"].clone();
-    drop(tcp);
-    within(WELL_BEFORE, "the upstream was told to stop", || {
-        received(&up, "notifications/cancelled").iter().any(|m| m["params"]["requestId"] == up_id)
-    })
-    .await;
+    hang_up_and_see_the_call_cancelled(&up, tcp).await;
 }
 
 /// A closed listen stream lets go of what it held upstream at once.
@@ -210,13 +216,7 @@ async fn a_hang_up_after_bytes_not_yet_read_is_seen_at_once() {
     let gw = start_gateway(&format!("{KEEPALIVE}{}", http_upstream("up", &up.url()))).await;
     let ping = b"POST /mcp/up HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\n\r\n";
     let tcp = open_modern_post_then(&gw, "up", &request(json!(1), "tools/call", tool("hang"), json!({})), ping).await;
-    eventually("the call reached the upstream", async || !received(&up, "tools/call").is_empty()).await;
-    let up_id = received(&up, "tools/call")[0]["id"].clone();
-    drop(tcp);
-    within(WELL_BEFORE, "the upstream was told to stop", || {
-        received(&up, "notifications/cancelled").iter().any(|m| m["params"]["requestId"] == up_id)
-    })
-    .await;
+    hang_up_and_see_the_call_cancelled(&up, tcp).await;
     let listen = request(
         json!("L"),
         "subscriptions/listen",
