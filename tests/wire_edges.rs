@@ -7,9 +7,10 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-/// The ids JSON allows and `i64` does not hold, as their text.
-const BIG_IDS: [&str; 4] =
-    ["18446744073709551616", "-9223372036854775809", "9223372036854775808", "123456789012345678901234567890"];
+/// The integer ids JSON allows and `i64` does not hold, as their text; and `-0`, which a
+/// tree reads as a float (found by the jsonrpc fuzz target).
+const BIG_IDS: [&str; 5] =
+    ["18446744073709551616", "-9223372036854775809", "9223372036854775808", "123456789012345678901234567890", "-0"];
 
 fn call_with_id(id: &str, text: &str) -> Vec<u8> {
     format!(

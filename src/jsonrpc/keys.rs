@@ -8,14 +8,15 @@ use std::fmt;
 
 /// A JSON-RPC request id. MCP ids are strings or integers, never null.
 ///
-/// JSON integers are unbounded: one outside `i64` is kept as the text it came as
-/// ([`Id::Big`]), compared as that text, and written back as it came (a tree cannot hold it
-/// exactly: see [`Id::to_value`]).
+/// JSON integers are unbounded: one outside `i64`, and `-0` (which a tree reads as the float
+/// `-0.0`), is kept as the text it came as ([`Id::Big`]), compared as that text, and written
+/// back as it came (a tree cannot hold it exactly: see [`Id::to_value`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Id {
     Num(i64),
     Str(String),
-    /// An integer outside `i64`, as its JSON text (`18446744073709551616`).
+    /// An integer a tree cannot hold exactly, as its JSON text: one outside `i64`
+    /// (`18446744073709551616`), or `-0`.
     Big(Box<str>),
 }
 
@@ -44,7 +45,12 @@ impl Id {
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        Some(raw.parse::<i64>().map_or_else(|_| Id::Big(raw.into()), Id::Num))
+        match raw.parse::<i64>() {
+            // `-0` parses as 0, but is not the 0 a peer sent back would be read as by a tree.
+            Ok(0) if raw.starts_with('-') => Some(Id::Big(raw.into())),
+            Ok(n) => Some(Id::Num(n)),
+            Err(_) => Some(Id::Big(raw.into())),
+        }
     }
 
     /// The id as a tree holds it. A tree cannot hold a [`Id::Big`] exactly: it stands there
@@ -212,6 +218,8 @@ mod tests {
             ("9223372036854775808", Id::Big("9223372036854775808".into())),
             ("18446744073709551616", Id::Big("18446744073709551616".into())),
             ("-9223372036854775809", Id::Big("-9223372036854775809".into())),
+            ("-0", Id::Big("-0".into())),
+            ("0", Id::Num(0)),
             ("\"a\\\"b\"", Id::Str("a\"b".into())),
         ] {
             assert_eq!(Id::from_raw(raw), Some(id.clone()), "{raw}");
