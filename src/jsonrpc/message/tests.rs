@@ -38,8 +38,8 @@ fn reads_the_fields_it_routes_by() {
     assert_eq!(r.result_field(Key::RelatedTaskId), Some(r#""t0""#));
     assert_eq!(r.param(Key::RelatedTaskId), None);
     assert_eq!(r.method_name(), "");
-    let o = parse(r#"{"jsonrpc":"2.0","id":2,"method":"resources/read"}"#).unwrap();
-    assert_eq!((o.method(), o.method_name()), (Method::Other, "resources/read"));
+    let o = parse(r#"{"jsonrpc":"2.0","id":2,"method":"vendor/thing"}"#).unwrap();
+    assert_eq!((o.method(), o.method_name()), (Method::Other, "vendor/thing"));
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub fn removed(method: Method, name: &str) -> Removed {
                 "{name}: the upstream speaks 2026-07-28, which replaced resource subscriptions with subscriptions/listen (not relayed by this gateway)"
             ),
         )),
-        Method::Other if name == "notifications/roots/list_changed" => Removed::Drop,
+        Method::RootsListChanged => Removed::Drop,
         _ => Removed::Forward,
     }
 }
@@ -216,7 +216,7 @@ mod tests {
         assert!(
             matches!(removed(Method::ResourcesSubscribe, "resources/subscribe"), Removed::Refuse(e) if e.code == METHOD_NOT_FOUND)
         );
-        assert_eq!(removed(Method::Other, "notifications/roots/list_changed"), Removed::Drop);
+        assert_eq!(removed(Method::RootsListChanged, "notifications/roots/list_changed"), Removed::Drop);
         assert_eq!(removed(Method::ToolsCall, "tools/call"), Removed::Forward);
         assert!(client_capabilities(&json!({})).is_empty());
         let caps = json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true},
