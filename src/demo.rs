@@ -285,7 +285,7 @@ impl Demo {
                         // Progress answers nothing: it waits for room, as the reader does.
                         self.out.room().await;
                         self.emit(jsonrpc::notification(
-                            "notifications/progress",
+                            jsonrpc::Method::Progress,
                             json!({"progressToken": t, "progress": i, "total": steps, "message": format!("step {i} of {steps}")}),
                         ));
                     }
@@ -328,7 +328,7 @@ impl Demo {
         };
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap().insert(id.clone(), tx);
-        self.emit(jsonrpc::request(&id, method, params));
+        self.emit(jsonrpc::request_named(&id, method, params));
         rx.await.map_err(|_| RpcError::new(jsonrpc::INTERNAL_ERROR, "the client never answered"))
     }
 }
@@ -387,7 +387,7 @@ mod tests {
         let args = json!({"duration_ms": ms, "steps": ms / 1000});
         jsonrpc::request(
             &Id::Num(id),
-            "tools/call",
+            jsonrpc::Method::ToolsCall,
             json!({"name": "slow", "arguments": args, "_meta": {"progressToken": "p"}}),
         )
     }
@@ -397,8 +397,9 @@ mod tests {
         let mut c = client();
         send(&mut c, slow(1, 60_000)).await;
         assert_eq!(recv(&mut c).await.unwrap()["method"], "notifications/progress");
-        send(&mut c, jsonrpc::notification("notifications/cancelled", json!({"requestId": 1}))).await;
-        send(&mut c, jsonrpc::request(&Id::Num(2), "resources/read", json!({"uri": "demo://stats"}))).await;
+        send(&mut c, jsonrpc::notification(jsonrpc::Method::Cancelled, json!({"requestId": 1}))).await;
+        send(&mut c, jsonrpc::request(&Id::Num(2), jsonrpc::Method::ResourcesRead, json!({"uri": "demo://stats"})))
+            .await;
         // Progress already on its way may come first; the call's answer never does.
         let stats = loop {
             let m = recv(&mut c).await.unwrap();
@@ -439,14 +440,21 @@ mod tests {
     async fn a_request_too_long_to_read_fails_under_its_id() {
         let mut c = client();
         let long = "x".repeat(MAX_LINE + 1);
-        send(&mut c, jsonrpc::request(&Id::Num(3), "tools/call", json!({"name": "echo", "arguments": {"text": long}})))
-            .await;
+        send(
+            &mut c,
+            jsonrpc::request(
+                &Id::Num(3),
+                jsonrpc::Method::ToolsCall,
+                json!({"name": "echo", "arguments": {"text": long}}),
+            ),
+        )
+        .await;
         let answer = recv(&mut c).await.unwrap();
         assert_eq!(
             (answer["id"].clone(), answer["error"]["code"].clone()),
             (json!(3), json!(jsonrpc::INVALID_REQUEST))
         );
-        send(&mut c, jsonrpc::request(&Id::Num(4), "ping", json!({}))).await;
+        send(&mut c, jsonrpc::request(&Id::Num(4), jsonrpc::Method::Ping, json!({}))).await;
         assert_eq!(recv(&mut c).await.unwrap()["id"], 4, "still serving");
     }
 }

@@ -123,7 +123,7 @@ pub(crate) async fn serve(
         None => session.handle(frame).await,
     }
     // A listen stream (acknowledged by now) is ended by shutdown: at once if it has begun.
-    let listens = method == "subscriptions/listen";
+    let listens = jsonrpc::Method::parse(&method) == jsonrpc::Method::SubscriptionsListen;
     if listens {
         ends.2 = open_listens.hold(&session);
     }
@@ -183,14 +183,14 @@ fn sse(mut body: SseBody, ends: EndsWithPost) -> Response<Body> {
 /// (a tool hidden from old clients, an upstream that reports an unknown tool so), methods the
 /// gateway serves for every client: it travels with 200, as any other error result.
 fn status_of(json: &Bytes, method: &str) -> StatusCode {
-    const NAMES_WHAT_IT_SERVES: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
     if !json.windows(7).any(|w| w == b"\"error\"") {
         return StatusCode::OK;
     }
     let code =
         Message::parse(json.clone()).ok().and_then(|m| m.value().pointer("/error/code").and_then(|c| c.as_i64()));
     match code {
-        Some(METHOD_NOT_FOUND) if !NAMES_WHAT_IT_SERVES.contains(&method) => StatusCode::NOT_FOUND,
+        // The methods it serves are those that may ask for input.
+        Some(METHOD_NOT_FOUND) if !modern::input::may_ask(method) => StatusCode::NOT_FOUND,
         Some(
             modern::HEADER_MISMATCH | modern::MISSING_REQUIRED_CLIENT_CAPABILITY | modern::UNSUPPORTED_PROTOCOL_VERSION,
         ) => StatusCode::BAD_REQUEST,

@@ -65,12 +65,19 @@ pub fn result_response(id: &Id, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
 }
 
-pub fn request(id: &Id, method: &str, params: Value) -> Value {
+/// A request of a known method (not [`Method::Other`]).
+pub fn request(id: &Id, method: Method, params: Value) -> Value {
+    request_named(id, method.as_str(), params)
+}
+
+/// A request by its name on the wire: one the gateway passes on without knowing it.
+pub fn request_named(id: &Id, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params})
 }
 
-pub fn notification(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": method, "params": params})
+/// A notification of a known method (not [`Method::Other`]).
+pub fn notification(method: Method, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method.as_str(), "params": params})
 }
 
 /// `params._meta.progressToken` of a request, if it carries one.
@@ -120,11 +127,10 @@ mod tests {
         let m = m.with_id(&Id::Num(99)).with_progress_token(&ProgressToken::Num(3.into()));
         assert_eq!(m.value()["params"]["_meta"], json!({"progressToken": 3, "k": [1]}));
         assert_eq!(m.id(), Some(&Id::Num(99)));
-        let note =
-            Message::made(notification("notifications/progress", json!({"progressToken": "tg-1", "progress": 2})));
+        let note = Message::made(notification(Method::Progress, json!({"progressToken": "tg-1", "progress": 2})));
         let note = note.with_progress_token(&ProgressToken::Str("p".into()));
         assert_eq!(note.value()["params"], json!({"progressToken": "p", "progress": 2}));
-        let plain = Message::made(request(&Id::Num(1), "ping", json!({})));
+        let plain = Message::made(request(&Id::Num(1), Method::Ping, json!({})));
         assert_eq!(plain.clone().with_progress_token(&ProgressToken::Str("p".into())).bytes(), plain.bytes());
     }
 

@@ -53,7 +53,11 @@ pub trait BridgeLink: Send + Sync + 'static {
         on_behalf_of: Option<ClientRef>,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// As [`Link::request`].
-    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send;
+    fn request(
+        &self,
+        method: crate::jsonrpc::Method,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// As [`Link::start_bridge`].
     fn start_bridge(
         &self,
@@ -81,7 +85,11 @@ impl BridgeLink for Link {
         Link::request_for(self, msg, on_behalf_of)
     }
 
-    fn request(&self, method: &str, params: Value) -> impl Future<Output = Result<Value, RpcError>> + Send {
+    fn request(
+        &self,
+        method: crate::jsonrpc::Method,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send {
         Link::request(self, method, params)
     }
 
@@ -220,7 +228,7 @@ impl<L: BridgeLink> Bridge<L> {
     }
 
     async fn cancel_task(&self, task_id: &str) {
-        let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+        let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
         let _ = tokio::time::timeout(Duration::from_secs(5), self.link.request_for(req, None)).await;
     }
 
@@ -233,7 +241,7 @@ impl<L: BridgeLink> Bridge<L> {
         deadline: &Deadlines<()>,
         statuses: &mut StatusTracker,
     ) -> Ending {
-        let result_req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
+        let result_req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksResult, json!({"taskId": task_id}));
         let result = self.link.request_for(result_req, Some(self.client.clone()));
         tokio::pin!(result);
         let mut result_done = false;
@@ -299,7 +307,7 @@ impl<L: BridgeLink> Bridge<L> {
                             }
                             if is_terminal(&t) && result_done {
                                 // The fallback: the task ended, fetch its result now.
-                                let req = jsonrpc::request(&Id::Num(0), "tasks/result", json!({"taskId": task_id}));
+                                let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksResult, json!({"taskId": task_id}));
                                 return match self.link.request_for(req, Some(self.client.clone())).await {
                                     Ok(resp) => Ending::Answer(self.for_client(resp)),
                                     Err(e) => Ending::Answer(e.response(Some(&self.client.id))),
@@ -323,7 +331,7 @@ impl<L: BridgeLink> Bridge<L> {
 
     /// The task's current state, by `tasks/get`.
     async fn status(&self, task_id: &str) -> Result<Value, RpcError> {
-        let resp = self.link.request("tasks/get", json!({"taskId": task_id})).await?;
+        let resp = self.link.request(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
         match resp.get("result") {
             Some(t) => Ok(t.clone()),
             None => Err(RpcError::new(

@@ -91,12 +91,8 @@ impl HeldInput {
 /// cover input request `msg`.
 pub fn declares(declared: Option<&Value>, msg: &Value) -> bool {
     let Some(caps) = declared else { return true };
-    let need = match msg.get("method").and_then(Value::as_str) {
-        Some("elicitation/create") => "elicitation",
-        Some("sampling/createMessage") => "sampling",
-        Some("roots/list") => "roots",
-        _ => return true,
-    };
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or_default();
+    let Some(need) = crate::mcp::modern::input::capability_for(method) else { return true };
     caps.get(need).is_some_and(Value::is_object)
 }
 

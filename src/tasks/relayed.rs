@@ -212,7 +212,7 @@ impl RelayedTasks {
         let (me, link, id) = (self.me.clone(), link.clone(), id.to_string());
         tokio::spawn(async move {
             // Its answer is read again when the client asks for the outcome.
-            let _ = link.request("tasks/result", json!({"taskId": upstream_id})).await;
+            let _ = link.request(crate::jsonrpc::Method::TasksResult, json!({"taskId": upstream_id})).await;
             if let Some(me) = me.upgrade()
                 && let Some(r) = me.st.lock().unwrap().ids.peek_mut(&id)
             {

@@ -325,7 +325,13 @@ mod tests {
         let conn = StdioConn::over("up", ours, 1024, 4, sink.clone());
         let (server_in, mut server_out) = tokio::io::split(theirs);
         let mut server_in = tokio::io::BufReader::new(server_in);
-        conn.send(Message::made(crate::jsonrpc::request(&Id::Num(1), "ping", serde_json::json!({})))).await.unwrap();
+        conn.send(Message::made(crate::jsonrpc::request(
+            &Id::Num(1),
+            crate::jsonrpc::Method::Ping,
+            serde_json::json!({}),
+        )))
+        .await
+        .unwrap();
         let mut line = String::new();
         server_in.read_line(&mut line).await.unwrap();
         assert_eq!(line, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{}}\n");

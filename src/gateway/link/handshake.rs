@@ -133,7 +133,7 @@ impl Link {
             let resp = loop {
                 let mut init = jsonrpc::request(
                     &jsonrpc::Id::Num(0),
-                    "initialize",
+                    crate::jsonrpc::Method::Initialize,
                     json!({"protocolVersion": offer.as_str(), "capabilities": capabilities, "clientInfo": client_info}),
                 );
                 // What the offered version lacks (a retry at an older one) is not sent.
@@ -168,7 +168,7 @@ impl Link {
             };
             // A server that loses this notification is initialized all the same as far as the
             // gateway can tell; its next answer will say otherwise.
-            let initialized = Message::made(jsonrpc::notification("notifications/initialized", json!({})));
+            let initialized = Message::made(jsonrpc::notification(crate::jsonrpc::Method::Initialized, json!({})));
             if let Err(e) = self.send(initialized).await {
                 tracing::warn!(upstream = %upstream, "notifications/initialized not delivered: {}", e.message);
             }
@@ -222,7 +222,7 @@ impl Link {
             client_info: Some(client_info.clone()),
             log_level: None,
         });
-        let discover = jsonrpc::request(&jsonrpc::Id::Num(0), "server/discover", json!({}));
+        let discover = jsonrpc::request(&jsonrpc::Id::Num(0), crate::jsonrpc::Method::ServerDiscover, json!({}));
         let answer = tokio::time::timeout(within, self.request_for(discover, None)).await;
         let probed = match answer {
             Err(_) => Probed::Silent(format!("no answer within {within:?}")),

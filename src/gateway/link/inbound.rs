@@ -133,10 +133,8 @@ impl LinkCore {
                 Waiter::Internal { .. } => {}
             }
             if let Some(link) = core.link.get().and_then(Weak::upgrade) {
-                let note = Message::made(jsonrpc::notification(
-                    "notifications/cancelled",
-                    json!({"requestId": up_id, "reason": why}),
-                ));
+                let note =
+                    Message::made(jsonrpc::notification(Method::Cancelled, json!({"requestId": up_id, "reason": why})));
                 tokio::spawn(async move {
                     let _ = link.send(note).await;
                 });
@@ -173,9 +171,10 @@ impl InboundSink for LinkCore {
                 // session's).
                 let (held, lists_tools) = {
                     let mut st = self.state.lock().unwrap();
-                    let lists_tools = st.pending.get(&up_id).is_some_and(|p| {
-                        matches!(p.waiter, Waiter::Client { answers: Some(crate::jsonrpc::Method::ToolsList), .. })
-                    });
+                    let lists_tools = st
+                        .pending
+                        .get(&up_id)
+                        .is_some_and(|p| matches!(p.waiter, Waiter::Client { answers: Some(Method::ToolsList), .. }));
                     let (token, session) = match st.pending.get(&up_id) {
                         Some(p) => (
                             p.token.clone(),

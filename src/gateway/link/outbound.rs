@@ -270,14 +270,14 @@ impl Link {
 
     /// Sends a request of the gateway's own and waits for the whole response message, at
     /// most `request_timeout`; past it the upstream is told to stop and the answer is -32001.
-    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+    pub async fn request(&self, method: Method, params: Value) -> Result<Value, RpcError> {
         let msg = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(self.request_timeout, self.request_for(msg, None)).await {
             Ok(answer) => answer,
             // The abandoned request was freed and cancelled upstream as it was dropped.
             Err(_) => Err(LinkError::NoAnswer {
                 upstream: self.core.upstream.clone(),
-                method: method.into(),
+                method: method.as_str().into(),
                 after: self.request_timeout,
             }
             .into()),
@@ -343,7 +343,7 @@ impl Link {
     pub async fn cancel(&self, up_id: i64, reason: &str) {
         if let Some(p) = self.core.take_pending(up_id) {
             self.core.abandoned(up_id, p.owner);
-            let note = jsonrpc::notification("notifications/cancelled", json!({"requestId": up_id, "reason": reason}));
+            let note = jsonrpc::notification(Method::Cancelled, json!({"requestId": up_id, "reason": reason}));
             let _ = self.send(Message::made(note)).await;
         }
     }
@@ -365,7 +365,7 @@ impl Link {
         if let Some(r) = reason {
             params["reason"] = r;
         }
-        let _ = self.send(Message::made(jsonrpc::notification("notifications/cancelled", params))).await;
+        let _ = self.send(Message::made(jsonrpc::notification(Method::Cancelled, params))).await;
         true
     }
 
@@ -434,7 +434,7 @@ impl Link {
             let Some(next) = route.gate.next_value() else { return };
             let shown = route.client_token.as_ref().unwrap_or(&token);
             let msg = Message::made(jsonrpc::notification(
-                "notifications/progress",
+                Method::Progress,
                 json!({"progressToken": shown.to_value(), "progress": next, "message": message}),
             ));
             match route.gate.offer(msg, Duration::ZERO, now) {
@@ -501,7 +501,7 @@ impl Drop for AbandonGuard<'_> {
         self.core.abandoned(self.up_id, p.owner);
         if let Some(link) = self.core.link.get().and_then(Weak::upgrade) {
             let note = Message::made(jsonrpc::notification(
-                "notifications/cancelled",
+                Method::Cancelled,
                 json!({"requestId": self.up_id, "reason": "the gateway no longer needs the answer"}),
             ));
             tokio::spawn(async move {

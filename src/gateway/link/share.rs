@@ -216,7 +216,7 @@ impl Link {
                 if link.is_subscribed(&uri) {
                     continue;
                 }
-                if let Err(e) = link.request("resources/unsubscribe", json!({"uri": uri})).await {
+                if let Err(e) = link.request(Method::ResourcesUnsubscribe, json!({"uri": uri})).await {
                     tracing::debug!(upstream = %link.core.upstream, "resources/unsubscribe after the last subscriber left: {e}");
                 }
             }

@@ -167,7 +167,7 @@ impl Session {
         let timeout = self.upstream.request_timeout;
         let caps = Some(self.ext_capabilities());
         tokio::spawn(async move {
-            let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+            let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
             let _ = tokio::time::timeout(timeout, link.request_for_declaring(req, None, caps)).await;
         });
     }
@@ -188,7 +188,7 @@ impl Session {
                 if let Some(e) = flow::refuse_core_cancel(task_id, last.as_ref()) {
                     return Err(e);
                 }
-                let resp = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await?;
+                let resp = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await?;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now)
                     .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
@@ -229,7 +229,7 @@ impl Session {
 
     /// A request about an extension task, declaring the extension, within `request_timeout`:
     /// the whole response.
-    async fn ext_upstream(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn ext_upstream(&self, method: crate::jsonrpc::Method, params: Value) -> Result<Value, RpcError> {
         let link = self.link().await?;
         let req = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(
@@ -274,7 +274,7 @@ impl Session {
 
     /// The upstream's `tasks/get`, translated and kept, with the task's input requests.
     async fn poll_ext_detailed(&self, task_id: &str) -> LookResult {
-        let resp = self.ext_upstream("tasks/get", json!({"taskId": task_id})).await?;
+        let resp = self.ext_upstream(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
         let Some(result) = resp.get("result").cloned() else {
             let e = RpcError::from_object(resp.get("error"), "tasks/get failed");
             if e.code == INVALID_PARAMS
@@ -363,7 +363,7 @@ impl Session {
             }
             Err(_) => {
                 let why = resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("an error").to_string();
-                let _ = self.ext_upstream("tasks/cancel", json!({"taskId": task_id})).await;
+                let _ = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let mut st = self.state.lock().unwrap();
                 let mut t = st.ext.table.snapshot(task_id).cloned().unwrap_or_default();

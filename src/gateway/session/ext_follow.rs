@@ -88,7 +88,7 @@ impl Session {
         tracing::debug!(upstream = %self.upstream.name, tasks = open.len(), "the session ended: cancelling its extension tasks");
         let caps = self.ext_capabilities();
         let cancels = open.into_iter().map(|task_id| {
-            let req = jsonrpc::request(&Id::Num(0), "tasks/cancel", json!({"taskId": task_id}));
+            let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
             link.request_for_declaring(req, None, Some(caps.clone()))
         });
         let _ = tokio::time::timeout(CANCEL_WAIT, futures_util::future::join_all(cancels)).await;

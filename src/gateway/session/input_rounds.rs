@@ -375,8 +375,10 @@ impl Session {
     /// no longer wanted (where they were asked: on that request's stream).
     fn cancel_questions(&self, client_id: &Id, ids: &[Id], reason: &str) {
         for id in ids {
-            let note =
-                jsonrpc::notification("notifications/cancelled", json!({"requestId": id.to_value(), "reason": reason}));
+            let note = jsonrpc::notification(
+                crate::jsonrpc::Method::Cancelled,
+                json!({"requestId": id.to_value(), "reason": reason}),
+            );
             self.to_client(Message::made(note), Route::Related(client_id.clone()));
         }
     }
@@ -421,7 +423,7 @@ fn question(
     if url_mode {
         input::name_url_elicitation(&mut params, &crate::random::id128());
     }
-    let msg = Message::made(jsonrpc::request(&Id::Num(0), &q.method, params));
+    let msg = Message::made(jsonrpc::request_named(&Id::Num(0), &q.method, params));
     let Some((client, upstream)) = versions else { return Ok(msg) };
     match translate::cross(msg, None, upstream, client) {
         Ok(m) => Ok(m),

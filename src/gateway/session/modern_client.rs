@@ -72,7 +72,7 @@ impl Session {
     pub(super) async fn discover(&self, id: Id) -> Result<(), RpcError> {
         let link = self.link().await?;
         if link.is_modern() {
-            let frame = Message::made(jsonrpc::request(&id, "server/discover", json!({})));
+            let frame = Message::made(jsonrpc::request(&id, crate::jsonrpc::Method::ServerDiscover, json!({})));
             return self.forward_up(&link, id, frame, Shape::AsIs).await;
         }
         let (init, from) = {
@@ -109,7 +109,12 @@ impl Session {
         if frame.method() == Method::ToolsCall {
             Box::pin(self.check_param_headers(&link, &frame)).await?;
         }
-        if matches!(frame.method_name(), "tasks/get" | "tasks/update" | "tasks/cancel") {
+        if matches!(
+            frame.method(),
+            crate::jsonrpc::Method::TasksGet
+                | crate::jsonrpc::Method::TasksUpdate
+                | crate::jsonrpc::Method::TasksCancel
+        ) {
             if !self.declared_extension() {
                 let required = json!({"extensions": {EXTENSION: {}}});
                 return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
@@ -135,7 +140,7 @@ impl Session {
             }
             return Ok(Some(frame));
         }
-        if frame.method_name() == "subscriptions/listen" {
+        if frame.method() == crate::jsonrpc::Method::SubscriptionsListen {
             if self.link().await?.is_modern() {
                 return Ok(Some(self.own_listen(frame)));
             }

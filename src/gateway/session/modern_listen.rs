@@ -152,7 +152,7 @@ impl Session {
         match link.subscribe(self.tag, uri, self.gateway.limits().max_in_flight) {
             Err(_) => false,
             Ok(false) => true,
-            Ok(true) => match link.request("resources/subscribe", json!({"uri": uri})).await {
+            Ok(true) => match link.request(crate::jsonrpc::Method::ResourcesSubscribe, json!({"uri": uri})).await {
                 Ok(r) if r.get("error").is_none() => true,
                 _ => {
                     link.unsubscribe(self.tag, uri);
@@ -182,7 +182,13 @@ impl Session {
     /// `false` if the request is no open listen.
     pub fn end_listen_for_shutdown(&self) -> bool {
         let Some(client) = &self.modern else { return false };
-        let asked = client.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| m == "subscriptions/listen");
+        let asked = client
+            .asked
+            .lock()
+            .unwrap()
+            .original
+            .as_ref()
+            .is_some_and(|(m, _)| crate::jsonrpc::Method::parse(m) == crate::jsonrpc::Method::SubscriptionsListen);
         if !asked || client.rounds.done() {
             return false;
         }
@@ -201,7 +207,7 @@ impl Session {
         let Some((id, _)) = client.listen.lock().unwrap().take() else { return };
         client.listen_ended.cancel();
         let note = jsonrpc::notification(
-            "notifications/cancelled",
+            crate::jsonrpc::Method::Cancelled,
             json!({"requestId": id.to_value(), "reason": "the gateway lost its upstream; listen again"}),
         );
         self.sink.deliver(Message::made(note), Route::Related(id.clone()));

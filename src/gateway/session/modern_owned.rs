@@ -52,7 +52,7 @@ impl Session {
     /// Whether a modern upstream's notification on a request's stream may reach this
     /// session's client: a `notifications/tasks` only of the owner's tasks.
     pub(super) fn shows_modern_note(&self, msg: &Message) -> bool {
-        if !self.bound() || msg.method_name() != "notifications/tasks" {
+        if !self.bound() || msg.method() != crate::jsonrpc::Method::TasksNotification {
             return true;
         }
         msg.task_id_param().is_some_and(|t| self.may_ask_modern(t.as_str()))
@@ -65,12 +65,15 @@ impl Session {
         if !self.bound() || !link.is_modern() {
             return Ok(frame);
         }
-        match frame.method_name() {
-            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => match frame.task_id_param() {
+        match frame.method() {
+            crate::jsonrpc::Method::TasksGet
+            | crate::jsonrpc::Method::TasksUpdate
+            | crate::jsonrpc::Method::TasksCancel
+            | crate::jsonrpc::Method::TasksResult => match frame.task_id_param() {
                 Some(t) if self.may_ask_modern(t.as_str()) => Ok(frame),
                 t => Err(hosted::not_found(t.as_ref().map_or("", |t| t.as_str()))),
             },
-            "subscriptions/listen" => Ok(self.own_listen(frame)),
+            crate::jsonrpc::Method::SubscriptionsListen => Ok(self.own_listen(frame)),
             _ => Ok(frame),
         }
     }

@@ -71,7 +71,7 @@ impl Session {
         params.insert("task".into(), json!({"ttl": self.upstream.tasks.ttl.as_millis() as u64}));
         let link = self.link().await?;
         let params = msg.get("params").cloned().unwrap_or(json!({}));
-        let resp = link.request("tools/call", params).await?;
+        let resp = link.request(crate::jsonrpc::Method::ToolsCall, params).await?;
         let answer = match resp.get("result") {
             Some(result) if result.get("task").is_some() => {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
@@ -117,10 +117,10 @@ impl Session {
         task_id: &str,
     ) -> Result<(), RpcError> {
         let link = self.link().await?;
-        let ask = |method: &'static str| link.request(method, json!({"taskId": task_id}));
-        let answer = match frame.method_name() {
-            "tasks/get" => {
-                let got = ask("tasks/get").await?;
+        let ask = |method: crate::jsonrpc::Method| link.request(method, json!({"taskId": task_id}));
+        let answer = match frame.method() {
+            crate::jsonrpc::Method::TasksGet => {
+                let got = ask(crate::jsonrpc::Method::TasksGet).await?;
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
@@ -132,11 +132,11 @@ impl Session {
                     }
                 }
             }
-            "tasks/cancel" => {
-                let got = ask("tasks/cancel").await?;
+            crate::jsonrpc::Method::TasksCancel => {
+                let got = ask(crate::jsonrpc::Method::TasksCancel).await?;
                 // Cooperative in the extension: a task that had already ended is acknowledged.
                 let ended = got.pointer("/error/code").and_then(Value::as_i64) == Some(INVALID_PARAMS)
-                    && ask("tasks/get").await.ok().is_some_and(|g| g.get("result").is_some());
+                    && ask(crate::jsonrpc::Method::TasksGet).await.ok().is_some_and(|g| g.get("result").is_some());
                 match got.get("error") {
                     Some(_) if !ended => with_id(got, &id),
                     _ => jsonrpc::result_response(&id, flow::ack()),
@@ -169,7 +169,8 @@ impl Session {
         let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
         Ok(match status {
             Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
-                let mut payload = link.request("tasks/result", json!({"taskId": upstream_id})).await?;
+                let mut payload =
+                    link.request(crate::jsonrpc::Method::TasksResult, json!({"taskId": upstream_id})).await?;
                 modern::for_modern(&mut payload, Some(crate::jsonrpc::Method::ToolsCall));
                 flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
             }
@@ -185,9 +186,9 @@ impl Session {
     /// clients (`task_id`).
     pub(super) async fn serve_ext_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
         let hosted = self.hosted().clone();
-        let result = match frame.method_name() {
-            "tasks/get" => self.ext_snapshot(task_id).await?,
-            "tasks/update" => {
+        let result = match frame.method() {
+            crate::jsonrpc::Method::TasksGet => self.ext_snapshot(task_id).await?,
+            crate::jsonrpc::Method::TasksUpdate => {
                 let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
                 for (key, answer) in responses {
                     // A key that is not outstanding is ignored, as the extension says.

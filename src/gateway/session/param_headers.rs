@@ -60,7 +60,7 @@ impl Session {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let resp = match link.request("tools/list", params).await {
+            let resp = match link.request(crate::jsonrpc::Method::ToolsList, params).await {
                 Ok(resp) => resp,
                 Err(e) => {
                     tracing::warn!(upstream = %self.upstream.name, "cannot read the tools' x-mcp-header declarations: {e}");

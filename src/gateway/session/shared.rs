@@ -69,7 +69,7 @@ impl Session {
             self.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
             return Ok(());
         }
-        let method = frame.method_name().to_string();
+        let method = frame.method();
         let Some(msg) = self.upward_request(frame)? else {
             return Err(RpcError::new(
                 jsonrpc::METHOD_NOT_FOUND,
@@ -77,7 +77,7 @@ impl Session {
             ));
         };
         let params = msg.value().get("params").cloned().unwrap_or(json!({}));
-        let mut resp = match link.request(&method, params).await {
+        let mut resp = match link.request(method, params).await {
             Ok(r) => r,
             Err(e) => {
                 if subscribe {
@@ -113,8 +113,10 @@ impl Session {
             let ids: Vec<String> = st.known_tasks.iter().skip(start).take(page).cloned().collect();
             (ids, st.known_tasks.len() > end)
         };
-        let got =
-            futures_util::future::join_all(ids.iter().map(|t| link.request("tasks/get", json!({"taskId": t})))).await;
+        let got = futures_util::future::join_all(
+            ids.iter().map(|t| link.request(crate::jsonrpc::Method::TasksGet, json!({"taskId": t}))),
+        )
+        .await;
         let tasks: Vec<Value> = got.into_iter().filter_map(|r| r.ok()?.get("result").cloned()).collect();
         let mut result = json!({"tasks": tasks});
         if more {

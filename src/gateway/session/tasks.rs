@@ -134,7 +134,7 @@ impl Session {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let resp = link.request("tools/list", params).await?;
+            let resp = link.request(crate::jsonrpc::Method::ToolsList, params).await?;
             match resp.get("result") {
                 Some(result) => self.remember_tools(result),
                 None => {

@@ -44,10 +44,11 @@ const CLOSE: &str = "?=";
 
 /// The `params` member `Mcp-Name` mirrors for `method`, if the method has one.
 pub fn name_param(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+    use crate::jsonrpc::Method::*;
+    match crate::jsonrpc::Method::parse(method) {
+        ToolsCall | PromptsGet => Some("name"),
+        ResourcesRead => Some("uri"),
+        TasksGet | TasksUpdate | TasksCancel => Some("taskId"),
         _ => None,
     }
 }

@@ -19,23 +19,24 @@
 //! is the gateway's choice ([`InputLimits`], from each upstream's `max_input_rounds` and
 //! `max_input_requests`); [`InputRequired::read_round`] enforces both.
 
+use crate::jsonrpc::Method;
 use serde_json::{Map, Value};
 
 /// The methods whose result may be an `InputRequiredResult`.
-pub const MAY_ASK: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+pub const MAY_ASK: [Method; 3] = [Method::ToolsCall, Method::PromptsGet, Method::ResourcesRead];
 
 /// Whether a request of `method` may be answered with an `InputRequiredResult`.
 pub fn may_ask(method: &str) -> bool {
-    MAY_ASK.contains(&method)
+    MAY_ASK.contains(&Method::parse(method))
 }
 
 /// The client capability an input request needs (`elicitation`, `sampling`, `roots`), or
 /// `None` for a method that is not an input request.
 pub fn capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "elicitation/create" => Some("elicitation"),
-        "sampling/createMessage" => Some("sampling"),
-        "roots/list" => Some("roots"),
+    match Method::parse(method) {
+        Method::ElicitationCreate => Some("elicitation"),
+        Method::SamplingCreateMessage => Some("sampling"),
+        Method::RootsList => Some("roots"),
         _ => None,
     }
 }

@@ -126,12 +126,13 @@ pub fn cancel_to_core(ext_response: &Value, last_seen: &Map<String, Value>, now:
     Ok(Value::Object(t))
 }
 
-/// The methods an input request may have, in either dialect.
-const INPUT_METHODS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
-
 fn input_method(req: &Value) -> Result<&str, DialectError> {
     let m = req.get("method").and_then(Value::as_str).ok_or(DialectError::BadInput("no method"))?;
-    INPUT_METHODS.contains(&m).then_some(m).ok_or(DialectError::BadInput("not elicitation, sampling or roots"))
+    // The methods an input request may have, in either dialect.
+    crate::jsonrpc::Method::parse(m)
+        .is_input_request()
+        .then_some(m)
+        .ok_or(DialectError::BadInput("not elicitation, sampling or roots"))
 }
 
 /// One of an extension task's `inputRequests` (`{method, params}`) as the core server→client
@@ -222,7 +223,7 @@ pub fn notification_to_core(ext_params: Value) -> Result<(Value, Inline), Dialec
         }
     }
     let (t, inline) = super::task::task_to_core(p)?;
-    Ok((json!({"jsonrpc": "2.0", "method": CORE_NOTIFICATION, "params": t}), inline))
+    Ok((json!({"jsonrpc": "2.0", "method": CORE_NOTIFICATION.as_str(), "params": t}), inline))
 }
 
 /// Core `notifications/tasks/status` params (a `Task`) and what the gateway holds for the
@@ -236,7 +237,7 @@ pub fn notification_to_ext(core_params: Value, inline: Inline, subscription: &Id
     if let Some(meta) = meta.as_object_mut() {
         meta.insert(key::SUBSCRIPTION_ID.into(), subscription.to_value());
     }
-    Ok(json!({"jsonrpc": "2.0", "method": EXT_NOTIFICATION, "params": p}))
+    Ok(json!({"jsonrpc": "2.0", "method": EXT_NOTIFICATION.as_str(), "params": p}))
 }
 
 #[cfg(test)]

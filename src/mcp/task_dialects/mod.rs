@@ -129,16 +129,16 @@ pub mod caps;
 pub mod flow;
 pub mod task;
 
-use crate::jsonrpc::{INTERNAL_ERROR, RpcError};
+use crate::jsonrpc::{INTERNAL_ERROR, Method, RpcError};
 
 /// The extension's identifier: its key in `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The extension's request carrying the client's input (`{taskId, inputResponses}`).
-pub const TASKS_UPDATE: &str = "tasks/update";
+pub const TASKS_UPDATE: Method = Method::TasksUpdate;
 /// The extension's status notification (params: a `DetailedTask`).
-pub const EXT_NOTIFICATION: &str = "notifications/tasks";
+pub const EXT_NOTIFICATION: Method = Method::TasksNotification;
 /// The core status notification (params: a `Task`).
-pub const CORE_NOTIFICATION: &str = "notifications/tasks/status";
+pub const CORE_NOTIFICATION: Method = Method::TaskStatus;
 
 /// A message of one dialect that cannot become the other's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -218,7 +218,7 @@ impl ExtBridge {
                     }
                 }
             }
-            let get = self.upstream("tasks/get", json!({"taskId": task_id}));
+            let get = self.upstream(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id}));
             tokio::pin!(get);
             let polled = tokio::select! {
                 r = &mut get => r,
@@ -338,7 +338,7 @@ impl ExtBridge {
     }
 
     /// A request about the task, declaring the extension, within `request_timeout`.
-    async fn upstream(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn upstream(&self, method: crate::jsonrpc::Method, params: Value) -> Result<Value, RpcError> {
         let req = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(
             self.request_timeout,
@@ -366,8 +366,11 @@ impl ExtBridge {
     }
 
     async fn cancel_task(&self, task_id: &str) {
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.upstream("tasks/cancel", json!({"taskId": task_id})))
-            .await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})),
+        )
+        .await;
     }
 
     /// The upstream's response as the answer to the client's own request: its id.

@@ -67,9 +67,9 @@ impl BridgeLink for Upstream {
         }
     }
 
-    async fn request(&self, method: &str, _params: Value) -> Result<Value, RpcError> {
-        self.sent.lock().unwrap().push(method.to_string());
-        assert_eq!(method, "tasks/get");
+    async fn request(&self, method: crate::jsonrpc::Method, _params: Value) -> Result<Value, RpcError> {
+        self.sent.lock().unwrap().push(method.as_str().to_string());
+        assert_eq!(method, crate::jsonrpc::Method::TasksGet);
         let takes = *self.get_takes.lock().unwrap();
         tokio::time::sleep(takes).await;
         Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
@@ -92,7 +92,11 @@ fn start(up: &Arc<Upstream>) -> (tokio::task::JoinHandle<Ending>, CancellationTo
     let bridge = Bridge {
         link: up.clone(),
         client: ClientRef { session: 1, id: Id::Num(7) },
-        call: jsonrpc::request(&Id::Num(7), "tools/call", json!({"name": "research", "_meta": {"progressToken": "p"}})),
+        call: jsonrpc::request(
+            &Id::Num(7),
+            crate::jsonrpc::Method::ToolsCall,
+            json!({"name": "research", "_meta": {"progressToken": "p"}}),
+        ),
         ttl: secs(3600),
         request_timeout: secs(REQUEST_TIMEOUT_S),
         max_request_time: secs(MAX_REQUEST_TIME_S),

@@ -92,7 +92,7 @@ impl Hosted {
         if rec.status.is_terminal() {
             self.expire_when_due(&rec);
         }
-        let note = jsonrpc::notification("notifications/tasks/status", Value::Object(rec.to_json()));
+        let note = jsonrpc::notification(crate::jsonrpc::Method::TaskStatus, Value::Object(rec.to_json()));
         for s in sessions {
             s.to_client(note.clone(), Route::Unrelated);
         }

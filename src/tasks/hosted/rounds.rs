@@ -98,7 +98,7 @@ impl Hosted {
                     input::name_url_elicitation(&mut params, &crate::random::id128());
                 }
                 let id = question_id(task_id, round, &q.key);
-                questions.push((id.clone(), jsonrpc::request(&id, &q.method, params)));
+                questions.push((id.clone(), jsonrpc::request_named(&id, &q.method, params)));
             }
             let wait = rounds.policy.answer_within.min(left);
             rounds.asking = Some(Asking {
