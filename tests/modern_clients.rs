@@ -284,15 +284,10 @@ async fn closing_the_response_cancels_the_request() {
     let resp = c.post_streaming(serde_json::to_vec(&hang).unwrap(), &h).await;
     assert_eq!(resp.status(), 200);
     drop(resp);
-    let cancelled = async {
-        loop {
-            if up.received_methods().iter().any(|m| m == "notifications/cancelled") {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), cancelled).await.expect("the upstream heard the cancel");
+    eventually("the upstream hears the cancel", async || {
+        up.received_methods().iter().any(|m| m == "notifications/cancelled")
+    })
+    .await;
 }
 
 /// `subscriptions/listen`: list changes and updates of the listed resources, on the one
@@ -353,12 +348,10 @@ async fn subscriptions_listen_carries_what_was_asked() {
 
     // Closing the stream lets the upstream subscription go.
     drop(events);
-    let unsubscribed = async {
-        while !std::fs::read_to_string(&log).unwrap_or_default().contains("resources/unsubscribe") {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), unsubscribed).await.expect("unsubscribed upstream");
+    eventually("unsubscribed upstream", async || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("resources/unsubscribe")
+    })
+    .await;
 }
 
 /// Over stdio a listen stream ends when the client cancels it (nothing more is tagged with

@@ -8,7 +8,6 @@ mod common;
 use common::modern_client::*;
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 fn ext() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
@@ -27,14 +26,11 @@ async fn get(c: &HttpMcp, task: &str) -> Value {
 
 /// Polls `tasks/get` until the task leaves `working` (bounded).
 async fn settled(c: &HttpMcp, task: &str) -> Value {
-    for _ in 0..200 {
+    poll(&format!("task {task} leaves working"), async || {
         let r = get(c, task).await;
-        if r["result"]["status"] != "working" {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {task} still working");
+        (r["result"]["status"] != "working").then_some(r)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -151,15 +147,14 @@ async fn hosted_extension_tasks_over_stdio() {
     let r = c.wait_response(1).await;
     assert_eq!(r.result()["resultType"], "task", "{:?}", r.response);
     let id = r.result()["taskId"].as_str().unwrap().to_string();
-    let mut last = Value::Null;
-    for n in 0..200 {
-        c.send(&request(json!(100 + n), "tasks/get", json!({"taskId": id}), ext())).await;
-        last = c.wait_response(100 + n).await.response;
-        if last["result"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let mut n = 100;
+    let last = poll("the task completes", async || {
+        n += 1;
+        c.send(&request(json!(n), "tasks/get", json!({"taskId": id}), ext())).await;
+        let last = c.wait_response(n).await.response;
+        (last["result"]["status"] == "completed").then_some(last)
+    })
+    .await;
     assert_eq!(last["result"]["result"]["content"][0]["text"], "done after 2 steps", "{last}");
 }
 
@@ -329,13 +324,10 @@ async fn a_listen_stream_carries_the_status_of_the_hosted_tasks_it_may_see() {
     assert_eq!(ack["params"]["notifications"], json!({"taskIds": [mine]}), "only what this client may see: {ack}");
 
     // The other owner's task ends while the stream is open; then this client's is answered.
-    for _ in 0..200 {
-        let got = legacy.request("tasks/get", json!({"taskId": theirs})).await;
-        if got.result()["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually("the other owner's task completes", async || {
+        legacy.request("tasks/get", json!({"taskId": theirs})).await.result()["status"] == "completed"
+    })
+    .await;
     let update = request(
         json!("u"),
         "tasks/update",

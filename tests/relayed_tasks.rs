@@ -14,7 +14,6 @@ use common::modern_client::*;
 use common::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 
 const ELICIT: &str = "elicit-1";
 
@@ -93,15 +92,11 @@ async fn get(c: &HttpMcp, task: &str, caps: &Value) -> Value {
 
 /// Polls `tasks/get` until `done` holds of its answer (bounded).
 async fn poll_until(c: &HttpMcp, task: &str, caps: &Value, done: impl Fn(&Value) -> bool) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..400 {
-        last = get(c, task, caps).await;
-        if done(&last) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {task} never got there: {last}");
+    poll(&format!("task {task} gets there"), async || {
+        let last = get(c, task, caps).await;
+        done(&last).then_some(last)
+    })
+    .await
 }
 
 async fn gateway_for(up: &Scripted) -> Gw {
@@ -268,14 +263,11 @@ async fn over_a_stdio_upstream_too() {
         c.send(&request(json!(n), "tasks/get", json!({"taskId": id}), caps.clone())).await;
         c.wait_response(n).await.response
     };
-    let mut asked = Value::Null;
-    for _ in 0..200 {
-        asked = get(&mut c).await;
-        if asked["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let asked = poll("the task asks", async || {
+        let asked = get(&mut c).await;
+        asked["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty()).then_some(asked)
+    })
+    .await;
     let key = asked["result"]["inputRequests"].as_object().expect("asked").keys().next().unwrap().clone();
     assert_eq!(asked["result"]["inputRequests"][&key]["params"]["message"], "colour?", "{asked}");
     let update = request(
@@ -286,14 +278,11 @@ async fn over_a_stdio_upstream_too() {
     );
     c.send(&update).await;
     assert_eq!(c.wait_response(2).await.response["result"], json!({"resultType": "complete"}));
-    let mut done = Value::Null;
-    for _ in 0..200 {
-        done = get(&mut c).await;
-        if done["result"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let done = poll("the task completes", async || {
+        let done = get(&mut c).await;
+        (done["result"]["status"] == "completed").then_some(done)
+    })
+    .await;
     assert_eq!(done["result"]["result"]["content"][0]["text"], "answer: red", "{done}");
 }
 

@@ -1,8 +1,7 @@
 //! Requests and waits shared by the by-token dialect tests (`tests/dialects*.rs`).
 
-use super::{STEP, StdioMcp, init_params};
+use super::{StdioMcp, init_params};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// `initialize` params that opt in to SEP-1391.
 pub fn sep_params(version: &str) -> Value {
@@ -24,9 +23,5 @@ pub async fn stdio_state(c: &mut StdioMcp, token: &str) -> String {
 
 /// Polls `progress/get` over stdio until `token`'s state is `want`.
 pub async fn stdio_state_becomes(c: &mut StdioMcp, token: &str, want: &str) {
-    let start = tokio::time::Instant::now();
-    while stdio_state(c, token).await != want {
-        assert!(start.elapsed() < STEP, "{token} never became {want}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    super::eventually(&format!("{token} becomes {want}"), async || stdio_state(c, token).await == want).await
 }

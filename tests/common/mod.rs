@@ -17,7 +17,12 @@ mod stdio_script;
 mod wait;
 #[allow(unused_imports)]
 pub use {
-    bearer::bearer_tokens, http_client::*, scripted::*, stdio_client::*, stdio_script::StdioScript, wait::eventually,
+    bearer::bearer_tokens,
+    http_client::*,
+    scripted::*,
+    stdio_client::*,
+    stdio_script::StdioScript,
+    wait::{eventually, poll},
 };
 
 pub mod modern_client;

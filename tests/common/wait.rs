@@ -7,8 +7,17 @@ use std::time::Duration;
 /// `what`. A fixed sleep before an assertion is slow when things go well and flaky when the
 /// machine is busy.
 pub async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    poll(what, async || cond().await.then_some(())).await
+}
+
+/// Asks `probe` every 10 ms, for at most [`STEP`], until it returns `Some`, and returns what
+/// it held; then fails with `what`.
+pub async fn poll<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
     let start = tokio::time::Instant::now();
-    while !cond().await {
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
         assert!(start.elapsed() < STEP, "still not so after {STEP:?}: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
