@@ -29,6 +29,7 @@ use tracing::Instrument;
 
 /// The most `Mcp-Param-*` headers of one request that are read (the rest are ignored).
 pub const MAX_PARAM_HEADERS: usize = 64;
+use plan::{ByToken, ClientSide, Plan, UpstreamSide};
 use state::{ServerRequest, SessionState};
 
 mod by_token;
@@ -47,6 +48,8 @@ pub mod modern_state;
 mod modern_tasks;
 mod owners;
 mod param_headers;
+mod plan;
+mod planned;
 mod relink;
 mod revive;
 mod server_requests;
@@ -102,6 +105,12 @@ pub struct Session {
     /// A session for one request of a modern (2026-07-28) client: that request's `_meta`
     /// (see `modern_client`).
     modern: Option<modern_state::ModernClient>,
+    /// Whether the session rides its upstream's shared link: with `share = true`, and for a
+    /// modern request unless its upstream receives the client's own `Authorization` (then
+    /// it has a link of its own, which speaks for that client alone; see `credential`).
+    shared: bool,
+    /// The by-token dialects its upstream enables, for a legacy client.
+    by_token: ByToken,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -145,7 +154,9 @@ impl Session {
         let timed =
             timed::TimedSink::new(sink, gateway.upstream_metrics(&upstream.name), gateway.limits().max_in_flight);
         let pass = upstream.authorization == crate::config::ClientAuthorization::Pass;
-        let credential = pass.then(Default::default);
+        let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
+        let shared = upstream.share || (modern.is_some() && credential.is_none());
+        let by_token = ByToken::of(&upstream, modern.is_some());
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -157,6 +168,8 @@ impl Session {
             me: me.clone(),
             tag,
             modern,
+            shared,
+            by_token,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
@@ -234,153 +247,23 @@ impl Session {
         }
     }
 
-    /// A request of an initialized session: served by the gateway, or forwarded.
-    async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
-        let frame = match self.modern {
-            // Boxed: a legacy request's future must not carry the modern paths' state.
-            Some(_) => match Box::pin(self.modern_request(&id, frame)).await? {
-                Some(f) => f,
-                None => return Ok(()),
-            },
-            None => frame,
-        };
-        // Boxed: most upstreams speak neither by-token dialect.
-        if self.modern.is_none()
-            && self.speaks_by_token()
-            && let Some(answered) = Box::pin(self.by_token_request(&id, &frame)).await
-        {
-            return answered;
+    /// The session's plan; before any link negotiated, one for an upstream of the newest
+    /// legacy version that declared nothing (as the session takes it to be until then).
+    fn plan(&self) -> Plan {
+        let st = self.state.lock().unwrap();
+        st.plan.unwrap_or_else(|| {
+            let upstream = UpstreamSide::Legacy(st.upstream_version.unwrap_or(ProtocolVersion::LATEST));
+            Plan::new(self.client_side(&st), upstream, &st.upstream_caps, &self.upstream, self.shared)
+        })
+    }
+
+    /// The client's era, as `st` knows it (a legacy client's version from the moment its
+    /// `initialize` arrives).
+    fn client_side(&self, st: &SessionState) -> ClientSide {
+        match &self.modern {
+            Some(_) => ClientSide::Modern,
+            None => ClientSide::Legacy(st.version.or(st.asked).unwrap_or(ProtocolVersion::LATEST)),
         }
-        let client_has_tasks = self.modern.is_none() && self.version().is_some_and(|v| v.has_tasks());
-        // A task asked for by a client whose version has none is not its to ask: the call
-        // goes up plain (else a task created upstream would answer a client that cannot
-        // read it, and run on with nobody to cancel it).
-        let frame = if !client_has_tasks && frame.method() == Method::ToolsCall && frame.task_param().is_some() {
-            frame.edit(|m| {
-                if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
-                    p.remove("task");
-                }
-            })
-        } else {
-            frame
-        };
-        let shape = match frame.method() {
-            // A modern client's listing is not the place for 2025-11-25 task marks.
-            Method::ToolsList if self.modern.is_some() => Shape::AsIs,
-            Method::ToolsList => Shape::ToolsList,
-            // A core task asked of an extension upstream: translated (see `ext_core`).
-            Method::ToolsCall if frame.task_param().is_some() && self.translates_ext_tasks() => {
-                return Box::pin(self.ext_core_call(id, frame)).await;
-            }
-            Method::ToolsCall if client_has_tasks && frame.task_param().is_some() => {
-                let name = frame.tool_name().unwrap_or_default().into_owned();
-                // Boxed, as every rare path here: each request's future would carry its state.
-                if Box::pin(self.hosts_tool(&name)).await? {
-                    return Box::pin(self.start_hosted(id, frame.into_value())).await;
-                }
-                let support =
-                    if self.upstream_runs_tasks() { self.support_of(&name).await? } else { TaskSupport::Forbidden };
-                if support == TaskSupport::Forbidden && self.upstream.tasks.hosted != HostedMode::Never {
-                    // The client was shown this tool without task support: a task call of
-                    // it is what the spec answers with -32601.
-                    return Err(RpcError::new(
-                        jsonrpc::METHOD_NOT_FOUND,
-                        format!("tool {name:?} does not support task-augmented calls (taskSupport: forbidden)"),
-                    ));
-                }
-                Shape::AsIs
-            }
-            // A blocking call to an extension upstream: bridged if it must be a task.
-            Method::ToolsCall if self.ext_tasks_upstream() => self.may_need_ext_task(&id, &frame),
-            Method::ToolsCall if self.upstream_runs_tasks() => {
-                let name = frame.tool_name().unwrap_or_default().into_owned();
-                match self.support_of(&name).await? {
-                    TaskSupport::Forbidden => Shape::AsIs,
-                    TaskSupport::Optional => {
-                        // An SDK may still refuse a plain call of an optional tool; its exact
-                        // refusal is retried once as a task.
-                        let kept = {
-                            let mut st = self.state.lock().unwrap();
-                            let room = st.retry.len() < self.gateway.limits().max_in_flight;
-                            if room {
-                                st.retry.insert(id.clone(), frame.clone());
-                            }
-                            room
-                        };
-                        if kept { Shape::MayNeedTask } else { Shape::AsIs }
-                    }
-                    TaskSupport::Required => match self.upstream.tasks.required {
-                        RequiredMode::Bridge => return self.start_bridge(id, frame.into_value()).await,
-                        RequiredMode::Hide if self.modern.is_some() => {
-                            // The extension's way to say a call needs a task.
-                            let required = json!({"extensions": {crate::mcp::task_dialects::EXTENSION: {}}});
-                            return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
-                        }
-                        RequiredMode::Hide if !client_has_tasks => {
-                            return Err(RpcError::new(
-                                jsonrpc::METHOD_NOT_FOUND,
-                                format!(
-                                    "tool {name:?} must run as a task and needs a client with task support (protocol 2025-11-25 or later)"
-                                ),
-                            ));
-                        }
-                        RequiredMode::Hide => Shape::AsIs,
-                    },
-                }
-            }
-            method @ (Method::TasksGet | Method::TasksResult | Method::TasksCancel) if client_has_tasks => {
-                let Some(task_id) = frame.task_id_param() else {
-                    return Err(RpcError::new(
-                        INVALID_PARAMS,
-                        format!("{}: params.taskId must be a string", method.as_str()),
-                    ));
-                };
-                if Box::pin(self.hosted().visible_or_failed(task_id.as_str(), &self.owner)).await? {
-                    return Box::pin(self.serve_task_request(id, method, task_id.as_str())).await;
-                }
-                if self.ext_tasks_upstream() {
-                    return Box::pin(self.serve_translated_task(id, method, task_id.as_str())).await;
-                }
-                // On a shared link, only the session's own upstream tasks exist for it.
-                if !self.upstream_has_tasks() || !self.may_ask_about(task_id.as_str()).await? {
-                    return Err(hosted::not_found(task_id.as_str()));
-                }
-                Shape::AsIs
-            }
-            Method::TasksList if client_has_tasks && self.ext_tasks_upstream() => {
-                return Box::pin(self.list_ext_tasks(id, &frame)).await;
-            }
-            // Passed upstream, a shared link's listing would show every session's tasks.
-            Method::TasksList
-                if self.shares() || (client_has_tasks && self.upstream.tasks.hosted != HostedMode::Never) =>
-            {
-                return Box::pin(self.list_tasks(id, frame.into_value())).await;
-            }
-            method if self.shares() && self.modern.is_none() && method.is_task_request() => {
-                // A client without tasks made none upstream.
-                let task_id = frame.task_id_param();
-                return Err(hosted::not_found(task_id.as_ref().map_or("", |t| t.as_str())));
-            }
-            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe if self.shares() => {
-                return Box::pin(self.shared_subscription(id, frame)).await;
-            }
-            _ => Shape::AsIs,
-        };
-        let link = self.link().await?;
-        if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
-            return answered;
-        }
-        let frame =
-            if self.modern.is_some() { self.modern_upward(&link, frame) } else { self.legacy_upward(&link, frame)? };
-        // Translated for the link's version, which a restart may have changed.
-        let frame = self.upward_request(frame)?.ok_or_else(|| {
-            RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
-        })?;
-        if !link.is_modern() {
-            return link.forward(self.client_ref(id), frame, shape).await;
-        }
-        // Boxed: a legacy request's future must not carry the modern path's state.
-        Box::pin(self.forward_up(&link, id, frame, shape)).await
     }
 
     /// The client's `initialize`: the link is opened and initialized on the gateway's
@@ -413,7 +296,7 @@ impl Session {
         let _unfinished = Unfinished(self);
         let negotiated = {
             let _guard = self.relink.lock().await;
-            if self.shares() { self.join_shared().await } else { self.open_link().await }
+            if self.shared { self.join_shared().await } else { self.open_link().await }
         }?;
         let mut result = negotiated.result;
         if !result.is_object() {
@@ -447,13 +330,8 @@ impl Session {
         Ok(())
     }
 
-    /// Whether the upstream enables a by-token dialect (`by_token`).
-    fn speaks_by_token(&self) -> bool {
-        self.upstream.dialects.progress_get || self.upstream.dialects.sep1391
-    }
-
     async fn handle_notification(&self, frame: Message) {
-        if self.speaks_by_token() && frame.method() == Method::Cancelled {
+        if self.by_token.on() && frame.method() == Method::Cancelled {
             Box::pin(self.operation_cancelled(&frame)).await;
             if let Some(id) = frame.request_id_param() {
                 self.progress_cancelled(&id);
@@ -554,7 +432,7 @@ impl Session {
                 Some(m) => m,
                 None => return,
             },
-            None if self.speaks_by_token() => (self.by_token_outgoing(msg, &route), route),
+            None if self.by_token.on() => (self.by_token_outgoing(msg, &route), route),
             None => (msg, route),
         };
         self.sink.deliver(msg, route);
@@ -571,7 +449,7 @@ impl Session {
             st.bridges.drain().map(|(_, c)| c).collect()
         };
         // After `closed`: an operation still starting is not recorded, but stopped.
-        if self.speaks_by_token() {
+        if self.by_token.on() {
             Box::pin(self.end_by_token()).await;
         }
         // A bridged call's upstream task is cancelled when its session ends (a client that
@@ -587,7 +465,7 @@ impl Session {
             Some(link) => link.close_when_idle().await,
             None => {}
         }
-        if self.shares() {
+        if self.shared {
             self.refuse_unanswered();
         }
     }

@@ -69,8 +69,6 @@ struct Entry {
 /// What a session keeps for an upstream of the tasks extension.
 #[derive(Default)]
 pub struct ExtState {
-    /// The upstream is modern and its `server/discover` declared the extension.
-    pub upstream: bool,
     /// Input requests of extension tasks waiting for the client, by the id the session gave
     /// each request.
     pub inputs: HashMap<crate::jsonrpc::Id, super::bridge::extension::InputWait>,

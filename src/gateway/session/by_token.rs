@@ -24,11 +24,11 @@ use crate::tasks::operations::{Operation, Refusal};
 
 impl Session {
     fn speaks_progress_get(&self) -> bool {
-        self.upstream.dialects.progress_get && self.modern.is_none()
+        self.by_token.progress_get
     }
 
     fn speaks_sep1391(&self) -> bool {
-        self.upstream.dialects.sep1391 && self.modern.is_none()
+        self.by_token.sep1391
     }
 
     /// Whether the client opted in to SEP-1391 (and the upstream enables it).
@@ -358,7 +358,7 @@ impl Session {
             p.insert("task".into(), json!({"ttl": keep_alive.as_millis() as u64}));
         }
         let token = jsonrpc::progress_token(&call).and_then(ProgressToken::from_value);
-        if self.ext_tasks_upstream() {
+        if self.plan().tasks.extension() {
             // The extension server decides per call whether it makes a task.
             if let Some(p) = call.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("task");
@@ -376,7 +376,11 @@ impl Session {
             }
             return Ok(());
         }
-        let support = if self.upstream_runs_tasks() { self.support_of(&name).await? } else { TaskSupport::Forbidden };
+        let support = if (super::planned::Planned { s: self, plan: self.plan() }).runs_tasks() {
+            self.support_of(&name).await?
+        } else {
+            TaskSupport::Forbidden
+        };
         if support == TaskSupport::Forbidden {
             return Err(RpcError::new(
                 INVALID_PARAMS,
@@ -543,7 +547,7 @@ impl Session {
             (st.tool_support.clone(), declares, declares || st.listed_task_tools)
         };
         let policy = &self.upstream.tasks;
-        let ext = self.ext_tasks_upstream();
+        let ext = self.plan().tasks.extension();
         let is_async = |t: &Value| {
             let Some(name) = t.get("name").and_then(Value::as_str) else { return false };
             let s = support.get(name).copied().unwrap_or(TaskSupport::Forbidden);

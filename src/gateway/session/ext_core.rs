@@ -38,11 +38,6 @@ const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(30);
 
 impl Session {
-    /// Whether this session translates core tasks for an extension upstream.
-    pub(super) fn translates_ext_tasks(&self) -> bool {
-        self.version().is_some_and(|v| v.has_tasks()) && self.ext_tasks_upstream()
-    }
-
     /// A core client's task-augmented `tools/call` (see the module doc).
     pub(super) async fn ext_core_call(&self, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut call = frame.into_value();

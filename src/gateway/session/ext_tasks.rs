@@ -10,16 +10,6 @@ use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
 use tokio::sync::mpsc;
 
 impl Session {
-    /// Whether the current upstream is modern and declared the tasks extension, for a legacy
-    /// client (a modern client's requests carry their own capabilities: not bridged here).
-    pub(super) fn ext_tasks_upstream(&self) -> bool {
-        if self.modern.is_some() {
-            return false;
-        }
-        let st = self.state.lock().unwrap();
-        st.upstream_modern && st.ext.upstream
-    }
-
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
     pub(super) fn ext_capabilities(&self) -> serde_json::Map<String, Value> {
@@ -46,7 +36,7 @@ impl Session {
     /// The upstream's answer to such a call: `true` if it is bridged from here (-32021
     /// naming the extension, or a task the gateway did not ask for).
     pub(super) fn ext_task_response(&self, client_id: &Id, msg: &Message) -> bool {
-        if !self.ext_tasks_upstream() {
+        if !self.plan().tasks.extension() {
             return false;
         }
         let (retry, created) = if extension::wants_extension(msg.value()) {

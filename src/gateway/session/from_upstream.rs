@@ -28,7 +28,7 @@ impl Session {
                         t.remove("execution");
                     }
                 }
-                if self.translates_ext_tasks()
+                if self.plan().tasks == plan::TaskPolicy::ExtTranslated
                     && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
                 {
                     // The extension server decides per call: any tool may become a task.
@@ -194,7 +194,7 @@ impl LinkEvents for Session {
             if let Some(task) = withdrawn.and_then(|r| r.task) {
                 self.hosted().input_answered_soon(&task);
             }
-            if self.speaks_by_token() {
+            if self.by_token.on() {
                 self.by_token_withdrawn(&ours);
             }
             msg = msg.edit(|m| m["params"]["requestId"] = ours.to_value());
@@ -208,14 +208,14 @@ impl LinkEvents for Session {
         if st.closed {
             return;
         }
-        if self.modern.is_some() && !self.shares() {
+        if self.modern.is_some() && !self.shared {
             drop(st);
             // A modern request's own link (its upstream receives the client's token): its
             // listen stream is told to listen again, and nothing more will use the link.
             self.listen_lost();
             return;
         }
-        if self.shares() {
+        if self.shared {
             drop(st);
             // What a listen stream was subscribed to is gone with the link: the client is
             // told to listen again.

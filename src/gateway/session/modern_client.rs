@@ -59,13 +59,6 @@ impl Session {
         }
     }
 
-    /// Whether the session rides its upstream's shared link: a modern request does, unless
-    /// its upstream receives the client's own `Authorization` (then it has a link of its
-    /// own, which speaks for that client alone; see `credential`).
-    pub(super) fn shares(&self) -> bool {
-        self.upstream.share || (self.modern.is_some() && self.credential.is_none())
-    }
-
     /// `server/discover` from a modern client: a modern upstream answers it itself (its
     /// answer passes as it is); for a legacy one the gateway answers from what the upstream
     /// said in `initialize`.
@@ -88,7 +81,7 @@ impl Session {
             ProtocolVersion::LATEST,
         );
         let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
-        if self.upstream.tasks.hosted != HostedMode::Never || self.upstream_has_tasks() {
+        if self.upstream.tasks.hosted != HostedMode::Never || self.plan().upstream_tasks {
             // Tasks in the extension's dialect, hosted or relayed (`modern_tasks`).
             result["capabilities"]["extensions"] = json!({EXTENSION: {}});
         }
@@ -160,7 +153,7 @@ impl Session {
                 self.start_hosted_ext(id.clone(), frame).await?;
                 return Ok(None);
             }
-            if self.upstream_has_tasks() && self.tool_support(&name).await? != TaskSupport::Forbidden {
+            if self.plan().upstream_tasks && self.tool_support(&name).await? != TaskSupport::Forbidden {
                 self.call_upstream_task_ext(id.clone(), frame).await?;
                 return Ok(None);
             }
@@ -192,7 +185,7 @@ impl Session {
             // Server requests are refused or asked as input before they get here.
             Kind::Request => None,
             Kind::Notification => {
-                let upstream_modern = self.state.lock().unwrap().upstream_modern;
+                let upstream_modern = self.plan().upstream.is_modern();
                 if let Route::Related(_) = route {
                     let reaches = match upstream_modern {
                         true => self.shows_modern_note(&msg),
@@ -211,7 +204,7 @@ impl Session {
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
             Kind::Response if msg.is_error() => {
-                if self.state.lock().unwrap().upstream_modern || !msg.bytes().windows(6).any(|w| w == b"-32002") {
+                if self.plan().upstream.is_modern() || !msg.bytes().windows(6).any(|w| w == b"-32002") {
                     return Some((msg, route));
                 }
                 Some((
@@ -222,7 +215,7 @@ impl Session {
                 ))
             }
             Kind::Response => {
-                if self.state.lock().unwrap().upstream_modern {
+                if self.plan().upstream.is_modern() {
                     // The server's own result, of the era already (a task it made, its owner's).
                     self.note_modern_task(&msg);
                     return Some((msg, route));

@@ -39,7 +39,7 @@ impl Session {
             // An ended session opens nothing more upstream.
             return Err(RpcError::new(INVALID_REQUEST, "the session has ended"));
         }
-        let negotiated = if self.shares() {
+        let negotiated = if self.shared {
             // The gateway keeps a shared link's backoff: it is every session's.
             self.join_shared().await?
         } else {
@@ -113,8 +113,6 @@ impl Session {
     pub(super) fn adopt(&self, negotiated: &Negotiated) {
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
-        st.upstream_modern = negotiated.modern;
-        st.ext.upstream = negotiated.modern && negotiated.ext_tasks;
         st.ext.table.set_limit(self.upstream.tasks.max_tasks_per_owner);
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
@@ -126,6 +124,11 @@ impl Session {
         {
             tracing::info!(upstream = %self.upstream.name, version = %negotiated.version, "the upstream declares tasks its protocol version lacks; they are not used");
         }
+        let upstream = match negotiated.modern {
+            true => UpstreamSide::Modern { ext_tasks: negotiated.ext_tasks },
+            false => UpstreamSide::Legacy(negotiated.version),
+        };
+        st.plan = Some(Plan::new(self.client_side(&st), upstream, &caps, &self.upstream, self.shared));
         st.upstream_caps = caps;
         st.upstream_init = negotiated.result.clone();
         // What a previous link listed may not hold for this one.

@@ -62,15 +62,20 @@ impl Session {
             ..SessionState::default()
         };
         if !rec.upstream_tasks.is_empty() {
-            // They were made on an extension upstream: so the session takes it to be until
-            // its link, opened to ask about them, says otherwise.
-            state.upstream_modern = true;
-            state.ext.upstream = true;
             state.ext.table.set_limit(upstream.tasks.max_tasks_per_owner);
             state.ext.table.revive(&rec.upstream_tasks);
         }
         let open = state.ext.table.open_tasks();
+        let ext_tasks = !rec.upstream_tasks.is_empty();
         let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
+        if ext_tasks {
+            // They were made on an extension upstream: so the session takes it to be until
+            // its link, opened to ask about them, says otherwise.
+            let upstream = UpstreamSide::Modern { ext_tasks: true };
+            let plan =
+                Plan::new(ClientSide::Legacy(version), upstream, &Value::Null, &session.upstream, session.shared);
+            session.state.lock().unwrap().plan = Some(plan);
+        }
         for task in open {
             session.follow_ext_task(task);
         }

@@ -7,7 +7,7 @@ use super::*;
 impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
-        let frame = if self.speaks_by_token() { self.by_token_answered(&id, frame) } else { frame };
+        let frame = if self.by_token.on() { self.by_token_answered(&id, frame) } else { frame };
         if self.ext_input_answered(&id, &frame) {
             return;
         }
@@ -44,7 +44,7 @@ impl Session {
         }
         // A shared link declared what any client can serve; this one may not (a per-session
         // link declared its own client's capabilities).
-        if self.shares() && !self.client_can_answer(&msg) {
+        if self.shared && !self.client_can_answer(&msg) {
             tracing::info!(upstream = %self.upstream.name, method = msg.method_name(), "refused a server request the client did not declare it can answer");
             if let Some(t) = &task {
                 self.hosted().input_answered_soon(t);
@@ -53,7 +53,7 @@ impl Session {
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
             return;
         }
-        let msg = if self.speaks_by_token() { self.tag_operation_question(msg, task.as_deref()) } else { msg };
+        let msg = if self.by_token.on() { self.tag_operation_question(msg, task.as_deref()) } else { msg };
         // A request the client's version cannot take is refused upstream, never sent.
         let msg = match self.downward_request(msg) {
             Ok(m) => m,

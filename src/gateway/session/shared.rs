@@ -38,7 +38,7 @@ impl Session {
     /// link, only about one its own request created on the live link (joined first: a new
     /// link forgets the last one's tasks).
     pub(super) async fn may_ask_about(&self, task_id: &str) -> Result<bool, RpcError> {
-        if !self.shares() {
+        if !self.shared {
             return Ok(true);
         }
         self.link().await?;

@@ -37,8 +37,8 @@ pub(super) struct SessionState {
     pub(super) remembered: Option<(String, String)>,
     /// The version the current link negotiated.
     pub(super) upstream_version: Option<ProtocolVersion>,
-    /// The current link speaks 2026-07-28 (see `versions`).
-    pub(super) upstream_modern: bool,
+    /// What the session decided when its current link negotiated (see `plan`).
+    pub(super) plan: Option<super::plan::Plan>,
     /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
     pub(super) ext: crate::tasks::ext_table::ExtState,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which

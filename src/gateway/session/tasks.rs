@@ -5,17 +5,6 @@
 use super::*;
 
 impl Session {
-    pub(super) fn upstream_has_tasks(&self) -> bool {
-        self.state.lock().unwrap().upstream_caps.get("tasks").is_some()
-    }
-
-    /// Whether the upstream runs tool calls as tasks (so some tools may require it): it
-    /// declares tasks in any form, or its listing marks a tool optional or required.
-    pub(super) fn upstream_runs_tasks(&self) -> bool {
-        let st = self.state.lock().unwrap();
-        mcp_tasks::server_has_tool_tasks(&st.upstream_caps) || st.listed_task_tools
-    }
-
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
     pub(super) async fn start_bridge(&self, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = self.link().await?;
@@ -272,7 +261,7 @@ impl Session {
         };
         let upstream_lists = {
             let st = self.state.lock().unwrap();
-            match self.shares() {
+            match self.shared {
                 true => st.upstream_caps.get("tasks").is_some() && !st.known_tasks.is_empty(),
                 false => st.upstream_caps.pointer("/tasks/list").is_some(),
             }
@@ -282,7 +271,7 @@ impl Session {
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => {}
             Some(c) if c.starts_with(CURSOR_UPSTREAM) && upstream_lists => {
                 let rest = &c[CURSOR_UPSTREAM.len()..];
-                if self.shares() {
+                if self.shared {
                     return self.own_upstream_tasks(id, rest).await;
                 }
                 let params = msg.as_object_mut().and_then(|m| m.get_mut("params")).and_then(Value::as_object_mut);
@@ -300,7 +289,7 @@ impl Session {
         };
         let (tasks, next) = self.hosted().list(&self.owner, cursor.as_deref()).await?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
-            if self.shares() {
+            if self.shared {
                 return self.own_upstream_tasks(id, "").await;
             }
             if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {

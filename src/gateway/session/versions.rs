@@ -85,14 +85,12 @@ impl Session {
             return Some(msg);
         }
         let id = msg.id().cloned();
-        let crossed = if self.state.lock().unwrap().upstream_modern {
-            if self.modern.is_some() {
-                // A modern client reads the modern server's messages as they are.
-                return Some(msg);
-            }
-            translate::cross_from_modern(msg, answers, client)
-        } else {
-            translate::cross(msg, answers, upstream, client)
+        let plan = self.plan();
+        let crossed = match (plan.upstream.is_modern(), plan.client) {
+            // A modern client reads the modern server's messages as they are.
+            (true, plan::ClientSide::Modern) => return Some(msg),
+            (true, plan::ClientSide::Legacy(_)) => translate::cross_from_modern(msg, answers, client),
+            (false, _) => translate::cross(msg, answers, upstream, client),
         };
         match crossed {
             Ok(m) => Some(m),
