@@ -26,6 +26,7 @@ mod metrics;
 mod random;
 mod tasks;
 mod transport;
+mod upstream;
 mod warn_limit;
 
 // The gateway, as the binary runs it.
@@ -44,7 +45,6 @@ pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;
 
 // Parts the benchmarks, fuzz targets and examples drive on their own.
-pub use gateway::progress::ProgressGate;
 pub use mcp::tasks::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping, translate};
 pub use tasks::file_store::{DB_FILE, FileStore, RESTARTED};
@@ -53,3 +53,4 @@ pub use tasks::store::{TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
 pub use transport::http_target::HttpSettings;
 pub use transport::{Error as TransportError, InboundSink, sse};
+pub use upstream::progress::ProgressGate;

@@ -22,10 +22,10 @@ use crate::downstream::http_body::{
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
 use crate::gateway::Gateway;
-use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::transport::sse;
+use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};

@@ -2,7 +2,7 @@
 //! batches, bodies, guards and per-session streams), the legacy HTTP+SSE transport beside it,
 //! and the stdio front. They sit on top:
 //! each turns its wire into calls on a [`Session`](crate::gateway::session::Session) and
-//! implements [`ClientSink`](crate::gateway::client::ClientSink) for what goes back.
+//! implements [`ClientSink`](crate::upstream::client::ClientSink) for what goes back.
 
 pub mod auth;
 mod exchanges;

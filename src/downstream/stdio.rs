@@ -6,11 +6,11 @@
 use crate::downstream::stdio_modern::ModernCalls;
 use crate::downstream::stdout::{InFlight, StdoutSink};
 use crate::gateway::Gateway;
-use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, PARSE_ERROR, RpcError};
 use crate::transport::lines::{BadKind, Line, LineReader};
 use crate::transport::own_stdio;
+use crate::upstream::client::{ClientSink, Route};
 use std::sync::Arc;
 
 /// How long the stdin front waits for one of `max_in_flight` requests to be answered before

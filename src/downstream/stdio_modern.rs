@@ -8,12 +8,12 @@
 use crate::config::UpstreamConfig;
 use crate::downstream::stdout::StdoutSink;
 use crate::gateway::Gateway;
-use crate::gateway::client::Requester;
-use crate::gateway::client::{ClientSink, Route};
 use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::mcp::modern::meta::{self, RequestMeta};
+use crate::upstream::client::Requester;
+use crate::upstream::client::{ClientSink, Route};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;

@@ -2,9 +2,9 @@
 //! that never drops), and the count of its requests still waiting for an answer, by which
 //! the stdin front paces its reading.
 
-use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::{Id, Message};
 use crate::transport::own_stdio::OutQueue;
+use crate::upstream::client::{ClientSink, Route};
 use std::collections::HashSet;
 use std::sync::Arc;
 

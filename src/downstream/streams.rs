@@ -4,8 +4,8 @@
 //! Every event id is `<stream>-<seq>`: the stream it belongs to and a session-wide sequence
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
-use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::{Id, Kind, Message, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};

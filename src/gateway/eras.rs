@@ -12,9 +12,9 @@
 //! forgotten, and the next link probes again.
 
 use crate::config::{Era, Transport, UpstreamConfig};
-use crate::gateway::link::{HandshakeError, Link, Negotiated};
 use crate::jsonrpc::RpcError;
 use crate::tasks::store::TaskStore;
+use crate::upstream::link::{HandshakeError, Link, Negotiated};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -1,29 +1,25 @@
-//! The gateway proper: downstream sessions, upstream links, and what they share.
+//! The gateway proper: downstream sessions over the upstream side's links, the task
+//! strategies beneath them, and what every session of one process shares.
 //!
-//! Requests go down: a downstream front → [`session`] → [`link`] → [`upstream`] → transport.
-//! What the server sends comes back through interfaces the lower module defines and the upper
-//! one implements: the transport's `InboundSink` (the link), the link's [`link::LinkEvents`]
-//! (the session), [`link::TaskCalls`] / [`link::TaskFollower`] / [`link::RelayedTaskEvents`]
-//! (hosted tasks, bridges, relayed upstream tasks), and
-//! [`client::ClientSink`] (the fronts). No module here names one above it.
+//! Requests go down: a downstream front → [`session`] → `upstream::link` → `upstream::connect`
+//! → transport. What the server sends comes back through interfaces the lower layer defines
+//! and this one implements: the link's `LinkEvents` (the session) and `ClientSink` (the
+//! fronts, through the session). Hosted tasks, bridges and relayed tasks (`tasks/`) sit
+//! between: they use the link, and the session uses them.
 //!
 //! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
 
-pub mod client;
 pub mod eras;
-pub mod link;
-pub mod progress;
 pub mod readiness;
 pub mod session;
 pub mod shared;
-pub mod upstream;
 
 use crate::config::{Config, ServerConfig, UpstreamConfig};
-use crate::gateway::link::{Link, LinkEnv, Negotiated};
 use crate::gateway::shared::SharedLinks;
 use crate::jsonrpc::RpcError;
 use crate::tasks::hosted::Hosted;
 use crate::transport::http_client::HttpClient;
+use crate::upstream::link::{Link, LinkEnv, Negotiated};
 use std::sync::Arc;
 
 /// What every session and link of one gateway process shares.

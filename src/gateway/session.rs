@@ -12,13 +12,13 @@
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
-use crate::gateway::client::{ClientSession, ClientSink, Route};
-use crate::gateway::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::mcp::{ProtocolVersion, shaping};
 use crate::tasks::bridge::{Bridge, Ending};
 use crate::tasks::hosted::{self, Hosted, hosts};
+use crate::upstream::client::{ClientSession, ClientSink, Route};
+use crate::upstream::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

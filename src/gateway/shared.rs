@@ -8,8 +8,8 @@
 
 use crate::config::UpstreamConfig;
 use crate::gateway::eras::{Eras, open_detecting};
-use crate::gateway::link::{CloseReason, Link, LinkEnv, Negotiated};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::upstream::link::{CloseReason, Link, LinkEnv, Negotiated};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

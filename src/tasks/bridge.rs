@@ -13,9 +13,9 @@
 //! pushes them back, and nothing fails when they pass).
 
 use crate::clock::{Deadlines, Expiry};
-use crate::gateway::link::{ClientRef, Link, TaskFollower};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::tasks::RELATED_TASK;
+use crate::upstream::link::{ClientRef, Link, TaskFollower};
 use futures_util::future::OptionFuture;
 use serde_json::{Value, json};
 use std::future::Future;

@@ -4,9 +4,9 @@
 //! Each is held under a key unique over the task's life, shown as the tasks extension's
 //! `inputRequests`, and answered upstream when the client's `tasks/update` names its key.
 
-use crate::gateway::link::Link;
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::tasks as mcp_tasks;
+use crate::upstream::link::Link;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 

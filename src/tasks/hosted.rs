@@ -17,12 +17,12 @@
 
 use crate::clock::Deadlines;
 use crate::config::{TasksConfig, UpstreamTasks};
-use crate::gateway::client::{ClientSession, Route};
-use crate::gateway::link::{CloseReason, Link};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
+use crate::upstream::client::{ClientSession, Route};
+use crate::upstream::link::{CloseReason, Link};
 
 mod calls;
 mod listing;

@@ -17,10 +17,10 @@
 //! - the task as last heard of (its status notifications, the answers to `tasks/get`), which
 //!   `subscriptions/listen` streams watch ([`RelayedTasks::watch`]).
 
-use crate::gateway::link::{Link, RelayedTaskEvents};
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError};
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
+use crate::upstream::link::{Link, RelayedTaskEvents};
 use lru::LruCache;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;

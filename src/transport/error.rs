@@ -1,7 +1,7 @@
 //! What can go wrong carrying messages to and from an upstream: one variant for each cause
 //! the transports tell apart. A message is complete on its own (its cause, and for HTTP the
 //! URL as shown, without secrets), since it is what an operator reads; the gateway names the
-//! upstream and picks the JSON-RPC code, in one place (`gateway::link::error`).
+//! upstream and picks the JSON-RPC code, in one place (`upstream::link::error`).
 
 use crate::transport::http_conn::{BoxError, ConnError, error_chain};
 use crate::transport::lines::BadKind;

@@ -2,8 +2,8 @@
 //! everything for the client, in order, waiting (bounded) for the stream to take it, and the
 //! requests still owed a response.
 
-use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::{Id, Message};
+use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashSet, VecDeque};

@@ -475,7 +475,7 @@ impl Session {
             let ending = bridge.await;
             link.release();
             match ending {
-                Ending::Answer(resp) => crate::gateway::link::TaskCalls::outcome(&*hosted, &task_id, resp),
+                Ending::Answer(resp) => crate::upstream::link::TaskCalls::outcome(&*hosted, &task_id, resp),
                 // Cancelled by whoever fired the bridge (the session's end too): so is the task.
                 Ending::Cancelled => {
                     let _ = hosted.cancel(&task_id).await;

@@ -152,7 +152,7 @@ impl Session {
         };
         hosted.track(&rec.id, link.clone(), self.me.clone(), jsonrpc::progress_token(&call).cloned());
         hosted.keep_for_rounds(&rec.id, call, self.round_policy());
-        crate::gateway::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
+        crate::upstream::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
         let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }

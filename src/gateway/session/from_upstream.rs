@@ -202,7 +202,7 @@ impl LinkEvents for Session {
         self.to_client(msg, related.map(Route::Related).unwrap_or(Route::Unrelated));
     }
 
-    fn closed(&self, generation: u64, reason: &crate::gateway::link::CloseReason) {
+    fn closed(&self, generation: u64, reason: &crate::upstream::link::CloseReason) {
         let mut st = self.state.lock().unwrap();
         st.server_requests.retain(|_, r| r.link.strong_count() > 0);
         if st.closed {

@@ -2,8 +2,8 @@
 //! exchanges in progress and the questions out to the client. Apart from the session so that
 //! its state can name them.
 
-use crate::gateway::link::Shape;
 use crate::jsonrpc::{Id, Message};
+use crate::upstream::link::Shape;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use tokio::task::AbortHandle;

@@ -19,10 +19,10 @@
 
 use super::modern_state::{ModernClient, ParkedRequests};
 use super::*;
-use crate::gateway::client::Requester;
 use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta::{self, RequestMeta};
 use crate::mcp::task_dialects::EXTENSION;
+use crate::upstream::client::Requester;
 
 impl Session {
     /// A session serving modern request `id`, whose `_meta` is `meta`, answered on `sink`

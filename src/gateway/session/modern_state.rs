@@ -4,10 +4,10 @@
 //! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the session's
 //! own file, so that the session can name these without the two importing each other.
 
-use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::{self, Id, Message, RpcError};
 use crate::mcp::modern::client::ListenFilter;
 use crate::mcp::modern::meta::RequestMeta;
+use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::any::Any;
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 use super::*;
 use crate::config::Era;
 use crate::gateway::eras::open_detecting;
-use crate::gateway::link::{HandshakeError, Negotiated};
+use crate::upstream::link::{HandshakeError, Negotiated};
 
 impl Session {
     /// The live link, starting a new one if it died.

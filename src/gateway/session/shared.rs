@@ -6,7 +6,7 @@
 //! session's).
 
 use super::*;
-use crate::gateway::link::Negotiated;
+use crate::upstream::link::Negotiated;
 
 impl Session {
     /// Joins the shared link of the session's upstream (opened if none is live): what it

@@ -2,10 +2,10 @@
 //! upstream, and the requests, tasks and operations in flight on either side.
 
 use super::input_state;
-use crate::gateway::link::Link;
 use crate::jsonrpc::{Id, Message, ProgressToken};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::TaskSupport;
+use crate::upstream::link::Link;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

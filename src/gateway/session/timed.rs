@@ -4,9 +4,9 @@
 //! Start times are kept per request id, at most `max_in_flight` of them; one that never gets
 //! a response (cancelled, the session ended) is dropped uncounted.
 
-use crate::gateway::client::{ClientSink, Route};
 use crate::jsonrpc::{Id, Message, Method};
 use crate::metrics::{UpstreamMetrics, method_index, outcome_index};
+use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

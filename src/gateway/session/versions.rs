@@ -4,7 +4,7 @@
 //! they came.
 //!
 //! A modern (2026-07-28) upstream is the one exception: its link speaks the era (stateless
-//! requests, see `gateway::link`), its messages are translated as from 2025-11-25 once every
+//! requests, see `upstream::link`), its messages are translated as from 2025-11-25 once every
 //! response has lost what the era added ([`translate::cross_from_modern`]), and what the era
 //! removed is answered here ([`Session::removed_by_modern`]).
 

@@ -25,11 +25,11 @@
 
 use super::{MAX_POLL, MIN_POLL, StatusTracker, follow_subscribed};
 use crate::clock::{Deadlines, Expiry};
-use crate::gateway::link::{ClientRef, Link};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
 use crate::mcp::tasks as mcp_tasks;
+use crate::upstream::link::{ClientRef, Link};
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,13 +3,13 @@
 
 use super::Hosted;
 use super::kept_ends::{End, EndState};
-use crate::gateway::client::{ClientSession, Route};
-use crate::gateway::link::{Link, TaskCalls};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
 use crate::tasks::held_inputs::{declares, undeclared};
 use crate::tasks::store::{Edit, TaskRecord};
 use crate::tasks::text_bounds::bounded;
+use crate::upstream::client::{ClientSession, Route};
+use crate::upstream::link::{Link, TaskCalls};
 use serde_json::Value;
 use std::sync::Arc;
 

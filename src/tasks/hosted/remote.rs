@@ -1,8 +1,8 @@
 //! What other replicas sharing the store did to the tasks this one runs.
 
 use super::Hosted;
-use crate::gateway::client::{ClientSession, Route};
 use crate::jsonrpc;
+use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! What a hosted task keeps of its call's input rounds (see `rounds`, which does them).
 //! Apart from `hosted` so that its task records can name them.
 
-use crate::gateway::link::Link;
 use crate::mcp::modern::input::InputLimits;
+use crate::upstream::link::Link;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::Arc;

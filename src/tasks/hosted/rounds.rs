@@ -26,10 +26,10 @@
 
 use super::round_state::{Asking, Retained, RoundPolicy, Rounds};
 use super::{Hosted, Running};
-use crate::gateway::link::TaskCalls;
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::modern::input::{self, InputRequired};
+use crate::upstream::link::TaskCalls;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! announced to the sessions that follow the task.
 
 use super::{Hosted, Running};
-use crate::gateway::client::{ClientSession, Route};
 use crate::jsonrpc;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::TaskRecord;
+use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;
 use std::sync::{Arc, Weak};
 

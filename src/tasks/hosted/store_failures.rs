@@ -131,7 +131,7 @@ async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
     let permits = Arc::new(tokio::sync::Semaphore::new(4));
     let limits = crate::config::ServerConfig::default();
     let relayed = crate::tasks::relayed::RelayedTasks::new(10, 10);
-    let env = crate::gateway::link::LinkEnv {
+    let env = crate::upstream::link::LinkEnv {
         http: &http,
         permits: &permits,
         limits: &limits,

@@ -4,10 +4,10 @@
 
 use super::{Planned, Step};
 use crate::config::RequiredMode;
-use crate::gateway::link::Shape;
 use crate::gateway::session::plan::{ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::tasks::TaskSupport;
+use crate::upstream::link::Shape;
 use serde_json::{Value, json};
 
 impl Planned<'_> {

@@ -3,10 +3,10 @@
 //! link, or passed up.
 
 use super::{Planned, Step};
-use crate::gateway::link::Shape;
 use crate::gateway::session::plan::{ClientSide, TaskPolicy};
 use crate::jsonrpc::{INVALID_PARAMS, Id, Message, RpcError};
 use crate::tasks::hosted;
+use crate::upstream::link::Shape;
 
 impl Planned<'_> {
     /// `tasks/get`, `tasks/result` or `tasks/cancel` of a legacy client.

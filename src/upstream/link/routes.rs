@@ -3,8 +3,8 @@
 
 use super::types::*;
 use crate::clock::Deadlines;
-use crate::gateway::progress::Verdict;
 use crate::jsonrpc::{Id, Message, Method, ProgressToken, TaskId};
+use crate::upstream::progress::Verdict;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;

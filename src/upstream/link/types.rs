@@ -8,10 +8,10 @@
 use super::error::CloseReason;
 use crate::clock::Deadlines;
 use crate::config::ServerConfig;
-use crate::gateway::progress::ProgressGate;
-use crate::gateway::upstream::Upstream;
 use crate::jsonrpc::{Id, Message, ProgressToken, TaskId};
 use crate::transport::http_client::HttpClient;
+use crate::upstream::connect::Upstream;
+use crate::upstream::progress::ProgressGate;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};

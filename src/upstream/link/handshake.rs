@@ -111,7 +111,7 @@ impl Link {
                 Probed::Legacy(_) if self.is_closed() => return Err(self.probe_closed()),
                 // A slow process may still answer the probe and settle into 2026-07-28, then
                 // refuse `initialize` on the same pipe: start it again without the probe.
-                Probed::Silent(why) if matches!(self.conn, crate::gateway::upstream::Upstream::Stdio(_)) => {
+                Probed::Silent(why) if matches!(self.conn, crate::upstream::connect::Upstream::Stdio(_)) => {
                     return Err(HandshakeError::ProbeClosed(format!(
                         "the server gave server/discover {why}, and a process that answers it late may refuse initialize"
                     )));

@@ -5,8 +5,8 @@
 //! It sits below the session so that the fronts above and the hosted tasks beside it can
 //! name these without importing the session.
 
-use crate::gateway::link::Link;
 use crate::jsonrpc::{Id, Message};
+use crate::upstream::link::Link;
 use serde_json::Value;
 use std::sync::Arc;
 
