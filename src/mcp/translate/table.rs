@@ -141,6 +141,11 @@ use Shape::*;
 
 // The places the translation treats in a way of their own, named once for the table and the
 // code that reads it.
+/// A client capability `path` that versions before `since` lack (and so do not send).
+const fn client_capability(since: ProtocolVersion, path: &'static [&'static str], source: &'static str) -> Row {
+    row(since, Capability(ClientCapabilities, path), Removed, source)
+}
+
 pub const STRUCTURED_CONTENT: Place<'static> = Field(CallToolResult, "structuredContent");
 pub const CREATED_TASK: Place<'static> = Field(CreateTaskResult, "task");
 pub const CANCEL_WITHOUT_REQUEST_ID: Place<'static> = Form(CancelledParams, "requestId", "absent");
@@ -204,30 +209,10 @@ pub const TABLE: &[Row] = &[
     row(V2025_11_25, Field(Implementation, "websiteUrl"), Removed, "Implementation.websiteUrl"),
     row(V2025_11_25, Capability(ServerCapabilities, &["tasks"]), Removed, "ServerCapabilities.tasks"),
     row(V2025_11_25, Capability(ClientCapabilities, &["tasks"]), Removed, "ClientCapabilities.tasks"),
-    row(
-        V2025_11_25,
-        Capability(ClientCapabilities, &["elicitation", "form"]),
-        Removed,
-        "ClientCapabilities.elicitation.form",
-    ),
-    row(
-        V2025_11_25,
-        Capability(ClientCapabilities, &["elicitation", "url"]),
-        Removed,
-        "ClientCapabilities.elicitation.url",
-    ),
-    row(
-        V2025_11_25,
-        Capability(ClientCapabilities, &["sampling", "context"]),
-        Removed,
-        "ClientCapabilities.sampling.context",
-    ),
-    row(
-        V2025_11_25,
-        Capability(ClientCapabilities, &["sampling", "tools"]),
-        Removed,
-        "ClientCapabilities.sampling.tools",
-    ),
+    client_capability(V2025_11_25, &["elicitation", "form"], "ClientCapabilities.elicitation.form"),
+    client_capability(V2025_11_25, &["elicitation", "url"], "ClientCapabilities.elicitation.url"),
+    client_capability(V2025_11_25, &["sampling", "context"], "ClientCapabilities.sampling.context"),
+    client_capability(V2025_11_25, &["sampling", "tools"], "ClientCapabilities.sampling.tools"),
     row(
         V2025_11_25,
         Field(CallToolParams, "task"),
