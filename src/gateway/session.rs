@@ -111,6 +111,8 @@ pub struct Session {
     shared: bool,
     /// The by-token dialects its upstream enables, for a legacy client.
     by_token: ByToken,
+    /// What each request meets before the plan (decided here, once).
+    first_step: planned::FirstStep,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -157,6 +159,7 @@ impl Session {
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let by_token = ByToken::of(&upstream, modern.is_some());
+        let modern_is_some = modern.is_some();
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -170,6 +173,7 @@ impl Session {
             modern,
             shared,
             by_token,
+            first_step: planned::FirstStep::of(modern_is_some, by_token),
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),

@@ -6,7 +6,31 @@
 use super::*;
 
 mod calls;
+use calls::CallRoute;
 mod task_requests;
+
+/// What a request of this session meets before the plan, decided when the session is made
+/// (a client's era and its upstream's dialects do not change while it lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FirstStep {
+    /// A legacy client whose upstream enables no by-token dialect: straight to the plan.
+    None,
+    /// A modern client's request: checked, and may be served, by its own strategy
+    /// (`modern_client`).
+    Modern,
+    /// A legacy client's request may be one of the by-token dialects' (`by_token`).
+    ByToken,
+}
+
+impl FirstStep {
+    pub(super) fn of(modern: bool, by_token: ByToken) -> FirstStep {
+        match (modern, by_token.on()) {
+            (true, _) => FirstStep::Modern,
+            (false, true) => FirstStep::ByToken,
+            (false, false) => FirstStep::None,
+        }
+    }
+}
 
 /// A session running its plan for one request.
 pub(super) struct Planned<'a> {
@@ -27,13 +51,26 @@ impl Session {
     /// A request of an initialized session: the client's era has its say first, then the
     /// plan (decided when the link negotiated) serves it, or it is forwarded.
     pub(super) async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
-        // Boxed: a legacy request's future must not carry the modern paths' state.
-        let Some(frame) = Box::pin(self.client_step(&id, frame)).await? else { return Ok(()) };
+        let frame = match self.first_step {
+            FirstStep::None => frame,
+            // Boxed: a plain legacy request's future must not carry the modern paths' state.
+            FirstStep::Modern | FirstStep::ByToken => {
+                let Some(frame) = Box::pin(self.client_step(&id, frame)).await? else { return Ok(()) };
+                frame
+            }
+        };
         let run = Planned { s: self, plan: self.plan() };
         let frame = run.plain_for_client(frame);
         let step = match frame.method() {
             Method::ToolsList => Step::Up(frame, run.listing_shape()),
-            Method::ToolsCall => run.tools_call(id.clone(), frame).await?,
+            Method::ToolsCall => match run.call_route(&id, &frame) {
+                CallRoute::Up(shape) => Step::Up(frame, shape),
+                CallRoute::ByListing => match run.listed_call(&id, &frame).await? {
+                    Some(shape) => Step::Up(frame, shape),
+                    None => Step::Done,
+                },
+                route => Box::pin(run.rare_call(route, id.clone(), frame)).await?,
+            },
             Method::TasksGet | Method::TasksResult | Method::TasksCancel => {
                 Box::pin(run.task_request(id.clone(), frame)).await?
             }
@@ -49,18 +86,15 @@ impl Session {
         }
     }
 
-    /// What the client's era makes of a request first: a modern client's is checked, and
-    /// may be served, by its own strategy (`modern_client`); a legacy client's may be one of
-    /// the by-token dialects' (`by_token`). `None`: answered.
+    /// What the client's era makes of a request first (see [`FirstStep`]). `None`: answered.
     async fn client_step(&self, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
-        match &self.modern {
-            Some(_) => self.modern_request(id, frame).await,
-            // Boxed: most upstreams speak neither by-token dialect.
-            None if self.by_token.on() => match Box::pin(self.by_token_request(id, &frame)).await {
+        match self.first_step {
+            FirstStep::Modern => self.modern_request(id, frame).await,
+            FirstStep::ByToken => match self.by_token_request(id, &frame).await {
                 Some(answered) => answered.map(|()| None),
                 None => Ok(Some(frame)),
             },
-            None => Ok(Some(frame)),
+            FirstStep::None => Ok(Some(frame)),
         }
     }
 

@@ -40,27 +40,37 @@ impl Planned<'_> {
         self.plan.upstream_tool_tasks || self.s.state.lock().unwrap().listed_task_tools
     }
 
-    pub(in crate::gateway::session) async fn tools_call(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
-        let s = self.s;
+    /// Where a `tools/call` goes, decided without waiting (see [`CallRoute`]).
+    pub(in crate::gateway::session) fn call_route(&self, id: &Id, frame: &Message) -> CallRoute {
         let task = frame.task_param().is_some();
         match self.plan.tasks {
             // A core task asked of an extension upstream: translated (see `ext_core`).
-            TaskPolicy::ExtTranslated if task => {
-                return Box::pin(s.ext_core_call(id, frame)).await.map(|()| Step::Done);
-            }
-            // Boxed, as every rare path here: each request's future would carry its state.
-            TaskPolicy::Core if task => return Box::pin(self.core_task_call(id, frame)).await,
+            TaskPolicy::ExtTranslated if task => CallRoute::Translated,
+            TaskPolicy::Core if task => CallRoute::CoreTask,
             // A blocking call to an extension upstream: bridged if it must be a task.
-            TaskPolicy::ExtBridged | TaskPolicy::ExtTranslated => {
-                let shape = s.may_need_ext_task(&id, &frame);
-                return Ok(Step::Up(frame, shape));
-            }
-            TaskPolicy::Core | TaskPolicy::Plain => {}
+            TaskPolicy::ExtBridged | TaskPolicy::ExtTranslated => CallRoute::Up(self.s.may_need_ext_task(id, frame)),
+            TaskPolicy::Core | TaskPolicy::Plain if self.runs_tasks() => CallRoute::ByListing,
+            TaskPolicy::Core | TaskPolicy::Plain => CallRoute::Up(Shape::AsIs),
         }
-        if !self.runs_tasks() {
-            return Ok(Step::Up(frame, Shape::AsIs));
+    }
+
+    /// A call of a route that needs the gateway's own work (boxed by the caller: each
+    /// request's future would carry its state).
+    pub(in crate::gateway::session) async fn rare_call(
+        &self,
+        route: CallRoute,
+        id: Id,
+        frame: Message,
+    ) -> Result<Step, RpcError> {
+        match route {
+            CallRoute::Translated => self.s.ext_core_call(id, frame).await.map(|()| Step::Done),
+            CallRoute::CoreTask => self.core_task_call(id, frame).await,
+            CallRoute::Up(shape) => Ok(Step::Up(frame, shape)),
+            CallRoute::ByListing => match self.listed_call(&id, &frame).await? {
+                Some(shape) => Ok(Step::Up(frame, shape)),
+                None => Ok(Step::Done),
+            },
         }
-        self.plain_call(id, frame).await
     }
 
     /// A core client's task-augmented call: hosted, or passed to an upstream that runs the
@@ -83,10 +93,16 @@ impl Planned<'_> {
         Ok(Step::Up(frame, Shape::AsIs))
     }
 
-    /// A plain call to an upstream that runs tasks: as the tool's `taskSupport` says.
-    async fn plain_call(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
+    /// A plain call to an upstream that runs tasks: as the tool's `taskSupport` says. `None`:
+    /// the gateway serves it (bridged). By reference: this is every such call's path, and
+    /// its future is carried by each.
+    pub(in crate::gateway::session) async fn listed_call(
+        &self,
+        id: &Id,
+        frame: &Message,
+    ) -> Result<Option<Shape>, RpcError> {
         let s = self.s;
-        let name = frame.tool_name().unwrap_or_default().into_owned();
+        let name = frame.tool_name().unwrap_or_default();
         let shape = match s.support_of(&name).await? {
             TaskSupport::Forbidden => Shape::AsIs,
             TaskSupport::Optional => {
@@ -103,7 +119,11 @@ impl Planned<'_> {
                 if kept { Shape::MayNeedTask } else { Shape::AsIs }
             }
             TaskSupport::Required => match s.upstream.tasks.required {
-                RequiredMode::Bridge => return s.start_bridge(id, frame.into_value()).await.map(|()| Step::Done),
+                RequiredMode::Bridge => {
+                    // Boxed: every plain call's future would carry the bridge's state.
+                    Box::pin(s.start_bridge(id.clone(), frame.clone().into_value())).await?;
+                    return Ok(None);
+                }
                 RequiredMode::Hide if self.plan.client == ClientSide::Modern => {
                     // The extension's way to say a call needs a task.
                     let required = json!({"extensions": {crate::mcp::task_dialects::EXTENSION: {}}});
@@ -120,6 +140,18 @@ impl Planned<'_> {
                 RequiredMode::Hide => Shape::AsIs,
             },
         };
-        Ok(Step::Up(frame, shape))
+        Ok(Some(shape))
     }
+}
+
+/// Where a `tools/call` goes under the plan's task policy.
+pub(in crate::gateway::session) enum CallRoute {
+    /// Up the link as it is, its answer shaped so.
+    Up(Shape),
+    /// The tool's `taskSupport` decides (the upstream runs tasks): [`Planned::listed_call`].
+    ByListing,
+    /// A core client's task: hosted, or passed to an upstream that runs it.
+    CoreTask,
+    /// A core task asked of an extension upstream: translated (`ext_core`).
+    Translated,
 }
