@@ -378,7 +378,7 @@ impl ClientSink for Streams {
         }
     }
 
-    fn discard_progress(&self, token: &Value) {
+    fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken) {
         let mut st = self.state.lock().unwrap();
         let mut freed = 0;
         st.undelivered.retain(|json| {
@@ -387,7 +387,7 @@ impl ClientSink for Streams {
                 return true;
             }
             let of = Message::parse(json.clone()).ok().and_then(|m| m.progress_token());
-            let keep = of.is_none_or(|t| t.to_value() != *token);
+            let keep = of.is_none_or(|t| t != *token);
             if !keep {
                 freed += json.len();
             }

@@ -62,7 +62,7 @@ struct Running {
     /// (a 2026-07-28 request's `_meta`): the upstream may ask only for those.
     declared: Option<Value>,
     /// The client's progress token for the call: its progress stops at the terminal status.
-    token: Option<Value>,
+    token: Option<crate::jsonrpc::ProgressToken>,
     /// Input requests held at most (`held_inputs`).
     max_held: usize,
     /// On a modern link: what the call needs to go on with input rounds.
@@ -285,7 +285,13 @@ impl Hosted {
 
     /// The background call is about to start on `link`, for the session `creator`, with the
     /// client's progress token.
-    pub fn track(&self, task_id: &str, link: Arc<Link>, creator: Weak<dyn ClientSession>, token: Option<Value>) {
+    pub fn track(
+        &self,
+        task_id: &str,
+        link: Arc<Link>,
+        creator: Weak<dyn ClientSession>,
+        token: Option<crate::jsonrpc::ProgressToken>,
+    ) {
         self.running.lock().unwrap().insert(
             task_id.into(),
             Running {

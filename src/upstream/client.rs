@@ -44,7 +44,7 @@ pub trait ClientSink: Send + Sync + 'static {
     /// The client cancelled request `id`: nothing more is due for it (its stream may end).
     fn abandon(&self, _id: &Id) {}
     /// Progress under `token` that still waits for the client is stale: the operation ended.
-    fn discard_progress(&self, _token: &Value) {}
+    fn discard_progress(&self, _token: &crate::jsonrpc::ProgressToken) {}
 }
 
 /// A session as the tasks it started (or waits on) reach its client: implemented by
@@ -58,7 +58,7 @@ pub trait ClientSession: Send + Sync + 'static {
     /// Whether an unrelated message would reach the client now.
     fn reaches_client_now(&self) -> bool;
     /// Progress under `token` still waiting for the client is stale (its task ended).
-    fn discard_progress(&self, token: &Value);
+    fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken);
     /// Whose tasks the session makes (see `LinkEvents::owner`).
     fn owner(&self) -> &str;
 }

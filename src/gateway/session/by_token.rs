@@ -357,7 +357,7 @@ impl Session {
             p.remove("operation");
             p.insert("task".into(), json!({"ttl": keep_alive.as_millis() as u64}));
         }
-        let token = jsonrpc::progress_token(&call).and_then(ProgressToken::from_value);
+        let token = ProgressToken::of_request(&call);
         if self.plan().tasks.extension() {
             // The extension server decides per call whether it makes a task.
             if let Some(p) = call.get_mut("params").and_then(Value::as_object_mut) {
@@ -452,12 +452,7 @@ impl Session {
         };
         let task_id: Arc<str> = rec.id.as_str().into();
         self.hosted().retain_after_end(&task_id).await;
-        self.hosted().track(
-            &task_id,
-            link.clone(),
-            self.me.clone(),
-            progress_token.as_ref().map(ProgressToken::to_value),
-        );
+        self.hosted().track(&task_id, link.clone(), self.me.clone(), progress_token.clone());
         if !self.record_operation(&id, token, task_id.clone(), progress_token, Some(cancel.clone()), keep_alive) {
             free_slot(self);
             let _ = self.hosted().cancel(&task_id).await;

@@ -150,7 +150,7 @@ impl Session {
             Ok(r) => r,
             Err(e) => return e.response(Some(id)),
         };
-        hosted.track(&rec.id, link.clone(), self.me.clone(), jsonrpc::progress_token(&call).cloned());
+        hosted.track(&rec.id, link.clone(), self.me.clone(), crate::jsonrpc::ProgressToken::of_request(&call));
         hosted.keep_for_rounds(&rec.id, call, self.round_policy());
         crate::upstream::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
         let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));

@@ -88,7 +88,7 @@ impl ClientSession for Session {
         self.sink.reaches_client_now()
     }
 
-    fn discard_progress(&self, token: &Value) {
+    fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken) {
         self.sink.discard_progress(token);
     }
 

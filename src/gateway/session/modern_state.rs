@@ -251,7 +251,7 @@ impl ClientSink for Rounds {
         }
     }
 
-    fn discard_progress(&self, token: &Value) {
+    fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken) {
         let sink = self.st.lock().unwrap().sink.clone();
         sink.discard_progress(token);
     }

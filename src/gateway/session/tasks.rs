@@ -195,7 +195,7 @@ impl Session {
             p.remove("task");
         }
         let task_id: Arc<str> = rec.id.as_str().into();
-        let token = jsonrpc::progress_token(&msg).cloned();
+        let token = crate::jsonrpc::ProgressToken::of_request(&msg);
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
         Ok((task_id, Hosted::create_result(&rec), link, msg))
     }

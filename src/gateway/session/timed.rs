@@ -55,7 +55,7 @@ impl ClientSink for TimedSink {
         self.inner.abandon(id);
     }
 
-    fn discard_progress(&self, token: &Value) {
+    fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken) {
         self.inner.discard_progress(token);
     }
 }

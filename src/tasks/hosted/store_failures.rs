@@ -70,7 +70,7 @@ impl ClientSession for Nobody {
     fn reaches_client_now(&self) -> bool {
         false
     }
-    fn discard_progress(&self, _: &Value) {}
+    fn discard_progress(&self, _: &crate::jsonrpc::ProgressToken) {}
     fn owner(&self) -> &str {
         "nobody"
     }
