@@ -51,7 +51,7 @@ pub trait ClientSink: Send + Sync + 'static {
 /// the session, called by hosted tasks, which hold it weakly.
 pub trait ClientSession: Send + Sync + 'static {
     /// Sends a message to the client, shaped to its version.
-    fn to_client(&self, msg: Value, route: Route);
+    fn to_client(&self, msg: Message, route: Route);
     /// Passes a request from the server to the client under an id of the session's, and
     /// remembers where the answer goes (`task`: the hosted task it was asked for).
     fn relay_server_request(&self, link: &Arc<Link>, upstream_id: Id, msg: Value, route: Route, task: Option<Arc<str>>);

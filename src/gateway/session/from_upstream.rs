@@ -59,13 +59,8 @@ impl Session {
 }
 
 impl ClientSession for Session {
-    fn to_client(&self, msg: Value, route: Route) {
-        match Message::from_value(msg) {
-            Ok(m) => Session::to_client(self, m, route),
-            Err(r) => {
-                crate::warn_limit::warn_limited!(upstream = %self.upstream.name, "not sent to the client: {}", r.error)
-            }
-        }
+    fn to_client(&self, msg: Message, route: Route) {
+        Session::to_client(self, msg, route)
     }
 
     fn relay_server_request(

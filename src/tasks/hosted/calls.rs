@@ -144,8 +144,10 @@ impl TaskCalls for Hosted {
             .find(|(s, _)| s.ptr_eq(&r.creator))
             .map(|(_, id)| Route::Related(id.clone()))
             .unwrap_or(Route::Unrelated);
-        if let Some(s) = r.creator.upgrade() {
-            s.to_client(msg, route);
+        let Some(s) = r.creator.upgrade() else { return };
+        match crate::jsonrpc::Message::from_value(msg) {
+            Ok(msg) => s.to_client(msg, route),
+            Err(e) => crate::warn_limit::warn_limited!(task = task_id, "progress not sent to the client: {}", e.error),
         }
     }
 

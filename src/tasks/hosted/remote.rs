@@ -92,7 +92,10 @@ impl Hosted {
         if rec.status.is_terminal() {
             self.expire_when_due(&rec);
         }
-        let note = jsonrpc::notification(crate::jsonrpc::Method::TaskStatus, Value::Object(rec.to_json()));
+        let note = crate::jsonrpc::Message::made(jsonrpc::notification(
+            crate::jsonrpc::Method::TaskStatus,
+            Value::Object(rec.to_json()),
+        ));
         for s in sessions {
             s.to_client(note.clone(), Route::Unrelated);
         }

@@ -104,7 +104,10 @@ impl Hosted {
         rec: &TaskRecord,
         sessions: impl Iterator<Item = &'a Weak<dyn ClientSession>>,
     ) {
-        let note = jsonrpc::notification(crate::jsonrpc::Method::TaskStatus, Value::Object(rec.to_json()));
+        let note = crate::jsonrpc::Message::made(jsonrpc::notification(
+            crate::jsonrpc::Method::TaskStatus,
+            Value::Object(rec.to_json()),
+        ));
         let mut told: Vec<*const ()> = Vec::new();
         for s in sessions.filter_map(Weak::upgrade) {
             let at = Arc::as_ptr(&s) as *const ();

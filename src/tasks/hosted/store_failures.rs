@@ -65,7 +65,7 @@ impl TaskStore for Failing {
 struct Nobody;
 
 impl ClientSession for Nobody {
-    fn to_client(&self, _: Value, _: Route) {}
+    fn to_client(&self, _: crate::jsonrpc::Message, _: Route) {}
     fn relay_server_request(&self, _: &Arc<Link>, _: Id, _: Value, _: Route, _: Option<Arc<str>>) {}
     fn reaches_client_now(&self) -> bool {
         false
