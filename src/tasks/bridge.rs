@@ -334,13 +334,10 @@ impl<L: BridgeLink> Bridge<L> {
         let resp = self.link.request(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
         match resp.get("result") {
             Some(t) => Ok(t.clone()),
-            None => Err(RpcError::new(
-                resp.pointer("/error/code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR),
-                format!(
-                    "the upstream lost the bridged task: {}",
-                    resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("")
-                ),
-            )),
+            None => {
+                let e = RpcError::from_object(resp.get("error"), "");
+                Err(RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message)))
+            }
         }
     }
 

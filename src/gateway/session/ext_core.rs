@@ -357,7 +357,7 @@ impl Session {
                 }
             }
             Err(_) => {
-                let why = resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("an error").to_string();
+                let why = RpcError::from_object(resp.get("error"), "an error").message;
                 let _ = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let mut st = self.state.lock().unwrap();

@@ -454,9 +454,8 @@ fn answer_result(
     if let Some(result) = v.get("result") {
         return Ok(result.clone());
     }
-    let code = v.pointer("/error/code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
-    let why = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("no message");
-    Err(RpcError::new(code, format!("the client answered the upstream's {method} with an error: {why}")))
+    let e = RpcError::from_object(v.get("error"), "no message");
+    Err(RpcError::new(e.code, format!("the client answered the upstream's {method} with an error: {}", e.message)))
 }
 
 fn idle_error(after: Duration) -> RpcError {

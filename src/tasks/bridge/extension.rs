@@ -324,8 +324,8 @@ impl ExtBridge {
                 }
             }
             Err(_) => {
-                let why = resp.pointer("/error/message").and_then(Value::as_str).unwrap_or("an error");
-                let code = resp.pointer("/error/code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
+                let answered = RpcError::from_object(resp.get("error"), "an error");
+                let (code, why) = (answered.code, answered.message);
                 let e = RpcError::new(
                     code,
                     format!(

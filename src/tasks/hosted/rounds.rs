@@ -143,11 +143,10 @@ impl Hosted {
                 }
                 None => {
                     rounds.asking = None;
-                    let code = answer.pointer("/error/code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
-                    let why = answer.pointer("/error/message").and_then(Value::as_str).unwrap_or("no result");
+                    let e = RpcError::from_object(answer.get("error"), "no result");
                     Answered::Fail(RpcError::new(
-                        code,
-                        format!("the upstream's input request {key:?} was answered with an error: {why}"),
+                        e.code,
+                        format!("the upstream's input request {key:?} was answered with an error: {}", e.message),
                     ))
                 }
             }
