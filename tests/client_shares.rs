@@ -65,13 +65,11 @@ async fn one_principal_holding_its_share_does_not_starve_another() {
     assert_eq!(answer["error"]["code"], -32004, "{answer}");
     // Closing alice's two responses cancels her calls, and her share comes back.
     drop(calls);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, answer, _) = modern::call(&alice, &echo("again")).await;
-        if answer["result"]["content"][0]["text"] == "again" {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "alice's share never came back: {answer}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut answer = Value::Null;
+    let back = pace::until_async(Duration::from_secs(20), async || {
+        answer = modern::call(&alice, &echo("again")).await.1;
+        (answer["result"]["content"][0]["text"] == "again").then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "alice's share never came back: {answer}");
 }

@@ -10,6 +10,8 @@
 //! test. Servers that listen are started once; the cells run side by side, at most
 //! `COMPAT_PARALLEL` (default 6) clients at a time.
 
+#[path = "common/pace.rs"]
+mod pace;
 #[path = "common/proc_tree.rs"]
 mod proc_tree;
 
@@ -64,17 +66,16 @@ impl Proc {
 
     /// The first line holding `marker`, waited for (30 s at most).
     fn wait_for(&mut self, marker: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let line = pace::until(Duration::from_secs(30), || {
             if let Some(line) = self.log.lock().unwrap().lines().find(|l| l.contains(marker)) {
-                return line.to_string();
+                return Some(line.to_string());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("{:?} exited ({status}) before printing {marker:?}:\n{}", self.child, self.log.lock().unwrap());
             }
-            assert!(Instant::now() < deadline, "no {marker:?} within 30 s:\n{}", self.log.lock().unwrap());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            None
+        });
+        line.unwrap_or_else(|| panic!("no {marker:?} within 30 s:\n{}", self.log.lock().unwrap()))
     }
 }
 

@@ -243,15 +243,10 @@ async fn an_operations_questions_carry_its_token_over_stdio() {
     let mut reply = answer(&question);
     reply["result"]["_operation"] = json!({"token": "ask1"});
     c.send(&reply).await;
-    let start = tokio::time::Instant::now();
-    loop {
-        let out = c.request("tools/async/status", json!({"token": "ask1"})).await;
-        if out.result()["status"] == "completed" {
-            break;
-        }
-        assert!(start.elapsed() < STEP, "never completed: {}", out.response);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually("the operation completed", async || {
+        c.request("tools/async/status", json!({"token": "ask1"})).await.result()["status"] == "completed"
+    })
+    .await;
     let got = c.request("tools/async/result", json!({"token": "ask1"})).await;
     assert_eq!(got.result()["result"]["content"][0]["text"], "answer: forty-two");
 }

@@ -4,7 +4,6 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 async fn session(gw: &Gw, upstream: &str) -> HttpMcp {
     let mut c = HttpMcp::new(&gw.url(upstream));
@@ -135,9 +134,14 @@ async fn cancelling_mid_call_reaches_the_upstream_and_sticks() {
     for upstream in [builtin_upstream("demo"), stdio_demo_upstream("demo")] {
         let gw = start_gateway(&upstream).await;
         let mut c = session(&gw, "demo").await;
-        let task = task_call(&mut c, "slow", json!({"duration_ms": 3000, "steps": 3}), json!({})).await;
+        let (args, meta) = (json!({"duration_ms": 3000, "steps": 30}), json!({"_meta": {"progressToken": "p"}}));
+        let task = task_call(&mut c, "slow", args, meta).await;
         let id = task["taskId"].as_str().unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Mid call: the upstream has reported its first step.
+        eventually("the call is under way upstream", async || {
+            c.request("tasks/get", json!({"taskId": id})).await.result()["statusMessage"].is_string()
+        })
+        .await;
         let cancelled = c.request("tasks/cancel", json!({"taskId": id})).await;
         assert_eq!(cancelled.result()["status"], "cancelled");
         eventually("the upstream saw the cancellation", async || {

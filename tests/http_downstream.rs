@@ -133,12 +133,7 @@ async fn session_limit_and_idle_timeout() {
         .await;
     assert_eq!(r.status, 503);
     // Both sessions idle out; their links (child processes) go with them.
-    let mut waited = 0;
-    while gw.server.session_count() > 0 && waited < 50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        waited += 1;
-    }
-    assert_eq!(gw.server.session_count(), 0);
+    eventually("both sessions idled out", async || gw.server.session_count() == 0).await;
     let mut d = session(&gw, "2025-06-18").await;
     still_works(&mut d).await;
 }
@@ -178,6 +173,7 @@ async fn a_broken_stream_resumes_with_last_event_id() {
     assert_eq!(first["params"]["progress"], 1);
     drop(events); // the connection breaks after the first event
 
+    // Kept: progress must go on while no one is connected, for the resumption to replay it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let resumed = c.get_raw(&[("last-event-id", first_id.as_deref().unwrap())]).await;
     assert_eq!(resumed.status(), 200);
@@ -237,10 +233,14 @@ async fn cancellation_follows_its_request() {
     for upstream in [builtin_upstream("demo"), stdio_demo_upstream("demo")] {
         let gw = start_gateway(&upstream).await;
         let mut c = session(&gw, "2025-06-18").await;
-        let call = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "slow", "arguments": {"duration_ms": 5000, "steps": 2}}});
+        let call = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"duration_ms": 5000, "steps": 50}, "_meta": {"progressToken": 9}}});
         let pending = c.post_streaming(body(&call), &[]).await;
-        let _ = pending; // the response never comes: the call is cancelled
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The response never comes (the call is cancelled), but its first progress does once
+        // the upstream runs it.
+        let mut events = SseReader::new(pending.into_body());
+        let (_, first) = events.next().await.expect("progress before the cancellation");
+        assert_eq!(first["method"], "notifications/progress", "{first}");
         assert_eq!(
             c.notify("notifications/cancelled", json!({"requestId": 99, "reason": "changed my mind"})).await,
             202
@@ -264,17 +264,13 @@ async fn sessions_in_use_do_not_idle_out() {
     assert_eq!(stream.status(), 200);
     let mut busy = session(&gw, "2025-06-18").await;
     for _ in 0..9 {
+        // Kept: time passing with the session in use is the subject (3 idle timeouts).
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(busy.request("ping", json!({})).await.result(), &json!({}));
     }
     assert_eq!(gw.server.session_count(), 2, "a session in use idled out");
     drop(stream);
-    let mut waited = 0;
-    while gw.server.session_count() > 0 && waited < 50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        waited += 1;
-    }
-    assert_eq!(gw.server.session_count(), 0, "sessions left alone did not idle out");
+    eventually("sessions left alone idle out", async || gw.server.session_count() == 0).await;
 }
 
 /// `MCP-Protocol-Version` on GET and DELETE as on POST: absent, or any version the gateway

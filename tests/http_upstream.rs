@@ -261,6 +261,7 @@ async fn sse_polling_stops_at_max_request_time() {
     let mut last = gets();
     let mut stable = 0;
     for _ in 0..20 {
+        // Kept: that polling has stopped can only be seen as a count that stays still a while.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = gets();
         stable = if now == last { stable + 1 } else { 0 };

@@ -16,12 +16,14 @@
 
 #[path = "common/interop.rs"]
 mod interop;
+#[path = "common/pace.rs"]
+mod pace;
 #[path = "common/proc_tree.rs"]
 mod proc_tree;
 
 use interop::*;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn ts_client_over_http_to_server_everything() {
@@ -316,14 +318,8 @@ fn stopping_a_process_stops_its_whole_tree() {
     let mut p = Proc::spawn(&mut cmd);
     p.wait_for("started");
     let pid = p.child.id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let tree = loop {
-        let tree = proc_tree::descendants(pid);
-        if tree.len() >= 2 || Instant::now() > deadline {
-            break tree;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let tree = pace::until(Duration::from_secs(10), || Some(proc_tree::descendants(pid)).filter(|t| t.len() >= 2))
+        .unwrap_or_else(|| proc_tree::descendants(pid));
     assert_eq!(tree.len(), 2, "the shell's two sleepers: {tree:?}");
     assert!(tree.iter().all(|&d| proc_tree::cmdline(d).starts_with("sleep")), "{tree:?}");
     let left = proc_tree::stop_tree(&mut p.child, STOP_GRACE);

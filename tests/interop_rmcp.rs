@@ -10,6 +10,8 @@
 
 #[path = "common/interop.rs"]
 mod interop;
+#[path = "common/pace.rs"]
+mod pace;
 #[path = "common/proc_tree.rs"]
 mod proc_tree;
 
@@ -123,16 +125,13 @@ fn a_2025_06_18_client_is_bridged_through_rmcp_extension_tasks() {
         }
     }
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "enough"}}));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    let mut counts = serde_json::Value::Null;
+    let cancelled = pace::until(Duration::from_secs(15), || {
         let stats = c.result("tools/call", json!({"name": "stats", "arguments": {}}));
-        let counts: serde_json::Value = serde_json::from_str(text_of(&stats)).unwrap();
-        if counts["slow_cancelled"] == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the task was not cancelled upstream: {counts}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        counts = serde_json::from_str(text_of(&stats)).unwrap();
+        (counts["slow_cancelled"] == 1).then_some(())
+    });
+    assert!(cancelled.is_some(), "the task was not cancelled upstream: {counts}");
     assert!(
         !c.notifications.iter().any(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none()),
         "a cancelled call gets no response"
@@ -466,20 +465,17 @@ fn rmcp_server_over_streamable_http_serves_stateless_task_requests_and_legacy_se
     assert_eq!(messages[0]["result"]["resultType"], "task", "{messages:?}");
     let task_id = messages[0]["result"]["taskId"].as_str().unwrap().to_string();
     // The task outlives its request: later POSTs (new connections) find it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let done = loop {
+    let mut last = serde_json::Value::Null;
+    let done = pace::until(Duration::from_secs(10), || {
         let get = call(3, "tasks/get", serde_json::json!({"taskId": task_id, "_meta": ext}));
         let mut headers = modern("tasks/get", None);
         headers.push(("mcp-name", &task_id));
         let (status, _, messages) = rmcp_http_post(port, &headers, &get);
         assert_eq!(status, 200, "{messages:?}");
-        let result = messages[0]["result"].clone();
-        if result["status"] == "completed" {
-            break result;
-        }
-        assert!(Instant::now() < deadline, "{result}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        last = messages[0]["result"].clone();
+        (last["status"] == "completed").then(|| last.clone())
+    });
+    let done = done.unwrap_or_else(|| panic!("not completed within 10 s: {last}"));
     assert_eq!(text_of(&done["result"]), "slow done after 2 steps");
 
     // Header checks: HTTP 400 with a JSON-RPC -32020 body.

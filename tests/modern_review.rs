@@ -8,7 +8,6 @@ use common::modern::{modern_server, no_result_type};
 use common::modern_client::*;
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 fn elicit() -> Value {
     json!({"elicitation": {}})
@@ -142,8 +141,15 @@ async fn parked_requests_are_shared_out_and_expire_by_themselves() {
     // Half of the places are one client's.
     let (_, r, _) = call(&c, &ask(3)).await;
     assert_eq!(r["error"]["code"], -32004, "{r}");
-    // After request_timeout the parked ones are gone without any other request.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // After request_timeout the parked ones are gone without any other request: each
+    // ended session answers its elicitation upstream with an error (a place is given back
+    // before its session ends).
+    eventually("every parked request's session ended", async || {
+        let got = up.received.lock().unwrap();
+        let calls = got.iter().filter(|m| m["method"] == "tools/call").map(|m| format!("e-{}", m["id"]));
+        calls.collect::<Vec<_>>().iter().all(|e| got.iter().any(|m| m["id"] == e.as_str() && m.get("error").is_some()))
+    })
+    .await;
     let (_, r, _) = call(&c, &ask(4)).await;
     assert_eq!(r["result"]["resultType"], "input_required", "places freed: {r}");
 }

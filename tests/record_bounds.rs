@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// What a cut message ends with (`tasks::text_bounds::CUT_MARKER`).
 const CUT: &str = "… [cut by the gateway]";
@@ -68,15 +67,11 @@ async fn an_upstreams_long_messages_are_cut_and_a_list_page_is_bounded_in_bytes(
     c.initialize("2025-11-25").await;
     // While the task runs, its status message is its latest progress message, cut.
     let slow = make(&mut c, "slow", 1).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let running = loop {
-        let task = c.request("tasks/get", json!({"taskId": slow})).await.result().clone();
-        if task["statusMessage"].is_string() {
-            break task;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no progress message shown: {task}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let running = poll("a progress message shown", async || {
+        Some(c.request("tasks/get", json!({"taskId": slow})).await.result().clone())
+            .filter(|task| task["statusMessage"].is_string())
+    })
+    .await;
     assert_eq!(running["status"], "working", "{running}");
     let message = running["statusMessage"].as_str().unwrap();
     assert!(message.len() <= 1000 && message.starts_with("ppp") && message.ends_with(CUT), "{message}");

@@ -74,9 +74,13 @@ async fn a_task_made_on_one_replica_is_served_by_the_other() {
     }
 
     // A task cancelled through replica 2 is cancelled upstream by replica 1, which runs it.
-    let long = json!({"name": "slow", "arguments": {"duration_ms": 60000, "steps": 60}, "task": {"ttl": 600000}});
+    let long = json!({"name": "slow", "arguments": {"duration_ms": 60000, "steps": 600}, "task": {"ttl": 600000},
+        "_meta": {"progressToken": "long"}});
     let id = task_id(&c1.request("tools/call", long).await);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("the call is under way upstream", async || {
+        c1.request("tasks/get", json!({"taskId": id})).await.result()["statusMessage"].is_string()
+    })
+    .await;
     let cancelled = c2.request("tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(cancelled.result()["status"], "cancelled", "{}", cancelled.response);
     eventually("the upstream on replica 1 saw the cancellation", async || {

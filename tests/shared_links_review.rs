@@ -7,6 +7,8 @@
 mod common;
 #[path = "common/shared_links.rs"]
 mod links;
+// proc_tree paces its waits with crate::pace.
+use common::pace;
 #[path = "common/proc_tree.rs"]
 mod proc_tree;
 

@@ -19,13 +19,9 @@ impl Drop for Stopper {
             && let Some(pid) = child.id()
         {
             signal(pid, libc::SIGTERM);
-            for _ in 0..50 {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            if pace::until(Duration::from_secs(5), || child.try_wait().ok().flatten()).is_none() {
+                let _ = child.start_kill();
             }
-            let _ = child.start_kill();
         }
     }
 }
@@ -53,13 +49,9 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 async fn wait_gone(pids: &[u32]) {
-    for _ in 0..100 {
-        if !pids.iter().any(|p| alive(*p)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("child processes {pids:?} are still there");
+    let gone =
+        pace::until_async(Duration::from_secs(5), async || (!pids.iter().any(|p| alive(*p))).then_some(())).await;
+    assert!(gone.is_some(), "child processes {pids:?} are still there");
 }
 
 async fn wait_exit(child: &mut Stopper) -> std::process::ExitStatus {

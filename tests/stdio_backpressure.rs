@@ -28,13 +28,9 @@ impl Drop for Proc {
         if let Some(pid) = self.child.id() {
             // SAFETY: kill(2) on a process this test started; no memory is involved.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-            for _ in 0..30 {
-                if matches!(self.child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            if pace::until(Duration::from_secs(3), || self.child.try_wait().ok().flatten()).is_none() {
+                let _ = self.child.start_kill();
             }
-            let _ = self.child.start_kill();
         }
     }
 }
@@ -183,6 +179,7 @@ async fn a_client_that_stops_reading_slows_its_senders_and_then_gets_everything(
     // Not reading for 3 s: the gateway stops reading too, so the writer is held up.
     let mut peak = before;
     for _ in 0..30 {
+        // Kept: the 3 s without reading are the subject; the RSS is sampled across them.
         tokio::time::sleep(Duration::from_millis(100)).await;
         peak = peak.max(rss_kib(pid));
     }
@@ -277,6 +274,7 @@ async fn sigterm_ends_taskgate_stdio_while_its_client_does_not_read() {
             }
         }
     });
+    // Kept: a writer held up is one that has not finished after a while.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!writer.is_finished(), "the writer is held up");
     // SAFETY: kill(2) on the process this test started.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use taskgate::TransportError;
 
 const ARMS: &str = r#"
-    slow) ( sleep 0.5; reply '{"content":[{"type":"text","text":"slow done"}]}' ) & ;;
+    slow) : > "$0.slow"; ( sleep 0.5; reply '{"content":[{"type":"text","text":"slow done"}]}' ) & ;;
     bad_utf8) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"\xff\xfe"}]}}\n' "$id" ;;
     bad_utf8_id_last) printf '{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"\xff"}]},"id":%s}\n' "$id" ;;
     huge) pad=$(printf '%*s' 20000 ''); printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "${pad// /a}" ;;
@@ -37,7 +37,8 @@ async fn a_bad_stdout_line_fails_only_the_request_it_answers() {
     // A line that is not UTF-8 while another call is in flight: only its own call fails, at once.
     let start = Instant::now();
     let (slow, bad) = tokio::join!(c.request_owned("tools/call", call("slow")), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = script.path().with_extension("sh.slow");
+        eventually("the slow call reached the script", async || started.exists()).await;
         c.request_owned("tools/call", call("bad_utf8")).await
     });
     bad.assert_upstream_failed("up", TransportError::NotUtf8);

@@ -115,11 +115,8 @@ fn received(up: &Scripted, method: &str) -> Vec<Value> {
 /// Waits for `cond` for at most `within` (shorter than the keep-alive: what is waited for
 /// must not need the gateway's next write to the closed connection).
 async fn within(within: Duration, what: &str, cond: impl Fn() -> bool) {
-    let start = tokio::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < within, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let held = pace::until_async(within, async || cond().then_some(())).await;
+    assert!(held.is_some(), "not within {within:?}: {what}");
 }
 
 /// A modern POST of `req` on a connection of its own, read up to the end of the response's

@@ -298,11 +298,8 @@ async fn every_viewer_is_served_from_one_listing_per_refresh() {
     // Ten listings take at least nine refreshes, however many watch: the listings are
     // shared (each of eight viewers listing on its own would make ten in two refreshes).
     let (from, start) = (listings(&addr).await, std::time::Instant::now());
-    let deadline = start + std::time::Duration::from_secs(30);
-    while listings(&addr).await < from + 10.0 {
-        assert!(std::time::Instant::now() < deadline, "the page stopped listing");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let ten = async || (listings(&addr).await >= from + 10.0).then_some(());
+    assert!(pace::until_async(std::time::Duration::from_secs(30), ten).await.is_some(), "the page stopped listing");
     let took = start.elapsed();
     assert!(took >= std::time::Duration::from_millis(900), "ten listings within {took:?}: one per viewer per refresh");
     // With nobody watching, nothing is listed.
@@ -342,15 +339,12 @@ async fn a_viewer_that_does_not_read_is_dropped_and_its_place_given_back() {
     // it has taken nothing for unread_timeout.
     let first = at(&addr, "/tasks/events", None).get_raw(&[]).await;
     assert_eq!(first.status(), 503, "the viewer that does not read holds the place");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
+    let given_back = pace::until_async(std::time::Duration::from_secs(60), async || {
         let r = at(&addr, "/tasks/events", None).get_raw(&[]).await;
-        if r.status() == 200 {
-            break;
-        }
-        assert_eq!(r.status(), 503);
-        assert!(std::time::Instant::now() < deadline, "the viewer that does not read keeps its place");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        assert!(r.status() == 200 || r.status() == 503, "{}", r.status());
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    assert!(given_back.is_some(), "the viewer that does not read keeps its place");
     drop(stalled);
 }

@@ -211,12 +211,10 @@ async fn progress_queued_for_a_hosted_task_is_dropped_when_the_task_ends() {
         )
         .await;
     let id = out.result()["task"]["taskId"].as_str().unwrap().to_string();
-    for _ in 0..50 {
-        if c.request("tasks/get", json!({"taskId": id})).await.result()["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the task completed", async || {
+        c.request("tasks/get", json!({"taskId": id})).await.result()["status"] == "completed"
+    })
+    .await;
     let mut get_stream = SseReader::new(c.get_raw(&[]).await.into_body());
     let got =
         collect(&mut get_stream, Duration::from_millis(500), |m| m["method"] == "notifications/tasks/status").await;

@@ -98,7 +98,14 @@ async fn a_running_task_outlives_its_ttl_and_a_full_store_refuses_instead_of_evi
         .request("tools/call", json!({"name": "slow", "arguments": {"duration_ms": 900, "steps": 1}, "task": {}}))
         .await;
     let slow = out.result()["task"]["taskId"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // A task made after it with the same ttl, finished at once: once it is gone, the slow
+    // one's ttl has passed too.
+    let quick = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "t"}, "task": {}})).await;
+    let quick = quick.result()["task"]["taskId"].as_str().unwrap().to_string();
+    eventually("the quick task's ttl ended", async || {
+        c.request("tasks/get", json!({"taskId": quick})).await.response.get("error").is_some()
+    })
+    .await;
     assert_eq!(
         c.request("tasks/get", json!({"taskId": slow})).await.result()["status"],
         "working",
@@ -252,6 +259,7 @@ async fn a_cancelled_request_frees_its_slot_closes_its_stream_and_is_cancelled_u
     // The slots are free.
     let out = c.request("tools/call", json!({"name": "s", "arguments": {"ms": 0}})).await;
     assert_eq!(out.result()["content"][0]["text"], "late");
+    // Kept: past the calls' request_timeout and their upstream's answer, no timeout cancel came.
     tokio::time::sleep(Duration::from_millis(1800)).await;
     let cancels = calls_to(&up, "notifications/cancelled");
     assert_eq!(cancels.len(), 2, "one cancel per request, none from a timeout: {cancels:?}");
@@ -366,13 +374,10 @@ async fn links_kept_open_by_running_tasks_count_against_max_links() {
     assert_eq!(body["error"]["code"], -32004, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("max_links"), "{body}");
     // Once the tasks have ended, their links close and room is made.
-    let start = Instant::now();
-    loop {
+    let freed = pace::until_async(Duration::from_secs(5), async || {
         let r = c.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await;
-        if first_message(&r).get("result").is_some() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(5), "no link became free");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        first_message(&r).get("result").map(drop)
+    })
+    .await;
+    assert!(freed.is_some(), "no link became free");
 }

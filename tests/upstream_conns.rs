@@ -33,7 +33,10 @@ async fn a_long_event_stream_does_not_hold_up_the_next_request_over_http() {
     let c = Arc::new(c);
     let slow_client = c.clone();
     let slow = tokio::spawn(async move { slow_client.request_owned("tools/call", json!({"name": "slow"})).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("the slow call reached the upstream", async || {
+        up.received.lock().unwrap().iter().any(|m| m["params"]["name"] == "slow")
+    })
+    .await;
     for _ in 0..3 {
         let out = c.request_owned("tools/call", json!({"name": "fast"})).await;
         assert_eq!(out.result()["fast"], true, "{}", out.response);
@@ -109,13 +112,8 @@ impl JsonUpstream {
 
     /// Waits (boundedly) until `f` holds of the counts (open, hanging); false if it never does.
     async fn wait_for(&self, f: impl Fn(usize, usize) -> bool) -> bool {
-        for _ in 0..600 {
-            if f(self.open.load(Ordering::SeqCst), self.hanging.load(Ordering::SeqCst)) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        false
+        let counts = || (self.open.load(Ordering::SeqCst), self.hanging.load(Ordering::SeqCst));
+        pace::until_async(Duration::from_secs(15), async || f(counts().0, counts().1).then_some(())).await.is_some()
     }
 }
 
@@ -215,9 +213,9 @@ async fn a_connection_the_server_closes_is_replaced() {
     let up = JsonUpstream::start(true).await;
     let (_gw, mut c) = session_through_gateway(&up.url()).await;
     for i in 0..10 {
-        // Some calls at once, some after the closed connection has been idle a while.
+        // Some calls at once, some once the server has closed the last connection.
         if i % 3 == 0 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(up.wait_for(|open, _| open == 0).await, "the server did not close its connection");
         }
         let out = c.request("tools/list", json!({})).await;
         assert_eq!(out.result()["method"], "tools/list", "call {i}: {}", out.response);

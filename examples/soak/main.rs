@@ -11,6 +11,8 @@
 
 mod client;
 mod ops;
+#[path = "../../tests/common/pace.rs"]
+mod pace;
 #[path = "../../tests/common/proc_tree.rs"]
 mod proc_tree;
 mod upstream;

@@ -19,13 +19,9 @@ impl Drop for Proc {
     fn drop(&mut self) {
         if let Some(pid) = self.0.id() {
             signal(pid, libc::SIGTERM);
-            for _ in 0..50 {
-                if matches!(self.0.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            if super::pace::until(Duration::from_secs(5), || self.0.try_wait().ok().flatten()).is_none() {
+                let _ = self.0.start_kill();
             }
-            let _ = self.0.start_kill();
         }
     }
 }

@@ -41,6 +41,8 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct Proc {
     pub child: Child,
     log: Arc<Mutex<String>>,
+    /// The threads reading its stdout and stderr; they end at the pipes' end.
+    readers: Vec<std::thread::JoinHandle<()>>,
     stopped: bool,
 }
 
@@ -69,9 +71,10 @@ impl Proc {
             (Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, stdout_lines),
             (Box::new(child.stderr.take().unwrap()), None),
         ];
+        let mut readers = vec![];
         for (pipe, lines) in pipes {
             let log = log.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                     if let Some(tx) = &lines {
                         let _ = tx.send(line.clone());
@@ -80,9 +83,9 @@ impl Proc {
                     l.push_str(&line);
                     l.push('\n');
                 }
-            });
+            }));
         }
-        Proc { child, log, stopped: false }
+        Proc { child, log, readers, stopped: false }
     }
 
     pub fn output(&self) -> String {
@@ -91,33 +94,28 @@ impl Proc {
 
     /// Waits for a line containing `marker` and returns it.
     pub fn wait_for(&mut self, marker: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let line = crate::pace::until(Duration::from_secs(30), || {
             if let Some(line) = self.output().lines().find(|l| l.contains(marker)) {
-                return line.to_string();
+                return Some(line.to_string());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("process exited ({status}) before printing {marker:?}:\n{}", self.output());
             }
-            assert!(Instant::now() < deadline, "no {marker:?} within 30 s:\n{}", self.output());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            None
+        });
+        line.unwrap_or_else(|| panic!("no {marker:?} within 30 s:\n{}", self.output()))
     }
 
     /// Waits for the process to exit (bounded) and returns whether it succeeded.
     pub fn finish(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                std::thread::sleep(Duration::from_millis(50)); // let the readers drain
-                return status.success();
-            }
-            if Instant::now() > deadline {
-                self.stop();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let Some(status) = crate::pace::until(timeout, || self.child.try_wait().unwrap()) else {
+            self.stop();
+            return false;
+        };
+        // Its output is all in once the readers have met the pipes' end (bounded: a child it
+        // left behind may hold them open).
+        crate::pace::until(Duration::from_secs(2), || self.readers.iter().all(|r| r.is_finished()).then_some(()));
+        status.success()
     }
 
     /// Stops the process and its tree; panics (unless already panicking) if any survived.
@@ -389,18 +387,15 @@ impl RawStdio {
 
     /// Polls `tasks/get` until the task's status is `until` (or terminal), bounded.
     pub fn poll(&mut self, task_id: &str, until: &str, meta: &serde_json::Value) -> Vec<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_secs(15);
         let mut seen = Vec::new();
-        loop {
+        let done = crate::pace::until(Duration::from_secs(15), || {
             let got = self.result("tasks/get", serde_json::json!({"taskId": task_id, "_meta": meta}));
             let status = got["status"].as_str().unwrap_or_default().to_string();
             seen.push(got);
-            if status == until || ["completed", "failed", "cancelled"].contains(&status.as_str()) {
-                return seen;
-            }
-            assert!(Instant::now() < deadline, "task {task_id} not {until} within 15 s: {seen:?}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            (status == until || ["completed", "failed", "cancelled"].contains(&status.as_str())).then_some(())
+        });
+        assert!(done.is_some(), "task {task_id} not {until} within 15 s: {seen:?}");
+        seen
     }
 }
 

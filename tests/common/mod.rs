@@ -10,6 +10,7 @@ pub mod ext_server;
 pub mod gateway_proc;
 mod http_client;
 pub mod modern;
+pub mod pace;
 pub mod redis_server;
 mod scripted;
 mod stdio_client;

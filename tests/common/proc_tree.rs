@@ -10,7 +10,7 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Makes `cmd` start in a new process group whose id is the child's pid.
 pub fn own_group(cmd: &mut Command) -> &mut Command {
@@ -85,15 +85,11 @@ pub fn stop_tree(child: &mut Child, grace: Duration) -> Vec<(i32, String)> {
     for &d in &tree {
         signal(d, libc::SIGTERM);
     }
-    let deadline = Instant::now() + grace;
     let mut exited = false;
-    while Instant::now() < deadline {
+    crate::pace::until(grace, || {
         exited = exited || child.try_wait().ok().flatten().is_some();
-        if exited && !tree.iter().any(|&d| alive(d)) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        (exited && !tree.iter().any(|&d| alive(d))).then_some(())
+    });
     // Whatever ignored SIGTERM, and anything started meanwhile.
     let late = descendants(pid);
     signal(-pid, libc::SIGKILL);
@@ -111,19 +107,18 @@ pub fn stop_tree(child: &mut Child, grace: Duration) -> Vec<(i32, String)> {
 
 /// Waits briefly for `pids` (and members of group `pgid`) to be gone; returns the survivors.
 fn leftovers(pids: &[i32], pgid: i32) -> Vec<(i32, String)> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
+    let survivors = || {
         let mut left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
         for p in group_members(pgid) {
             if !left.contains(&p) {
                 left.push(p);
             }
         }
-        if left.is_empty() || Instant::now() > deadline {
-            return left.into_iter().map(|p| (p, cmdline(p))).collect();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        left
+    };
+    let gone = crate::pace::until(Duration::from_secs(2), || survivors().is_empty().then_some(()));
+    let left = if gone.is_some() { vec![] } else { survivors() };
+    left.into_iter().map(|p| (p, cmdline(p))).collect()
 }
 
 /// Live processes in process group `pgid`.

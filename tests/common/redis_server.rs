@@ -3,7 +3,7 @@
 //! installs it; `scripts/test` runs that): without it the test fails, saying so.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct RedisServer {
     child: Option<Child>,
@@ -36,11 +36,11 @@ impl RedisServer {
     }
 
     fn spawn(port: u16, extra: &[&str]) -> RedisServer {
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args(extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
@@ -48,11 +48,18 @@ impl RedisServer {
                     "cannot start redis-server ({e}): the redis store's tests need it on PATH; run scripts/setup-redis"
                 )
             });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not listen on 127.0.0.1:{port} within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // It logs to stdout that it listens; the rest of its log is read and dropped.
+        let (ready, listening) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                if line.contains("Ready to accept connections") {
+                    let _ = ready.send(());
+                }
+            }
+        });
+        let listening = listening.recv_timeout(Duration::from_secs(10));
+        assert!(listening.is_ok(), "redis-server did not listen on 127.0.0.1:{port} within 10 s");
         RedisServer { child: Some(child), port }
     }
 

@@ -86,7 +86,7 @@ impl Scripted {
         let received = Arc::new(std::sync::Mutex::new(Vec::new()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let rec = received.clone();
+        let rec = Recorder { received: received.clone(), arrived: Arc::new(tokio::sync::Notify::new()) };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else { return };
@@ -108,6 +108,41 @@ impl Scripted {
     }
 }
 
+/// What the server has received, and a signal for each arrival.
+#[derive(Clone)]
+struct Recorder {
+    received: Arc<std::sync::Mutex<Vec<Value>>>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Recorder {
+    fn push(&self, msg: Value) {
+        self.received.lock().unwrap().push(msg);
+        self.arrived.notify_waiters();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
+        self.received.lock().unwrap()
+    }
+
+    /// Waits until `cond` holds of what has been received, woken by each arrival; `false`
+    /// if it does not within `within`.
+    async fn wait_until(&self, within: Duration, cond: impl Fn(&[Value]) -> bool) -> bool {
+        let until = async {
+            loop {
+                let arrival = self.arrived.notified();
+                tokio::pin!(arrival);
+                arrival.as_mut().enable(); // before looking, so that no arrival is missed
+                if cond(&self.lock()) {
+                    return;
+                }
+                arrival.await;
+            }
+        };
+        tokio::time::timeout(within, until).await.is_ok()
+    }
+}
+
 type ScriptBody = http_body_util::StreamBody<
     futures_util::stream::BoxStream<'static, Result<hyper::body::Frame<Bytes>, std::convert::Infallible>>,
 >;
@@ -115,7 +150,7 @@ type ScriptBody = http_body_util::StreamBody<
 async fn scripted_answer(
     req: Request<Incoming>,
     script: Arc<Script>,
-    rec: Arc<std::sync::Mutex<Vec<Value>>>,
+    rec: Recorder,
     serve_get: bool,
 ) -> Response<ScriptBody> {
     use futures_util::StreamExt;
@@ -134,7 +169,7 @@ async fn scripted_answer(
         let last = req.headers().get("last-event-id").map(|v| v.to_str().unwrap().to_string());
         json!({"http": req.method().as_str(), "lastEventId": last})
     };
-    rec.lock().unwrap().push(msg.clone());
+    rec.push(msg.clone());
     if msg["http"] == "DELETE" {
         return empty(200);
     }
@@ -172,6 +207,7 @@ async fn scripted_answer(
                     }
                 }
                 Step::Plain(..) => panic!("Step::Plain must be the only step"),
+                // The scripted server's own slowness, which is what its tests are about.
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Step::Send(m) => {
                     let ev = sse::encode_event(None, &serde_json::to_vec(&m).unwrap());
@@ -186,16 +222,12 @@ async fn scripted_answer(
                     }
                 }
                 Step::AwaitResponse(id) => {
-                    for _ in 0..1000 {
-                        let seen = rec.lock().unwrap().iter().any(|m| m.get("method").is_none() && m["id"] == id);
-                        if seen {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    let answered = |got: &[Value]| got.iter().any(|m| m.get("method").is_none() && m["id"] == id);
+                    // Unanswered after 10 s, the script goes on anyway.
+                    rec.wait_until(Duration::from_secs(10), answered).await;
                 }
                 Step::Then(f) => {
-                    let got = rec.lock().unwrap().clone();
+                    let got = rec.lock().clone();
                     for (i, s) in f(&got).into_iter().enumerate() {
                         queue.insert(i, s);
                     }

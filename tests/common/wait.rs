@@ -1,7 +1,6 @@
 //! Waiting for what a test expects instead of for a fixed time.
 
-use super::STEP;
-use std::time::Duration;
+use super::{STEP, pace};
 
 /// Waits until `cond` holds, looking every 10 ms, for at most [`STEP`]; then fails with
 /// `what`. A fixed sleep before an assertion is slow when things go well and flaky when the
@@ -12,13 +11,9 @@ pub async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
 
 /// Asks `probe` every 10 ms, for at most [`STEP`], until it returns `Some`, and returns what
 /// it held; then fails with `what`.
-pub async fn poll<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(start.elapsed() < STEP, "still not so after {STEP:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+pub async fn poll<T>(what: &str, probe: impl AsyncFnMut() -> Option<T>) -> T {
+    match pace::until_async(STEP, probe).await {
+        Some(v) => v,
+        None => panic!("still not so after {STEP:?}: {what}"),
     }
 }

@@ -8,7 +8,7 @@ use super::servers::{Launch, Server, Tasks, compat_dir, interop_dir};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one cell's client may run.
 const CELL_TIMEOUT: Duration = Duration::from_secs(90);
@@ -169,10 +169,7 @@ pub fn run(server: &Server, kind: Kind, target: &Target, task: Option<(&str, &Va
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + CELL_TIMEOUT;
-    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::pace::until(CELL_TIMEOUT, || child.try_wait().unwrap());
     let left = proc_tree::stop_tree(&mut child, Duration::from_secs(3));
     let out = out.join().unwrap();
     let err = err.join().unwrap();
