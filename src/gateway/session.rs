@@ -112,7 +112,7 @@ pub struct Session {
     /// The by-token dialects its upstream enables, for a legacy client.
     by_token: ByToken,
     /// What each request meets before the plan (decided here, once).
-    first_step: planned::FirstStep,
+    first_step: plan::FirstStep,
     state: Mutex<SessionState>,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
@@ -173,7 +173,7 @@ impl Session {
             modern,
             shared,
             by_token,
-            first_step: planned::FirstStep::of(modern_is_some, by_token),
+            first_step: plan::FirstStep::of(modern_is_some, by_token),
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),

@@ -15,6 +15,7 @@
 
 use crate::config::{HostedMode, UpstreamConfig};
 use crate::mcp::ProtocolVersion;
+use crate::upstream::link::Shape;
 
 /// The client's era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,4 +139,39 @@ impl Plan {
             upstream_tool_tasks: crate::mcp::tasks::server_has_tool_tasks(caps),
         }
     }
+}
+
+/// What a request of this session meets before the plan, decided when the session is made
+/// (a client's era and its upstream's dialects do not change while it lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FirstStep {
+    /// A legacy client whose upstream enables no by-token dialect: straight to the plan.
+    None,
+    /// A modern client's request: checked, and may be served, by its own strategy
+    /// (`modern_client`).
+    Modern,
+    /// A legacy client's request may be one of the by-token dialects' (`by_token`).
+    ByToken,
+}
+
+impl FirstStep {
+    pub(super) fn of(modern: bool, by_token: ByToken) -> FirstStep {
+        match (modern, by_token.on()) {
+            (true, _) => FirstStep::Modern,
+            (false, true) => FirstStep::ByToken,
+            (false, false) => FirstStep::None,
+        }
+    }
+}
+
+/// Where a `tools/call` goes under the plan's task policy.
+pub(super) enum CallRoute {
+    /// Up the link as it is, its answer shaped so.
+    Up(Shape),
+    /// The tool's `taskSupport` decides (the upstream runs tasks): `Planned::listed_call`.
+    ByListing,
+    /// A core client's task: hosted, or passed to an upstream that runs it.
+    CoreTask,
+    /// A core task asked of an extension upstream: translated (`ext_core`).
+    Translated,
 }

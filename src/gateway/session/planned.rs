@@ -6,31 +6,8 @@
 use super::*;
 
 mod calls;
-use calls::CallRoute;
+use super::plan::{CallRoute, FirstStep};
 mod task_requests;
-
-/// What a request of this session meets before the plan, decided when the session is made
-/// (a client's era and its upstream's dialects do not change while it lives).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum FirstStep {
-    /// A legacy client whose upstream enables no by-token dialect: straight to the plan.
-    None,
-    /// A modern client's request: checked, and may be served, by its own strategy
-    /// (`modern_client`).
-    Modern,
-    /// A legacy client's request may be one of the by-token dialects' (`by_token`).
-    ByToken,
-}
-
-impl FirstStep {
-    pub(super) fn of(modern: bool, by_token: ByToken) -> FirstStep {
-        match (modern, by_token.on()) {
-            (true, _) => FirstStep::Modern,
-            (false, true) => FirstStep::ByToken,
-            (false, false) => FirstStep::None,
-        }
-    }
-}
 
 /// A session running its plan for one request.
 pub(super) struct Planned<'a> {

@@ -4,7 +4,7 @@
 
 use super::{Planned, Step};
 use crate::config::RequiredMode;
-use crate::gateway::session::plan::{ClientSide, TaskPolicy};
+use crate::gateway::session::plan::{CallRoute, ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::tasks::TaskSupport;
 use crate::upstream::link::Shape;
@@ -142,16 +142,4 @@ impl Planned<'_> {
         };
         Ok(Some(shape))
     }
-}
-
-/// Where a `tools/call` goes under the plan's task policy.
-pub(in crate::gateway::session) enum CallRoute {
-    /// Up the link as it is, its answer shaped so.
-    Up(Shape),
-    /// The tool's `taskSupport` decides (the upstream runs tasks): [`Planned::listed_call`].
-    ByListing,
-    /// A core client's task: hosted, or passed to an upstream that runs it.
-    CoreTask,
-    /// A core task asked of an extension upstream: translated (`ext_core`).
-    Translated,
 }
