@@ -15,6 +15,15 @@ fn calls_of(up: &Scripted, tool: &str) -> Vec<Value> {
     received.into_iter().filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool).collect()
 }
 
+/// Whether the upstream was told to cancel its request `id`.
+fn cancelled_upstream(up: &Scripted, id: &Value) -> bool {
+    up.received
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == *id)
+}
+
 fn declared(call: &Value) -> &Value {
     &call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
 }
@@ -224,23 +233,9 @@ async fn cancelling_while_the_retry_is_upstream_cancels_the_retry() {
     eventually("the retry went up", async || calls_of(&up, "slow-confirm").len() == 2).await;
     assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 42})).await, 202);
     let retry_id = calls_of(&up, "slow-confirm")[1]["id"].clone();
-    eventually("the upstream was told to stop the retry", async || {
-        up.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
-    })
-    .await;
+    eventually("the upstream was told to stop the retry", async || cancelled_upstream(&up, &retry_id)).await;
     let first_id = calls_of(&up, "slow-confirm")[0]["id"].clone();
-    assert!(
-        !up.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == first_id),
-        "the first round had ended"
-    );
+    assert!(!cancelled_upstream(&up, &first_id), "the first round had ended");
 
     // Over stdio too.
     let mut s = StdioMcp::start(&cfg, "up").await;
@@ -252,14 +247,8 @@ async fn cancelling_while_the_retry_is_upstream_cancels_the_retry() {
     eventually("the stdio client's retry went up", async || calls_of(&up, "slow-confirm").len() == 4).await;
     s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})).await;
     let retry_id = calls_of(&up, "slow-confirm")[3]["id"].clone();
-    eventually("the upstream was told to stop the stdio client's retry", async || {
-        up.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
-    })
-    .await;
+    eventually("the upstream was told to stop the stdio client's retry", async || cancelled_upstream(&up, &retry_id))
+        .await;
 }
 
 #[tokio::test]
@@ -327,14 +316,8 @@ async fn an_ended_session_cancels_its_retry_on_a_shared_link() {
     eventually("the retry went up", async || calls_of(&up, "slow-confirm").len() == 2).await;
     let retry_id = calls_of(&up, "slow-confirm")[1]["id"].clone();
     assert_eq!(c.delete().await, 200);
-    eventually("the upstream was told to stop the ended session's retry", async || {
-        up.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
-    })
-    .await;
+    eventually("the upstream was told to stop the ended session's retry", async || cancelled_upstream(&up, &retry_id))
+        .await;
 }
 
 #[tokio::test]
@@ -350,14 +333,7 @@ async fn max_request_time_bounds_the_whole_exchange() {
     let message = out.response["error"]["message"].as_str().unwrap();
     assert!(message.contains("input rounds ran past max_request_time"), "{message}");
     let retry_id = calls_of(&up, "paced-confirm")[1]["id"].clone();
-    eventually("the upstream was told to stop the retry", async || {
-        up.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == retry_id)
-    })
-    .await;
+    eventually("the upstream was told to stop the retry", async || cancelled_upstream(&up, &retry_id)).await;
 }
 
 #[tokio::test]

@@ -29,20 +29,34 @@ async fn session_with_a_task(addr: &str) -> (HttpMcp, String) {
     (c, id)
 }
 
+/// A gateway restarted after a session (with `server` settings) made a task: what the tests
+/// hold on to, the client pointed at the new gateway.
+struct Restarted {
+    _dir: tempfile::TempDir,
+    _gw: common::gateway_proc::Proc,
+    addr: String,
+    c: HttpMcp,
+    task: String,
+}
+
+async fn restarted_with_a_task(server: &str) -> Restarted {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), server);
+    let (gw, addr) = start(&config).await;
+    let (mut c, task) = session_with_a_task(&addr).await;
+    drop(gw);
+    let (gw, addr) = start(&config).await;
+    c.url = format!("http://{addr}/mcp/demo");
+    Restarted { _dir: dir, _gw: gw, addr, c, task }
+}
+
 fn body(method: &str, params: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).unwrap()
 }
 
 #[tokio::test]
 async fn a_session_deleted_after_the_restart_is_not_revived_afterwards() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), "");
-    let (gw, addr) = start(&config).await;
-    let (mut c, task) = session_with_a_task(&addr).await;
-    drop(gw);
-
-    let (_gw, addr) = start(&config).await;
-    c.url = format!("http://{addr}/mcp/demo");
+    let Restarted { _dir, _gw, addr: _, c, task } = restarted_with_a_task("").await;
     assert_eq!(c.delete().await, 200, "the client ends the session it holds");
     let after = c.post_raw(body("tasks/get", json!({"taskId": task})), &[]).await;
     assert_eq!(after.status, 404, "a deleted session is not revived: {:?}", String::from_utf8_lossy(&after.body));
@@ -72,14 +86,7 @@ async fn a_revival_that_finds_max_sessions_taken_is_busy_not_unknown() {
 /// it: the session goes on in its own); one it does not speak is 400 and revives nothing.
 #[tokio::test]
 async fn a_revival_with_an_unsupported_protocol_version_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), "");
-    let (gw, addr) = start(&config).await;
-    let (mut c, task) = session_with_a_task(&addr).await;
-    drop(gw);
-
-    let (_gw, addr) = start(&config).await;
-    c.url = format!("http://{addr}/mcp/demo");
+    let Restarted { _dir, _gw, addr: _, mut c, task } = restarted_with_a_task("").await;
     c.version = None;
     let wrong = c.post_raw(body("tasks/get", json!({"taskId": task})), &[("mcp-protocol-version", "1999-01-01")]).await;
     // As for a session that never went away: the version is wrong, the session is not unknown.
@@ -93,14 +100,7 @@ async fn a_revival_with_an_unsupported_protocol_version_is_refused() {
 
 #[tokio::test]
 async fn two_requests_reviving_one_session_at_once_share_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), "max_sessions = 1\n");
-    let (gw, addr) = start(&config).await;
-    let (mut c, task) = session_with_a_task(&addr).await;
-    drop(gw);
-
-    let (_gw, addr) = start(&config).await;
-    c.url = format!("http://{addr}/mcp/demo");
+    let Restarted { _dir, _gw, addr: _, mut c, task } = restarted_with_a_task("max_sessions = 1\n").await;
     let bodies: Vec<Vec<u8>> = (0..8)
         .map(|i| {
             let msg = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tasks/get", "params": {"taskId": task}});
@@ -138,14 +138,7 @@ async fn a_session_deleted_before_a_crash_is_not_revived() {
 
 #[tokio::test]
 async fn a_get_stream_that_reconnects_first_revives_its_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), "");
-    let (gw, addr) = start(&config).await;
-    let (mut c, task) = session_with_a_task(&addr).await;
-    drop(gw);
-
-    let (_gw, addr) = start(&config).await;
-    c.url = format!("http://{addr}/mcp/demo");
+    let Restarted { _dir, _gw, addr, mut c, task } = restarted_with_a_task("").await;
     // A 404 would tell the client to initialize again, giving its tasks up.
     let stream = c.get_raw(&[]).await;
     assert_eq!(stream.status(), 200, "the stream reconnects to the revived session");
