@@ -22,12 +22,14 @@ pub enum Id {
 
 impl Id {
     /// The id in a tree: a string, or an integer (one beyond `i64` that the tree holds
-    /// exactly, a `u64`, as [`Id::Big`]). A number the tree made a float is none.
+    /// exactly, a `u64`, as [`Id::Big`]). A number the tree made a float is none, but for `-0`.
     pub fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::Number(n) => match (n.as_i64(), n.as_u64()) {
                 (Some(i), _) => Some(Id::Num(i)),
                 (None, Some(u)) => Some(Id::Big(u.to_string().into())),
+                // The tree's reading of the integer `-0` (see [`Id::from_raw`]).
+                _ if n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => Some(Id::Big("-0".into())),
                 _ => None,
             },
             Value::String(s) => Some(Id::Str(s.clone())),
@@ -230,6 +232,9 @@ mod tests {
         }
         assert_eq!(Id::from_value(&json!(u64::MAX)), Some(Id::Big(u64::MAX.to_string().into())));
         assert_eq!(Id::from_value(&json!(1.5)), None);
+        // `-0` as a tree reads it is the id `-0` as it came.
+        let tree: serde_json::Value = serde_json::from_str("-0").unwrap();
+        assert_eq!(Id::from_value(&tree), Id::from_raw("-0"));
         assert_ne!(Id::from_raw("18446744073709551616"), Id::from_raw("\"18446744073709551616\""));
     }
 
