@@ -22,14 +22,12 @@ pub enum Id {
 
 impl Id {
     /// The id in a tree: a string, or an integer (one beyond `i64` that the tree holds
-    /// exactly, a `u64`, as [`Id::Big`]). A number the tree made a float is none, but for `-0`.
+    /// exactly, a `u64`, as [`Id::Big`]). A number the tree made a float is none.
     pub fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::Number(n) => match (n.as_i64(), n.as_u64()) {
                 (Some(i), _) => Some(Id::Num(i)),
                 (None, Some(u)) => Some(Id::Big(u.to_string().into())),
-                // The tree's reading of the integer `-0` (see [`Id::from_raw`]).
-                _ if n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => Some(Id::Big("-0".into())),
                 _ => None,
             },
             Value::String(s) => Some(Id::Str(s.clone())),
@@ -56,13 +54,17 @@ impl Id {
     }
 
     /// The id as a tree holds it. A tree cannot hold a [`Id::Big`] exactly: it stands there
-    /// as the string of its digits, and the bytes sent are given the id as it came
+    /// as the string of its digits (`-0` as 0), and the bytes sent are given the id as it came
     /// ([`crate::jsonrpc::Message::with_id`], which the session's sink and the HTTP front's
     /// own answers apply to every response).
     pub fn to_value(&self) -> Value {
         match self {
             Id::Num(n) => Value::from(*n),
             Id::Str(s) => Value::String(s.clone()),
+            // The one integer a tree reads as a float: where the id is copied into a body
+            // (a subscription's id, a cancel's `requestId`), the client's parser reads the 0
+            // it sent.
+            Id::Big(text) if &**text == "-0" => Value::from(0),
             Id::Big(text) => Value::String(text.to_string()),
         }
     }
@@ -232,9 +234,8 @@ mod tests {
         }
         assert_eq!(Id::from_value(&json!(u64::MAX)), Some(Id::Big(u64::MAX.to_string().into())));
         assert_eq!(Id::from_value(&json!(1.5)), None);
-        // `-0` as a tree reads it is the id `-0` as it came.
-        let tree: serde_json::Value = serde_json::from_str("-0").unwrap();
-        assert_eq!(Id::from_value(&tree), Id::from_raw("-0"));
+        // In a body, `-0` is the 0 a client's parser reads it as.
+        assert_eq!(Id::from_raw("-0").unwrap().to_value(), json!(0));
         assert_ne!(Id::from_raw("18446744073709551616"), Id::from_raw("\"18446744073709551616\""));
     }
 
