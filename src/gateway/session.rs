@@ -159,7 +159,7 @@ impl Session {
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let by_token = ByToken::of(&upstream, modern.is_some());
-        let modern_is_some = modern.is_some();
+        let first_step = plan::FirstStep::of(modern.is_some(), by_token);
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -173,7 +173,7 @@ impl Session {
             modern,
             shared,
             by_token,
-            first_step: plan::FirstStep::of(modern_is_some, by_token),
+            first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),

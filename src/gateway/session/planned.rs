@@ -46,7 +46,12 @@ impl Session {
                     Some(shape) => Step::Up(frame, shape),
                     None => Step::Done,
                 },
-                route => Box::pin(run.rare_call(route, id.clone(), frame)).await?,
+                // Boxed, as every rare path here: each request's future would carry its state.
+                CallRoute::CoreTask => Box::pin(run.core_task_call(id.clone(), frame)).await?,
+                CallRoute::Translated => {
+                    Box::pin(self.ext_core_call(id.clone(), frame)).await?;
+                    Step::Done
+                }
             },
             Method::TasksGet | Method::TasksResult | Method::TasksCancel => {
                 Box::pin(run.task_request(id.clone(), frame)).await?

@@ -54,28 +54,9 @@ impl Planned<'_> {
         }
     }
 
-    /// A call of a route that needs the gateway's own work (boxed by the caller: each
-    /// request's future would carry its state).
-    pub(in crate::gateway::session) async fn rare_call(
-        &self,
-        route: CallRoute,
-        id: Id,
-        frame: Message,
-    ) -> Result<Step, RpcError> {
-        match route {
-            CallRoute::Translated => self.s.ext_core_call(id, frame).await.map(|()| Step::Done),
-            CallRoute::CoreTask => self.core_task_call(id, frame).await,
-            CallRoute::Up(shape) => Ok(Step::Up(frame, shape)),
-            CallRoute::ByListing => match self.listed_call(&id, &frame).await? {
-                Some(shape) => Ok(Step::Up(frame, shape)),
-                None => Ok(Step::Done),
-            },
-        }
-    }
-
     /// A core client's task-augmented call: hosted, or passed to an upstream that runs the
     /// tool as a task.
-    async fn core_task_call(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
+    pub(in crate::gateway::session) async fn core_task_call(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
         let s = self.s;
         let name = frame.tool_name().unwrap_or_default().into_owned();
         if Box::pin(s.hosts_tool(&name)).await? {
