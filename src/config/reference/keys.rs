@@ -460,7 +460,10 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
     ("server.auth.tokens", "One per static bearer token (`mode = \"bearer\"`)."),
     ("server.tls", "With this table, HTTPS only. See [TLS](operating.md#tls)."),
-    ("server.otlp", "Span export over OTLP/HTTP. See [Tracing](operating.md#tracing)."),
+    (
+        "server.otlp",
+        "Span export over OTLP/HTTP, in a build with the `otlp` feature (`--features otlp`). See [Tracing](operating.md#tracing).",
+    ),
     ("server.task_page", "The live task page at `/tasks`. See [Task page](operating.md#task-page)."),
     ("tasks", "The gateway-wide task store (hosted tasks), and the extension tasks it follows."),
     (
