@@ -2,7 +2,7 @@
 //! the Protected Resource Metadata, and tasks bound to the principal that made them (another
 //! principal learns nothing from their ids, whatever it asks).
 
-mod common;
+use crate::common;
 
 use common::modern_client as modern;
 use common::*;

@@ -2,7 +2,7 @@
 //! JWKS served on 127.0.0.1; good, badly signed, expired, for another audience or issuer,
 //! without a principal, and an algorithm-confusion attempt.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::*;

@@ -6,7 +6,7 @@
 //!
 //! The scripted server is `common::ext_server`.
 
-mod common;
+use crate::common;
 
 use common::ext_server::{EXT, Server, extension_server};
 use common::modern_client as modern;

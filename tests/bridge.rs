@@ -1,6 +1,6 @@
 //! Bridged tasks and shaped listings: old clients in front of a server that requires tasks.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

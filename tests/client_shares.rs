@@ -2,7 +2,7 @@
 //! principal holding its share of slow 2026-07-28 calls is refused more, with a clear
 //! error, and another principal's call still goes through.
 
-mod common;
+use crate::common;
 
 use common::modern_client as modern;
 use common::*;

@@ -10,10 +10,8 @@
 //! test. Servers that listen are started once; the cells run side by side, at most
 //! `COMPAT_PARALLEL` (default 6) clients at a time.
 
-#[path = "common/pace.rs"]
-mod pace;
-#[path = "common/proc_tree.rs"]
-mod proc_tree;
+use crate::common::pace;
+use crate::common::proc_tree;
 
 #[path = "compatibility/clients.rs"]
 mod clients;

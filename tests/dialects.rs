@@ -2,7 +2,7 @@
 //! `progress/get` and SEP-1391 operations, over Streamable HTTP and stdio, in front of the
 //! demo server (hosted) and of a task-capable upstream (bridged).
 
-mod common;
+use crate::common;
 
 use common::dialects::*;
 use common::*;

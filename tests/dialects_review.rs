@@ -2,7 +2,7 @@
 //! operation token, cancels of reused ids, states left in `input-required` or `working`,
 //! retention across upstreams, and a bridged operation's questions.
 
-mod common;
+use crate::common;
 
 use common::dialects::*;
 use common::*;

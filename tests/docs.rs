@@ -4,12 +4,12 @@
 //! docs/ resolves, and each command's `--help` names a docs page that exists.
 //!
 //! Regenerate both generated parts with one command:
-//! `UPDATE_DOCS=1 cargo test --test docs` (on the shared machine, `tgcargo` for `cargo`).
+//! `UPDATE_DOCS=1 cargo test --test all docs::`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const REGENERATE: &str = "UPDATE_DOCS=1 cargo test --test docs";
+const REGENERATE: &str = "UPDATE_DOCS=1 cargo test --test all docs::";
 const END: &str = "<!-- END GENERATED -->";
 
 fn root() -> PathBuf {

@@ -5,7 +5,7 @@
 //! 2026-07-28 one is the strict scripted modern server. The legacy clients initialize; the
 //! modern client sends stateless requests and retries `input_required` answers.
 
-mod common;
+use crate::common;
 
 use common::modern::modern_server;
 use common::modern_client::{V as MODERN, call, request};

@@ -3,7 +3,7 @@
 //!
 //! The scripted server is `common::ext_server`.
 
-mod common;
+use crate::common;
 
 use common::ext_server::{Server, declares, extension_server};
 use common::*;

@@ -1,6 +1,6 @@
 //! Upstream faults: a stdio server that dies mid-call, an HTTP upstream that is not there.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -10,7 +10,7 @@
 //! prlimit) stops the store's file from growing instead: either way the kernel fails the
 //! writes, as on a full disk. `TASKGATE_TEST_NO_MOUNT=1` takes that way on purpose.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::{Proc, listening, readyz, serve_command, signal};
 use common::*;

@@ -1,6 +1,6 @@
 //! Hosted tasks: task semantics the gateway adds for upstreams without them.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

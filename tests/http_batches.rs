@@ -1,7 +1,7 @@
 //! JSON-RPC batches (2025-03-26 sessions only): bounded, exactly one answer per request,
 //! and a stream that always ends.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

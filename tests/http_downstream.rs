@@ -1,6 +1,6 @@
 //! Downstream Streamable HTTP: sessions, headers, bad input, limits, batches, resumption.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

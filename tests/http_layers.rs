@@ -1,7 +1,7 @@
 //! The tower layers of the HTTP front: CORS for `cors_origins` (none by default), and the
 //! body limit left to `max_body_bytes` (one limit, one JSON-RPC error).
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::{STEP, builtin_upstream, start_gateway};

@@ -1,7 +1,7 @@
 //! Connection-level limits of the downstream HTTP server: header and body read timeouts,
 //! idle keep-alive connections, and the connection cap (slowloris).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! What a request must say: `Accept`, its session's path, `MCP-Protocol-Version`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Upstream Streamable HTTP against a scripted server: a broken SSE response resumed with
 //! `Last-Event-ID`, the upstream's GET stream, its session id, and DELETE when the link closes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! `taskgate import` and `taskgate serve --mcp-servers` on the real binary: a desktop
 //! client's `mcpServers` file printed as config, refused with a clear error, and served.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::start_with;
 use common::*;

@@ -14,12 +14,9 @@
 //! tree (the gateway's stdio upstreams, a client's `taskgate stdio`); a test fails if any of
 //! them is left behind.
 
-#[path = "common/interop.rs"]
-mod interop;
-#[path = "common/pace.rs"]
-mod pace;
-#[path = "common/proc_tree.rs"]
-mod proc_tree;
+use crate::common::interop;
+use crate::common::pace;
+use crate::common::proc_tree;
 
 use interop::*;
 use std::process::Command;

@@ -8,12 +8,8 @@
 //! command runs first. A missing peer fails the test; nothing here skips. Every process a
 //! test starts is stopped with its whole tree (tests/common/interop.rs).
 
-#[path = "common/interop.rs"]
-mod interop;
-#[path = "common/pace.rs"]
-mod pace;
-#[path = "common/proc_tree.rs"]
-mod proc_tree;
+use crate::common::interop;
+use crate::common::pace;
 
 use interop::*;
 use std::process::Command;

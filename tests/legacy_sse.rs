@@ -2,7 +2,7 @@
 //! event, messages POSTed to it and answered on the stream, the same session features as
 //! Streamable HTTP, bad input, the guards and limits, and the stream's end as the session's.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

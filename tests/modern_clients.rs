@@ -3,7 +3,7 @@
 //! their type, multi round-trip input, and cancellation by closing the response; over
 //! Streamable HTTP and stdio.
 
-mod common;
+use crate::common;
 
 use common::modern_client::*;
 use common::*;

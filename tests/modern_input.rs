@@ -3,7 +3,7 @@
 //! relays to the client as server requests and answers with retries (multi round-trip
 //! requests), over HTTP and stdio.
 
-mod common;
+use crate::common;
 
 use common::modern::*;
 use common::*;

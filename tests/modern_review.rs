@@ -2,7 +2,7 @@
 //! do to the `_meta` an upstream sees, to the requests of others, and to its own parked
 //! requests; which requests may answer `input_required`; and the era's edges.
 
-mod common;
+use crate::common;
 
 use common::modern::{modern_server, no_result_type};
 use common::modern_client::*;

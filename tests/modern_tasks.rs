@@ -3,7 +3,7 @@
 //! dialect (flat `CreateTaskResult`, `tasks/get` with the outcome or the questions inline,
 //! `tasks/update`, `tasks/cancel` as an acknowledgement).
 
-mod common;
+use crate::common;
 
 use common::modern_client::*;
 use common::*;

@@ -6,7 +6,7 @@
 //! id) and answers -32602 or -32020 with HTTP 400 when one is wrong; `initialize` gets -32601
 //! with HTTP 404, as an unknown method does.
 
-mod common;
+use crate::common;
 
 use common::modern::*;
 use common::*;

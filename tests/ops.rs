@@ -1,7 +1,7 @@
 //! The operator's routes: `/healthz`, `/readyz` (200 with the demo, 503 naming an upstream
 //! that cannot be reached) and `/metrics` (Prometheus text, counted right).
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::{STEP, builtin_upstream, http_upstream, start_gateway};

@@ -1,7 +1,7 @@
 //! Progress discipline on every forwarded call, against a scripted upstream that breaks the
 //! rules: values must rise, tokens must be known and active, bursts are coalesced.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

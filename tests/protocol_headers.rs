@@ -4,7 +4,7 @@
 //! every request, `initialize` included) and `Mcp-Param-*` (item 4: checked where the gateway
 //! is the server, forwarded where it is an intermediary that does not recognise them).
 
-mod common;
+use crate::common;
 
 use common::modern_client as modern;
 use common::*;

@@ -3,7 +3,7 @@
 //! and error messages are cut to `max_status_message_bytes` (with a marker), and a
 //! `tasks/list` page carries at most `max_list_page_bytes` of tasks.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@
 //! then `completed` with a result that says what the answer was (and a status notification
 //! saying so on that stream).
 
-mod common;
+use crate::common;
 
 use common::modern_client::*;
 use common::*;

@@ -6,7 +6,7 @@
 //! reaches the client's stream on the second. Then Redis goes away and comes back; and a
 //! task that ends while Redis is away is stored when it is back.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::{Proc, readyz, start};
 use common::redis_server::RedisServer;

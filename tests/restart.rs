@@ -8,7 +8,7 @@
 //! A damaged store file (random byte flips, a zero-length file) stops the gateway from
 //! starting with an error naming the file and what to do, never a panic.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::{signal, spawn, start};
 use common::*;

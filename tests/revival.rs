@@ -3,7 +3,7 @@
 //! unsupported `MCP-Protocol-Version`, two requests reviving the same session at once (docs/operating.md, "Data
 //! and retention").
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::start;
 use common::*;

@@ -2,13 +2,9 @@
 //! keeps its own ids, progress tokens, server requests, subscriptions, tasks and version, and
 //! nothing of one reaches another.
 
-mod common;
-#[path = "common/shared_links.rs"]
-mod links;
-// proc_tree paces its waits with crate::pace.
-use common::pace;
-#[path = "common/proc_tree.rs"]
-mod proc_tree;
+use crate::common;
+use crate::common::proc_tree;
+use crate::common::shared_links as links;
 
 use common::*;
 use links::*;

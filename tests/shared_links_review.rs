@@ -4,13 +4,8 @@
 //! subscriptions, and shutdown during a link's backoff. The helpers both files use are in
 //! tests/common/shared_links.rs.
 
-mod common;
-#[path = "common/shared_links.rs"]
-mod links;
-// proc_tree paces its waits with crate::pace.
-use common::pace;
-#[path = "common/proc_tree.rs"]
-mod proc_tree;
+use crate::common;
+use crate::common::shared_links as links;
 
 use common::*;
 use links::*;

@@ -2,7 +2,7 @@
 //! a JSON-RPC error, a request on a connection already open gets 503, stdio children are
 //! stopped gently, and the process exits 0.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

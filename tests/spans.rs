@@ -2,7 +2,7 @@
 //! session), seen by an in-process subscriber layer; and, with the `otlp` feature, exported
 //! over OTLP/HTTP to a collector of the test's own on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use common::{builtin_upstream, start_gateway};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! origin refused, no endpoint within connect_timeout, a broken stream, and `transport =
 //! "auto"` falling back from Streamable HTTP on 400, 404 and 405 only.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

@@ -2,7 +2,7 @@
 //! slowed down, never dropped; a client that stops reading stops what is produced for it,
 //! with memory bounded, and then gets every message; stdin may be a file or a socket.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

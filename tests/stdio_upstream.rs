@@ -2,7 +2,7 @@
 //! UTF-8 or is over the limit, or a response the gateway refuses to read, fails only the
 //! request it answers, and the link lives on.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! shutdown ends a `subscriptions/listen` stream with its answer, and one client's
 //! cancellation takes no other client's questions away.
 
-mod common;
+use crate::common;
 
 use common::modern_client::*;
 use common::*;

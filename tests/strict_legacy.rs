@@ -16,7 +16,7 @@
 //! tests/interop answer `server/discover` with -32601 and go on), so the scripted servers
 //! here stand for them.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc;
 use common::*;

@@ -4,7 +4,7 @@
 //! `max_viewers` bounds the streams; and the stream shows a task's progress rise and its end.
 //! The same page in a real browser is `task_page_browser.rs`.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::{Proc, start};
 use common::*;

@@ -10,7 +10,7 @@
 //! (`TASKGATE_SCREENSHOT=$PWD/docs/task-page.png` refreshes the one docs/operating.md shows), else to a
 //! temporary directory.
 
-mod common;
+use crate::common;
 
 use common::gateway_proc::start;
 use common::*;

@@ -4,9 +4,8 @@
 //! found of these. The store's rules (listing, ttl, retention, timeouts, clean-up, quirky
 //! servers, limits) are in tests/task_rules_limits.rs.
 
-mod common;
-#[path = "common/task_rules.rs"]
-mod rules;
+use crate::common;
+use crate::common::task_rules as rules;
 
 use common::*;
 use rules::*;

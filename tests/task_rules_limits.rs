@@ -4,9 +4,8 @@
 //! cancellation clean-up, task servers with quirks, results bounded in bytes and links
 //! bounded in number. Progress and the retry-as-task rule are in tests/task_rules.rs.
 
-mod common;
-#[path = "common/task_rules.rs"]
-mod rules;
+use crate::common;
+use crate::common::task_rules as rules;
 
 use common::*;
 use rules::*;

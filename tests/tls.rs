@@ -3,7 +3,7 @@
 //! request to the TLS port gets no MCP answer and costs the TLS clients nothing; bad files
 //! stop the start naming them.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::STEP;

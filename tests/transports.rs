@@ -1,6 +1,6 @@
 //! Every downstream × upstream transport pair carries the whole demo feature set.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! session's own link carries its client's latest token, and a 2026-07-28 client's request
 //! goes on a link of its own that carries the token of that request.
 
-mod common;
+use crate::common;
 
 use common::modern::modern_server;
 use common::modern_client::{self as mc};

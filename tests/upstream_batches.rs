@@ -4,7 +4,7 @@
 //! `max_batch` is dropped, failing the requests it answered at once.
 //! (A batch on the legacy HTTP+SSE stream: `sse_upstream.rs`.)
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! server closes them, and a slow answer (a long event stream) never holds up the next
 //! request, over either downstream transport.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

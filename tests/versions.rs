@@ -3,7 +3,7 @@
 //! scripted servers of each version stand for the field; clients of each version talk to them
 //! through the gateway.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

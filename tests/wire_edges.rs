@@ -2,7 +2,7 @@
 //! `i64`, a POST whose session ends while it is handled, an upstream response that names two
 //! different ids, and a repeated `params.task.ttl`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

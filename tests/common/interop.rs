@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use crate::proc_tree;
+use super::proc_tree;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ impl Proc {
 
     /// Waits for a line containing `marker` and returns it.
     pub fn wait_for(&mut self, marker: &str) -> String {
-        let line = crate::pace::until(Duration::from_secs(30), || {
+        let line = super::pace::until(Duration::from_secs(30), || {
             if let Some(line) = self.output().lines().find(|l| l.contains(marker)) {
                 return Some(line.to_string());
             }
@@ -108,13 +108,13 @@ impl Proc {
 
     /// Waits for the process to exit (bounded) and returns whether it succeeded.
     pub fn finish(&mut self, timeout: Duration) -> bool {
-        let Some(status) = crate::pace::until(timeout, || self.child.try_wait().unwrap()) else {
+        let Some(status) = super::pace::until(timeout, || self.child.try_wait().unwrap()) else {
             self.stop();
             return false;
         };
         // Its output is all in once the readers have met the pipes' end (bounded: a child it
         // left behind may hold them open).
-        crate::pace::until(Duration::from_secs(2), || self.readers.iter().all(|r| r.is_finished()).then_some(()));
+        super::pace::until(Duration::from_secs(2), || self.readers.iter().all(|r| r.is_finished()).then_some(()));
         status.success()
     }
 
@@ -388,7 +388,7 @@ impl RawStdio {
     /// Polls `tasks/get` until the task's status is `until` (or terminal), bounded.
     pub fn poll(&mut self, task_id: &str, until: &str, meta: &serde_json::Value) -> Vec<serde_json::Value> {
         let mut seen = Vec::new();
-        let done = crate::pace::until(Duration::from_secs(15), || {
+        let done = super::pace::until(Duration::from_secs(15), || {
             let got = self.result("tasks/get", serde_json::json!({"taskId": task_id, "_meta": meta}));
             let status = got["status"].as_str().unwrap_or_default().to_string();
             seen.push(got);

@@ -9,12 +9,16 @@ pub mod dialects;
 pub mod ext_server;
 pub mod gateway_proc;
 mod http_client;
+pub mod interop;
 pub mod modern;
 pub mod pace;
+pub mod proc_tree;
 pub mod redis_server;
 mod scripted;
+pub mod shared_links;
 mod stdio_client;
 mod stdio_script;
+pub mod task_rules;
 mod wait;
 #[allow(unused_imports)]
 pub use {

@@ -86,7 +86,7 @@ pub fn stop_tree(child: &mut Child, grace: Duration) -> Vec<(i32, String)> {
         signal(d, libc::SIGTERM);
     }
     let mut exited = false;
-    crate::pace::until(grace, || {
+    super::pace::until(grace, || {
         exited = exited || child.try_wait().ok().flatten().is_some();
         (exited && !tree.iter().any(|&d| alive(d))).then_some(())
     });
@@ -116,7 +116,7 @@ fn leftovers(pids: &[i32], pgid: i32) -> Vec<(i32, String)> {
         }
         left
     };
-    let gone = crate::pace::until(Duration::from_secs(2), || survivors().is_empty().then_some(()));
+    let gone = super::pace::until(Duration::from_secs(2), || survivors().is_empty().then_some(()));
     let left = if gone.is_some() { vec![] } else { survivors() };
     left.into_iter().map(|p| (p, cmdline(p))).collect()
 }

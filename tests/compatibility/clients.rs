@@ -169,7 +169,7 @@ pub fn run(server: &Server, kind: Kind, target: &Target, task: Option<(&str, &Va
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    crate::pace::until(CELL_TIMEOUT, || child.try_wait().unwrap());
+    super::pace::until(CELL_TIMEOUT, || child.try_wait().unwrap());
     let left = proc_tree::stop_tree(&mut child, Duration::from_secs(3));
     let out = out.join().unwrap();
     let err = err.join().unwrap();

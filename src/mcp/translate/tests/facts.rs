@@ -137,6 +137,6 @@ fn the_versions_page_holds_the_table() {
     let md = table::markdown();
     assert!(
         page.contains(&md),
-        "docs/versions.md should hold the table as it is now (UPDATE_DOCS=1 cargo test --test docs)"
+        "docs/versions.md should hold the table as it is now (UPDATE_DOCS=1 cargo test --test all docs::)"
     );
 }

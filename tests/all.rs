@@ -1,0 +1,65 @@
+//! Every integration test in one binary: each file in tests/ is a module of it, so taskgate,
+//! its dependencies' generics and the helpers in tests/common are compiled and linked once,
+//! not once per file (docs/testing.md, "Where the test command's time goes"). Run one file's
+//! tests with `cargo nextest run --test all <file>::` (or `cargo test`).
+
+mod common;
+
+mod auth;
+mod auth_jwt;
+mod auth_modern_upstream;
+mod bridge;
+mod client_shares;
+mod compatibility;
+mod dialects;
+mod dialects_review;
+mod docs;
+mod eras;
+mod extension_tasks;
+mod faults;
+mod full_disk;
+mod hosted_tasks;
+mod http_batches;
+mod http_downstream;
+mod http_layers;
+mod http_limits;
+mod http_strictness;
+mod http_upstream;
+mod import;
+mod interop;
+mod interop_rmcp;
+mod layers;
+mod legacy_sse;
+mod modern_clients;
+mod modern_input;
+mod modern_review;
+mod modern_tasks;
+mod modern_upstream;
+mod ops;
+mod progress;
+mod protocol_headers;
+mod record_bounds;
+mod relayed_tasks;
+mod replicas;
+mod restart;
+mod revival;
+mod shared_links;
+mod shared_links_review;
+mod shutdown;
+mod spans;
+mod sse_upstream;
+mod stdio_backpressure;
+mod stdio_upstream;
+mod stream_lifecycle;
+mod strict_legacy;
+mod task_page;
+mod task_page_browser;
+mod task_rules;
+mod task_rules_limits;
+mod tls;
+mod transports;
+mod upstream_authorization;
+mod upstream_batches;
+mod upstream_conns;
+mod versions;
+mod wire_edges;
