@@ -63,3 +63,21 @@ mod upstream_batches;
 mod upstream_conns;
 mod versions;
 mod wire_edges;
+
+/// A file in tests/ that is not a module here would never be built (`autotests = false`).
+#[test]
+fn every_file_in_tests_is_a_module_of_this_binary() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let this = std::fs::read_to_string(dir.join("all.rs")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if let Some(module) = name.strip_suffix(".rs")
+            && module != "all"
+            && !this.lines().any(|l| l == format!("mod {module};"))
+        {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "add `mod <file>;` to tests/all.rs for: {missing:?}");
+}

@@ -233,7 +233,11 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
         })
         .collect();
     let doc = report::render(&servers, &cells);
-    std::fs::write(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/compatibility.md"), &doc).unwrap();
+    // Written whole and renamed into place: tests/docs.rs may be reading it meanwhile.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/compatibility.md");
+    let part = path.with_extension("md.part");
+    std::fs::write(&part, &doc).unwrap();
+    std::fs::rename(&part, &path).unwrap();
     eprintln!("compatibility matrix: {} runs in {:.1} s", results.len(), started.elapsed().as_secs_f64());
 
     let mut lost = Vec::new();

@@ -46,6 +46,9 @@ async fn each_http_request_and_each_rpc_request_has_a_span() {
     let subscriber = tracing_subscriber::registry().with(seen.clone());
     // The test's runtime is this thread's: every task of the gateway runs under it.
     let _default = tracing::subscriber::set_default(subscriber);
+    // Whether a span is wanted is remembered per call site for the whole process: under a
+    // plain `cargo test` another test's thread (no subscriber) may have asked first.
+    tracing::callsite::rebuild_interest_cache();
     let gw = start_gateway(&builtin_upstream("demo")).await;
     let mut mcp = common::HttpMcp::new(&gw.url("demo"));
     mcp.initialize("2025-06-18").await;

@@ -1,6 +1,5 @@
 //! The pacing of the tests' bounded waits: the one place where a wait sleeps between two
-//! looks at what it waits for. It depends on nothing else in the harness, so files that
-//! include parts of it by `#[path]` use it too.
+//! looks at what it waits for. It depends on nothing else in the harness.
 
 #![allow(dead_code)]
 

@@ -3,8 +3,7 @@
 //! found in /proc, a grace period, then SIGKILL), and what is left afterwards is reported so
 //! the test can fail on an orphan.
 //!
-//! Linux only (/proc). Included by path (`#[path = "common/proc_tree.rs"]`) where the rest of
-//! `common` is not needed.
+//! Linux only (/proc).
 
 #![allow(dead_code)]
 
