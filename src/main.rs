@@ -260,9 +260,15 @@ async fn children_exited() {
     }
 }
 
+// Which span export this build has: the exporter, or the refusal of `[server.otlp]`.
+#[cfg(not(feature = "otlp"))]
+use no_traces as traces;
+#[cfg(feature = "otlp")]
+use otlp_traces as traces;
+
 /// Span export over OTLP/HTTP (protobuf), batched on the runtime; with the `otlp` feature.
 #[cfg(feature = "otlp")]
-mod traces {
+mod otlp_traces {
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_otlp::{Protocol, WithExportConfig};
     use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -300,9 +306,10 @@ mod traces {
     }
 }
 
-/// Without the `otlp` feature, `[server.otlp]` is refused at start.
-#[cfg(not(feature = "otlp"))]
-mod traces {
+/// Without the `otlp` feature, `[server.otlp]` is refused at start. Compiled in every build,
+/// so the test command's build (which has the feature) lints and tests it too.
+#[cfg_attr(feature = "otlp", allow(dead_code))]
+mod no_traces {
     pub type Traces = tracing_subscriber::layer::Identity;
 
     pub fn start(_: &taskgate::OtlpConfig) -> Result<(Traces, ()), String> {
@@ -310,6 +317,13 @@ mod traces {
     }
 
     pub async fn stop(_: ()) {}
+
+    #[test]
+    fn server_otlp_is_refused_naming_the_feature() {
+        let cfg = taskgate::OtlpConfig { endpoint: "http://127.0.0.1:4318".into(), service_name: "taskgate".into() };
+        let Err(refused) = start(&cfg) else { panic!("a build without the exporter refuses") };
+        assert!(refused.contains("--features otlp"), "{refused}");
+    }
 }
 
 /// Giving back what a worker freed once it goes idle. mimalloc keeps the pages a thread has
