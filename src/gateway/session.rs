@@ -109,8 +109,8 @@ pub struct Session {
     /// modern request unless its upstream receives the client's own `Authorization` (then
     /// it has a link of its own, which speaks for that client alone; see `credential`).
     shared: bool,
-    /// The by-token dialects its upstream enables, for a legacy client.
-    by_token: ByToken,
+    /// The by-token dialects its upstream enables, for a legacy client (`None`: none).
+    by_token: Option<by_token::state::Dialects>,
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
@@ -158,8 +158,9 @@ impl Session {
         let pass = upstream.authorization == crate::config::ClientAuthorization::Pass;
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
-        let by_token = ByToken::of(&upstream, modern.is_some());
-        let first_step = plan::FirstStep::of(modern.is_some(), by_token);
+        let dialects = ByToken::of(&upstream, modern.is_some());
+        let first_step = plan::FirstStep::of(modern.is_some(), dialects);
+        let by_token = by_token::state::Dialects::of(dialects);
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -335,11 +336,8 @@ impl Session {
     }
 
     async fn handle_notification(&self, frame: Message) {
-        if self.by_token.on() && frame.method() == Method::Cancelled {
-            Box::pin(self.operation_cancelled(&frame)).await;
-            if let Some(id) = frame.request_id_param() {
-                self.progress_cancelled(&id);
-            }
+        if let Some(dialects) = &self.by_token {
+            dialects.cancelled(self, &frame).await;
         }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
@@ -436,8 +434,10 @@ impl Session {
                 Some(m) => m,
                 None => return,
             },
-            None if self.by_token.on() => (self.by_token_outgoing(msg, &route), route),
-            None => (msg, route),
+            None => match &self.by_token {
+                Some(dialects) => (dialects.outgoing(self, msg, &route), route),
+                None => (msg, route),
+            },
         };
         self.sink.deliver(msg, route);
     }
@@ -453,8 +453,8 @@ impl Session {
             st.bridges.drain().map(|(_, c)| c).collect()
         };
         // After `closed`: an operation still starting is not recorded, but stopped.
-        if self.by_token.on() {
-            Box::pin(self.end_by_token()).await;
+        if let Some(dialects) = &self.by_token {
+            Box::pin(dialects.end(self)).await;
         }
         // A bridged call's upstream task is cancelled when its session ends (a client that
         // only disconnected from a stream has not cancelled).

@@ -45,8 +45,8 @@ impl Session {
                 if let Some(v) = version {
                     shaping::tools_list(result, v, policy.required == RequiredMode::Bridge, &hosted);
                 }
-                if self.sep1391_client() {
-                    self.mark_invocation_modes(result);
+                if let Some(dialects) = &self.by_token {
+                    dialects.listing(self, result);
                 }
             }
             Shape::UpstreamTaskPage => {
@@ -189,8 +189,8 @@ impl LinkEvents for Session {
             if let Some(task) = withdrawn.and_then(|r| r.task) {
                 self.hosted().input_answered_soon(&task);
             }
-            if self.by_token.on() {
-                self.by_token_withdrawn(&ours);
+            if let Some(dialects) = &self.by_token {
+                dialects.withdrawn(self, &ours);
             }
             msg = msg.edit(|m| m["params"]["requestId"] = ours.to_value());
         }

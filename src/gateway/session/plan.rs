@@ -74,7 +74,8 @@ impl TaskPolicy {
     }
 }
 
-/// The by-token dialects the upstream enables (`by_token`); off for a modern client.
+/// The by-token dialects the upstream enables (done by `by_token::Dialects`); off for a
+/// modern client.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct ByToken {
     pub(super) progress_get: bool,

@@ -72,10 +72,16 @@ impl Session {
     async fn client_step(&self, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         match self.first_step {
             FirstStep::Modern => self.modern_request(id, frame).await,
-            FirstStep::ByToken => match self.by_token_request(id, &frame).await {
-                Some(answered) => answered.map(|()| None),
-                None => Ok(Some(frame)),
-            },
+            FirstStep::ByToken => {
+                let answered = match &self.by_token {
+                    Some(dialects) => dialects.request(self, id, &frame).await,
+                    None => None,
+                };
+                match answered {
+                    Some(answered) => answered.map(|()| None),
+                    None => Ok(Some(frame)),
+                }
+            }
             FirstStep::None => Ok(Some(frame)),
         }
     }

@@ -7,7 +7,10 @@ use super::*;
 impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
-        let frame = if self.by_token.on() { self.by_token_answered(&id, frame) } else { frame };
+        let frame = match &self.by_token {
+            Some(dialects) => dialects.answered(self, &id, frame),
+            None => frame,
+        };
         if self.ext_input_answered(&id, &frame) {
             return;
         }
@@ -53,7 +56,10 @@ impl Session {
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));
             return;
         }
-        let msg = if self.by_token.on() { self.tag_operation_question(msg, task.as_deref()) } else { msg };
+        let msg = match &self.by_token {
+            Some(dialects) => dialects.question(msg, task.as_deref()),
+            None => msg,
+        };
         // A request the client's version cannot take is refused upstream, never sent.
         let msg = match self.downward_request(msg) {
             Ok(m) => m,

@@ -2,7 +2,7 @@
 //! upstream, and the requests, tasks and operations in flight on either side.
 
 use super::input_state;
-use crate::jsonrpc::{Id, Message, ProgressToken};
+use crate::jsonrpc::{Id, Message};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::TaskSupport;
 use crate::upstream::link::Link;
@@ -69,15 +69,6 @@ pub(super) struct SessionState {
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     pub(super) known_tasks: std::collections::VecDeque<String>,
-    /// Requests followed for `progress/get`, by client id, with their progress token.
-    pub(super) progress_requests: HashMap<Id, ProgressToken>,
-    /// Questions the server asked for a followed request, by the client's id for them.
-    /// (and the client id of the request it was asked for).
-    pub(super) progress_inputs: HashMap<Id, (Id, ProgressToken)>,
-    /// SEP-1391 operations (see `by_token`).
-    pub(super) ops: crate::tasks::operations::Operations,
-    /// Questions asked for a bridged operation, by the client's id for them, with its task.
-    pub(super) operation_inputs: HashMap<Id, Arc<str>>,
     pub(super) generation: u64,
     /// When the last link died, and the delay before the next may start.
     pub(super) restart_backoff: Option<(Instant, Duration)>,
