@@ -41,15 +41,11 @@ mod from_upstream;
 mod input_rounds;
 mod input_state;
 mod modern_client;
-mod modern_listen;
-mod modern_owned;
-mod modern_rounds;
 pub mod modern_state;
-mod modern_tasks;
-mod owners;
 mod param_headers;
 mod plan;
 mod planned;
+mod principal_tasks;
 mod relink;
 mod revive;
 mod server_requests;
@@ -139,6 +135,73 @@ impl Session {
         Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
     }
 
+    /// A session serving modern request `id`, whose `_meta` is `meta`, answered on `sink`
+    /// (and, after multi round-trips, on the sinks of its retries); `parked` is its front's
+    /// (see `modern_client`).
+    pub fn for_modern_request(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        who: crate::upstream::client::Requester<'_>,
+        meta: crate::mcp::modern::meta::RequestMeta,
+        id: Id,
+        parked: Arc<modern_state::ParkedRequests>,
+    ) -> Arc<Session> {
+        use crate::upstream::client::Requester;
+        let (owner, client) = match who {
+            Requester::Principal(p) => (Self::owner_of(p, &upstream.name), Some(format!("{PRINCIPAL_PREFIX}{p}"))),
+            Requester::Anonymous(client) => (Self::modern_owner(None, &upstream.name), client),
+        };
+        let state = SessionState {
+            version: Some(ProtocolVersion::LATEST),
+            init_params: Some(crate::mcp::modern::client::init_params(&meta.capabilities)),
+            ..Default::default()
+        };
+        let client_side = modern_state::ModernClient::new(meta, sink, id, parked);
+        let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
+        Self::build(gateway, upstream, sink, client, owner, Some(client_side), state)
+    }
+
+    /// Who owns a modern client's tasks on `upstream`: its principal, or without
+    /// authentication every modern client there (their ids are bearer tokens).
+    fn modern_owner(principal: Option<&str>, upstream: &str) -> String {
+        match principal {
+            Some(p) => Self::owner_of(p, upstream),
+            None => format!("modern:{upstream}"),
+        }
+    }
+
+    /// A session of an authenticated principal: its tasks are the principal's on this
+    /// upstream (every session of the principal sees them, and no other), and its limits
+    /// per client count all the principal's sessions.
+    pub fn for_principal(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        principal: &str,
+    ) -> Arc<Session> {
+        let owner = Self::owner_of(principal, &upstream.name);
+        let client = Some(format!("{PRINCIPAL_PREFIX}{principal}"));
+        Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
+    }
+
+    /// Whether `owner` is a principal's (see [`Session::owner_of`]).
+    pub fn is_principal_owner(owner: &str) -> bool {
+        owner.starts_with(PRINCIPAL_PREFIX)
+    }
+
+    /// Who owns the tasks principal `principal` makes through `upstream`.
+    pub fn owner_of(principal: &str, upstream: &str) -> String {
+        format!("{PRINCIPAL_PREFIX}{upstream}:{principal}")
+    }
+
+    /// The principal's tasks on a modern upstream, if the session is bound to a principal
+    /// (see `principal_tasks`).
+    fn principal_tasks(&self) -> Option<principal_tasks::PrincipalTasks<'_>> {
+        Self::is_principal_owner(&self.owner)
+            .then(|| principal_tasks::PrincipalTasks::new(&self.gateway.upstream_owners, &self.upstream, &self.owner))
+    }
+
     fn build(
         gateway: Arc<Gateway>,
         upstream: Arc<UpstreamConfig>,
@@ -226,7 +289,9 @@ impl Session {
             Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
             // which keeps them on a version the gateway speaks.
-            Method::ServerDiscover if self.modern.is_some() => Box::pin(self.discover(id.clone())).await,
+            Method::ServerDiscover if let Some(client) = &self.modern => {
+                Box::pin(client.discover(self, id.clone())).await
+            }
             Method::ServerDiscover => {
                 tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
                 Err(crate::mcp::version::refuse_discover())
@@ -354,7 +419,7 @@ impl Session {
             // The era defines no other notification from a client.
             return;
         }
-        if self.end_listen(&msg) {
+        if self.modern.as_ref().is_some_and(|client| client.end_listen(self, &msg)) {
             return;
         }
         match msg.method() {
@@ -377,7 +442,10 @@ impl Session {
             // cancel of it finds nothing (the spec forbids cancelling it anyway).
             let Some(client_id) = msg.request_id_param() else { return };
             // A modern request's link knows it by its first id, whichever retry it is now.
-            let client_id = self.modern_cancel_target(client_id);
+            let client_id = match &self.modern {
+                Some(client) => client.cancel_target(client_id),
+                None => client_id,
+            };
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
@@ -430,7 +498,7 @@ impl Session {
             None => msg,
         };
         let (msg, route) = match &self.modern {
-            Some(m) => match self.to_modern_client(msg, route, answers, m) {
+            Some(client) => match client.to_client(self, msg, route, answers) {
                 Some(m) => m,
                 None => return,
             },
@@ -442,11 +510,52 @@ impl Session {
         self.sink.deliver(msg, route);
     }
 
+    /// The modern request parked under `token` on `upstream` in `parked`, taken out, if it
+    /// is `principal`'s (or, without authentication, anyone's there).
+    pub fn take_parked(
+        parked: &modern_state::ParkedRequests,
+        token: &str,
+        upstream: &str,
+        principal: Option<&str>,
+    ) -> Option<Arc<Session>> {
+        let owner = Self::modern_owner(principal, upstream);
+        parked.take(token, &owner)?.downcast::<Session>().ok()
+    }
+
+    /// The client's retry of this parked modern request (`frame`, on `sink`; see
+    /// `modern_client::rounds`).
+    pub async fn resume(&self, sink: Arc<dyn ClientSink>, frame: Message) {
+        if let Some(client) = &self.modern {
+            client.resume(self, sink, frame).await;
+        }
+    }
+
+    /// The end of round `id` of a modern request (its POST, or its line's answer): the
+    /// session ends, unless it is parked or a later round (a retry) is its now.
+    pub async fn end_round(&self, id: &Id) {
+        if self.modern.as_ref().is_none_or(|client| client.ends_with_round(id)) {
+            self.close().await;
+        }
+    }
+
+    /// Whether `id` is the id the client knows this modern request by now (its current round).
+    pub fn is_round(&self, id: &Id) -> bool {
+        self.modern.as_ref().is_none_or(|client| client.is_round(id))
+    }
+
+    /// The gateway shuts down: a modern request's open `subscriptions/listen` stream ends,
+    /// saying it ended on purpose. `false` if the request is no open listen.
+    pub fn end_listen_for_shutdown(&self) -> bool {
+        self.modern.as_ref().is_some_and(|client| client.end_listen_for_shutdown(self))
+    }
+
     /// Ends the session. Its link closes now, or when the last hosted task running on it
     /// ends (a task outlives the session that created it); a shared link lives on for the
     /// other sessions, and only what was this session's goes.
     pub async fn close(&self) {
-        self.unpark();
+        if let Some(client) = &self.modern {
+            client.unpark();
+        }
         let bridges: Vec<CancellationToken> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;

@@ -1,5 +1,5 @@
 //! Upstream tasks relayed to clients that reach them by id alone: a 2026-07-28 client's
-//! extension tasks that a 2025-11-25 upstream runs (`gateway::session::modern_tasks`). The
+//! extension tasks that a 2025-11-25 upstream runs (`gateway::session::modern_client::tasks`). The
 //! extension makes task ids bearer tokens, and an upstream's own need not be hard to guess,
 //! so the client is given an id of the gateway's (128 bits, random) for each, kept here with
 //! the upstream's id and the link it was created on: a task of a link that has since been

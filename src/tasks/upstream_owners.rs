@@ -1,7 +1,7 @@
 //! Whose each task of a 2026-07-28 upstream is, when a 2026-07-28 client of an authenticated
 //! principal made it through the gateway: the upstream sees one client (the gateway), so
 //! the gateway must keep the binding the upstream cannot
-//! (`gateway::session::modern_owned`). The client keeps the upstream's own ids (nothing is
+//! (`gateway::session::principal_tasks`). The client keeps the upstream's own ids (nothing is
 //! translated); each one an upstream hands out through the gateway is remembered here with
 //! its owner (`Session::owner_of`: the principal, on that upstream), and only that owner's
 //! requests find it.

@@ -203,18 +203,20 @@ impl LinkEvents for Session {
         if st.closed {
             return;
         }
-        if self.modern.is_some() && !self.shared {
+        if let Some(client) = self.modern.as_ref().filter(|_| !self.shared) {
             drop(st);
             // A modern request's own link (its upstream receives the client's token): its
             // listen stream is told to listen again, and nothing more will use the link.
-            self.listen_lost();
+            client.listen_lost(self);
             return;
         }
         if self.shared {
             drop(st);
             // What a listen stream was subscribed to is gone with the link: the client is
             // told to listen again.
-            self.listen_lost();
+            if let Some(client) = &self.modern {
+                client.listen_lost(self);
+            }
             // The gateway keeps a shared link's backoff, and the link said it was lost.
             tracing::debug!(upstream = %self.upstream.name, generation, "shared link lost ({reason})");
             return;

@@ -1,4 +1,4 @@
-//! What a modern (2026-07-28) request's session keeps (see `modern_client`, `modern_rounds`):
+//! What a modern (2026-07-28) request's session keeps (see `modern_client`, and its `rounds`):
 //! the request's `_meta`, where its answer goes now ([`Rounds`]: the first request's sink,
 //! then each retry's), what the upstream asked of the client ([`Asked`]), the
 //! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the session's
@@ -100,7 +100,7 @@ pub(super) struct ModernClient {
     pub(super) parked: Arc<ParkedRequests>,
     pub(super) asked: Mutex<Asked>,
     /// The `subscriptions/listen` this request is, once acknowledged: its id and what it
-    /// carries (see `modern_listen`).
+    /// carries (see `modern_client::listen`).
     pub(super) listen: Mutex<Option<(Id, ListenFilter)>>,
     /// Fired when the listen stream ends (also when the session goes): the watchers of the
     /// tasks it was granted stop.

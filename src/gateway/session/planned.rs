@@ -71,7 +71,10 @@ impl Session {
     /// What the client's era makes of a request first (see [`FirstStep`]). `None`: answered.
     async fn client_step(&self, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         match self.first_step {
-            FirstStep::Modern => self.modern_request(id, frame).await,
+            FirstStep::Modern => match &self.modern {
+                Some(client) => client.request(self, id, frame).await,
+                None => Ok(Some(frame)),
+            },
             FirstStep::ByToken => {
                 let answered = match &self.by_token {
                     Some(dialects) => dialects.request(self, id, &frame).await,
@@ -93,9 +96,10 @@ impl Session {
         if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
             return answered;
         }
-        let frame = match &self.modern {
-            Some(_) => self.modern_upward(&link, frame),
-            None => self.legacy_upward(&link, frame)?,
+        let frame = match (&self.modern, self.principal_tasks()) {
+            (Some(client), _) => client.upward(&link, frame),
+            (None, Some(principal)) => principal.legacy_upward(&link, frame)?,
+            (None, None) => frame,
         };
         let frame = self.upward_request(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")

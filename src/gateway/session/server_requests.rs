@@ -39,11 +39,11 @@ impl Session {
         task: Option<Arc<str>>,
     ) {
         let answers = crate::mcp::translate::answered(msg.method());
-        if self.modern.is_some() {
+        if let Some(client) = &self.modern {
             if let Some(t) = &task {
                 self.hosted().input_answered_soon(t);
             }
-            return self.ask_modern_client(link, upstream_id, msg, route);
+            return client.ask(self, link, upstream_id, msg, route);
         }
         // A shared link declared what any client can serve; this one may not (a per-session
         // link declared its own client's capabilities).

@@ -10,7 +10,7 @@
 //! an extension task (`tasks::bridge::extension`, `gateway::session::ext_tasks`), and a core
 //! client's tasks translated both ways (`gateway::session::ext_core`, with the state below in
 //! `tasks::ext_table`). An extension client's tasks (hosted, or on a core server) are
-//! `gateway::session::modern_tasks`'. Items no wired direction uses yet carry a `dead_code`
+//! `gateway::session::modern_client::tasks`'. Items no wired direction uses yet carry a `dead_code`
 //! expectation.
 //!
 //! Read from `schema/2025-11-25/schema.ts` and `basic/utilities/tasks.mdx` of the

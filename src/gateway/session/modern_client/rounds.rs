@@ -22,9 +22,15 @@
 //!   id of the last retry. One that came while no retry was attached waits for the next.
 //! - A parked session that is not resumed in time ends: its upstream call is cancelled.
 
-use super::modern_state::{Parked, ParkedRequests};
-use super::*;
+use super::super::Session;
+use super::super::modern_state::{ModernClient, Parked};
+use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::modern::{self, ResultType};
+use crate::upstream::client::{ClientSink, Route};
+use crate::upstream::link::Link;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::time::Instant;
 
 /// Why a server request cannot reach a modern client: refused upstream.
 fn refusal(why: String) -> RpcError {
@@ -64,35 +70,19 @@ impl Parked for Session {
     }
 }
 
-impl Session {
-    /// The session parked under `token` for upstream `upstream` in `parked`, taken out.
-    /// The modern request parked under `token` on `upstream`, if it is `principal`'s (or,
-    /// without authentication, anyone's there).
-    pub fn take_parked(
-        parked: &ParkedRequests,
-        token: &str,
-        upstream: &str,
-        principal: Option<&str>,
-    ) -> Option<Arc<Session>> {
-        let owner = Self::modern_owner(principal, upstream);
-        parked.take(token, &owner)?.downcast::<Session>().ok()
-    }
-
-    /// Remembers what a retry of this modern request must repeat (called as it is served).
+impl ModernClient {
+    /// Remembers what a retry of this request must repeat (called as it is served).
     pub(super) fn remember_original(&self, frame: &Message) {
-        if let Some(m) = &self.modern {
-            m.asked.lock().unwrap().original = Some((frame.method_name().to_string(), retried_params(frame)));
-        }
+        self.asked.lock().unwrap().original = Some((frame.method_name().to_string(), retried_params(frame)));
     }
 
-    /// A request the upstream sends a modern client, while serving request `route`: asked
-    /// as an input request of that request's answer (see the module doc), or refused.
-    pub(super) fn ask_modern_client(&self, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
-        let Some(modern) = &self.modern else { return };
-        let (_, original) = modern.rounds.ids();
+    /// A request the upstream sends the client, while serving request `route`: asked as an
+    /// input request of that request's answer (see the module doc), or refused.
+    pub(in super::super) fn ask(&self, s: &Session, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
+        let (_, original) = self.rounds.ids();
         let name = msg.method_name().to_string();
         let refuse = |why: String| {
-            tracing::info!(upstream = %self.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
+            tracing::info!(upstream = %s.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
             link.refuse(upstream_id.clone(), refusal(why));
         };
         if route != Route::Related(original) {
@@ -100,7 +90,7 @@ impl Session {
                 "{name} is not tied to a request of the 2026-07-28 client, which has no other way to get it"
             ));
         }
-        let may_ask = modern.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| modern::input::may_ask(m));
+        let may_ask = self.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| modern::input::may_ask(m));
         if !may_ask {
             return refuse(format!(
                 "the 2026-07-28 client's request cannot be answered with a request for input ({name})"
@@ -109,21 +99,21 @@ impl Session {
         if !msg.method().is_input_request() {
             return refuse(format!("2026-07-28 has no {name} from a server"));
         }
-        if !self.client_can_answer(&msg) {
+        if !s.client_can_answer(&msg) {
             return refuse(format!("the client does not support {name}"));
         }
-        if modern.rounds.done() || self.state.lock().unwrap().closed {
+        if self.rounds.done() || s.state.lock().unwrap().closed {
             return refuse("the client's request has ended".into());
         }
-        let msg = match self.downward_request(msg) {
+        let msg = match s.downward_request(msg) {
             Ok(m) => m,
             Err(e) => {
-                tracing::info!(upstream = %self.upstream.name, "refused a server request the client's version lacks: {}", e.message);
+                tracing::info!(upstream = %s.upstream.name, "refused a server request the client's version lacks: {}", e.message);
                 return link.refuse(upstream_id, e);
             }
         };
-        let answers = crate::mcp::translate::answered(crate::jsonrpc::Method::parse(&name));
-        let id = self.register_server_request(link, &upstream_id, None, answers);
+        let answers = crate::mcp::translate::answered(Method::parse(&name));
+        let id = s.register_server_request(link, &upstream_id, None, answers);
         let Some(id) = id else {
             return link
                 .refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
@@ -133,54 +123,51 @@ impl Session {
             asked["params"] = p.clone();
         }
         let park = {
-            let mut a = modern.asked.lock().unwrap();
+            let mut a = self.asked.lock().unwrap();
             a.waiting.push((id, asked));
             a.parked.is_none()
         };
         if park {
-            self.ask_round();
+            self.ask_round(s);
         }
     }
 
     /// Answers the attached round with what the upstream waits for, and parks the session.
-    fn ask_round(&self) {
-        let Some(modern) = &self.modern else { return };
-        let Some(me) = self.me.upgrade() else { return };
-        if modern.rounds.done() || self.state.lock().unwrap().closed {
+    fn ask_round(&self, s: &Session) {
+        let Some(me) = s.me.upgrade() else { return };
+        if self.rounds.done() || s.state.lock().unwrap().closed {
             return;
         }
         let token = crate::random::id128();
-        let until = Instant::now() + self.upstream.request_timeout;
+        let until = Instant::now() + s.upstream.request_timeout;
         let requests: serde_json::Map<String, Value> = {
-            let mut a = modern.asked.lock().unwrap();
+            let mut a = self.asked.lock().unwrap();
             a.parked = Some(token.clone());
             a.waiting.iter().map(|(id, r)| (id.to_string(), r.clone())).collect()
         };
         let me: Arc<dyn Parked> = me;
-        if !modern.parked.park(token.clone(), me, until, self.gateway.limits().max_in_flight) {
+        if !self.parked.park(token.clone(), me, until, s.gateway.limits().max_in_flight) {
             // No room to wait: the request fails (its upstream call ends with the session).
-            modern.asked.lock().unwrap().parked = None;
-            modern
-                .rounds
+            self.asked.lock().unwrap().parked = None;
+            self.rounds
                 .deliver_error(RpcError::new(GATEWAY_BUSY, "too many requests waiting for their clients' input"));
             return;
         }
         let mut result = json!({"inputRequests": requests, "requestState": token});
         modern::set_result_type(&mut result, ResultType::InputRequired);
-        modern.rounds.answer_round(result);
+        self.rounds.answer_round(result);
     }
 
     /// The client's retry of a parked request (`frame`, on `sink`): its answers go to the
     /// upstream, and the session answers the retry from now on. A retry that is not one of
     /// the original request is refused, and the session stays parked for the right one.
-    pub async fn resume(&self, sink: Arc<dyn ClientSink>, frame: Message) {
-        let Some(modern) = &self.modern else { return };
+    pub(in super::super) async fn resume(&self, s: &Session, sink: Arc<dyn ClientSink>, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
         let same = {
-            let a = modern.asked.lock().unwrap();
+            let a = self.asked.lock().unwrap();
             a.original.as_ref().is_some_and(|(m, p)| m == frame.method_name() && *p == retried_params(&frame))
         };
-        let token = modern.asked.lock().unwrap().parked.clone();
+        let token = self.asked.lock().unwrap().parked.clone();
         if !same {
             let e = RpcError::new(
                 INVALID_PARAMS,
@@ -188,70 +175,62 @@ impl Session {
             );
             sink.deliver(Message::made(e.response(Some(&id))), Route::Response(id));
             // Parked again under the same token, for the rest of its time.
-            if let (Some(token), Some(me)) = (token, self.me.upgrade()) {
-                let until = Instant::now() + self.upstream.request_timeout;
+            if let (Some(token), Some(me)) = (token, s.me.upgrade()) {
+                let until = Instant::now() + s.upstream.request_timeout;
                 let me: Arc<dyn Parked> = me;
-                if !modern.parked.park(token, me, until, self.gateway.limits().max_in_flight) {
-                    self.close().await;
+                if !self.parked.park(token, me, until, s.gateway.limits().max_in_flight) {
+                    s.close().await;
                 }
             }
             return;
         }
-        if let Some(done) = modern.rounds.attach(sink, id) {
-            modern.asked.lock().unwrap().parked = None;
-            let (_, original) = modern.rounds.ids();
-            modern.rounds.deliver(done, Route::Response(original));
+        if let Some(done) = self.rounds.attach(sink, id) {
+            self.asked.lock().unwrap().parked = None;
+            let (_, original) = self.rounds.ids();
+            self.rounds.deliver(done, Route::Response(original));
             return;
         }
         let answers = frame.value().pointer("/params/inputResponses").and_then(Value::as_object).cloned();
-        let waiting: Vec<Id> = modern.asked.lock().unwrap().waiting.iter().map(|(id, _)| id.clone()).collect();
+        let waiting: Vec<Id> = self.asked.lock().unwrap().waiting.iter().map(|(id, _)| id.clone()).collect();
         let mut answered = Vec::new();
         for key in waiting {
             let Some(answer) = answers.as_ref().and_then(|a| a.get(&key.to_string())) else { continue };
             answered.push(key.clone());
-            self.handle_response(Message::made(jsonrpc::result_response(&key, answer.clone()))).await;
+            s.handle_response(Message::made(jsonrpc::result_response(&key, answer.clone()))).await;
         }
         let more = {
-            let mut a = modern.asked.lock().unwrap();
+            let mut a = self.asked.lock().unwrap();
             a.waiting.retain(|(id, _)| !answered.contains(id));
             a.parked = None;
             !a.waiting.is_empty()
         };
         if more {
-            self.ask_round();
+            self.ask_round(s);
         }
     }
 
-    /// The end of round `id` (its POST, or its line's answer): the session ends, unless it
-    /// is parked or a later round (a retry) is its now.
-    pub async fn end_round(&self, id: &Id) {
-        let Some(modern) = &self.modern else { return self.close().await };
-        let current = modern.rounds.ids().0 == *id;
-        let parked = modern.asked.lock().unwrap().parked.is_some();
-        if current && !parked {
-            self.close().await;
-        }
+    /// Whether round `id` ending (its POST, or its line's answer) ends the session: it is the
+    /// current round, and the session is not parked.
+    pub(in super::super) fn ends_with_round(&self, id: &Id) -> bool {
+        self.rounds.ids().0 == *id && self.asked.lock().unwrap().parked.is_none()
     }
 
-    /// Whether `id` is the id the client knows this modern request by now (its current round).
-    pub fn is_round(&self, id: &Id) -> bool {
-        self.modern.as_ref().is_none_or(|m| m.rounds.ids().0 == *id)
+    /// Whether `id` is the id the client knows this request by now (its current round).
+    pub(in super::super) fn is_round(&self, id: &Id) -> bool {
+        self.rounds.ids().0 == *id
     }
 
     /// The client cancelled request `id` (stdio): the id it knows the request by now is the
     /// one the link knows it by first.
-    pub(super) fn modern_cancel_target(&self, id: Id) -> Id {
-        let Some(modern) = &self.modern else { return id };
-        let (current, original) = modern.rounds.ids();
+    pub(in super::super) fn cancel_target(&self, id: Id) -> Id {
+        let (current, original) = self.rounds.ids();
         if id == current { original } else { id }
     }
 
     /// A parked session that ends lets go of its place.
-    pub(super) fn unpark(&self) {
-        if let Some(modern) = &self.modern
-            && let Some(token) = modern.asked.lock().unwrap().parked.take()
-        {
-            modern.parked.forget(&token);
+    pub(in super::super) fn unpark(&self) {
+        if let Some(token) = self.asked.lock().unwrap().parked.take() {
+            self.parked.forget(&token);
         }
     }
 }

@@ -20,24 +20,39 @@
 //!
 //! Without authentication nothing is checked: ids are bearer tokens, as the extension says.
 
-use super::*;
+use crate::config::UpstreamConfig;
+use crate::jsonrpc::{self, Message, Method, RpcError};
 use crate::mcp::modern::ResultType;
+use crate::tasks::hosted;
+use crate::tasks::upstream_owners::UpstreamOwners;
+use crate::upstream::link::Link;
+use serde_json::Value;
 
-impl Session {
-    /// Whether this session's requests are bound to a principal.
-    fn bound(&self) -> bool {
-        Self::is_principal_owner(&self.owner)
+/// The tasks of a principal's session on a modern upstream: who owns each (built by
+/// `Session::principal_tasks` for a session bound to a principal, `None` otherwise).
+pub(super) struct PrincipalTasks<'a> {
+    owners: &'a UpstreamOwners,
+    upstream: &'a UpstreamConfig,
+    owner: &'a str,
+}
+
+impl<'a> PrincipalTasks<'a> {
+    /// The tasks of `owner` (a principal's) through `upstream`.
+    pub(super) fn new(owners: &'a UpstreamOwners, upstream: &'a UpstreamConfig, owner: &'a str) -> Self {
+        PrincipalTasks { owners, upstream, owner }
     }
+}
 
-    /// Whether this session's client may ask the modern upstream about task `task_id`.
-    pub(super) fn may_ask_modern(&self, task_id: &str) -> bool {
-        !self.bound() || self.gateway.upstream_owners.owns(&self.upstream.name, task_id, &self.owner)
+impl PrincipalTasks<'_> {
+    /// Whether the client may ask the modern upstream about task `task_id`.
+    pub(super) fn may_ask(&self, task_id: &str) -> bool {
+        self.owners.owns(&self.upstream.name, task_id, self.owner)
     }
 
     /// A response of the modern upstream on its way to the client: a task it created is the
     /// owner's from now on.
-    pub(super) fn note_modern_task(&self, msg: &Message) {
-        if !self.bound() || msg.is_error() {
+    pub(super) fn note_task(&self, msg: &Message) {
+        if msg.is_error() {
             return;
         }
         let Some(task_id) = msg.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str) else { return };
@@ -46,34 +61,33 @@ impl Session {
             return;
         }
         let per_owner = self.upstream.tasks.max_tasks_per_owner;
-        self.gateway.upstream_owners.remember(&self.upstream.name, &task_id, &self.owner, per_owner);
+        self.owners.remember(&self.upstream.name, &task_id, self.owner, per_owner);
     }
 
-    /// Whether a modern upstream's notification on a request's stream may reach this
-    /// session's client: a `notifications/tasks` only of the owner's tasks.
-    pub(super) fn shows_modern_note(&self, msg: &Message) -> bool {
-        if !self.bound() || msg.method() != crate::jsonrpc::Method::TasksNotification {
+    /// Whether a modern upstream's notification on a request's stream may reach the client:
+    /// a `notifications/tasks` only of the owner's tasks.
+    pub(super) fn shows_note(&self, msg: &Message) -> bool {
+        if msg.method() != Method::TasksNotification {
             return true;
         }
-        msg.task_id_param().is_some_and(|t| self.may_ask_modern(t.as_str()))
+        msg.task_id_param().is_some_and(|t| self.may_ask(t.as_str()))
     }
 
     /// A legacy client's request on its way to the link, which on a modern link may name
     /// only the principal's tasks (as a modern client's may): another's, or one nobody has,
     /// is answered -32602 here.
     pub(super) fn legacy_upward(&self, link: &Link, frame: Message) -> Result<Message, RpcError> {
-        if !self.bound() || !link.is_modern() {
+        if !link.is_modern() {
             return Ok(frame);
         }
         match frame.method() {
-            crate::jsonrpc::Method::TasksGet
-            | crate::jsonrpc::Method::TasksUpdate
-            | crate::jsonrpc::Method::TasksCancel
-            | crate::jsonrpc::Method::TasksResult => match frame.task_id_param() {
-                Some(t) if self.may_ask_modern(t.as_str()) => Ok(frame),
-                t => Err(hosted::not_found(t.as_ref().map_or("", |t| t.as_str()))),
-            },
-            crate::jsonrpc::Method::SubscriptionsListen => Ok(self.own_listen(frame)),
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksResult => {
+                match frame.task_id_param() {
+                    Some(t) if self.may_ask(t.as_str()) => Ok(frame),
+                    t => Err(hosted::not_found(t.as_ref().map_or("", |t| t.as_str()))),
+                }
+            }
+            Method::SubscriptionsListen => Ok(self.own_listen(frame)),
             _ => Ok(frame),
         }
     }
@@ -81,15 +95,14 @@ impl Session {
     /// A `subscriptions/listen` for the modern upstream: only the owner's task ids are asked
     /// for (what is not a string passes, the upstream's to refuse alike for anyone).
     pub(super) fn own_listen(&self, frame: Message) -> Message {
-        let asks_tasks = frame.value().pointer("/params/notifications/taskIds").is_some_and(Value::is_array);
-        if !self.bound() || !asks_tasks {
+        if !frame.value().pointer("/params/notifications/taskIds").is_some_and(Value::is_array) {
             return frame;
         }
         frame.edit(|m| {
             let Some(ids) = m.pointer_mut("/params/notifications/taskIds").and_then(Value::as_array_mut) else {
                 return;
             };
-            ids.retain(|id| id.as_str().is_none_or(|t| self.may_ask_modern(t)));
+            ids.retain(|id| id.as_str().is_none_or(|t| self.may_ask(t)));
         })
     }
 }

@@ -27,11 +27,19 @@
 //! (keys not outstanding are ignored). Questions the creating request's capabilities do not
 //! cover are refused upstream (-32601).
 
-use super::*;
+use super::super::Session;
+use super::super::modern_state::ModernClient;
+use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
+use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta;
 use crate::mcp::task_dialects::task::{self as ext_task, Inline};
 use crate::mcp::task_dialects::{EXTENSION, flow};
+use crate::mcp::tasks::TaskStatus;
+use crate::upstream::client::Route;
+use crate::upstream::link::Link;
+use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// An upstream's response to a request of the gateway's, as the answer to client request `id`.
 fn with_id(mut resp: Value, id: &Id) -> Value {
@@ -39,47 +47,45 @@ fn with_id(mut resp: Value, id: &Id) -> Value {
     resp
 }
 
-impl Session {
-    /// Whether this modern request declared the tasks extension.
+impl ModernClient {
+    /// Whether this request declared the tasks extension.
     pub(super) fn declared_extension(&self) -> bool {
-        self.modern.as_ref().is_some_and(|m| m.meta.has_extension(EXTENSION))
+        self.meta.has_extension(EXTENSION)
     }
 
     /// A hosted `tools/call` of a modern client that declared the extension.
-    pub(super) async fn start_hosted_ext(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(super) async fn start_hosted_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         modern::strip_task_param(&mut msg);
-        let (task_id, created, link, msg) = self.create_hosted(msg).await?;
-        if let Some(m) = &self.modern {
-            self.hosted().declare_client_capabilities(&task_id, Value::Object(m.meta.capabilities.clone()));
-        }
+        let (task_id, created, link, msg) = s.create_hosted(msg).await?;
+        s.hosted().declare_client_capabilities(&task_id, Value::Object(self.meta.capabilities.clone()));
         let created = ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?;
-        self.sink.deliver(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
-        self.run_hosted(task_id, link, msg).await;
+        s.sink.deliver(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
+        s.run_hosted(task_id, link, msg).await;
         Ok(())
     }
 
     /// A modern client's `tools/call` (that declared the extension) of a tool the 2025-11-25
     /// upstream runs as a task: called task-augmented, its task relayed.
-    pub(super) async fn call_upstream_task_ext(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(super) async fn call_upstream_task_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else {
             return Err(RpcError::new(INVALID_PARAMS, "tools/call: params must be an object"));
         };
-        params.insert("task".into(), json!({"ttl": self.upstream.tasks.ttl.as_millis() as u64}));
-        let link = self.link().await?;
+        params.insert("task".into(), json!({"ttl": s.upstream.tasks.ttl.as_millis() as u64}));
+        let link = s.link().await?;
         let params = msg.get("params").cloned().unwrap_or(json!({}));
-        let resp = link.request(crate::jsonrpc::Method::ToolsCall, params).await?;
+        let resp = link.request(Method::ToolsCall, params).await?;
         let answer = match resp.get("result") {
             Some(result) if result.get("task").is_some() => {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
                 if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
-                    let declared = self.modern.as_ref().map(|m| Value::Object(m.meta.capabilities.clone()));
-                    let relayed = &self.gateway.relayed;
-                    let (up, generation) = (&self.upstream.name, link.generation());
-                    let ours = relayed.mint(up, generation, t, declared.unwrap_or_default(), &self.owner);
+                    let declared = Value::Object(self.meta.capabilities.clone());
+                    let relayed = &s.gateway.relayed;
+                    let (up, generation) = (&s.upstream.name, link.generation());
+                    let ours = relayed.mint(up, generation, t, declared, &s.owner);
                     ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
@@ -87,7 +93,7 @@ impl Session {
             // The server answered plainly after all: the result as it is.
             Some(result) => {
                 let mut r = jsonrpc::result_response(&id, result.clone());
-                modern::for_modern(&mut r, Some(crate::jsonrpc::Method::ToolsCall));
+                modern::for_modern(&mut r, Some(Method::ToolsCall));
                 r
             }
             None => {
@@ -96,47 +102,48 @@ impl Session {
                 r
             }
         };
-        self.sink.deliver(Message::made(answer), Route::Response(id));
+        s.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
     }
 
     /// The upstream's id of the 2025-11-25 task this gateway handed a modern client as
     /// `task_id`, if it is one of the live link's.
-    pub(super) async fn relayed_upstream_task(&self, task_id: &str) -> Result<Option<String>, RpcError> {
-        let generation = self.link().await?.generation();
-        Ok(self.gateway.relayed.resolve(task_id, &self.upstream.name, generation, &self.owner))
+    pub(super) async fn relayed_upstream_task(&self, s: &Session, task_id: &str) -> Result<Option<String>, RpcError> {
+        let generation = s.link().await?.generation();
+        Ok(s.gateway.relayed.resolve(task_id, &s.upstream.name, generation, &s.owner))
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of an upstream task relayed to modern
     /// clients, in the extension's dialect.
     pub(super) async fn serve_relayed_task(
         &self,
+        s: &Session,
         id: Id,
         frame: &Message,
         ours: &str,
         task_id: &str,
     ) -> Result<(), RpcError> {
-        let link = self.link().await?;
+        let link = s.link().await?;
         let ask = |method: crate::jsonrpc::Method| link.request(method, json!({"taskId": task_id}));
         let answer = match frame.method() {
-            crate::jsonrpc::Method::TasksGet => {
-                let got = ask(crate::jsonrpc::Method::TasksGet).await?;
+            Method::TasksGet => {
+                let got = ask(Method::TasksGet).await?;
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
-                        self.gateway.relayed.observe(ours, &core);
-                        let inline = self.relayed_inline(&link, ours, task_id, &core).await?;
+                        s.gateway.relayed.observe(ours, &core);
+                        let inline = relayed_inline(s, &link, ours, task_id, &core).await?;
                         let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
                         ext["taskId"] = ours.into();
                         jsonrpc::result_response(&id, ext)
                     }
                 }
             }
-            crate::jsonrpc::Method::TasksCancel => {
-                let got = ask(crate::jsonrpc::Method::TasksCancel).await?;
+            Method::TasksCancel => {
+                let got = ask(Method::TasksCancel).await?;
                 // Cooperative in the extension: a task that had already ended is acknowledged.
                 let ended = got.pointer("/error/code").and_then(Value::as_i64) == Some(INVALID_PARAMS)
-                    && ask(crate::jsonrpc::Method::TasksGet).await.ok().is_some_and(|g| g.get("result").is_some());
+                    && ask(Method::TasksGet).await.ok().is_some_and(|g| g.get("result").is_some());
                 match got.get("error") {
                     Some(_) if !ended => with_id(got, &id),
                     _ => jsonrpc::result_response(&id, flow::ack()),
@@ -146,49 +153,28 @@ impl Session {
                 let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
                 for (key, answer) in responses {
                     // A key that is not outstanding is ignored, as the extension says.
-                    self.gateway.relayed.answer_held_input(ours, &key, answer).await;
+                    s.gateway.relayed.answer_held_input(ours, &key, answer).await;
                 }
                 jsonrpc::result_response(&id, flow::ack())
             }
         };
-        self.sink.deliver(Message::made(answer), Route::Response(id));
+        s.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
-    }
-
-    /// What the extension inlines for relayed task `ours` (upstream `upstream_id` of `link`)
-    /// as the upstream has it now (`core`): its outcome once it has ended, the questions held
-    /// for it while it waits for input (a `tasks/result` kept pending upstream meanwhile, the
-    /// stream they come on).
-    pub(super) async fn relayed_inline(
-        &self,
-        link: &Arc<Link>,
-        ours: &str,
-        upstream_id: &str,
-        core: &Value,
-    ) -> Result<Inline, RpcError> {
-        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
-        Ok(match status {
-            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
-                let mut payload =
-                    link.request(crate::jsonrpc::Method::TasksResult, json!({"taskId": upstream_id})).await?;
-                modern::for_modern(&mut payload, Some(crate::jsonrpc::Method::ToolsCall));
-                flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
-            }
-            Some(mcp_tasks::TaskStatus::InputRequired) => {
-                self.gateway.relayed.follow(link, ours);
-                Inline::InputRequests(self.gateway.relayed.held_input_requests(ours))
-            }
-            _ => Inline::None,
-        })
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of a task the gateway hosts for modern
     /// clients (`task_id`).
-    pub(super) async fn serve_ext_task(&self, id: Id, frame: &Message, task_id: &str) -> Result<(), RpcError> {
-        let hosted = self.hosted().clone();
+    pub(super) async fn serve_ext_task(
+        &self,
+        s: &Session,
+        id: Id,
+        frame: &Message,
+        task_id: &str,
+    ) -> Result<(), RpcError> {
+        let hosted = s.hosted().clone();
         let result = match frame.method() {
-            crate::jsonrpc::Method::TasksGet => self.ext_snapshot(task_id).await?,
-            crate::jsonrpc::Method::TasksUpdate => {
+            Method::TasksGet => ext_snapshot(s, task_id).await?,
+            Method::TasksUpdate => {
                 let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
                 for (key, answer) in responses {
                     // A key that is not outstanding is ignored, as the extension says.
@@ -202,44 +188,70 @@ impl Session {
                 flow::ack()
             }
         };
-        self.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        s.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
+}
 
-    /// A hosted task as the extension's `tasks/get` has it.
-    async fn ext_snapshot(&self, task_id: &str) -> Result<Value, RpcError> {
-        let (core, inline) = self.ext_inline(task_id).await?;
-        ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
-    }
+/// What the extension inlines for relayed task `ours` (upstream `upstream_id` of `link`)
+/// as the upstream has it now (`core`): its outcome once it has ended, the questions held
+/// for it while it waits for input (a `tasks/result` kept pending upstream meanwhile, the
+/// stream they come on).
+pub(super) async fn relayed_inline(
+    s: &Session,
+    link: &Arc<Link>,
+    ours: &str,
+    upstream_id: &str,
+    core: &Value,
+) -> Result<Inline, RpcError> {
+    let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    Ok(match status {
+        Some(TaskStatus::Completed | TaskStatus::Failed) => {
+            let mut payload = link.request(Method::TasksResult, json!({"taskId": upstream_id})).await?;
+            modern::for_modern(&mut payload, Some(Method::ToolsCall));
+            flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
+        }
+        Some(TaskStatus::InputRequired) => {
+            s.gateway.relayed.follow(link, ours);
+            Inline::InputRequests(s.gateway.relayed.held_input_requests(ours))
+        }
+        _ => Inline::None,
+    })
+}
 
-    /// A hosted task (core `Task`) and what the extension inlines for it now.
-    pub(super) async fn ext_inline(&self, task_id: &str) -> Result<(Value, Inline), RpcError> {
-        let hosted = self.hosted();
-        let core = hosted.get(task_id).await?;
-        let status = core.get("status").and_then(Value::as_str).and_then(mcp_tasks::TaskStatus::parse);
-        let inline = match status {
-            Some(mcp_tasks::TaskStatus::Completed | mcp_tasks::TaskStatus::Failed) => {
-                match hosted.stored_outcome(task_id).await {
-                    Some(mut resp) => {
-                        let from = self.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);
-                        let _ = crate::mcp::translate::translate(
-                            &mut resp,
-                            Some(crate::jsonrpc::Method::ToolsCall),
-                            from,
-                            ProtocolVersion::LATEST,
-                        );
-                        modern::for_modern(&mut resp, Some(crate::jsonrpc::Method::ToolsCall));
-                        flow::inline_from_core_payload(&resp).map_err(|e| e.to_rpc())?
-                    }
-                    // Failed without an outcome (the gateway shut down, or expired): say so.
-                    None => Inline::Error(
-                        json!({"code": jsonrpc::INTERNAL_ERROR, "message": core.get("statusMessage").cloned().unwrap_or(json!("the task failed"))}),
-                    ),
+/// A hosted task as the extension's `tasks/get` has it.
+async fn ext_snapshot(s: &Session, task_id: &str) -> Result<Value, RpcError> {
+    let (core, inline) = ext_inline(s, task_id).await?;
+    ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
+}
+
+/// A hosted task (core `Task`) and what the extension inlines for it now.
+pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inline), RpcError> {
+    let hosted = s.hosted();
+    let core = hosted.get(task_id).await?;
+    let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    let inline = match status {
+        Some(TaskStatus::Completed | TaskStatus::Failed) => {
+            match hosted.stored_outcome(task_id).await {
+                Some(mut resp) => {
+                    let from = s.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);
+                    let _ = crate::mcp::translate::translate(
+                        &mut resp,
+                        Some(Method::ToolsCall),
+                        from,
+                        ProtocolVersion::LATEST,
+                    );
+                    modern::for_modern(&mut resp, Some(Method::ToolsCall));
+                    flow::inline_from_core_payload(&resp).map_err(|e| e.to_rpc())?
                 }
+                // Failed without an outcome (the gateway shut down, or expired): say so.
+                None => Inline::Error(
+                    json!({"code": jsonrpc::INTERNAL_ERROR, "message": core.get("statusMessage").cloned().unwrap_or(json!("the task failed"))}),
+                ),
             }
-            Some(mcp_tasks::TaskStatus::InputRequired) => Inline::InputRequests(hosted.held_input_requests(task_id)),
-            _ => Inline::None,
-        };
-        Ok((core, inline))
-    }
+        }
+        Some(TaskStatus::InputRequired) => Inline::InputRequests(hosted.held_input_requests(task_id)),
+        _ => Inline::None,
+    };
+    Ok((core, inline))
 }

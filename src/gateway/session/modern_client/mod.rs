@@ -1,0 +1,206 @@
+//! A session for one request of a modern (2026-07-28) client. The era has no sessions: a
+//! front that reads a request carrying modern `_meta` (or a `server/discover`) makes a
+//! session for it alone ([`Session::for_modern_request`]), already "initialized" at the
+//! newest legacy version with the capabilities the request declared, and ends it once the
+//! request is answered or its client went away (which, for a modern client, cancels it).
+//!
+//! A strategy of the session's: the session of a modern request holds a [`ModernClient`]
+//! (`modern_state`: the request's `_meta`, its rounds, what the upstream asked, its listen
+//! stream), and this folder is what it does, with the session as context: the request's
+//! first step (`request`), what goes up (`upward`) and what comes down (`to_client`),
+//! `server/discover`, `subscriptions/listen` (`listen`), multi round-trip input
+//! (`rounds`) and the tasks extension (`tasks`). A legacy client's session has none.
+//!
+//! Every such session joins its upstream's shared link, whatever `share` says: a modern
+//! client's requests have nothing to keep apart but their ids, which the shared link keys by
+//! session, and their progress tokens, which it rewrites. Hosted state the requests share
+//! (task ids, later) belongs to one owner per upstream: ids are the bearer tokens the tasks
+//! extension makes them.
+//!
+//! In front of a legacy upstream the request loses its modern `_meta` and `params.task`,
+//! what comes back is translated to 2025-11-25 and then made modern (`mcp::modern::client`),
+//! and the server's requests become multi round-trip input (`rounds`). In front of a
+//! modern upstream the request travels with the client's own `_meta`, and the
+//! answer comes back as the server sent it; with authentication, the upstream's tasks are
+//! bound to the principal that made them (`principal_tasks`).
+
+use super::Session;
+use super::modern_state::ModernClient;
+use crate::config::HostedMode;
+use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, RpcError};
+use crate::mcp::ProtocolVersion;
+use crate::mcp::modern::client as modern;
+use crate::mcp::modern::meta;
+use crate::mcp::task_dialects::EXTENSION;
+use crate::mcp::tasks::TaskSupport;
+use crate::tasks::hosted;
+use crate::upstream::client::Route;
+use crate::upstream::link::{Link, Shape};
+use serde_json::{Value, json};
+
+mod listen;
+mod rounds;
+mod tasks;
+
+impl ModernClient {
+    /// `server/discover`: a modern upstream answers it itself (its answer passes as it is);
+    /// for a legacy one the gateway answers from what the upstream said in `initialize`.
+    pub(super) async fn discover(&self, s: &Session, id: Id) -> Result<(), RpcError> {
+        let link = s.link().await?;
+        if link.is_modern() {
+            let frame = Message::made(jsonrpc::request(&id, Method::ServerDiscover, json!({})));
+            return s.forward_up(&link, id, frame, Shape::AsIs).await;
+        }
+        let (init, from) = {
+            let st = s.state.lock().unwrap();
+            (st.upstream_init.clone(), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
+        };
+        let mut resp = jsonrpc::result_response(&id, init);
+        // Nothing is refused in an initialize result: it is only stripped.
+        let _ = crate::mcp::translate::translate(&mut resp, Some(Method::Initialize), from, ProtocolVersion::LATEST);
+        let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
+        if s.upstream.tasks.hosted != HostedMode::Never || s.plan().upstream_tasks {
+            // Tasks in the extension's dialect, hosted or relayed (`tasks`).
+            result["capabilities"]["extensions"] = json!({EXTENSION: {}});
+        }
+        s.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        Ok(())
+    }
+
+    /// The request before it is dispatched: refused if the era has no such method, and
+    /// `params.task` (which 2026-07-28 servers ignore) gone. The extension's `tasks/*` need
+    /// the extension declared, and exist only on a modern upstream. `None`: answered here.
+    pub(super) async fn request(&self, s: &Session, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+        if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
+            return Err(e);
+        }
+        self.remember_original(&frame);
+        // Joined first: what the session decides below reads what the upstream said.
+        let link = s.link().await?;
+        if frame.method() == Method::ToolsCall {
+            Box::pin(s.check_param_headers(&link, &frame)).await?;
+        }
+        if matches!(frame.method(), Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) {
+            if !self.declared_extension() {
+                let required = json!({"extensions": {EXTENSION: {}}});
+                return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
+            }
+            let Some(task_id) = frame.task_id_param() else {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!("{}: params.taskId must be a string", frame.method_name()),
+                ));
+            };
+            if Box::pin(s.hosted().visible_or_failed(task_id.as_str(), &s.owner)).await? {
+                self.serve_ext_task(s, id.clone(), &frame, task_id.as_str()).await?;
+                return Ok(None);
+            }
+            if let Some(upstream_id) = self.relayed_upstream_task(s, task_id.as_str()).await? {
+                self.serve_relayed_task(s, id.clone(), &frame, task_id.as_str(), &upstream_id).await?;
+                return Ok(None);
+            }
+            // A legacy upstream has no extension tasks, and the gateway hosts no such one; a
+            // modern upstream's are asked about only by their owner (`principal_tasks`).
+            let owns = s.principal_tasks().is_none_or(|p| p.may_ask(task_id.as_str()));
+            if !s.link().await?.is_modern() || !owns {
+                return Err(hosted::not_found(task_id.as_str()));
+            }
+            return Ok(Some(frame));
+        }
+        if frame.method() == Method::SubscriptionsListen {
+            if s.link().await?.is_modern() {
+                return Ok(Some(match s.principal_tasks() {
+                    Some(p) => p.own_listen(frame),
+                    None => frame,
+                }));
+            }
+            self.listen(s, id.clone(), &frame).await?;
+            return Ok(None);
+        }
+        if frame.value().pointer("/params/requestState").is_some() && !s.link().await?.is_modern() {
+            // A retry whose round the gateway no longer holds (expired, or another gateway's).
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "params.requestState is unknown or expired: send the request again without it",
+            ));
+        }
+        if frame.method() == Method::ToolsCall && self.declared_extension() && !s.link().await?.is_modern() {
+            let name = frame.tool_name().unwrap_or_default().into_owned();
+            if s.hosts_tool(&name).await? {
+                self.start_hosted_ext(s, id.clone(), frame).await?;
+                return Ok(None);
+            }
+            if s.plan().upstream_tasks && s.tool_support(&name).await? != TaskSupport::Forbidden {
+                self.call_upstream_task_ext(s, id.clone(), frame).await?;
+                return Ok(None);
+            }
+        }
+        if frame.method() == Method::ToolsCall && frame.task_param().is_some() {
+            return Ok(Some(frame.edit(modern::strip_task_param)));
+        }
+        Ok(Some(frame))
+    }
+
+    /// The request for its link: without the modern `_meta` for a legacy upstream; for a
+    /// modern one the link writes the `_meta` anew (the gateway's version and `clientInfo`,
+    /// the client's own capabilities, see `input_rounds`).
+    pub(super) fn upward(&self, link: &Link, frame: Message) -> Message {
+        if link.is_modern() { frame } else { frame.edit(meta::strip) }
+    }
+
+    /// A message on its way to the client, after the version table: what the era lacks is
+    /// dropped, and results name their type (`None`: not for this client). A list change or
+    /// resource update goes on the client's `subscriptions/listen` stream, if it asked.
+    pub(super) fn to_client(
+        &self,
+        s: &Session,
+        msg: Message,
+        route: Route,
+        answers: Option<Method>,
+    ) -> Option<(Message, Route)> {
+        match msg.kind() {
+            // Server requests are refused or asked as input before they get here.
+            Kind::Request => None,
+            Kind::Notification => {
+                let upstream_modern = s.plan().upstream.is_modern();
+                if let Route::Related(_) = route {
+                    let reaches = match upstream_modern {
+                        true => s.principal_tasks().is_none_or(|p| p.shows_note(&msg)),
+                        false => {
+                            modern::reaches_modern(msg.method(), msg.value().get("params"), true, self.meta.log_level)
+                        }
+                    };
+                    return reaches.then_some((msg, route));
+                }
+                let listen = self.listen.lock().unwrap().clone();
+                let (id, filter) = listen?;
+                if !filter.carries(msg.method(), msg.value().get("params")) {
+                    return None;
+                }
+                let subscription = id.to_value();
+                Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
+            }
+            Kind::Response if msg.is_error() => {
+                if s.plan().upstream.is_modern() || !msg.bytes().windows(6).any(|w| w == b"-32002") {
+                    return Some((msg, route));
+                }
+                Some((
+                    msg.edit(|m| {
+                        modern::error_for_modern(m);
+                    }),
+                    route,
+                ))
+            }
+            Kind::Response => {
+                if s.plan().upstream.is_modern() {
+                    // The server's own result, of the era already (a task it made, its owner's).
+                    if let Some(p) = s.principal_tasks() {
+                        p.note_task(&msg);
+                    }
+                    return Some((msg, route));
+                }
+                Some((msg.edit(|m| modern::for_modern(m, answers)), route))
+            }
+        }
+    }
+}
