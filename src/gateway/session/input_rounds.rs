@@ -76,7 +76,7 @@ impl Session {
             // A modern client answers its own input requests (the results pass to it as they
             // are): its request declares the client's own capabilities.
             let capabilities = Some(m.meta.capabilities.clone());
-            let params = self.client_param_headers();
+            let params = m.received_param_headers();
             return link.forward_declaring(self.client_ref(id), frame, shape, capabilities, &params).await;
         }
         let capabilities = self.declared_capabilities();

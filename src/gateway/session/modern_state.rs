@@ -107,7 +107,7 @@ pub(super) struct ModernClient {
     pub(super) listen_ended: CancellationToken,
     _listen_ends_with_session: DropGuard,
     /// The `Mcp-Param-*` headers of the request (its latest round), as (name, value); `None`
-    /// over a transport without headers (stdio). See `param_headers`.
+    /// over a transport without headers (stdio). See `modern_client::param_headers`.
     pub(super) param_headers: Mutex<Option<Vec<crate::mcp::modern::headers::Received>>>,
 }
 

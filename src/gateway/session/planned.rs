@@ -1,7 +1,10 @@
-//! The session running its plan (`plan`): each request of an initialized session goes to
-//! its client's era first (a modern client's own checks, or the by-token dialects), then
-//! [`Session::dispatch`] hands it, by its method, to the strategy the plan chose for it
-//! (`calls`, `task_requests`), and what is left goes up the link.
+//! The client's messages through the session (what comes back from the link is
+//! `from_upstream`'s): `initialize`, which the gateway answers, requests, and notifications.
+//!
+//! Each request of an initialized session goes to its client's era first (a modern client's
+//! own checks, or the by-token dialects), then [`Session::dispatch`] hands it, by its
+//! method, to the strategy the plan (`plan`) chose for it (`calls`, `task_requests`), and
+//! what is left goes up the link.
 
 use super::*;
 
@@ -24,7 +27,195 @@ pub(super) enum Step {
     Done,
 }
 
+/// Held while the client's `initialize` runs: if it ends without the session initialized,
+/// the session is as before it.
+struct Unfinished<'a>(&'a Session);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock().unwrap();
+        if st.version.is_none() {
+            st.init_params = None;
+            st.asked = None;
+        }
+    }
+}
+
 impl Session {
+    pub(super) async fn handle_request(&self, frame: Message) {
+        let id = frame.id().cloned().expect("requests have ids");
+        self.timed.started(&id, frame.method());
+        let span = tracing::debug_span!("rpc_request", upstream = %self.upstream.name, method = frame.method_name(), id = %id, session = self.tag);
+        self.serve_request(id, frame).instrument(span).await
+    }
+
+    async fn serve_request(&self, id: Id, frame: Message) {
+        let result = match frame.method() {
+            // Boxed: a once-per-session handshake must not size every request's future.
+            Method::Initialize if self.modern.is_some() => Err(RpcError::new(
+                INVALID_REQUEST,
+                "an initialize selects the legacy era: send it without modern _meta",
+            )),
+            Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
+            // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,
+            // which keeps them on a version the gateway speaks.
+            Method::ServerDiscover if let Some(client) = &self.modern => {
+                Box::pin(client.discover(self, id.clone())).await
+            }
+            Method::ServerDiscover => {
+                tracing::info!(upstream = %self.upstream.name, "answered the client's server/discover probe with -32601 (it falls back to initialize)");
+                Err(crate::mcp::version::refuse_discover())
+            }
+            method => {
+                if self.version().is_none() {
+                    if method == Method::Ping {
+                        self.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
+                        return;
+                    }
+                    Err(RpcError::new(
+                        INVALID_REQUEST,
+                        format!("session not initialized: send initialize before {}", frame.method_name()),
+                    ))
+                } else {
+                    self.dispatch(id.clone(), frame).await
+                }
+            }
+        };
+        if let Err(e) = result {
+            self.state.lock().unwrap().retry.remove(&id);
+            self.to_client(Message::made(e.response(Some(&id))), Route::Response(id));
+        }
+    }
+
+    /// The client's `initialize`: the link is opened and initialized on the gateway's
+    /// behalf, and the client is answered at its own version with what the upstream said
+    /// of itself, translated, plus the task capabilities the gateway adds.
+    async fn initialize(&self, id: Id, msg: Message) -> Result<(), RpcError> {
+        // A client newer than the gateway is offered the newest version the gateway speaks:
+        // the gateway must understand what it relays.
+        let version = msg
+            .param(jsonrpc::Key::ProtocolVersion)
+            .and_then(jsonrpc::as_str)
+            .and_then(|v| ProtocolVersion::parse(&v))
+            .unwrap_or(ProtocolVersion::LATEST);
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.init_params.is_some() {
+                return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
+            }
+            let mut params = msg.value().get("params").cloned().unwrap_or(json!({}));
+            // What the client's version cannot carry is not the client's to declare: the
+            // upstream (and the bridge) must not ask it for that.
+            if let Some(caps) = params.get_mut("capabilities") {
+                crate::mcp::translate::client_capabilities(caps, version);
+            }
+            st.init_params = Some(params);
+            st.asked = Some(version);
+        }
+        // An initialize that fails, or is dropped before it ends (its POST went away), leaves
+        // the session uninitialized: the client may send it again.
+        let _unfinished = Unfinished(self);
+        let negotiated = {
+            let _guard = self.relink.lock().await;
+            if self.shared { self.join_shared().await } else { self.open_link().await }
+        }?;
+        let mut result = negotiated.result;
+        if !result.is_object() {
+            result = json!({});
+        }
+        // As the session reads them (`upstream_caps`): capabilities that are not an object are
+        // none, and the gateway's own are added to them below.
+        if !result.get("capabilities").is_some_and(Value::is_object) {
+            result["capabilities"] = json!({});
+        }
+        result["protocolVersion"] = version.as_str().into();
+        let mut resp = jsonrpc::result_response(&id, result);
+        // Nothing is refused in an initialize result: it is only stripped.
+        let _ = crate::mcp::translate::translate(
+            &mut resp,
+            Some(crate::jsonrpc::Method::Initialize),
+            negotiated.version,
+            version,
+        );
+        if let Some(result) = resp.get_mut("result") {
+            // With an extension upstream's tasks translated to core ones (see `ext_core`).
+            shaping::initialize_result(
+                result,
+                version,
+                self.upstream.tasks.hosted != HostedMode::Never || negotiated.ext_tasks,
+            );
+        }
+        self.state.lock().unwrap().version = Some(version);
+        tracing::debug!(upstream = %self.upstream.name, client = %version, upstream_version = %negotiated.version, "session initialized");
+        self.to_client(Message::made(resp), Route::Response(id));
+        Ok(())
+    }
+
+    pub(super) async fn handle_notification(&self, frame: Message) {
+        if let Some(dialects) = &self.by_token {
+            dialects.cancelled(self, &frame).await;
+        }
+        // A request waiting on its client's answers to a modern upstream's input requests
+        // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
+        if self.input_round_cancelled(&frame) {
+            return;
+        }
+        let link = self.link.lock().unwrap().clone();
+        let Some(link) = link.filter(|l| !l.is_closed()) else {
+            // Nothing upstream to tell; a notification never starts a link.
+            return;
+        };
+        let msg = frame;
+        if self.modern.is_some() && msg.method() != Method::Cancelled {
+            // The era defines no other notification from a client.
+            return;
+        }
+        if self.modern.as_ref().is_some_and(|client| client.end_listen(self, &msg)) {
+            return;
+        }
+        match msg.method() {
+            // The gateway told the upstream itself, when the link was initialized.
+            Method::Initialized => return,
+            Method::Cancelled => {}
+            _ => {
+                if link.is_modern() && self.dropped_by_modern(&msg) {
+                    return;
+                }
+                let Some(msg) = self.upward_notification(msg) else { return };
+                if let Err(e) = link.send(msg).await {
+                    tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
+                }
+                return;
+            }
+        }
+        {
+            // The client's initialize is the gateway's to answer, not in flight upstream: a
+            // cancel of it finds nothing (the spec forbids cancelling it anyway).
+            let Some(client_id) = msg.request_id_param() else { return };
+            // A modern request's link knows it by its first id, whichever retry it is now.
+            let client_id = match &self.modern {
+                Some(client) => client.cancel_target(client_id),
+                None => client_id,
+            };
+            let reason = msg.value().pointer("/params/reason").cloned();
+            // A bridged call is cancelled as the task it is upstream: tasks/cancel.
+            // It stays in `bridges` (and counts against the limit) until it has wound down.
+            let bridge = self.state.lock().unwrap().bridges.get(&client_id).cloned();
+            if let Some(cancel) = bridge {
+                cancel.cancel();
+                self.sink.abandon(&client_id);
+                return;
+            }
+            // Cancellation follows its request: the upstream hears it once, the slot is
+            // freed, and the client gets nothing more for that id. A request no longer in
+            // flight has nothing to cancel.
+            self.state.lock().unwrap().retry.remove(&client_id);
+            if link.cancel_client_request(&self.client_ref(client_id.clone()), reason).await {
+                self.sink.abandon(&client_id);
+            }
+        }
+    }
+
     /// A request of an initialized session: the client's era has its say first, then the
     /// plan (decided when the link negotiated) serves it, or it is forwarded.
     pub(super) async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {

@@ -39,6 +39,7 @@ use crate::upstream::link::{Link, Shape};
 use serde_json::{Value, json};
 
 mod listen;
+mod param_headers;
 mod rounds;
 mod tasks;
 
@@ -78,7 +79,7 @@ impl ModernClient {
         // Joined first: what the session decides below reads what the upstream said.
         let link = s.link().await?;
         if frame.method() == Method::ToolsCall {
-            Box::pin(s.check_param_headers(&link, &frame)).await?;
+            Box::pin(self.check_param_headers(s, &link, &frame)).await?;
         }
         if matches!(frame.method(), Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) {
             if !self.declared_extension() {
