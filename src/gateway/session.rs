@@ -34,6 +34,7 @@ use state::{ServerRequest, SessionState};
 
 mod by_token;
 mod credential;
+mod ext;
 mod ext_core;
 mod ext_follow;
 mod ext_tasks;
@@ -114,6 +115,9 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
+    /// `state`, never before).
+    ext: ext::ExtTasks,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
@@ -175,6 +179,7 @@ impl Session {
             by_token,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            ext: ext::ExtTasks::default(),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
             credential,

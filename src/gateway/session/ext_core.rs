@@ -43,7 +43,7 @@ impl Session {
         let mut call = frame.into_value();
         let requested_ttl = mcp_tasks::requested_ttl(call.pointer("/params/task"))?;
         caps::core_call_to_ext(&mut call);
-        if !self.state.lock().unwrap().ext.table.has_room() {
+        if !self.ext.lock().table.has_room() {
             return Err(RpcError::new(
                 GATEWAY_BUSY,
                 format!(
@@ -102,7 +102,7 @@ impl Session {
             return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
         };
         let task_id = task.get("taskId").and_then(Value::as_str).unwrap_or_default().to_string();
-        if let Err(e) = self.state.lock().unwrap().ext.table.insert(task, inline) {
+        if let Err(e) = self.ext.lock().table.insert(task, inline) {
             // Nobody would follow it: the upstream is told to drop it.
             if !task_id.is_empty() {
                 self.cancel_ext_upstream(task_id);
@@ -170,7 +170,7 @@ impl Session {
     /// `tasks/get|result|cancel` of a core client for an extension upstream: -32602 if
     /// `task_id` is not one of the session's extension tasks.
     pub(super) async fn serve_translated_task(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
-        if !self.state.lock().unwrap().ext.table.contains(task_id) {
+        if !self.ext.lock().table.contains(task_id) {
             return Err(hosted::not_found(task_id));
         }
         match method {
@@ -179,7 +179,7 @@ impl Session {
                 self.to_client(Message::made(jsonrpc::result_response(&id, Value::Object(task))), Route::Response(id));
             }
             Method::TasksCancel => {
-                let last = self.state.lock().unwrap().ext.table.snapshot(task_id).cloned();
+                let last = self.ext.lock().table.snapshot(task_id).cloned();
                 if let Some(e) = flow::refuse_core_cancel(task_id, last.as_ref()) {
                     return Err(e);
                 }
@@ -188,7 +188,7 @@ impl Session {
                 let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now)
                     .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
                 if let Value::Object(t) = &cancelled {
-                    self.state.lock().unwrap().ext.table.cancel(task_id, t.clone());
+                    self.ext.lock().table.cancel(task_id, t.clone());
                     self.remember_followed().await;
                 }
                 self.to_client(Message::made(jsonrpc::result_response(&id, cancelled)), Route::Response(id));
@@ -246,12 +246,12 @@ impl Session {
     /// repeats it.
     async fn poll_ext(&self, task_id: &str) -> Result<Map<String, Value>, RpcError> {
         let looked = self.look_ext(task_id).await;
-        let mut st = self.state.lock().unwrap();
-        st.ext.table.status_news(task_id);
+        let mut st = self.ext.lock();
+        st.table.status_news(task_id);
         match looked {
             Some(Ok((task, _))) => Ok(task),
             Some(Err(e)) => Err(e),
-            None => st.ext.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id)),
+            None => st.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id)),
         }
     }
 
@@ -259,9 +259,9 @@ impl Session {
     /// `tasks/get`, translated and kept, with the input requests the task holds. `None`: the
     /// task has ended for the client (or is gone), and nothing was asked.
     pub(super) async fn look_ext(&self, task_id: &str) -> Option<LookResult> {
-        let gate = self.state.lock().unwrap().ext.table.poll_gate(task_id)?;
+        let gate = self.ext.lock().table.poll_gate(task_id)?;
         let _turn = gate.lock().await;
-        if !self.state.lock().unwrap().ext.table.is_open(task_id) {
+        if !self.ext.lock().table.is_open(task_id) {
             return None;
         }
         Some(self.poll_ext_detailed(task_id).await)
@@ -273,7 +273,7 @@ impl Session {
         let Some(result) = resp.get("result").cloned() else {
             let e = RpcError::from_object(resp.get("error"), "tasks/get failed");
             if e.code == INVALID_PARAMS
-                && let Some(lost) = self.state.lock().unwrap().ext.table.lost_in_restart(task_id)
+                && let Some(lost) = self.ext.lock().table.lost_in_restart(task_id)
             {
                 return Ok((lost, Map::new()));
             }
@@ -285,7 +285,7 @@ impl Session {
             _ => Map::new(),
         };
         let Value::Object(task) = task else { return Err(hosted::not_found(task_id)) };
-        let seen = self.state.lock().unwrap().ext.table.observe(task_id, task, inline);
+        let seen = self.ext.lock().table.observe(task_id, task, inline);
         seen.map(|t| (t, input)).ok_or_else(|| hosted::not_found(task_id))
     }
 
@@ -300,14 +300,14 @@ impl Session {
                 Some(Err(e)) => return e.response(Some(id)),
             };
             self.announce_ext_status(task_id, Route::Related(id.clone()));
-            match self.state.lock().unwrap().ext.table.outcome(task_id) {
+            match self.ext.lock().table.outcome(task_id) {
                 Some(outcome) => return ext_answer(id, task_id, outcome),
                 None if task.is_empty() => return hosted::not_found(task_id).response(Some(id)),
                 None => {}
             }
             for (key, req) in &input {
                 let fresh =
-                    self.state.lock().unwrap().ext.table.relay(task_id, key, self.gateway.limits().max_in_flight);
+                    self.ext.lock().table.relay(task_id, key, self.gateway.limits().max_in_flight);
                 if !fresh {
                     continue;
                 }
@@ -324,7 +324,7 @@ impl Session {
 
     /// A `notifications/tasks/status` by `route` if the task's status is news to the client.
     pub(super) fn announce_ext_status(&self, task_id: &str, route: Route) {
-        let news = self.state.lock().unwrap().ext.table.status_news(task_id);
+        let news = self.ext.lock().table.status_news(task_id);
         if let Some(task) = news {
             let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task));
             self.to_client(Message::made(note), route);
@@ -360,15 +360,15 @@ impl Session {
                 let why = RpcError::from_object(resp.get("error"), "an error").message;
                 let _ = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
-                let mut st = self.state.lock().unwrap();
-                let mut t = st.ext.table.snapshot(task_id).cloned().unwrap_or_default();
+                let mut st = self.ext.lock();
+                let mut t = st.table.snapshot(task_id).cloned().unwrap_or_default();
                 t.insert("status".into(), "cancelled".into());
                 t.insert(
                     "statusMessage".into(),
                     format!("the client answered an input request with an error: {why}").into(),
                 );
                 t.insert("lastUpdatedAt".into(), now.into());
-                st.ext.table.cancel(task_id, t);
+                st.table.cancel(task_id, t);
             }
         }
     }
@@ -380,7 +380,7 @@ impl Session {
         if next.is_some() {
             return Ok((tasks, next));
         }
-        let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
+        let (ext, next) = self.ext.lock().table.list(None)?;
         tasks.extend(ext);
         Ok((tasks, next))
     }
@@ -395,7 +395,7 @@ impl Session {
             Some(_) => return Err(bad_cursor()),
         };
         let (tasks, next) = match cursor.as_deref() {
-            Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.state.lock().unwrap().ext.table.list(Some(c))?,
+            Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.ext.lock().table.list(Some(c))?,
             None => self.hosted_then_ext(None).await?,
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(Some(c)).await?,
             Some(_) => return Err(bad_cursor()),
@@ -429,14 +429,14 @@ struct Waiting<'a> {
 
 impl<'a> Waiting<'a> {
     fn start(session: &'a Session, task_id: &'a str) -> Waiting<'a> {
-        session.state.lock().unwrap().ext.table.set_waiting(task_id, true);
+        session.ext.lock().table.set_waiting(task_id, true);
         Waiting { session, task_id }
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.session.state.lock().unwrap().ext.table.set_waiting(self.task_id, false);
+        self.session.ext.lock().table.set_waiting(self.task_id, false);
     }
 }
 

@@ -26,7 +26,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 impl Session {
     /// Follows extension task `task_id` in the background, if it runs and a permit is free.
     pub(super) fn follow_ext_task(&self, task_id: String) {
-        if !self.state.lock().unwrap().ext.table.is_open(&task_id) {
+        if !self.ext.lock().table.is_open(&task_id) {
             return;
         }
         let Ok(permit) = self.gateway.followers.clone().try_acquire_owned() else {
@@ -34,8 +34,8 @@ impl Session {
             return;
         };
         let (ended, first) = {
-            let st = self.state.lock().unwrap();
-            (st.ext.ended.clone(), st.ext.table.snapshot(&task_id).map(poll_interval))
+            let st = self.ext.lock();
+            (st.ended.clone(), st.table.snapshot(&task_id).map(poll_interval))
         };
         let me = self.me.clone();
         let mut every = first.unwrap_or(Duration::from_secs(1));
@@ -48,7 +48,7 @@ impl Session {
                 }
                 // Not held across the wait: the follower does not keep its session alive.
                 let Some(s) = me.upgrade() else { return };
-                if s.state.lock().unwrap().ext.table.waited_on(&task_id) {
+                if s.ext.lock().table.waited_on(&task_id) {
                     continue;
                 }
                 let looked = tokio::select! {
@@ -64,7 +64,7 @@ impl Session {
                     Some(Ok((task, _))) => every = poll_interval(&task),
                 }
                 s.announce_ext_status(&task_id, Route::Unrelated);
-                if !s.state.lock().unwrap().ext.table.is_open(&task_id) {
+                if !s.ext.lock().table.is_open(&task_id) {
                     return;
                 }
             }
@@ -76,9 +76,9 @@ impl Session {
     /// gateway that exits after the session, as over stdio, has sent them).
     pub(super) async fn end_ext_tasks(&self) {
         let open = {
-            let st = self.state.lock().unwrap();
-            st.ext.ended.cancel();
-            st.ext.table.open_tasks()
+            let st = self.ext.lock();
+            st.ended.cancel();
+            st.table.open_tasks()
         };
         let link = self.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else { return };

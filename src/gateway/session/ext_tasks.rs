@@ -103,11 +103,11 @@ impl Session {
     /// The client's answer to a bridged task's input request: `true` if it was one.
     pub(super) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
         let wait = {
-            let mut st = self.state.lock().unwrap();
-            if st.ext.inputs.is_empty() {
+            let mut st = self.ext.lock();
+            if st.inputs.is_empty() {
                 return false;
             }
-            st.ext.inputs.remove(id)
+            st.inputs.remove(id)
         };
         let Some(wait) = wait else { return false };
         if wait.answers.try_send((wait.key, frame.value().clone())).is_err() {
@@ -138,13 +138,16 @@ impl Session {
         }
         let msg = self.downward_request(msg)?;
         let id = {
+            // One count, and one id, with the server's own requests: both locks, the
+            // session's first.
             let mut st = self.state.lock().unwrap();
-            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
+            let mut ext = self.ext.lock();
+            if ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
                 return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             }
             let id = Id::Num(st.next_client_side_id);
             st.next_client_side_id += 1;
-            st.ext.inputs.insert(id.clone(), InputWait { key, answers });
+            ext.inputs.insert(id.clone(), InputWait { key, answers });
             id
         };
         self.to_client(msg.with_id(&id), Route::Related(client_id.clone()));

@@ -39,8 +39,6 @@ pub(super) struct SessionState {
     pub(super) upstream_version: Option<ProtocolVersion>,
     /// What the session decided when its current link negotiated (see `plan`).
     pub(super) plan: Option<super::plan::Plan>,
-    /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
-    pub(super) ext: crate::tasks::ext_table::ExtState,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     pub(super) log_level: Option<crate::mcp::modern::meta::LogLevel>,
