@@ -13,6 +13,10 @@ use crate::tasks::ext_table::ExtState;
 use crate::tasks::store::FollowedTask;
 use std::sync::{Mutex, MutexGuard};
 
+mod bridged;
+mod follow;
+mod translated;
+
 /// The extension-tasks strategy of one session, and its state (see the module doc).
 #[derive(Default)]
 pub(super) struct ExtTasks {

@@ -5,14 +5,14 @@
 //! followed to its end, its input requests relayed to the client as requests of the original
 //! call and their answers routed back to it ([`InputWait`]).
 
-use super::*;
+use crate::gateway::session::*;
 use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
 use tokio::sync::mpsc;
 
 impl Session {
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
-    pub(super) fn ext_capabilities(&self) -> serde_json::Map<String, Value> {
+    pub(in crate::gateway::session) fn ext_capabilities(&self) -> serde_json::Map<String, Value> {
         let mut caps = {
             let st = self.state.lock().unwrap();
             let declared = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
@@ -24,7 +24,7 @@ impl Session {
 
     /// A plain `tools/call` for an extension upstream: kept, in case it comes back needing
     /// the extension (bounded like every request in flight; past that it just goes).
-    pub(super) fn may_need_ext_task(&self, id: &Id, frame: &Message) -> Shape {
+    pub(in crate::gateway::session) fn may_need_ext_task(&self, id: &Id, frame: &Message) -> Shape {
         let mut st = self.state.lock().unwrap();
         if st.retry.len() >= self.gateway.limits().max_in_flight {
             return Shape::AsIs;
@@ -35,7 +35,7 @@ impl Session {
 
     /// The upstream's answer to such a call: `true` if it is bridged from here (-32021
     /// naming the extension, or a task the gateway did not ask for).
-    pub(super) fn ext_task_response(&self, client_id: &Id, msg: &Message) -> bool {
+    pub(in crate::gateway::session) fn ext_task_response(&self, client_id: &Id, msg: &Message) -> bool {
         if !self.plan().tasks.extension() {
             return false;
         }
@@ -73,7 +73,7 @@ impl Session {
 
     /// The bridge of client call `id` (`call`) through an extension task on `link`
     /// (`created`: the upstream's answer so far, if it already made a task of it).
-    pub(super) fn ext_bridge(
+    pub(in crate::gateway::session) fn ext_bridge(
         &self,
         link: &Arc<Link>,
         id: &Id,
@@ -96,12 +96,12 @@ impl Session {
     }
 
     /// How a bridged extension task asks this session's client.
-    pub(super) fn ext_asker(&self) -> Arc<dyn AskClient> {
+    pub(in crate::gateway::session) fn ext_asker(&self) -> Arc<dyn AskClient> {
         Arc::new(Asker(self.me.clone()))
     }
 
     /// The client's answer to a bridged task's input request: `true` if it was one.
-    pub(super) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
+    pub(in crate::gateway::session) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
         let wait = {
             let mut st = self.ext.lock();
             if st.inputs.is_empty() {
@@ -119,7 +119,7 @@ impl Session {
     /// Sends `request` (an upstream task's input request, without an id) to the client as a
     /// request related to client request `client_id`; its answer comes back on `answers`
     /// with `key` (see [`Session::ext_input_answered`]).
-    pub(super) fn ask_client(
+    pub(in crate::gateway::session) fn ask_client(
         &self,
         client_id: &Id,
         request: Value,

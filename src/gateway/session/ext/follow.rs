@@ -17,15 +17,15 @@
 //! client, as a bridged call's task is cancelled with its session: once the session is
 //! gone, nobody can ask for the task's outcome.
 
-use super::*;
-use crate::gateway::session::ext_core::poll_interval;
+use crate::gateway::session::*;
+use super::translated::poll_interval;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 impl Session {
     /// Follows extension task `task_id` in the background, if it runs and a permit is free.
-    pub(super) fn follow_ext_task(&self, task_id: String) {
+    pub(in crate::gateway::session) fn follow_ext_task(&self, task_id: String) {
         if !self.ext.lock().table.is_open(&task_id) {
             return;
         }
@@ -74,7 +74,7 @@ impl Session {
     /// The session ends: its followers stop, and its extension tasks that have not ended for
     /// the client are cancelled upstream (the acks awaited a few seconds at most, so that a
     /// gateway that exits after the session, as over stdio, has sent them).
-    pub(super) async fn end_ext_tasks(&self) {
+    pub(in crate::gateway::session) async fn end_ext_tasks(&self) {
         let open = {
             let st = self.ext.lock();
             st.ended.cancel();

@@ -27,7 +27,7 @@
 //! - An unknown id is -32602; a task is its session's (on a shared link too: each session
 //!   has its own table).
 
-use super::*;
+use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
 use crate::tasks::ext_table::{self, Outcome};
@@ -39,7 +39,7 @@ const MAX_POLL: Duration = Duration::from_secs(30);
 
 impl Session {
     /// A core client's task-augmented `tools/call` (see the module doc).
-    pub(super) async fn ext_core_call(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn ext_core_call(&self, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut call = frame.into_value();
         let requested_ttl = mcp_tasks::requested_ttl(call.pointer("/params/task"))?;
         caps::core_call_to_ext(&mut call);
@@ -157,7 +157,7 @@ impl Session {
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
-    pub(super) fn cancel_ext_upstream(&self, task_id: String) {
+    pub(in crate::gateway::session) fn cancel_ext_upstream(&self, task_id: String) {
         let Some(link) = self.link.lock().unwrap().clone() else { return };
         let timeout = self.upstream.request_timeout;
         let caps = Some(self.ext_capabilities());
@@ -169,7 +169,7 @@ impl Session {
 
     /// `tasks/get|result|cancel` of a core client for an extension upstream: -32602 if
     /// `task_id` is not one of the session's extension tasks.
-    pub(super) async fn serve_translated_task(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn serve_translated_task(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
         if !self.ext.lock().table.contains(task_id) {
             return Err(hosted::not_found(task_id));
         }
@@ -258,7 +258,7 @@ impl Session {
     /// One look at the task, taking turns with whoever else polls it: the upstream's
     /// `tasks/get`, translated and kept, with the input requests the task holds. `None`: the
     /// task has ended for the client (or is gone), and nothing was asked.
-    pub(super) async fn look_ext(&self, task_id: &str) -> Option<LookResult> {
+    pub(in crate::gateway::session) async fn look_ext(&self, task_id: &str) -> Option<LookResult> {
         let gate = self.ext.lock().table.poll_gate(task_id)?;
         let _turn = gate.lock().await;
         if !self.ext.lock().table.is_open(task_id) {
@@ -323,7 +323,7 @@ impl Session {
     }
 
     /// A `notifications/tasks/status` by `route` if the task's status is news to the client.
-    pub(super) fn announce_ext_status(&self, task_id: &str, route: Route) {
+    pub(in crate::gateway::session) fn announce_ext_status(&self, task_id: &str, route: Route) {
         let news = self.ext.lock().table.status_news(task_id);
         if let Some(task) = news {
             let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task));
@@ -387,7 +387,7 @@ impl Session {
 
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
-    pub(super) async fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
         let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
         let cursor = match msg.value().pointer("/params/cursor") {
             None | Some(Value::Null) => None,
