@@ -323,7 +323,7 @@ impl Session {
             version,
         );
         if let Some(result) = resp.get_mut("result") {
-            // With an extension upstream's tasks translated to core ones (see `ext_core`).
+            // With an extension upstream's tasks translated to core ones (see `ext::translated`).
             shaping::initialize_result(
                 result,
                 version,
@@ -463,7 +463,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
-        Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
+        Box::pin(self.ext.end(self)).await; // boxed: rare, and reached from request paths
         self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {

@@ -459,7 +459,7 @@ impl Session {
             return Ok(());
         }
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
-            Box::pin(self.ext_bridge(&link, &id, call, None, cancel).run())
+            Box::pin(self.ext.bridge(self, &link, &id, call, None, cancel).run())
         } else {
             Box::pin(self.core_bridge(&link, &id, call, cancel).run())
         };

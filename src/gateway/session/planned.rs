@@ -49,7 +49,7 @@ impl Session {
                 // Boxed, as every rare path here: each request's future would carry its state.
                 CallRoute::CoreTask => Box::pin(run.core_task_call(id.clone(), frame)).await?,
                 CallRoute::Translated => {
-                    Box::pin(self.ext_core_call(id.clone(), frame)).await?;
+                    Box::pin(self.ext.call(self, id.clone(), frame)).await?;
                     Step::Done
                 }
             },

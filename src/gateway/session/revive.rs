@@ -1,7 +1,7 @@
 //! A session's identity kept in the task store, and a session revived from it after a
 //! restart: the same owner (so its tasks are its own again), client and `initialize`
 //! params; its link is opened on its first request that needs one, as for a dead link.
-//! The identity also carries the upstream's tasks the session follows (`ext_core`): their
+//! The identity also carries the upstream's tasks the session follows (`ext::translated`): their
 //! ids are the upstream's and need no session there, so a revived session follows them
 //! again, and one the upstream no longer knows is `failed`, saying the gateway restarted.
 
@@ -74,7 +74,7 @@ impl Session {
             session.state.lock().unwrap().plan = Some(plan);
         }
         for task in open {
-            session.follow_ext_task(task);
+            session.ext.follow(&session, task);
         }
         Some(session)
     }

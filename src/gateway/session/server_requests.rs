@@ -8,7 +8,7 @@ impl Session {
     pub(super) async fn handle_response(&self, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
         let frame = if self.by_token.on() { self.by_token_answered(&id, frame) } else { frame };
-        if self.ext_input_answered(&id, &frame) {
+        if self.ext.input_answered(self, &id, &frame) {
             return;
         }
         let target = self.state.lock().unwrap().server_requests.remove(&id);

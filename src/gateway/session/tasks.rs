@@ -68,7 +68,7 @@ impl Session {
     }
 
     /// The bridged call `id` has ended: its slot is free, and questions of an extension
-    /// task's call the client has not answered are moot now (see `ext_tasks`).
+    /// task's call the client has not answered are moot now (see `ext::bridged`).
     pub(super) fn bridge_ended(&self, id: &Id) {
         self.state.lock().unwrap().bridges.remove(id);
         self.ext.drop_moot_inputs();

@@ -5,9 +5,19 @@
 //! waiting for the client, the extension tasks a core-tasks client made, and the signal that
 //! stops their followers when the session ends.
 //!
-//! Locks: the strategy's own lock is taken for a moment, never held across an `.await`. Where
-//! the session's `state` and the strategy's are needed at once, the session's is taken
-//! first, then the strategy's; never the other way.
+//! - `bridged`: a blocking `tools/call` the upstream wants as a task, bridged through an
+//!   extension task, its input requests relayed to the client.
+//! - `translated`: a core-tasks client's tasks translated to the extension's and back.
+//! - `follow`: those tasks followed while they run, and cancelled when the session ends.
+//!
+//! Its methods take the session core as `s` (its link, sink, hosted tasks, versions); the
+//! session keeps the strategy as its field `ext`, built with it. This file knows nothing of
+//! the session: the submodules import it, never the other way.
+//!
+//! Locks: the strategy's own lock is taken for a moment and never held across an `.await`.
+//! Where the session's `state` and the strategy's are needed at once (an input request's
+//! bound and id, counted with the server's own requests), the session's is taken first, then
+//! the strategy's; never the other way.
 
 use crate::tasks::ext_table::ExtState;
 use crate::tasks::store::FollowedTask;
@@ -25,7 +35,7 @@ pub(super) struct ExtTasks {
 
 impl ExtTasks {
     /// The strategy's state, for a moment (see the module doc for the lock order).
-    pub(super) fn lock(&self) -> MutexGuard<'_, ExtState> {
+    fn lock(&self) -> MutexGuard<'_, ExtState> {
         self.state.lock().unwrap()
     }
 
