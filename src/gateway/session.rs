@@ -323,7 +323,7 @@ impl Session {
             version,
         );
         if let Some(result) = resp.get_mut("result") {
-            // With an extension upstream's tasks translated to core ones (see `ext::translated`).
+            // With an extension upstream's tasks translated to core ones (`ext::translated`).
             shaping::initialize_result(
                 result,
                 version,

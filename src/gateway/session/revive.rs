@@ -1,8 +1,8 @@
 //! A session's identity kept in the task store, and a session revived from it after a
 //! restart: the same owner (so its tasks are its own again), client and `initialize`
 //! params; its link is opened on its first request that needs one, as for a dead link.
-//! The identity also carries the upstream's tasks the session follows (`ext::translated`): their
-//! ids are the upstream's and need no session there, so a revived session follows them
+//! The identity also carries the upstream's tasks the session follows (`ext::translated`):
+//! their ids are the upstream's and need no session there, so a revived session follows them
 //! again, and one the upstream no longer knows is `failed`, saying the gateway restarted.
 
 use super::*;

@@ -56,8 +56,8 @@ pub(super) struct SessionState {
     pub(super) listing_loaded: bool,
     pub(super) next_client_side_id: i64,
     pub(super) server_requests: HashMap<Id, ServerRequest>,
-    /// Bridged calls in flight (and translated `tasks/result` waits, `ext::translated`), by client
-    /// id, and how to cancel them.
+    /// Bridged calls in flight (and translated `tasks/result` waits, `ext::translated`), by
+    /// client id, and how to cancel them.
     pub(super) bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     pub(super) retry: HashMap<Id, Message>,
