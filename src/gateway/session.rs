@@ -33,9 +33,7 @@ use plan::{ByToken, ClientSide, Plan, UpstreamSide};
 use state::{ServerRequest, SessionState};
 
 mod by_token;
-mod ext_core;
-mod ext_follow;
-mod ext_tasks;
+mod ext;
 mod from_upstream;
 mod input_rounds;
 mod input_state;
@@ -94,6 +92,9 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
+    /// `state`, never before).
+    ext: ext::ExtTasks,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
@@ -226,6 +227,7 @@ impl Session {
             by_token,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            ext: ext::ExtTasks::default(),
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
             credential,
@@ -402,7 +404,7 @@ impl Session {
         for c in bridges {
             c.cancel();
         }
-        Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
+        Box::pin(self.ext.end(self)).await; // boxed: rare, and reached from request paths
         self.end_input_rounds();
         let link = self.link.lock().unwrap().take();
         match link {

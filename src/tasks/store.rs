@@ -130,8 +130,8 @@ pub struct SessionRecord {
     /// The client's `initialize` params, as the session keeps them (JSON text).
     pub init_params: String,
     /// The upstream's tasks the session was given and follows (a 2025-11-25 client's tasks
-    /// of a 2026-07-28 extension upstream, `gateway::session::ext_core`): their ids are the
-    /// upstream's, valid without the session, so a revived session follows them again.
+    /// of a 2026-07-28 extension upstream, `gateway::session::ext::translated`): their ids are
+    /// the upstream's, valid without the session, so a revived session follows them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream_tasks: Vec<FollowedTask>,
 }

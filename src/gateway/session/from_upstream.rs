@@ -100,7 +100,7 @@ impl LinkEvents for Session {
     fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<crate::jsonrpc::Method>) {
         // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
         let Some(msg) = self.input_round_response(&client_id, msg) else { return };
-        if shape == Shape::MayNeedTask && self.ext_task_response(&client_id, &msg) {
+        if shape == Shape::MayNeedTask && self.ext.task_response(self, &client_id, &msg) {
             return;
         }
         if shape == Shape::MayNeedTask {

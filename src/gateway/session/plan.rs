@@ -60,10 +60,10 @@ pub(super) enum TaskPolicy {
     /// the gateway or passed through to the upstream.
     Core,
     /// A legacy client without core tasks in front of an extension upstream: a blocking call
-    /// the upstream wants as a task is bridged through the extension (`ext_tasks`).
+    /// the upstream wants as a task is bridged through the extension (`ext::bridged`).
     ExtBridged,
     /// A core-task client in front of an extension upstream: the two dialects translated
-    /// (`ext_core`).
+    /// (`ext::translated`).
     ExtTranslated,
 }
 
@@ -173,6 +173,6 @@ pub(super) enum CallRoute {
     ByListing,
     /// A core client's task: hosted, or passed to an upstream that runs it.
     CoreTask,
-    /// A core task asked of an extension upstream: translated (`ext_core`).
+    /// A core task asked of an extension upstream: translated (`ext::translated`).
     Translated,
 }

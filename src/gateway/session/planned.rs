@@ -138,7 +138,7 @@ impl Session {
             version,
         );
         if let Some(result) = resp.get_mut("result") {
-            // With an extension upstream's tasks translated to core ones (see `ext_core`).
+            // With an extension upstream's tasks translated to core ones (`ext::translated`).
             shaping::initialize_result(
                 result,
                 version,
@@ -240,7 +240,7 @@ impl Session {
                 // Boxed, as every rare path here: each request's future would carry its state.
                 CallRoute::CoreTask => Box::pin(run.core_task_call(id.clone(), frame)).await?,
                 CallRoute::Translated => {
-                    Box::pin(self.ext_core_call(id.clone(), frame)).await?;
+                    Box::pin(self.ext.call(self, id.clone(), frame)).await?;
                     Step::Done
                 }
             },

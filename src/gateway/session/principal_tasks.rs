@@ -16,7 +16,7 @@
 //! A legacy client of a principal reaches the same upstream through the same link, so what
 //! it would pass through by name (`tasks/get`, `tasks/update`, `tasks/cancel`,
 //! `tasks/result`, a `subscriptions/listen`) is held to the same rule: a 2025-11-25 client's
-//! own tasks there are translated, and found, before this (`ext_core`).
+//! own tasks there are translated, and found, before this (`ext::translated`).
 //!
 //! Without authentication nothing is checked: ids are bearer tokens, as the extension says.
 

@@ -111,9 +111,9 @@ impl Session {
 
     /// What a (new) link negotiated becomes the session's view of the upstream.
     pub(super) fn adopt(&self, negotiated: &Negotiated) {
+        self.ext.set_limit(self.upstream.tasks.max_tasks_per_owner);
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
-        st.ext.table.set_limit(self.upstream.tasks.max_tasks_per_owner);
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
             caps = json!({});

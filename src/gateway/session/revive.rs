@@ -1,8 +1,8 @@
 //! A session's identity kept in the task store, and a session revived from it after a
 //! restart: the same owner (so its tasks are its own again), client and `initialize`
 //! params; its link is opened on its first request that needs one, as for a dead link.
-//! The identity also carries the upstream's tasks the session follows (`ext_core`): their
-//! ids are the upstream's and need no session there, so a revived session follows them
+//! The identity also carries the upstream's tasks the session follows (`ext::translated`):
+//! their ids are the upstream's and need no session there, so a revived session follows them
 //! again, and one the upstream no longer knows is `failed`, saying the gateway restarted.
 
 use super::*;
@@ -20,7 +20,8 @@ impl Session {
             client: self.client.clone(),
             version: st.version?.as_str().into(),
             init_params: st.init_params.as_ref()?.to_string(),
-            upstream_tasks: st.ext.table.followed(),
+            // The strategy's lock after the session's (see `ext`).
+            upstream_tasks: self.ext.followed(),
         })
     }
 
@@ -54,20 +55,16 @@ impl Session {
     ) -> Option<Arc<Session>> {
         let version = ProtocolVersion::parse(&rec.version)?;
         let params: Value = serde_json::from_str(&rec.init_params).ok()?;
-        let mut state = SessionState {
+        let state = SessionState {
             init_params: Some(params),
             asked: Some(version),
             version: Some(version),
             remembered: Some((rec.id.clone(), rec.path.clone())),
             ..SessionState::default()
         };
-        if !rec.upstream_tasks.is_empty() {
-            state.ext.table.set_limit(upstream.tasks.max_tasks_per_owner);
-            state.ext.table.revive(&rec.upstream_tasks);
-        }
-        let open = state.ext.table.open_tasks();
         let ext_tasks = !rec.upstream_tasks.is_empty();
         let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
+        let open = session.ext.revive(session.upstream.tasks.max_tasks_per_owner, &rec.upstream_tasks);
         if ext_tasks {
             // They were made on an extension upstream: so the session takes it to be until
             // its link, opened to ask about them, says otherwise.
@@ -77,7 +74,7 @@ impl Session {
             session.state.lock().unwrap().plan = Some(plan);
         }
         for task in open {
-            session.follow_ext_task(task);
+            session.ext.follow(&session, task);
         }
         Some(session)
     }

@@ -11,7 +11,7 @@ impl Session {
             Some(dialects) => dialects.answered(self, &id, frame),
             None => frame,
         };
-        if self.ext_input_answered(&id, &frame) {
+        if self.ext.input_answered(self, &id, &frame) {
             return;
         }
         let target = self.state.lock().unwrap().server_requests.remove(&id);

@@ -39,8 +39,6 @@ pub(super) struct SessionState {
     pub(super) upstream_version: Option<ProtocolVersion>,
     /// What the session decided when its current link negotiated (see `plan`).
     pub(super) plan: Option<super::plan::Plan>,
-    /// An upstream of the tasks extension: what the session keeps (`ext_tasks`, `ext_core`).
-    pub(super) ext: crate::tasks::ext_table::ExtState,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     pub(super) log_level: Option<crate::mcp::modern::meta::LogLevel>,
@@ -58,8 +56,8 @@ pub(super) struct SessionState {
     pub(super) listing_loaded: bool,
     pub(super) next_client_side_id: i64,
     pub(super) server_requests: HashMap<Id, ServerRequest>,
-    /// Bridged calls in flight (and translated `tasks/result` waits, `ext_core`), by client
-    /// id, and how to cancel them.
+    /// Bridged calls in flight (and translated `tasks/result` waits, `ext::translated`), by
+    /// client id, and how to cancel them.
     pub(super) bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     pub(super) retry: HashMap<Id, Message>,

@@ -68,11 +68,10 @@ impl Session {
     }
 
     /// The bridged call `id` has ended: its slot is free, and questions of an extension
-    /// task's call the client has not answered are moot now (see `ext_tasks`).
+    /// task's call the client has not answered are moot now (see `ext::bridged`).
     pub(super) fn bridge_ended(&self, id: &Id) {
-        let mut st = self.state.lock().unwrap();
-        st.bridges.remove(id);
-        st.ext.inputs.retain(|_, w| !w.answers.is_closed());
+        self.state.lock().unwrap().bridges.remove(id);
+        self.ext.drop_moot_inputs();
     }
 
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).

@@ -7,11 +7,11 @@
 //! capabilities, tool listings and the calls that create tasks.
 //!
 //! Wired for legacy clients in front of an extension server: a blocking call bridged through
-//! an extension task (`tasks::bridge::extension`, `gateway::session::ext_tasks`), and a core
-//! client's tasks translated both ways (`gateway::session::ext_core`, with the state below in
-//! `tasks::ext_table`). An extension client's tasks (hosted, or on a core server) are
-//! `gateway::session::modern_client::tasks`'. Items no wired direction uses yet carry a `dead_code`
-//! expectation.
+//! an extension task (`tasks::bridge::extension`, `gateway::session::ext::bridged`), and a
+//! core client's tasks translated both ways (`gateway::session::ext::translated`, with the
+//! state below in `tasks::ext_table`). An extension client's tasks (hosted, or on a core
+//! server) are `gateway::session::modern_client::tasks`'. Items no wired direction uses yet
+//! carry a `dead_code` expectation.
 //!
 //! Read from `schema/2025-11-25/schema.ts` and `basic/utilities/tasks.mdx` of the
 //! specification, and from `specification/draft/tasks.md` and `schema/draft/schema.ts` of

@@ -308,7 +308,7 @@ impl Sep1391 {
             return Ok(());
         }
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
-            Box::pin(s.ext_bridge(&link, &id, call, None, cancel).run())
+            Box::pin(s.ext.bridge(s, &link, &id, call, None, cancel).run())
         } else {
             Box::pin(s.core_bridge(&link, &id, call, cancel).run())
         };

@@ -44,11 +44,13 @@ impl Planned<'_> {
     pub(in crate::gateway::session) fn call_route(&self, id: &Id, frame: &Message) -> CallRoute {
         let task = frame.task_param().is_some();
         match self.plan.tasks {
-            // A core task asked of an extension upstream: translated (see `ext_core`).
+            // A core task asked of an extension upstream: translated (see `ext::translated`).
             TaskPolicy::ExtTranslated if task => CallRoute::Translated,
             TaskPolicy::Core if task => CallRoute::CoreTask,
             // A blocking call to an extension upstream: bridged if it must be a task.
-            TaskPolicy::ExtBridged | TaskPolicy::ExtTranslated => CallRoute::Up(self.s.may_need_ext_task(id, frame)),
+            TaskPolicy::ExtBridged | TaskPolicy::ExtTranslated => {
+                CallRoute::Up(self.s.ext.may_need_task(self.s, id, frame))
+            }
             TaskPolicy::Core | TaskPolicy::Plain if self.runs_tasks() => CallRoute::ByListing,
             TaskPolicy::Core | TaskPolicy::Plain => CallRoute::Up(Shape::AsIs),
         }

@@ -28,7 +28,7 @@ impl Planned<'_> {
             return Box::pin(s.serve_task_request(id, method, task_id.as_str())).await.map(|()| Step::Done);
         }
         if self.plan.tasks == TaskPolicy::ExtTranslated {
-            return Box::pin(s.serve_translated_task(id, method, task_id.as_str())).await.map(|()| Step::Done);
+            return Box::pin(s.ext.task_request(s, id, method, task_id.as_str())).await.map(|()| Step::Done);
         }
         // On a shared link, only the session's own upstream tasks exist for it.
         if !self.plan.upstream_tasks || !s.may_ask_about(task_id.as_str()).await? {
@@ -42,7 +42,7 @@ impl Planned<'_> {
     pub(in crate::gateway::session) async fn tasks_list(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
         let s = self.s;
         if self.plan.tasks == TaskPolicy::ExtTranslated {
-            return Box::pin(s.list_ext_tasks(id, &frame)).await.map(|()| Step::Done);
+            return Box::pin(s.ext.list(s, id, &frame)).await.map(|()| Step::Done);
         }
         if self.plan.shared || (self.plan.client.has_core_tasks() && self.plan.hosts) {
             return Box::pin(s.list_tasks(id, frame.into_value())).await.map(|()| Step::Done);

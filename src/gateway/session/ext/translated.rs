@@ -1,6 +1,7 @@
 //! A 2025-11-25 client with core tasks in front of a 2026-07-28 upstream of the tasks
 //! extension: the two dialects translated both ways (`mcp::task_dialects`), with the state
-//! the extension lacks kept in the session's [`ExtTable`].
+//! the extension lacks kept in the strategy's table ([`ExtTasks`], its
+//! [`ExtTable`](ext_table::ExtTable)).
 //!
 //! - `tools/call` with `params.task` goes up without it, declaring the extension for that
 //!   request; a `resultType: "task"` answer becomes core's `CreateTaskResult {task}`; a plain
@@ -9,7 +10,7 @@
 //!   `CreateTaskResult`; an `InputRequiredResult` (it asks for input first) becomes a hosted
 //!   task whose call goes on in input rounds (`tasks::hosted::rounds`); an error is the
 //!   answer.
-//! - Each task is followed in the background until it ends for the client (`ext_follow`):
+//! - Each task is followed in the background until it ends for the client (`follow`):
 //!   `notifications/tasks/status` on each change, though no `tasks/result` waits.
 //! - `tasks/get` is the upstream's `tasks/get`, translated, kept as the task's snapshot (and
 //!   its inline outcome, once terminal).
@@ -27,7 +28,8 @@
 //! - An unknown id is -32602; a task is its session's (on a shared link too: each session
 //!   has its own table).
 
-use super::*;
+use super::ExtTasks;
+use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
 use crate::tasks::ext_table::{self, Outcome};
@@ -37,34 +39,34 @@ use tokio::sync::mpsc;
 const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(30);
 
-impl Session {
+impl ExtTasks {
     /// A core client's task-augmented `tools/call` (see the module doc).
-    pub(super) async fn ext_core_call(&self, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn call(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut call = frame.into_value();
         let requested_ttl = mcp_tasks::requested_ttl(call.pointer("/params/task"))?;
         caps::core_call_to_ext(&mut call);
-        if !self.state.lock().unwrap().ext.table.has_room() {
+        if !self.lock().table.has_room() {
             return Err(RpcError::new(
                 GATEWAY_BUSY,
                 format!(
                     "too many tasks running for this session (max_tasks_per_owner = {})",
-                    self.upstream.tasks.max_tasks_per_owner
+                    s.upstream.tasks.max_tasks_per_owner
                 ),
             ));
         }
-        let link = self.link().await?;
-        let me = self.me.clone();
-        let client = self.client_ref(id.clone());
+        let link = s.link().await?;
+        let me = s.me.clone();
+        let client = s.client_ref(id.clone());
         // The call's own deadline: the server may run it plainly before it answers.
-        let within = self.upstream.max_request_time;
-        let caps = Some(self.ext_capabilities());
+        let within = s.upstream.max_request_time;
+        let caps = Some(self.capabilities(s));
         // Kept for the retries, should the server ask for input instead of making a task.
         let kept = call.clone();
         tokio::spawn(async move {
             let resp = tokio::time::timeout(within, link.request_for_declaring(call, Some(client), caps)).await;
             let Some(s) = me.upgrade() else { return };
             let answer = match resp {
-                Ok(Ok(resp)) => s.ext_created(&id, resp, requested_ttl, (&link, kept)).await,
+                Ok(Ok(resp)) => s.ext.created(&s, &id, resp, requested_ttl, (&link, kept)).await,
                 Ok(Err(e)) => e.response(Some(&id)),
                 Err(_) => RpcError::new(
                     jsonrpc::REQUEST_TIMEOUT,
@@ -79,8 +81,9 @@ impl Session {
 
     /// The upstream's answer to a task-augmented call (`call`, sent on `link`), as the core
     /// client's.
-    async fn ext_created(
+    async fn created(
         &self,
+        s: &Session,
         id: &Id,
         mut resp: Value,
         requested_ttl: Option<Duration>,
@@ -89,10 +92,10 @@ impl Session {
         jsonrpc::set_id(&mut resp, id);
         let Some(result) = resp.get("result").cloned() else { return resp };
         if ResultType::of(&result) == Ok(ResultType::InputRequired) {
-            return self.host_input_rounds(id, resp, requested_ttl, call).await;
+            return self.host_input_rounds(s, id, resp, requested_ttl, call).await;
         }
         if ResultType::of(&result) != Ok(ResultType::Task) {
-            return self.host_plain_result(id, resp, requested_ttl, &call.1).await;
+            return self.host_plain_result(s, id, resp, requested_ttl, &call.1).await;
         }
         let (created, inline) = match dialect_task::create_to_core(result) {
             Ok(c) => c,
@@ -102,24 +105,31 @@ impl Session {
             return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
         };
         let task_id = task.get("taskId").and_then(Value::as_str).unwrap_or_default().to_string();
-        if let Err(e) = self.state.lock().unwrap().ext.table.insert(task, inline) {
+        if let Err(e) = self.lock().table.insert(task, inline) {
             // Nobody would follow it: the upstream is told to drop it.
             if !task_id.is_empty() {
-                self.cancel_ext_upstream(task_id);
+                self.cancel_upstream(s, task_id);
             }
             return e.response(Some(id));
         }
-        tracing::debug!(upstream = %self.upstream.name, task = %task_id, "an extension task for a core client");
-        self.remember_followed().await;
-        self.follow_ext_task(task_id);
+        tracing::debug!(upstream = %s.upstream.name, task = %task_id, "an extension task for a core client");
+        s.remember_followed().await;
+        self.follow(s, task_id);
         jsonrpc::result_response(id, created)
     }
 
     /// The server ran a task-augmented call plainly: a hosted task, already ended with it.
-    async fn host_plain_result(&self, id: &Id, resp: Value, requested_ttl: Option<Duration>, call: &Value) -> Value {
-        let rec = match self
+    async fn host_plain_result(
+        &self,
+        s: &Session,
+        id: &Id,
+        resp: Value,
+        requested_ttl: Option<Duration>,
+        call: &Value,
+    ) -> Value {
+        let rec = match s
             .hosted()
-            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, call)
+            .create((&s.owner, &s.client), &s.upstream.name, &s.upstream.tasks, requested_ttl, call)
             .await
         {
             Ok(r) => r,
@@ -128,8 +138,8 @@ impl Session {
         // What a legacy receiver lacks goes (resultType and the like), as for any result.
         let mut outcome = resp;
         let _ = crate::mcp::modern::legacy::for_legacy(&mut outcome);
-        self.hosted().finish(&rec.id, outcome).await;
-        let task = self.hosted().get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
+        s.hosted().finish(&rec.id, outcome).await;
+        let task = s.hosted().get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
@@ -137,30 +147,30 @@ impl Session {
     /// on in input rounds (`tasks::hosted::rounds`) from this first answer.
     async fn host_input_rounds(
         &self,
+        s: &Session,
         id: &Id,
         resp: Value,
         requested_ttl: Option<Duration>,
         (link, call): (&Arc<Link>, Value),
     ) -> Value {
-        let hosted = self.hosted();
-        let rec = match hosted
-            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, &call)
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return e.response(Some(id)),
-        };
-        hosted.track(&rec.id, link.clone(), self.me.clone(), crate::jsonrpc::ProgressToken::of_request(&call));
-        hosted.keep_for_rounds(&rec.id, call, self.round_policy());
+        let hosted = s.hosted();
+        let rec =
+            match hosted.create((&s.owner, &s.client), &s.upstream.name, &s.upstream.tasks, requested_ttl, &call).await
+            {
+                Ok(r) => r,
+                Err(e) => return e.response(Some(id)),
+            };
+        hosted.track(&rec.id, link.clone(), s.me.clone(), crate::jsonrpc::ProgressToken::of_request(&call));
+        hosted.keep_for_rounds(&rec.id, call, s.round_policy());
         crate::upstream::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
         let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
-    pub(super) fn cancel_ext_upstream(&self, task_id: String) {
-        let Some(link) = self.link.lock().unwrap().clone() else { return };
-        let timeout = self.upstream.request_timeout;
-        let caps = Some(self.ext_capabilities());
+    fn cancel_upstream(&self, s: &Session, task_id: String) {
+        let Some(link) = s.link.lock().unwrap().clone() else { return };
+        let timeout = s.upstream.request_timeout;
+        let caps = Some(self.capabilities(s));
         tokio::spawn(async move {
             let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
             let _ = tokio::time::timeout(timeout, link.request_for_declaring(req, None, caps)).await;
@@ -169,40 +179,47 @@ impl Session {
 
     /// `tasks/get|result|cancel` of a core client for an extension upstream: -32602 if
     /// `task_id` is not one of the session's extension tasks.
-    pub(super) async fn serve_translated_task(&self, id: Id, method: Method, task_id: &str) -> Result<(), RpcError> {
-        if !self.state.lock().unwrap().ext.table.contains(task_id) {
+    pub(in crate::gateway::session) async fn task_request(
+        &self,
+        s: &Session,
+        id: Id,
+        method: Method,
+        task_id: &str,
+    ) -> Result<(), RpcError> {
+        if !self.lock().table.contains(task_id) {
             return Err(hosted::not_found(task_id));
         }
         match method {
             Method::TasksGet => {
-                let task = self.poll_ext(task_id).await?;
-                self.to_client(Message::made(jsonrpc::result_response(&id, Value::Object(task))), Route::Response(id));
+                let task = self.poll(s, task_id).await?;
+                s.to_client(Message::made(jsonrpc::result_response(&id, Value::Object(task))), Route::Response(id));
             }
             Method::TasksCancel => {
-                let last = self.state.lock().unwrap().ext.table.snapshot(task_id).cloned();
+                let last = self.lock().table.snapshot(task_id).cloned();
                 if let Some(e) = flow::refuse_core_cancel(task_id, last.as_ref()) {
                     return Err(e);
                 }
-                let resp = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await?;
+                let resp =
+                    self.ask_upstream(s, crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await?;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
                 let cancelled = flow::cancel_to_core(&resp, &last.unwrap_or_default(), &now)
                     .map_err(|e| RpcError::from_object(Some(&e), "tasks/cancel failed"))?;
                 if let Value::Object(t) = &cancelled {
-                    self.state.lock().unwrap().ext.table.cancel(task_id, t.clone());
-                    self.remember_followed().await;
+                    self.lock().table.cancel(task_id, t.clone());
+                    s.remember_followed().await;
                 }
-                self.to_client(Message::made(jsonrpc::result_response(&id, cancelled)), Route::Response(id));
+                s.to_client(Message::made(jsonrpc::result_response(&id, cancelled)), Route::Response(id));
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
-                let cancel = self.claim_bridge_slot(&id)?;
-                let me = self.me.clone();
+                let cancel = s.claim_bridge_slot(&id)?;
+                let me = s.me.clone();
                 let task_id = task_id.to_string();
-                let max = self.upstream.max_request_time;
+                let max = s.upstream.max_request_time;
                 tokio::spawn(async move {
                     let Some(s) = me.upgrade() else { return };
                     let resp = tokio::select! {
-                        r = tokio::time::timeout(max, s.ext_result(&id, &task_id)) => Some(r.unwrap_or_else(|_| {
+                        r = tokio::time::timeout(max, s.ext.result(&s, &id, &task_id)) => Some(r.unwrap_or_else(|_| {
                             RpcError::new(
                                 jsonrpc::REQUEST_TIMEOUT,
                                 format!("request timed out: task {task_id} did not end within max_request_time"),
@@ -224,56 +241,61 @@ impl Session {
 
     /// A request about an extension task, declaring the extension, within `request_timeout`:
     /// the whole response.
-    async fn ext_upstream(&self, method: crate::jsonrpc::Method, params: Value) -> Result<Value, RpcError> {
-        let link = self.link().await?;
+    async fn ask_upstream(
+        &self,
+        s: &Session,
+        method: crate::jsonrpc::Method,
+        params: Value,
+    ) -> Result<Value, RpcError> {
+        let link = s.link().await?;
         let req = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(
-            self.upstream.request_timeout,
-            link.request_for_declaring(req, None, Some(self.ext_capabilities())),
+            s.upstream.request_timeout,
+            link.request_for_declaring(req, None, Some(self.capabilities(s))),
         )
         .await
         {
             Ok(r) => r,
             Err(_) => Err(RpcError::new(
                 jsonrpc::REQUEST_TIMEOUT,
-                format!("request timed out: upstream '{}' did not answer {method}", self.upstream.name),
+                format!("request timed out: upstream '{}' did not answer {method}", s.upstream.name),
             )),
         }
     }
 
-    /// The task now, for the client's `tasks/get`: what [`Session::look_ext`] found, or the
+    /// The task now, for the client's `tasks/get`: what [`ExtTasks::look`] found, or the
     /// snapshot of a task that has ended. The client sees its status here: no notification
     /// repeats it.
-    async fn poll_ext(&self, task_id: &str) -> Result<Map<String, Value>, RpcError> {
-        let looked = self.look_ext(task_id).await;
-        let mut st = self.state.lock().unwrap();
-        st.ext.table.status_news(task_id);
+    async fn poll(&self, s: &Session, task_id: &str) -> Result<Map<String, Value>, RpcError> {
+        let looked = self.look(s, task_id).await;
+        let mut st = self.lock();
+        st.table.status_news(task_id);
         match looked {
             Some(Ok((task, _))) => Ok(task),
             Some(Err(e)) => Err(e),
-            None => st.ext.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id)),
+            None => st.table.snapshot(task_id).cloned().ok_or_else(|| hosted::not_found(task_id)),
         }
     }
 
     /// One look at the task, taking turns with whoever else polls it: the upstream's
     /// `tasks/get`, translated and kept, with the input requests the task holds. `None`: the
     /// task has ended for the client (or is gone), and nothing was asked.
-    pub(super) async fn look_ext(&self, task_id: &str) -> Option<LookResult> {
-        let gate = self.state.lock().unwrap().ext.table.poll_gate(task_id)?;
+    pub(super) async fn look(&self, s: &Session, task_id: &str) -> Option<LookResult> {
+        let gate = self.lock().table.poll_gate(task_id)?;
         let _turn = gate.lock().await;
-        if !self.state.lock().unwrap().ext.table.is_open(task_id) {
+        if !self.lock().table.is_open(task_id) {
             return None;
         }
-        Some(self.poll_ext_detailed(task_id).await)
+        Some(self.poll_detailed(s, task_id).await)
     }
 
     /// The upstream's `tasks/get`, translated and kept, with the task's input requests.
-    async fn poll_ext_detailed(&self, task_id: &str) -> LookResult {
-        let resp = self.ext_upstream(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
+    async fn poll_detailed(&self, s: &Session, task_id: &str) -> LookResult {
+        let resp = self.ask_upstream(s, crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
         let Some(result) = resp.get("result").cloned() else {
             let e = RpcError::from_object(resp.get("error"), "tasks/get failed");
             if e.code == INVALID_PARAMS
-                && let Some(lost) = self.state.lock().unwrap().ext.table.lost_in_restart(task_id)
+                && let Some(lost) = self.lock().table.lost_in_restart(task_id)
             {
                 return Ok((lost, Map::new()));
             }
@@ -285,49 +307,48 @@ impl Session {
             _ => Map::new(),
         };
         let Value::Object(task) = task else { return Err(hosted::not_found(task_id)) };
-        let seen = self.state.lock().unwrap().ext.table.observe(task_id, task, inline);
+        let seen = self.lock().table.observe(task_id, task, inline);
         seen.map(|t| (t, input)).ok_or_else(|| hosted::not_found(task_id))
     }
 
     /// A core `tasks/result` of an extension task: the whole response, once it has ended.
-    async fn ext_result(&self, id: &Id, task_id: &str) -> Value {
+    async fn result(&self, s: &Session, id: &Id, task_id: &str) -> Value {
         let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
         let _waiting = Waiting::start(self, task_id);
         loop {
-            let (task, input) = match self.look_ext(task_id).await {
+            let (task, input) = match self.look(s, task_id).await {
                 None => (Map::new(), Map::new()),
                 Some(Ok(t)) => t,
                 Some(Err(e)) => return e.response(Some(id)),
             };
-            self.announce_ext_status(task_id, Route::Related(id.clone()));
-            match self.state.lock().unwrap().ext.table.outcome(task_id) {
+            self.announce_status(s, task_id, Route::Related(id.clone()));
+            match self.lock().table.outcome(task_id) {
                 Some(outcome) => return ext_answer(id, task_id, outcome),
                 None if task.is_empty() => return hosted::not_found(task_id).response(Some(id)),
                 None => {}
             }
             for (key, req) in &input {
-                let fresh =
-                    self.state.lock().unwrap().ext.table.relay(task_id, key, self.gateway.limits().max_in_flight);
+                let fresh = self.lock().table.relay(task_id, key, s.gateway.limits().max_in_flight);
                 if !fresh {
                     continue;
                 }
-                if let Err(e) = self.ask_core_client(id, task_id, key, req, &answers_tx) {
-                    tracing::info!(upstream = %self.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
+                if let Err(e) = self.ask_core_client(s, id, task_id, key, req, &answers_tx) {
+                    tracing::info!(upstream = %s.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
                 }
             }
             tokio::select! {
                 _ = tokio::time::sleep(poll_interval(&task)) => {}
-                Some((key, resp)) = answers.recv() => self.ext_input_to_upstream(task_id, &key, &resp).await,
+                Some((key, resp)) = answers.recv() => self.input_to_upstream(s, task_id, &key, &resp).await,
             }
         }
     }
 
     /// A `notifications/tasks/status` by `route` if the task's status is news to the client.
-    pub(super) fn announce_ext_status(&self, task_id: &str, route: Route) {
-        let news = self.state.lock().unwrap().ext.table.status_news(task_id);
+    pub(super) fn announce_status(&self, s: &Session, task_id: &str, route: Route) {
+        let news = self.lock().table.status_news(task_id);
         if let Some(task) = news {
             let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task));
-            self.to_client(Message::made(note), route);
+            s.to_client(Message::made(note), route);
         }
     }
 
@@ -335,6 +356,7 @@ impl Session {
     /// `waiter`, tagged with the task.
     fn ask_core_client(
         &self,
+        s: &Session,
         waiter: &Id,
         task_id: &str,
         key: &str,
@@ -342,52 +364,57 @@ impl Session {
         answers: &mpsc::Sender<(String, Value)>,
     ) -> Result<(), RpcError> {
         let msg = flow::input_request_to_core(task_id, req).map_err(|e| e.to_rpc())?;
-        self.ask_client(waiter, msg, key.to_string(), answers.clone())
+        self.ask_client(s, waiter, msg, key.to_string(), answers.clone())
     }
 
     /// The core client answered input `key`: a result goes up as `tasks/update`; an error
     /// (which `inputResponses` cannot carry) cancels the task, sticky, with its message.
-    async fn ext_input_to_upstream(&self, task_id: &str, key: &str, resp: &Value) {
+    async fn input_to_upstream(&self, s: &Session, task_id: &str, key: &str, resp: &Value) {
         match flow::input_answer_to_ext(resp) {
             Ok(result) => {
                 let mut responses = Map::new();
                 responses.insert(key.to_string(), result);
-                if let Err(e) = self.ext_upstream(TASKS_UPDATE, flow::tasks_update_params(task_id, responses)).await {
-                    tracing::info!(upstream = %self.upstream.name, task = %task_id, "tasks/update failed: {}", e.message);
+                if let Err(e) = self.ask_upstream(s, TASKS_UPDATE, flow::tasks_update_params(task_id, responses)).await
+                {
+                    tracing::info!(upstream = %s.upstream.name, task = %task_id, "tasks/update failed: {}", e.message);
                 }
             }
             Err(_) => {
                 let why = RpcError::from_object(resp.get("error"), "an error").message;
-                let _ = self.ext_upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await;
+                let _ = self.ask_upstream(s, crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})).await;
                 let now = crate::tasks::store::rfc3339(crate::clock::wall_now());
-                let mut st = self.state.lock().unwrap();
-                let mut t = st.ext.table.snapshot(task_id).cloned().unwrap_or_default();
+                let mut st = self.lock();
+                let mut t = st.table.snapshot(task_id).cloned().unwrap_or_default();
                 t.insert("status".into(), "cancelled".into());
                 t.insert(
                     "statusMessage".into(),
                     format!("the client answered an input request with an error: {why}").into(),
                 );
                 t.insert("lastUpdatedAt".into(), now.into());
-                st.ext.table.cancel(task_id, t);
+                st.table.cancel(task_id, t);
             }
         }
     }
 
     /// The session's hosted tasks from `cursor`, and once they are all listed, the first
     /// page of its extension tasks (under the extension table's cursor).
-    async fn hosted_then_ext(&self, cursor: Option<&str>) -> Result<(Vec<Value>, Option<String>), RpcError> {
-        let (mut tasks, next) = self.hosted().list(&self.owner, cursor).await?;
+    async fn hosted_then_ext(
+        &self,
+        s: &Session,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Value>, Option<String>), RpcError> {
+        let (mut tasks, next) = s.hosted().list(&s.owner, cursor).await?;
         if next.is_some() {
             return Ok((tasks, next));
         }
-        let (ext, next) = self.state.lock().unwrap().ext.table.list(None)?;
+        let (ext, next) = self.lock().table.list(None)?;
         tasks.extend(ext);
         Ok((tasks, next))
     }
 
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
-    pub(super) async fn list_ext_tasks(&self, id: Id, msg: &Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn list(&self, s: &Session, id: Id, msg: &Message) -> Result<(), RpcError> {
         let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
         let cursor = match msg.value().pointer("/params/cursor") {
             None | Some(Value::Null) => None,
@@ -395,16 +422,16 @@ impl Session {
             Some(_) => return Err(bad_cursor()),
         };
         let (tasks, next) = match cursor.as_deref() {
-            Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.state.lock().unwrap().ext.table.list(Some(c))?,
-            None => self.hosted_then_ext(None).await?,
-            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(Some(c)).await?,
+            Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.lock().table.list(Some(c))?,
+            None => self.hosted_then_ext(s, None).await?,
+            Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(s, Some(c)).await?,
             Some(_) => return Err(bad_cursor()),
         };
         let mut result = json!({"tasks": tasks});
         if let Some(c) = next {
             result["nextCursor"] = c.into();
         }
-        self.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        s.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
 }
@@ -423,20 +450,20 @@ pub(super) fn poll_interval(task: &Map<String, Value>) -> Duration {
 /// Held while a `tasks/result` waits on a task (its follower rests meanwhile), however the
 /// wait ends.
 struct Waiting<'a> {
-    session: &'a Session,
+    ext: &'a ExtTasks,
     task_id: &'a str,
 }
 
 impl<'a> Waiting<'a> {
-    fn start(session: &'a Session, task_id: &'a str) -> Waiting<'a> {
-        session.state.lock().unwrap().ext.table.set_waiting(task_id, true);
-        Waiting { session, task_id }
+    fn start(ext: &'a ExtTasks, task_id: &'a str) -> Waiting<'a> {
+        ext.lock().table.set_waiting(task_id, true);
+        Waiting { ext, task_id }
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.session.state.lock().unwrap().ext.table.set_waiting(self.task_id, false);
+        self.ext.lock().table.set_waiting(self.task_id, false);
     }
 }
 

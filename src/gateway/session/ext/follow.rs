@@ -1,4 +1,4 @@
-//! The extension tasks a 2025-11-25 client made (`ext_core`), followed while they run, and
+//! The extension tasks a 2025-11-25 client made (`translated`), followed while they run, and
 //! cancelled when its session ends.
 //!
 //! Following: each task, from its creation until it ends for the client, is looked at
@@ -17,27 +17,28 @@
 //! client, as a bridged call's task is cancelled with its session: once the session is
 //! gone, nobody can ask for the task's outcome.
 
-use super::*;
-use crate::gateway::session::ext_core::poll_interval;
+use super::ExtTasks;
+use super::translated::poll_interval;
+use crate::gateway::session::*;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-impl Session {
+impl ExtTasks {
     /// Follows extension task `task_id` in the background, if it runs and a permit is free.
-    pub(super) fn follow_ext_task(&self, task_id: String) {
-        if !self.state.lock().unwrap().ext.table.is_open(&task_id) {
+    pub(in crate::gateway::session) fn follow(&self, s: &Session, task_id: String) {
+        if !self.lock().table.is_open(&task_id) {
             return;
         }
-        let Ok(permit) = self.gateway.followers.clone().try_acquire_owned() else {
-            tracing::debug!(upstream = %self.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
+        let Ok(permit) = s.gateway.followers.clone().try_acquire_owned() else {
+            tracing::debug!(upstream = %s.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
         };
         let (ended, first) = {
-            let st = self.state.lock().unwrap();
-            (st.ext.ended.clone(), st.ext.table.snapshot(&task_id).map(poll_interval))
+            let st = self.lock();
+            (st.ended.clone(), st.table.snapshot(&task_id).map(poll_interval))
         };
-        let me = self.me.clone();
+        let me = s.me.clone();
         let mut every = first.unwrap_or(Duration::from_secs(1));
         tokio::spawn(async move {
             let _permit = permit;
@@ -48,11 +49,11 @@ impl Session {
                 }
                 // Not held across the wait: the follower does not keep its session alive.
                 let Some(s) = me.upgrade() else { return };
-                if s.state.lock().unwrap().ext.table.waited_on(&task_id) {
+                if s.ext.lock().table.waited_on(&task_id) {
                     continue;
                 }
                 let looked = tokio::select! {
-                    r = s.look_ext(&task_id) => r,
+                    r = s.ext.look(&s, &task_id) => r,
                     _ = ended.cancelled() => return,
                 };
                 match looked {
@@ -63,8 +64,8 @@ impl Session {
                     }
                     Some(Ok((task, _))) => every = poll_interval(&task),
                 }
-                s.announce_ext_status(&task_id, Route::Unrelated);
-                if !s.state.lock().unwrap().ext.table.is_open(&task_id) {
+                s.ext.announce_status(&s, &task_id, Route::Unrelated);
+                if !s.ext.lock().table.is_open(&task_id) {
                     return;
                 }
             }
@@ -74,19 +75,19 @@ impl Session {
     /// The session ends: its followers stop, and its extension tasks that have not ended for
     /// the client are cancelled upstream (the acks awaited a few seconds at most, so that a
     /// gateway that exits after the session, as over stdio, has sent them).
-    pub(super) async fn end_ext_tasks(&self) {
+    pub(in crate::gateway::session) async fn end(&self, s: &Session) {
         let open = {
-            let st = self.state.lock().unwrap();
-            st.ext.ended.cancel();
-            st.ext.table.open_tasks()
+            let st = self.lock();
+            st.ended.cancel();
+            st.table.open_tasks()
         };
-        let link = self.link.lock().unwrap().clone();
+        let link = s.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else { return };
         if open.is_empty() {
             return;
         }
-        tracing::debug!(upstream = %self.upstream.name, tasks = open.len(), "the session ended: cancelling its extension tasks");
-        let caps = self.ext_capabilities();
+        tracing::debug!(upstream = %s.upstream.name, tasks = open.len(), "the session ended: cancelling its extension tasks");
+        let caps = self.capabilities(s);
         let cancels = open.into_iter().map(|task_id| {
             let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
             link.request_for_declaring(req, None, Some(caps.clone()))

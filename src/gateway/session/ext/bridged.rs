@@ -5,16 +5,17 @@
 //! followed to its end, its input requests relayed to the client as requests of the original
 //! call and their answers routed back to it ([`InputWait`]).
 
-use super::*;
+use super::ExtTasks;
+use crate::gateway::session::*;
 use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
 use tokio::sync::mpsc;
 
-impl Session {
+impl ExtTasks {
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
-    pub(super) fn ext_capabilities(&self) -> serde_json::Map<String, Value> {
+    pub(super) fn capabilities(&self, s: &Session) -> serde_json::Map<String, Value> {
         let mut caps = {
-            let st = self.state.lock().unwrap();
+            let st = s.state.lock().unwrap();
             let declared = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
             crate::mcp::modern::legacy::client_capabilities(declared.unwrap_or(&Value::Null))
         };
@@ -24,9 +25,9 @@ impl Session {
 
     /// A plain `tools/call` for an extension upstream: kept, in case it comes back needing
     /// the extension (bounded like every request in flight; past that it just goes).
-    pub(super) fn may_need_ext_task(&self, id: &Id, frame: &Message) -> Shape {
-        let mut st = self.state.lock().unwrap();
-        if st.retry.len() >= self.gateway.limits().max_in_flight {
+    pub(in crate::gateway::session) fn may_need_task(&self, s: &Session, id: &Id, frame: &Message) -> Shape {
+        let mut st = s.state.lock().unwrap();
+        if st.retry.len() >= s.gateway.limits().max_in_flight {
             return Shape::AsIs;
         }
         st.retry.insert(id.clone(), frame.clone());
@@ -35,8 +36,8 @@ impl Session {
 
     /// The upstream's answer to such a call: `true` if it is bridged from here (-32021
     /// naming the extension, or a task the gateway did not ask for).
-    pub(super) fn ext_task_response(&self, client_id: &Id, msg: &Message) -> bool {
-        if !self.plan().tasks.extension() {
+    pub(in crate::gateway::session) fn task_response(&self, s: &Session, client_id: &Id, msg: &Message) -> bool {
+        if !s.plan().tasks.extension() {
             return false;
         }
         let (retry, created) = if extension::wants_extension(msg.value()) {
@@ -45,17 +46,17 @@ impl Session {
             (false, Some(msg.value().clone()))
         } else {
             // Answered: nothing to retry (and not as a core task either: this upstream has none).
-            self.state.lock().unwrap().retry.remove(client_id);
+            s.state.lock().unwrap().retry.remove(client_id);
             return false;
         };
-        let Some(call) = self.state.lock().unwrap().retry.remove(client_id) else { return false };
+        let Some(call) = s.state.lock().unwrap().retry.remove(client_id) else { return false };
         if retry {
-            tracing::info!(upstream = %self.upstream.name, tool = %call.tool_name().unwrap_or_default(), "the upstream serves this call only as an extension task; retrying it declaring the extension, bridged");
+            tracing::info!(upstream = %s.upstream.name, tool = %call.tool_name().unwrap_or_default(), "the upstream serves this call only as an extension task; retrying it declaring the extension, bridged");
         }
-        let Some(me) = self.me.upgrade() else { return true };
+        let Some(me) = s.me.upgrade() else { return true };
         let client_id = client_id.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.start_ext_bridge(client_id.clone(), call.into_value(), created).await {
+            if let Err(e) = me.ext.start_bridge(&me, client_id.clone(), call.into_value(), created).await {
                 me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
             }
         });
@@ -63,18 +64,19 @@ impl Session {
     }
 
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
-    async fn start_ext_bridge(&self, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
-        let link = self.link().await?;
-        let cancel = self.claim_bridge_slot(&id)?;
-        let bridge = self.ext_bridge(&link, &id, call, created, cancel);
-        self.spawn_bridged(id, link, bridge.run());
+    async fn start_bridge(&self, s: &Session, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
+        let link = s.link().await?;
+        let cancel = s.claim_bridge_slot(&id)?;
+        let bridge = self.bridge(s, &link, &id, call, created, cancel);
+        s.spawn_bridged(id, link, bridge.run());
         Ok(())
     }
 
     /// The bridge of client call `id` (`call`) through an extension task on `link`
     /// (`created`: the upstream's answer so far, if it already made a task of it).
-    pub(super) fn ext_bridge(
+    pub(in crate::gateway::session) fn bridge(
         &self,
+        s: &Session,
         link: &Arc<Link>,
         id: &Id,
         call: Value,
@@ -83,44 +85,45 @@ impl Session {
     ) -> ExtBridge {
         ExtBridge {
             link: link.clone(),
-            client: self.client_ref(id.clone()),
+            client: s.client_ref(id.clone()),
             call,
             created,
-            request_timeout: self.upstream.request_timeout,
-            max_request_time: self.upstream.max_request_time,
-            max_input: self.gateway.limits().max_in_flight,
+            request_timeout: s.upstream.request_timeout,
+            max_request_time: s.upstream.max_request_time,
+            max_input: s.gateway.limits().max_in_flight,
             cancel,
-            asker: self.ext_asker(),
-            capabilities: self.ext_capabilities(),
+            asker: self.asker(s),
+            capabilities: self.capabilities(s),
         }
     }
 
     /// How a bridged extension task asks this session's client.
-    pub(super) fn ext_asker(&self) -> Arc<dyn AskClient> {
-        Arc::new(Asker(self.me.clone()))
+    fn asker(&self, s: &Session) -> Arc<dyn AskClient> {
+        Arc::new(Asker(s.me.clone()))
     }
 
     /// The client's answer to a bridged task's input request: `true` if it was one.
-    pub(super) fn ext_input_answered(&self, id: &Id, frame: &Message) -> bool {
+    pub(in crate::gateway::session) fn input_answered(&self, s: &Session, id: &Id, frame: &Message) -> bool {
         let wait = {
-            let mut st = self.state.lock().unwrap();
-            if st.ext.inputs.is_empty() {
+            let mut st = self.lock();
+            if st.inputs.is_empty() {
                 return false;
             }
-            st.ext.inputs.remove(id)
+            st.inputs.remove(id)
         };
         let Some(wait) = wait else { return false };
         if wait.answers.try_send((wait.key, frame.value().clone())).is_err() {
-            tracing::debug!(upstream = %self.upstream.name, "an input answer came after its bridged task ended");
+            tracing::debug!(upstream = %s.upstream.name, "an input answer came after its bridged task ended");
         }
         true
     }
 
     /// Sends `request` (an upstream task's input request, without an id) to the client as a
     /// request related to client request `client_id`; its answer comes back on `answers`
-    /// with `key` (see [`Session::ext_input_answered`]).
+    /// with `key` (see [`ExtTasks::input_answered`]).
     pub(super) fn ask_client(
         &self,
+        s: &Session,
         client_id: &Id,
         request: Value,
         key: String,
@@ -130,24 +133,27 @@ impl Session {
         // A request, with an id of the session's given below.
         request["id"] = 0.into();
         let msg = Message::from_value(request).map_err(|r| r.error)?;
-        if !self.client_can_answer(&msg) {
+        if !s.client_can_answer(&msg) {
             return Err(RpcError::new(
                 jsonrpc::METHOD_NOT_FOUND,
                 format!("the upstream task asked for {}, which the client does not support", msg.method_name()),
             ));
         }
-        let msg = self.downward_request(msg)?;
+        let msg = s.downward_request(msg)?;
         let id = {
-            let mut st = self.state.lock().unwrap();
-            if st.ext.inputs.len() + st.server_requests.len() >= self.gateway.limits().max_in_flight {
+            // One count, and one id, with the server's own requests: both locks, the
+            // session's first.
+            let mut st = s.state.lock().unwrap();
+            let mut ext = self.lock();
+            if ext.inputs.len() + st.server_requests.len() >= s.gateway.limits().max_in_flight {
                 return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             }
             let id = Id::Num(st.next_client_side_id);
             st.next_client_side_id += 1;
-            st.ext.inputs.insert(id.clone(), InputWait { key, answers });
+            ext.inputs.insert(id.clone(), InputWait { key, answers });
             id
         };
-        self.to_client(msg.with_id(&id), Route::Related(client_id.clone()));
+        s.to_client(msg.with_id(&id), Route::Related(client_id.clone()));
         Ok(())
     }
 }
@@ -166,6 +172,6 @@ impl AskClient for Asker {
         let Some(s) = self.0.upgrade() else {
             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
         };
-        s.ask_client(client_id, request, key, answers)
+        s.ext.ask_client(&s, client_id, request, key, answers)
     }
 }
