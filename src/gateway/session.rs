@@ -39,7 +39,6 @@ mod ext_follow;
 mod ext_tasks;
 mod from_upstream;
 mod input_rounds;
-mod input_state;
 mod modern_client;
 mod modern_listen;
 mod modern_owned;

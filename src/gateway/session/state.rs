@@ -1,7 +1,7 @@
 //! What one session keeps between messages: the negotiated versions, what it learned of the
 //! upstream, and the requests, tasks and operations in flight on either side.
 
-use super::input_state;
+use super::input_rounds::state as input_state;
 use crate::jsonrpc::{Id, Message, ProgressToken};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::TaskSupport;

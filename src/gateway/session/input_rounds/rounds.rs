@@ -37,8 +37,8 @@
 //! upstream round in flight is cancelled under its current id, or the outstanding requests
 //! to the client are cancelled and forgotten. An ended session forgets them all.
 
-use super::input_state::{AbortOnDrop, Asking, Exchange};
-use super::*;
+use super::state::{AbortOnDrop, Asking, Exchange};
+use crate::gateway::session::*;
 use crate::jsonrpc::{INTERNAL_ERROR, REQUEST_TIMEOUT};
 use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
@@ -56,7 +56,7 @@ struct Failed {
 impl Session {
     /// Forwards a client request to its link: a modern link declares this session's client's
     /// capabilities for it and keeps a request that may be answered with input requests.
-    pub(super) async fn forward_up(
+    pub(in crate::gateway::session) async fn forward_up(
         &self,
         link: &Arc<Link>,
         id: Id,
@@ -113,7 +113,7 @@ impl Session {
     }
 
     /// The upstream's bounds on one request's input rounds.
-    pub(super) fn input_limits(&self) -> input::InputLimits {
+    pub(in crate::gateway::session) fn input_limits(&self) -> input::InputLimits {
         input::InputLimits { rounds: self.upstream.max_input_rounds, requests: self.upstream.max_input_requests }
     }
 
@@ -127,7 +127,7 @@ impl Session {
     /// The response to client request `client_id`, before it goes to the client: `None` when
     /// it asked for input and the exchange goes on; otherwise the message to deliver (the
     /// response itself, or the error the request fails with).
-    pub(super) fn input_round_response(&self, client_id: &Id, msg: Message) -> Option<Message> {
+    pub(in crate::gateway::session) fn input_round_response(&self, client_id: &Id, msg: Message) -> Option<Message> {
         let versions = self.versions();
         let mut to_send = Vec::new();
         let outcome = {
@@ -204,7 +204,7 @@ impl Session {
 
     /// The client's answer to one of the input requests (`id`: the id it knows); an unknown
     /// id is dropped.
-    pub(super) fn input_answer(&self, id: Id, frame: Message) {
+    pub(in crate::gateway::session) fn input_answer(&self, id: Id, frame: Message) {
         let versions = self.versions();
         let ready = {
             let mut guard = self.state.lock().unwrap();
@@ -329,7 +329,7 @@ impl Session {
     /// exchange ends the exchange: `true` if it was waiting on the client's answers (they
     /// are withdrawn, and nothing is upstream to cancel); `false` otherwise, also when its
     /// round is upstream, which the caller cancels as any request in flight.
-    pub(super) fn input_round_cancelled(&self, msg: &Message) -> bool {
+    pub(in crate::gateway::session) fn input_round_cancelled(&self, msg: &Message) -> bool {
         if msg.method() != Method::Cancelled {
             return false;
         }
@@ -348,7 +348,7 @@ impl Session {
     /// of an exchange its values keep rising (each round's are checked by the link), so a
     /// retry's progress that starts again from below is dropped until it passes the last
     /// value the client got.
-    pub(super) fn input_round_progress(&self, related: Option<&Id>, msg: &Message) -> bool {
+    pub(in crate::gateway::session) fn input_round_progress(&self, related: Option<&Id>, msg: &Message) -> bool {
         let Some(id) = related else { return true };
         let Some(value) = msg.value().pointer("/params/progress").and_then(Value::as_f64) else { return true };
         let mut st = self.state.lock().unwrap();
@@ -362,7 +362,7 @@ impl Session {
     }
 
     /// Everything the session's exchanges hold, forgotten (the session ended).
-    pub(super) fn end_input_rounds(&self) {
+    pub(in crate::gateway::session) fn end_input_rounds(&self) {
         let _ = std::mem::take(&mut self.state.lock().unwrap().input_rounds);
     }
 
