@@ -113,6 +113,9 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// A legacy client's input rounds with a modern upstream, under a lock of their own
+    /// (taken after `state` where both are held; see `input_rounds`).
+    rounds: input_rounds::InputRounds,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
@@ -159,6 +162,7 @@ impl Session {
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let by_token = ByToken::of(&upstream, modern.is_some());
         let first_step = plan::FirstStep::of(modern.is_some(), by_token);
+        let rounds = input_rounds::InputRounds::new(&upstream);
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -174,6 +178,7 @@ impl Session {
             by_token,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            rounds,
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
             credential,
@@ -342,7 +347,7 @@ impl Session {
         }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
-        if self.input_round_cancelled(&frame) {
+        if self.rounds.cancelled(self, &frame) {
             return;
         }
         let link = self.link.lock().unwrap().clone();
@@ -461,7 +466,7 @@ impl Session {
             c.cancel();
         }
         Box::pin(self.end_ext_tasks()).await; // boxed: rare, and reached from request paths
-        self.end_input_rounds();
+        self.rounds.end();
         let link = self.link.lock().unwrap().take();
         match link {
             Some(link) if link.is_shared() => link.detach(self.tag),
