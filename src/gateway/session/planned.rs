@@ -1,7 +1,8 @@
 //! The session running its plan (`plan`): each request of an initialized session goes to
 //! its client's era first (a modern client's own checks, or the by-token dialects), then
 //! [`Session::dispatch`] hands it, by its method, to the strategy the plan chose for it
-//! (`calls`, `task_requests`), and what is left goes up the link.
+//! (`calls`, `task_requests`), and what is left goes up the link ([`Session::forward_up`]: on
+//! a modern link, a legacy client's request is kept by its input rounds, `input_rounds`).
 
 use super::*;
 
