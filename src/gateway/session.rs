@@ -36,7 +36,6 @@ mod by_token;
 mod ext;
 mod from_upstream;
 mod input_rounds;
-mod input_state;
 mod modern_client;
 pub mod modern_state;
 mod plan;
@@ -95,6 +94,9 @@ pub struct Session {
     /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
     /// `state`, never before).
     ext: ext::ExtTasks,
+    /// A legacy client's input rounds with a modern upstream, under a lock of their own
+    /// (taken after `state` where both are held; see `input_rounds`).
+    rounds: input_rounds::InputRounds,
     link: Mutex<Option<Arc<Link>>>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
@@ -212,6 +214,7 @@ impl Session {
         let dialects = ByToken::of(&upstream, modern.is_some());
         let first_step = plan::FirstStep::of(modern.is_some(), dialects);
         let by_token = by_token::state::Dialects::of(dialects);
+        let rounds = input_rounds::InputRounds::new(&upstream);
         Arc::new_cyclic(|me| Session {
             sink: timed.clone(),
             timed,
@@ -228,6 +231,7 @@ impl Session {
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             ext: ext::ExtTasks::default(),
+            rounds,
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
             credential,
@@ -405,7 +409,7 @@ impl Session {
             c.cancel();
         }
         Box::pin(self.ext.end(self)).await; // boxed: rare, and reached from request paths
-        self.end_input_rounds();
+        self.rounds.end();
         let link = self.link.lock().unwrap().take();
         match link {
             Some(link) if link.is_shared() => link.detach(self.tag),

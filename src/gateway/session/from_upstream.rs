@@ -99,7 +99,7 @@ impl LinkEvents for Session {
 
     fn response(&self, client_id: Id, msg: Message, shape: Shape, answers: Option<crate::jsonrpc::Method>) {
         // A modern upstream's request for input: the exchange goes on (see `input_rounds`).
-        let Some(msg) = self.input_round_response(&client_id, msg) else { return };
+        let Some(msg) = self.rounds.response(self, &client_id, msg) else { return };
         if shape == Shape::MayNeedTask && self.ext.task_response(self, &client_id, &msg) {
             return;
         }
@@ -159,7 +159,7 @@ impl LinkEvents for Session {
     fn notification(&self, mut msg: Message, related: Option<Id>) {
         let method = msg.method();
         match method {
-            Method::Progress if !self.input_round_progress(related.as_ref(), &msg) => return,
+            Method::Progress if !self.rounds.progress(self, related.as_ref(), &msg) => return,
             Method::ToolsListChanged => {
                 let mut st = self.state.lock().unwrap();
                 st.tool_support.clear();

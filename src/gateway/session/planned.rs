@@ -4,7 +4,8 @@
 //! Each request of an initialized session goes to its client's era first (a modern client's
 //! own checks, or the by-token dialects), then [`Session::dispatch`] hands it, by its
 //! method, to the strategy the plan (`plan`) chose for it (`calls`, `task_requests`), and
-//! what is left goes up the link.
+//! what is left goes up the link ([`Session::forward_up`]: on a modern link, a legacy client's
+//! request is kept by its input rounds, `input_rounds`).
 
 use super::*;
 
@@ -157,7 +158,7 @@ impl Session {
         }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
-        if self.input_round_cancelled(&frame) {
+        if self.rounds.cancelled(self, &frame) {
             return;
         }
         let link = self.link.lock().unwrap().clone();
@@ -300,5 +301,35 @@ impl Session {
         }
         // Boxed: a legacy request's future must not carry the modern path's state.
         Box::pin(self.forward_up(&link, id, frame, shape)).await
+    }
+
+    /// Forwards a client request to its link: a modern link declares this session's client's
+    /// capabilities for it, and for a legacy client the request is kept by its input rounds
+    /// (`input_rounds`), as it may be answered with input requests.
+    pub(super) async fn forward_up(
+        &self,
+        link: &Arc<Link>,
+        id: Id,
+        frame: Message,
+        shape: Shape,
+    ) -> Result<(), RpcError> {
+        if !link.is_modern() {
+            return link.forward(self.client_ref(id), frame, shape).await;
+        }
+        // Boxed: a legacy link's every request future would otherwise carry this path's state.
+        Box::pin(self.forward_modern(link, id, frame, shape)).await
+    }
+
+    /// [`Session::forward_up`] on a modern link.
+    async fn forward_modern(&self, link: &Arc<Link>, id: Id, frame: Message, shape: Shape) -> Result<(), RpcError> {
+        if let Some(m) = &self.modern {
+            // A modern client answers its own input requests (the results pass to it as they
+            // are): its request declares the client's own capabilities.
+            let capabilities = Some(m.meta.capabilities.clone());
+            let params = m.received_param_headers();
+            return link.forward_declaring(self.client_ref(id), frame, shape, capabilities, &params).await;
+        }
+        // A legacy client's: kept by its input rounds, which ask it what the upstream asks.
+        self.rounds.send(self, link, id, frame, shape).await
     }
 }

@@ -16,7 +16,7 @@ impl Session {
         }
         let target = self.state.lock().unwrap().server_requests.remove(&id);
         // Else an answer to a modern upstream's input request, if it is one.
-        let Some(req) = target else { return self.input_answer(id, frame) };
+        let Some(req) = target else { return self.rounds.answer(self, id, frame) };
         if let Some(task) = &req.task {
             self.hosted().input_answered_soon(task);
         }

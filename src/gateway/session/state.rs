@@ -1,7 +1,6 @@
 //! What one session keeps between messages: the negotiated versions, what it learned of the
 //! upstream, and the requests, tasks and operations in flight on either side.
 
-use super::input_state;
 use crate::jsonrpc::{Id, Message};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::tasks::TaskSupport;
@@ -61,9 +60,6 @@ pub(super) struct SessionState {
     pub(super) bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     pub(super) retry: HashMap<Id, Message>,
-    /// Requests to a modern upstream that may be answered with input requests, and the rounds
-    /// of those that were (see `input_rounds`).
-    pub(super) input_rounds: input_state::InputRounds,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):
     /// the only upstream task status notifications it gets.
     pub(super) known_tasks: std::collections::VecDeque<String>,

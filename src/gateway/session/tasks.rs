@@ -202,7 +202,7 @@ impl Session {
     /// How a hosted task's call on a modern link may go on with input rounds.
     pub(super) fn round_policy(&self) -> hosted::RoundPolicy {
         hosted::RoundPolicy {
-            limits: self.input_limits(),
+            limits: self.rounds.limits(),
             answer_within: self.upstream.request_timeout,
             max_time: self.upstream.max_request_time,
         }

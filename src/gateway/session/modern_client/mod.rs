@@ -144,7 +144,7 @@ impl ModernClient {
 
     /// The request for its link: without the modern `_meta` for a legacy upstream; for a
     /// modern one the link writes the `_meta` anew (the gateway's version and `clientInfo`,
-    /// the client's own capabilities, see `input_rounds`).
+    /// the client's own capabilities, see `Session::forward_up`).
     pub(super) fn upward(&self, link: &Link, frame: Message) -> Message {
         if link.is_modern() { frame } else { frame.edit(meta::strip) }
     }

@@ -1,6 +1,6 @@
-//! What a session keeps of its input rounds (see `input_rounds`, which does them): the
-//! exchanges in progress and the questions out to the client. Apart from the session so that
-//! its state can name them.
+//! What a session's input rounds keep (see `rounds`, which does them), under the strategy's
+//! own lock ([`super::InputRounds`]): the exchanges in progress and the questions out to the
+//! client.
 
 use crate::jsonrpc::{Id, Message};
 use crate::upstream::link::Shape;
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 /// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
 /// most the upstream's `max_input_requests` questions out.
 #[derive(Default)]
-pub(super) struct InputRounds {
+pub(super) struct Exchanges {
     pub(super) exchanges: HashMap<Id, Exchange>,
     /// A request sent to the client, by the id the client knows: its exchange (by client
     /// request id) and key.
@@ -54,7 +54,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl InputRounds {
+impl Exchanges {
     /// Removes an exchange and its questions; the ids of those still unanswered.
     pub(super) fn remove(&mut self, client_id: &Id) -> Option<(Exchange, Vec<Id>)> {
         let ex = self.exchanges.remove(client_id)?;

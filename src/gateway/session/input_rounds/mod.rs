@@ -1,0 +1,88 @@
+//! Input requests of a modern (2026-07-28) upstream, for a legacy client: multi round-trip
+//! requests (`mcp::modern::input`) relayed as the server requests the client's era has.
+//!
+//! A `tools/call`, `prompts/get` or `resources/read` forwarded to a modern link is kept (at
+//! most `max_in_flight` per session; past that it goes up unkept, and an input request for it
+//! fails as `legacy::for_legacy` says). When its answer is an `InputRequiredResult`:
+//!
+//! 1. Every input request is checked first: a method that is not one, one the client did not
+//!    declare (`elicitation`, `elicitation.url` for URL mode, `sampling`, `roots`), or one the
+//!    client's version cannot express fails the request at once, before the client is asked
+//!    anything: the retry has no place for an error (`inputResponses` holds results), and
+//!    the spec forbids a server to ask for what the client did not declare. The error is
+//!    -32021 (`MissingRequiredClientCapability`, `data.requiredCapabilities`), as a server
+//!    that checks answers it; a malformed result is -32603.
+//! 2. Each is sent to the client as an ordinary server request under an id of the session's,
+//!    translated to its version, related to the original request (HTTP: on its POST's stream).
+//!    A URL-mode elicitation gets the `elicitationId` its legacy form requires (2026-07-28
+//!    removed it); no `notifications/elicitation/complete` follows, as the era has none.
+//! 3. Once every one is answered, the original request goes up again as a new request (the
+//!    link gives it a new JSON-RPC id) with `inputResponses` and the `requestState` as the
+//!    server sent it, on the session's live link (a retry is independent of the link the
+//!    first round used). Its progress token is the client's, so progress reaches the client
+//!    in every round, rising across rounds (a retry's that starts again below is dropped).
+//!    A client's error answer fails the request with that error's code.
+//! 4. Repeat while the upstream asks, at most the upstream's `max_input_rounds` times, with
+//!    at most `max_input_requests` input requests a round (past either: -32603 naming the
+//!    key); the client gets the last round's answer under its own id.
+//!
+//! Time, as for a server request of a legacy upstream (which restarts its request's idle
+//! timer; the client's answer does not): each upstream round has `request_timeout` of
+//! silence (progress resets it), the client has `request_timeout` from the moment the input
+//! requests arrived to answer all of them, and `max_request_time` bounds the whole exchange
+//! from its first send. Past either the request fails with -32001 and the client's
+//! outstanding requests are cancelled (`notifications/cancelled`).
+//!
+//! The client's `notifications/cancelled` for its request ends the exchange in any round: the
+//! upstream round in flight is cancelled under its current id, or the outstanding requests
+//! to the client are cancelled and forgotten. An ended session forgets them all.
+
+//!
+//! [`InputRounds`] is the session's strategy for them. It owns what they keep (`state`: the
+//! exchanges in progress and the questions out to the client) under a lock of its own, and
+//! the limits its upstream sets; its methods (`rounds`) are handed the session, `s`, for its
+//! link, its sink, its versions and its ids. The session's core hands it a request for a
+//! modern link (`planned`), each response (`from_upstream`), the client's answers
+//! (`server_requests`) and cancellations, and the session's end.
+//!
+//! Locks: the strategy's is never held across an `.await`, nor while the session is called
+//! (its `to_client` takes the session's `state`). Where both are needed at once (a round's
+//! questions take ids of the session's and read what its client declared), the session's
+//! `state` is taken first, then the strategy's: never the other way round.
+//!
+//! This file names no session type, so that the session can name this one without an
+//! import cycle: what takes the session is in `rounds`.
+
+use crate::config::UpstreamConfig;
+use crate::mcp::modern::input::InputLimits;
+use std::sync::Mutex;
+
+mod rounds;
+mod state;
+
+/// A session's input rounds (see the module doc).
+pub(super) struct InputRounds {
+    state: Mutex<state::Exchanges>,
+    /// The upstream's bounds on one request's input rounds.
+    limits: InputLimits,
+}
+
+impl InputRounds {
+    /// The input rounds of a session of `upstream` (its limits, decided once).
+    pub(super) fn new(upstream: &UpstreamConfig) -> InputRounds {
+        InputRounds {
+            state: Mutex::default(),
+            limits: InputLimits { rounds: upstream.max_input_rounds, requests: upstream.max_input_requests },
+        }
+    }
+
+    /// The upstream's bounds on one request's input rounds.
+    pub(super) fn limits(&self) -> InputLimits {
+        self.limits
+    }
+
+    /// Everything the session's exchanges hold, forgotten (the session ended).
+    pub(super) fn end(&self) {
+        let _ = std::mem::take(&mut *self.state.lock().unwrap());
+    }
+}
