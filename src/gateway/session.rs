@@ -8,7 +8,8 @@
 //! message between the two versions (`versions`), forwards the rest through its link, maps
 //! the ids of requests the server sends the client, and replaces a dead link with a fresh
 //! one on the client's next request. Its link is its own, or its upstream's shared link
-//! (`shared`), which it joins under its tag.
+//! (`crate::gateway::shared`), which it joins under its tag (`relink`; what a session does
+//! differently there is `planned::shared`).
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
@@ -42,9 +43,6 @@ mod plan;
 mod planned;
 mod principal_tasks;
 mod relink;
-mod revive;
-mod server_requests;
-mod shared;
 mod state;
 mod tasks;
 mod timed;
@@ -268,11 +266,29 @@ impl Session {
     /// The session's plan; before any link negotiated, one for an upstream of the newest
     /// legacy version that declared nothing (as the session takes it to be until then).
     fn plan(&self) -> Plan {
-        let st = self.state.lock().unwrap();
+        self.plan_of(&self.state.lock().unwrap())
+    }
+
+    /// [`Session::plan`], read from `st`.
+    fn plan_of(&self, st: &SessionState) -> Plan {
         st.plan.unwrap_or_else(|| {
             let upstream = UpstreamSide::Legacy(st.upstream_version.unwrap_or(ProtocolVersion::LATEST));
-            Plan::new(self.client_side(&st), upstream, &st.upstream_caps, &self.upstream, self.shared)
+            Plan::new(self.client_side(st), upstream, &st.upstream_caps, &self.upstream, self.shared)
         })
+    }
+
+    /// (client, upstream) versions, from the moment the client's `initialize` arrives (the
+    /// upstream's the newest the gateway offers until a link has negotiated).
+    fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)> {
+        let st = self.state.lock().unwrap();
+        Some((st.version.or(st.asked)?, st.upstream_version.unwrap_or(ProtocolVersion::LATEST)))
+    }
+
+    /// The crossing between the two versions as they are now (see `versions`).
+    fn crossing(&self) -> versions::Crossing<'_> {
+        let st = self.state.lock().unwrap();
+        let both = st.version.or(st.asked).map(|c| (c, st.upstream_version.unwrap_or(ProtocolVersion::LATEST)));
+        versions::Crossing::new(both, self.plan_of(&st), &self.upstream.name)
     }
 
     /// The client's era, as `st` knows it (a legacy client's version from the moment its
@@ -304,12 +320,9 @@ impl Session {
     /// [`Session::to_client`] for a response to a request of method `answers` (one whose
     /// result the version table rewrites; see [`crate::mcp::translate::answered`]).
     pub(super) fn to_client_answering(&self, msg: Message, route: Route, answers: Option<crate::jsonrpc::Method>) {
-        let (version, upstream) = {
-            let st = self.state.lock().unwrap();
-            (st.version.or(st.asked), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
-        };
-        let Some(msg) = self.downward(msg, answers, version.map(|v| (v, upstream))) else { return };
-        let msg = match version {
+        let crossing = self.crossing();
+        let Some(msg) = crossing.down(msg, answers) else { return };
+        let msg = match crossing.client() {
             Some(v) => match shaping::for_client(msg, v) {
                 Some(m) => m,
                 None => return,

@@ -9,8 +9,8 @@
 //!   core tasks hosted or passed through, extension tasks bridged or translated.
 //! - [`ByToken`]: the by-token dialects the upstream enables, for a legacy client.
 //!
-//! The plan is built by [`Plan::new`] when a link is adopted (`relink`) or a session is
-//! revived (`revive`), and read once per request: the session's `dispatch` (`planned`) is one
+//! The plan is built by [`Plan::new`] when a link is adopted or a session is revived (both
+//! in `relink`), and read once per request: the session's `dispatch` (`planned`) is one
 //! `match` on the method that hands the request to the plan's strategy for it.
 
 use crate::config::{HostedMode, UpstreamConfig};

@@ -8,8 +8,11 @@
 //! request is kept by its input rounds, `input_rounds`).
 
 use super::*;
+use crate::mcp::modern::legacy::{self, Removed};
+use crate::mcp::modern::meta::LogLevel;
 
 mod calls;
+mod shared;
 use super::plan::{CallRoute, FirstStep};
 mod task_requests;
 
@@ -182,7 +185,7 @@ impl Session {
                 if link.is_modern() && self.dropped_by_modern(&msg) {
                     return;
                 }
-                let Some(msg) = self.upward_notification(msg) else { return };
+                let Some(msg) = self.crossing().up_notification(msg) else { return };
                 if let Err(e) = link.send(msg).await {
                     tracing::debug!(upstream = %self.upstream.name, "notification not delivered: {e}");
                 }
@@ -293,7 +296,7 @@ impl Session {
             (None, Some(principal)) => principal.legacy_upward(&link, frame)?,
             (None, None) => frame,
         };
-        let frame = self.upward_request(frame)?.ok_or_else(|| {
+        let frame = self.crossing().up(frame)?.ok_or_else(|| {
             RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
         })?;
         if !link.is_modern() {
@@ -331,5 +334,44 @@ impl Session {
         }
         // A legacy client's: kept by its input rounds, which ask it what the upstream asks.
         self.rounds.send(self, link, id, frame, shape).await
+    }
+
+    /// A client request the 2026-07-28 era removed, answered here when the link is modern
+    /// (`None`: forward it). `ping` is answered at once; `logging/setLevel` is kept and sent
+    /// as `_meta` `logLevel` with every request from now on (on a shared link, the last level
+    /// set applies to all its sessions); resource subscriptions are refused with -32601.
+    pub(super) fn removed_by_modern(&self, link: &Arc<Link>, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+        if !link.is_modern() {
+            return None;
+        }
+        let answer = match legacy::removed(frame.method(), frame.method_name()) {
+            Removed::Forward | Removed::Drop => return None,
+            Removed::Refuse(e) => return Some(Err(e)),
+            Removed::Answer(result) => result,
+            Removed::KeepLogLevel => {
+                let level = frame.value().pointer("/params/level").and_then(Value::as_str).and_then(LogLevel::parse);
+                let Some(level) = level else {
+                    return Some(Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "logging/setLevel: params.level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+                    )));
+                };
+                self.state.lock().unwrap().log_level = Some(level);
+                link.set_log_level(Some(level));
+                json!({})
+            }
+        };
+        self.to_client(Message::made(jsonrpc::result_response(id, answer)), Route::Response(id.clone()));
+        Some(Ok(()))
+    }
+
+    /// Whether a client notification is one the 2026-07-28 era removed (dropped for a modern
+    /// upstream).
+    pub(super) fn dropped_by_modern(&self, msg: &Message) -> bool {
+        let drop = legacy::removed(msg.method(), msg.method_name()) == Removed::Drop;
+        if drop {
+            tracing::debug!(upstream = %self.upstream.name, method = msg.method_name(), "not sent to the 2026-07-28 upstream, whose era has no such notification");
+        }
+        drop
     }
 }

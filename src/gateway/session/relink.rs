@@ -2,10 +2,18 @@
 //! initializes (or, `share = true`, the upstream's shared link joined), and replaced by a
 //! fresh one on the client's next request when it died (after a backoff that grows while
 //! links keep dying). Each link negotiates its own version.
+//!
+//! A session's identity is kept in the task store, and a session is revived from it after a
+//! restart: the same owner (so its tasks are its own again), client and `initialize`
+//! params; its link is opened on its first request that needs one, as for a dead link.
+//! The identity also carries the upstream's tasks the session follows (`ext::translated`):
+//! their ids are the upstream's and need no session there, so a revived session follows them
+//! again, and one the upstream no longer knows is `failed`, saying the gateway restarted.
 
 use super::*;
 use crate::config::Era;
 use crate::gateway::eras::open_detecting;
+use crate::tasks::store::SessionRecord;
 use crate::upstream::link::{HandshakeError, Negotiated};
 
 impl Session {
@@ -166,6 +174,101 @@ impl Session {
         let events: Weak<dyn LinkEvents> = self.me.clone();
         link.attach(self.tag, events, self.share_key());
         Ok(link)
+    }
+
+    /// Joins the shared link of the session's upstream (opened if none is live): what it
+    /// negotiated becomes the session's view of the upstream. Called with `relink` held.
+    pub(super) async fn join_shared(&self) -> Result<Negotiated, RpcError> {
+        let (link, negotiated) = self.gateway.shared_link(&self.upstream).await?;
+        let events: Weak<dyn LinkEvents> = self.me.clone();
+        link.attach(self.tag, events, self.share_key());
+        self.adopt(&negotiated);
+        // The upstream tasks its requests created on a link that died are no longer its to
+        // ask about: on this one, their ids may be another session's tasks (a restarted
+        // server, or a new upstream session, numbers them again).
+        self.state.lock().unwrap().known_tasks.clear();
+        *self.link.lock().unwrap() = Some(link);
+        Ok(negotiated)
+    }
+
+    /// Whose share of a shared link's requests in flight the session's count against: its
+    /// principal's, else its own.
+    pub(super) fn share_key(&self) -> Arc<str> {
+        if self.client.starts_with(PRINCIPAL_PREFIX) {
+            self.client.as_str().into()
+        } else {
+            format!("session:{}", self.tag).into()
+        }
+    }
+
+    /// What the store keeps of this session (`Mcp-Session-Id` `id`, on `path`), once its
+    /// client has initialized.
+    pub fn identity(&self, id: &str, path: &str) -> Option<SessionRecord> {
+        let st = self.state.lock().unwrap();
+        Some(SessionRecord {
+            id: id.into(),
+            path: path.into(),
+            owner: self.owner.clone(),
+            client: self.client.clone(),
+            version: st.version?.as_str().into(),
+            init_params: st.init_params.as_ref()?.to_string(),
+            // The strategy's lock after the session's (see `ext`).
+            upstream_tasks: self.ext.followed(),
+        })
+    }
+
+    /// The store remembers this session as `id` on `path`: what it follows is written there
+    /// as it changes ([`Session::remember_followed`]).
+    pub fn remembered_as(&self, id: &str, path: &str) {
+        self.state.lock().unwrap().remembered = Some((id.into(), path.into()));
+    }
+
+    /// The upstream tasks the session follows changed: the store's record of the session
+    /// is written again (not awaited durable, as the session's first record).
+    pub(super) async fn remember_followed(&self) {
+        let Some((id, path)) = self.state.lock().unwrap().remembered.clone() else { return };
+        if let Some(rec) = self.identity(&id, &path) {
+            self.hosted().store().put_session(rec).await;
+        }
+    }
+
+    /// Whose tasks are its own.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The session `rec` describes, initialized as it was; `None` if the record cannot be
+    /// read (a version this gateway no longer speaks).
+    pub fn revive(
+        gateway: Arc<Gateway>,
+        upstream: Arc<UpstreamConfig>,
+        sink: Arc<dyn ClientSink>,
+        rec: &SessionRecord,
+    ) -> Option<Arc<Session>> {
+        let version = ProtocolVersion::parse(&rec.version)?;
+        let params: Value = serde_json::from_str(&rec.init_params).ok()?;
+        let state = SessionState {
+            init_params: Some(params),
+            asked: Some(version),
+            version: Some(version),
+            remembered: Some((rec.id.clone(), rec.path.clone())),
+            ..SessionState::default()
+        };
+        let ext_tasks = !rec.upstream_tasks.is_empty();
+        let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
+        let open = session.ext.revive(session.upstream.tasks.max_tasks_per_owner, &rec.upstream_tasks);
+        if ext_tasks {
+            // They were made on an extension upstream: so the session takes it to be until
+            // its link, opened to ask about them, says otherwise.
+            let upstream = UpstreamSide::Modern { ext_tasks: true };
+            let plan =
+                Plan::new(ClientSide::Legacy(version), upstream, &Value::Null, &session.upstream, session.shared);
+            session.state.lock().unwrap().plan = Some(plan);
+        }
+        for task in open {
+            session.ext.follow(&session, task);
+        }
+        Some(session)
     }
 }
 

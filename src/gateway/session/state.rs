@@ -32,7 +32,7 @@ pub(super) struct SessionState {
     /// The client's `initialize` params (its capabilities are declared to every link).
     pub(super) init_params: Option<Value>,
     /// The `Mcp-Session-Id` and path the store remembers the session by, if it does (see
-    /// `revive`).
+    /// `relink`).
     pub(super) remembered: Option<(String, String)>,
     /// The version the current link negotiated.
     pub(super) upstream_version: Option<ProtocolVersion>,

@@ -352,7 +352,7 @@ impl Sep1391 {
                     Some(r) if status.is_terminal() => {
                         // The upstream's result, as `tools/call` results reach this client.
                         let resp = Message::made(jsonrpc::result_response(&id, r));
-                        let Some(resp) = s.downward(resp, Some(Method::ToolsCall), s.versions()) else {
+                        let Some(resp) = s.crossing().down(resp, Some(Method::ToolsCall)) else {
                             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the result cannot be sent"));
                         };
                         let mut resp = resp.into_value();

@@ -139,7 +139,7 @@ impl ExtTasks {
                 format!("the upstream task asked for {}, which the client does not support", msg.method_name()),
             ));
         }
-        let msg = s.downward_request(msg)?;
+        let msg = s.crossing().down_request(msg)?;
         let id = {
             // One count, and one id, with the server's own requests: both locks, the
             // session's first.

@@ -50,7 +50,7 @@ impl ExtTasks {
     }
 
     /// The extension tasks of a session from before a restart, its table bounded by `limit`
-    /// (see `revive`): the tasks that have not ended for the client, to follow again.
+    /// (see `relink`): the tasks that have not ended for the client, to follow again.
     pub(super) fn revive(&self, limit: usize, tasks: &[FollowedTask]) -> Vec<String> {
         let mut st = self.lock();
         if !tasks.is_empty() {

@@ -43,7 +43,7 @@
 //! the limits its upstream sets; its methods (`rounds`) are handed the session, `s`, for its
 //! link, its sink, its versions and its ids. The session's core hands it a request for a
 //! modern link (`planned`), each response (`from_upstream`), the client's answers
-//! (`server_requests`) and cancellations, and the session's end.
+//! (`from_upstream`) and cancellations, and the session's end.
 //!
 //! Locks: the strategy's is never held across an `.await`, nor while the session is called
 //! (its `to_client` takes the session's `state`). Where both are needed at once (a round's

@@ -105,7 +105,7 @@ impl ModernClient {
         if self.rounds.done() || s.state.lock().unwrap().closed {
             return refuse("the client's request has ended".into());
         }
-        let msg = match s.downward_request(msg) {
+        let msg = match s.crossing().down_request(msg) {
             Ok(m) => m,
             Err(e) => {
                 tracing::info!(upstream = %s.upstream.name, "refused a server request the client's version lacks: {}", e.message);
