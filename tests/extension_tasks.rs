@@ -545,3 +545,38 @@ async fn sep1391_operations_run_on_extension_tasks() {
     })
     .await;
 }
+
+/// Two task calls at once where the session has room for one: both pass the room check
+/// before the upstream answers, the upstream makes both tasks, and the one past the limit is
+/// refused (-32004) and cancelled upstream, while the other is the client's. (Refusing it
+/// once held the strategy's lock while the cancel took the session's.)
+#[tokio::test]
+async fn a_task_made_past_the_limit_is_refused_and_cancelled_upstream() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let script = extension_server(state.clone());
+    // Both calls reach the upstream before either is answered.
+    let up = Scripted::start(move |req: &Value| {
+        let mut steps = script(req);
+        if req["method"] == "tools/call" && req["params"].get("task").is_none() {
+            steps.insert(0, Step::Sleep(300));
+        }
+        steps
+    })
+    .await;
+    let config = format!("{}[upstream.tasks]\nmax_tasks_per_owner = 1\n", http_upstream("up", &up.url()));
+    let s = Setup { up, state, gw: start_gateway(&config).await };
+    let c = core_client(&s).await;
+    let (a, b) = tokio::join!(
+        c.request_owned("tools/call", task_call("slow")),
+        c.request_owned("tools/call", task_call("slow"))
+    );
+    let (made, refused) = if a.response.get("error").is_some() { (b, a) } else { (a, b) };
+    assert_eq!(refused.error_code(), -32004, "{}", refused.response);
+    let kept = made.result()["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{}", made.response)).to_string();
+    let dropped = if kept == "task-1" { "task-2" } else { "task-1" };
+    eventually("the refused task is cancelled upstream", async || cancelled_ids(&s.up) == [dropped]).await;
+    // The session goes on: its task is still its own.
+    let mut c = c;
+    let got = c.request("tasks/get", json!({"taskId": kept})).await;
+    assert_eq!(got.result()["taskId"], kept.as_str(), "{}", got.response);
+}

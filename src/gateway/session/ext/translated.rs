@@ -105,7 +105,17 @@ impl ExtTasks {
             return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
         };
         let task_id = task.get("taskId").and_then(Value::as_str).unwrap_or_default().to_string();
-        if let Err(e) = self.lock().table.insert(task, inline) {
+        // Under the strategy's lock, which the session's end takes to cancel what the table
+        // holds: a task is recorded before the end (and cancelled by it), or refused after.
+        // The guard is dropped before `cancel_upstream`, which takes the session's lock.
+        let recorded = {
+            let mut st = self.lock();
+            match st.ended.is_cancelled() {
+                true => Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the session ended")),
+                false => st.table.insert(task, inline),
+            }
+        };
+        if let Err(e) = recorded {
             // Nobody would follow it: the upstream is told to drop it.
             if !task_id.is_empty() {
                 self.cancel_upstream(s, task_id);

@@ -36,7 +36,6 @@
 //! The client's `notifications/cancelled` for its request ends the exchange in any round: the
 //! upstream round in flight is cancelled under its current id, or the outstanding requests
 //! to the client are cancelled and forgotten. An ended session forgets them all.
-
 //!
 //! [`InputRounds`] is the session's strategy for them. It owns what they keep (`state`: the
 //! exchanges in progress and the questions out to the client) under a lock of its own, and
