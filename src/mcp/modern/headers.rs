@@ -24,10 +24,10 @@
 //! booleans `true`/`false`, encoded like `Mcp-Name`) ([`ParamHeaders::for_arguments`]). The
 //! gateway sets them toward a modern upstream from the listings it has seen
 //! (`upstream::link::modern`), and checks a modern client's against the body where it knows
-//! the tool ([`ParamHeaders::check`], `gateway::session::modern_client::param_headers`): the header checks
-//! here ([`check`]) need no schema, those need the tool's. Notification POSTs: the revision
-//! defines no header requirement for them beyond `MCP-Protocol-Version`, so a notification is
-//! checked only for the headers it carries.
+//! the tool ([`ParamHeaders::check`], `gateway::session::modern_client::param_headers`): the
+//! header checks here ([`check`]) need no schema, those need the tool's. Notification POSTs:
+//! the revision defines no header requirement for them beyond `MCP-Protocol-Version`, so a
+//! notification is checked only for the headers it carries.
 
 use super::{HeaderProblem, key};
 use serde_json::Value;
