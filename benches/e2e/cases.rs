@@ -36,8 +36,9 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
                 run?
             };
             gateway.print("gateway", "req");
-            print_upstream_share(&direct, &gateway);
-            Ok(Line::compare(case, &direct, &gateway))
+            let mut line = Line::compare(case, &direct, &gateway);
+            line.cpu_x_upstream = Some(upstream_share(&direct, &gateway));
+            Ok(line)
         }
         Workload::StdioEcho => {
             let (lean_exe, lean_args) = (lean::exe(), lean::args(Mode::Stdio));
@@ -59,8 +60,9 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
                 stdio_echo(gw, "gateway", case.c, plan).await?
             };
             gateway.print("gateway", "req");
-            print_upstream_share(&direct, &gateway);
-            Ok(Line::compare(case, &direct, &gateway))
+            let mut line = Line::compare(case, &direct, &gateway);
+            line.cpu_x_upstream = Some(upstream_share(&direct, &gateway));
+            Ok(line)
         }
         Workload::Progress => {
             let steps = plan.progress_steps;
@@ -184,17 +186,20 @@ fn tasks_config(max_ttl: &str, max_tasks: usize) -> String {
     )
 }
 
-/// Folds the watched upstream processes of a run into one entry (CPU and peak RSS summed,
-/// after the gateway's); returns how many there were.
+/// Folds the watched upstream processes of a run into one entry (CPU, system calls and peak
+/// RSS summed, after the gateway's); returns how many there were.
 fn collapse_upstreams(run: &mut Run) -> usize {
     let n = run.cpu_us.iter().filter(|(role, _)| role == UPSTREAM).count();
     let cpu: f64 = run.cpu_us.iter().filter(|(role, _)| role == UPSTREAM).map(|(_, us)| us).sum();
     let hwm: u64 = run.hwm_kb.iter().filter(|(role, _)| role == UPSTREAM).map(|(_, kb)| kb).sum();
+    let calls: u64 = run.rw_syscalls.iter().filter(|(role, _)| role == UPSTREAM).map(|(_, n)| n).sum();
     run.cpu_us.retain(|(role, _)| role != UPSTREAM);
     run.hwm_kb.retain(|(role, _)| role != UPSTREAM);
+    run.rw_syscalls.retain(|(role, _)| role != UPSTREAM);
     let role = format!("{n} upstream(s)");
     run.cpu_us.push((role.clone(), cpu));
     run.hwm_kb.push((role.clone(), hwm));
+    run.rw_syscalls.push((role.clone(), calls));
     let others: Vec<&str> = run.pids.split(", ").filter(|p| !p.starts_with(UPSTREAM)).collect();
     run.pids = format!("{}, {role}", others.join(", "));
     n
@@ -206,15 +211,16 @@ fn total_rss_mb(run: &Run) -> f64 {
 }
 
 /// What the lean upstream costs per request by itself (its CPU over the direct window) and
-/// what the gateway costs beside it (the gateway side's first process); the `e2e` line keeps
-/// only the gateway's figure.
-fn print_upstream_share(direct: &Run, gateway: &Run) {
+/// what the gateway costs beside it (the gateway side's first process); returns the gateway's
+/// CPU per request over the upstream's alone, the `e2e` line's `cpu_x_upstream`.
+fn upstream_share(direct: &Run, gateway: &Run) -> f64 {
     let upstream = direct.cpu_per(0);
     let behind = gateway.cpu_us.iter().position(|(n, _)| n.starts_with("lean")).map(|i| gateway.cpu_per(i));
     let gw = gateway.cpu_per(0);
+    let ratio = gw / upstream.max(f64::MIN_POSITIVE);
     println!(
-        "  cpu µs/req: lean upstream alone {upstream:.1} (direct), {} behind the gateway; gateway {gw:.1} = {:.2}x the upstream alone",
+        "  cpu µs/req: lean upstream alone {upstream:.1} (direct), {} behind the gateway; gateway {gw:.1} = {ratio:.2}x the upstream alone",
         behind.map(|b| format!("{b:.1}")).unwrap_or_else(|| "-".into()),
-        gw / upstream.max(f64::MIN_POSITIVE)
     );
+    ratio
 }

@@ -23,13 +23,21 @@
 //!
 //! Figures per case and side: requests/s over the measured window (after a warm-up),
 //! p50/p99 latency from an HDR histogram, CPU time (user+sys from `/proc/<pid>/stat`, over the
-//! measured window) per request of every process involved, and peak RSS (`VmHWM`). The last
-//! lines printed are one machine-readable line per case:
+//! measured window) per request of every process involved, their read/write-like system calls
+//! per request over the same window, and peak RSS (`VmHWM`). The system calls are `syscr` +
+//! `syscw` of `/proc/<pid>/io` (all the process's threads): `read`, `write`, `readv`,
+//! `writev` and the like on any descriptor, but not the socket-only `recvfrom`/`sendto`/
+//! `recvmsg`/`sendmsg` (Rust's `TcpStream::read` is a `recv`), nor `epoll_wait`, `futex` or
+//! any other call ([`measure::rw_syscalls`]): a part of all system calls, not their total, so
+//! not comparable with an strace count. A run whose `/proc/<pid>/io` cannot be read fails.
+//! The last lines printed are one machine-readable line per case:
 //!
-//! `e2e <case> c=<n> direct_rps=<x> gateway_rps=<y> ratio=<y/x> p50_added_us=<a> p99_added_us=<b> cpu_us_per_req=<c> rss_mb=<m>`
+//! `e2e <case> c=<n> direct_rps=<x> gateway_rps=<y> ratio=<y/x> p50_added_us=<a> p99_added_us=<b> cpu_us_per_req=<c> rss_mb=<m> cpu_x_upstream=<u> rw_syscalls_per_req=<s>`
 //!
-//! where `cpu_us_per_req` and `rss_mb` are the gateway process's (MiB of VmHWM), and `-`
-//! stands for a figure a case has no baseline for.
+//! where `cpu_us_per_req`, `rss_mb` and `rw_syscalls_per_req` are the gateway process's
+//! (MiB of VmHWM), `cpu_x_upstream` is the gateway's CPU per request divided by the
+//! upstream's alone (its CPU per request on the direct side of the same run; the echo cases
+//! only), and `-` stands for a figure a case has no baseline for.
 //!
 //! Everything shares the machine's cores (2 on the project's machines): the load generator,
 //! the upstream and the gateway. Each side first waits (bounded) for the machine to be idle,
@@ -193,6 +201,10 @@ fn main() {
     }
     let quick = quick || !bench_mode;
     lean::self_check();
+    if let Err(e) = measure::rw_syscalls(std::process::id()) {
+        eprintln!("e2e: {e}");
+        std::process::exit(1);
+    }
     let mut plan = if quick { Plan::quick() } else { Plan::full() };
     plan.warmup = warmup.unwrap_or(plan.warmup);
     plan.measure = measure.unwrap_or(plan.measure);
@@ -211,6 +223,10 @@ fn main() {
         plan.measure
     );
     println!("  load generator: this process, one thread; cpu = user+sys from /proc/<pid>/stat over the window");
+    println!(
+        "  rw syscalls = syscr+syscw from /proc/<pid>/io over the window, all threads: read/write/readv/writev and \
+         the like; not recvfrom/sendto/recvmsg/sendmsg, epoll_wait, futex or any other call"
+    );
     println!();
 
     let mut lines = Vec::new();

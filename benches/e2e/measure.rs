@@ -1,5 +1,6 @@
 //! The measured window and the `/proc` readings around it: CPU time per process and for the
-//! whole machine, memory, and the wait for a quiet machine before each side.
+//! whole machine, read/write-like system calls per process, memory, and the wait for a quiet
+//! machine before each side.
 
 use crate::Plan;
 use crate::report::{Run, Tally};
@@ -22,8 +23,9 @@ impl Window {
     }
 }
 
-/// Runs `work` (which stops by itself at the window's end) while reading the CPU time of the
-/// watched processes and of this process at the window's start and end.
+/// Runs `work` (which stops by itself at the window's end) while reading the CPU time (and
+/// the read/write-like system calls) of the watched processes and of this process at the
+/// window's start and end.
 pub(crate) async fn measure(
     window: Window,
     watched: &[(String, u32)],
@@ -37,29 +39,38 @@ pub(crate) async fn measure(
         (before, Sample::take(watched))
     };
     let (tally, (before, after)) = tokio::join!(work, sampler);
-    let tally = tally?;
+    let (tally, before, after) = (tally?, before?, after?);
     if tally.done == 0 {
         return Err("nothing completed in the measured window".into());
     }
     Ok(Run::between(tally, watched, &before, &after, idle_rss_kb))
 }
 
-/// CPU readings at one instant: each watched process, this process, the whole machine (µs).
+/// Readings at one instant: CPU (µs) of each watched process, of this process and of the
+/// whole machine, and the read/write-like system calls of each watched process.
 pub(crate) struct Sample {
     pub(crate) at: Instant,
     pub(crate) watched: Vec<f64>,
+    pub(crate) rw_syscalls: Vec<u64>,
     pub(crate) me: f64,
     pub(crate) machine: f64,
 }
 
 impl Sample {
-    pub(crate) fn take(watched: &[(String, u32)]) -> Sample {
-        Sample {
+    /// Fails if a watched process's `/proc/<pid>/io` cannot be read: a run without its
+    /// system call counts is not reported with zeros.
+    pub(crate) fn take(watched: &[(String, u32)]) -> Result<Sample, String> {
+        let rw_syscalls = watched
+            .iter()
+            .map(|(role, pid)| rw_syscalls(*pid).map_err(|e| format!("{role}: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Sample {
             at: Instant::now(),
             watched: watched.iter().map(|(_, pid)| cpu_us(&pid.to_string())).collect(),
+            rw_syscalls,
             me: cpu_us("self"),
             machine: machine_busy_us(),
-        }
+        })
     }
 }
 
@@ -115,6 +126,27 @@ fn cpu_us(pid: &str) -> f64 {
     // After ')': state is field 3, so utime (14) and stime (15) are at 11 and 12.
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     (ticks(11) + ticks(12)) as f64 * 1e6 / clock_ticks() as f64
+}
+
+/// Read-like plus write-like system calls a process has made so far, over all its threads
+/// (and the threads that have ended): `syscr` + `syscw` of `/proc/<pid>/io`. The kernel
+/// counts there the calls of its file read/write paths: `read`, `readv`, `pread64`,
+/// `preadv`, `write`, `writev`, `pwrite64`, `pwritev`, `sendfile`, `copy_file_range`, on any
+/// descriptor (a socket, a pipe, an eventfd). Not counted: the socket-only calls (`recvfrom`,
+/// `recvmsg`, `sendto`, `sendmsg`; Rust's `TcpStream::read` is a `recv`, i.e. `recvfrom`),
+/// nor `epoll_wait`, `futex`, `accept4`, `close` or any other. A part of all system calls,
+/// not their total.
+pub(crate) fn rw_syscalls(pid: u32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/io");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {path} ({e}): the e2e bench counts system calls there (syscr, syscw)"))?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| format!("{path} has no {key} line: {text:?}"))
+    };
+    Ok(field("syscr:")? + field("syscw:")?)
 }
 
 /// A `kB` line of `/proc/<pid>/status` (`VmHWM:`, `VmRSS:`).

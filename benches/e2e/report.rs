@@ -59,6 +59,9 @@ pub(crate) struct Run {
     pub(crate) secs: f64,
     /// CPU µs over the window, per watched process; the first is the server under test.
     pub(crate) cpu_us: Vec<(String, f64)>,
+    /// Read/write-like system calls over the window, per watched process, in the same order
+    /// (see [`crate::measure::rw_syscalls`] for which calls these are).
+    pub(crate) rw_syscalls: Vec<(String, u64)>,
     /// CPU µs of this process (the load generator) over the window.
     pub(crate) loadgen_cpu_us: f64,
     /// Peak RSS (VmHWM, kB) per watched process, read at the end of the run.
@@ -87,12 +90,17 @@ impl Run {
             .zip(before.watched.iter().zip(&after.watched))
             .map(|((n, _), (b, a))| (n.clone(), a - b))
             .collect();
+        let rw_syscalls = watched
+            .iter()
+            .zip(before.rw_syscalls.iter().zip(&after.rw_syscalls))
+            .map(|((n, _), (b, a))| (n.clone(), a.saturating_sub(*b)))
+            .collect();
         let loadgen_cpu_us = after.me - before.me;
         let ours: f64 = cpu_us.iter().map(|(_, us)| us).sum::<f64>() + loadgen_cpu_us;
         let hwm_kb = watched.iter().map(|(n, pid)| (n.clone(), proc_status_kb(*pid, "VmHWM:"))).collect();
         let pids = watched.iter().map(|(n, pid)| format!("{n} {pid}")).collect::<Vec<_>>().join(", ");
         let background_cores = ((after.machine - before.machine - ours) / 1e6 / secs).max(0.0);
-        Run { tally, secs, cpu_us, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores }
+        Run { tally, secs, cpu_us, rw_syscalls, loadgen_cpu_us, hwm_kb, idle_rss_kb, pids, background_cores }
     }
 
     pub(crate) fn rate(&self) -> f64 {
@@ -105,6 +113,11 @@ impl Run {
 
     pub(crate) fn cpu_per(&self, i: usize) -> f64 {
         self.cpu_us.get(i).map(|(_, us)| us / self.tally.done.max(1) as f64).unwrap_or(0.0)
+    }
+
+    /// Read/write-like system calls per request of the `i`th watched process.
+    pub(crate) fn rw_syscalls_per(&self, i: usize) -> f64 {
+        self.rw_syscalls.get(i).map(|(_, n)| *n as f64 / self.tally.done.max(1) as f64).unwrap_or(0.0)
     }
 
     pub(crate) fn print(&self, side: &str, unit: &str) {
@@ -143,6 +156,8 @@ impl Run {
             rss.join(", "),
             self.idle_rss_kb as f64 / 1024.0
         );
+        let calls: Vec<String> = self.rw_syscalls.iter().map(|(n, c)| format!("{n} {:.1}", *c as f64 / per)).collect();
+        println!("  {:<8} rw syscalls/{unit} (read/write-like only, /proc/<pid>/io): {}", "", calls.join(", "));
         println!(
             "  {:<8} pids: {}; other load on the machine: {:.2} cores{}",
             "",
@@ -163,6 +178,11 @@ pub(crate) struct Line {
     pub(crate) p99_added_us: Option<f64>,
     pub(crate) cpu_us_per_req: f64,
     pub(crate) rss_mb: f64,
+    /// The gateway's CPU per request over the upstream's alone (the direct side's), for the
+    /// cases whose direct side is that upstream by itself (the echo cases).
+    pub(crate) cpu_x_upstream: Option<f64>,
+    /// The gateway process's read/write-like system calls per request.
+    pub(crate) rw_syscalls_per_req: f64,
 }
 
 impl Line {
@@ -176,6 +196,8 @@ impl Line {
             p99_added_us: Some(gateway.quantile_us(0.99) - direct.quantile_us(0.99)),
             cpu_us_per_req: gateway.cpu_per(0),
             rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
+            cpu_x_upstream: None,
+            rw_syscalls_per_req: gateway.rw_syscalls_per(0),
         }
     }
 
@@ -193,6 +215,8 @@ impl Line {
             p99_added_us: None,
             cpu_us_per_req: gateway.cpu_per(0),
             rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
+            cpu_x_upstream: None,
+            rw_syscalls_per_req: gateway.rw_syscalls_per(0),
         }
     }
 
@@ -200,7 +224,8 @@ impl Line {
         let opt = |v: Option<f64>, prec: usize| v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "-".into());
         let ratio = self.direct_rps.filter(|d| *d > 0.0).map(|d| self.gateway_rps / d);
         format!(
-            "e2e {} c={} direct_rps={} gateway_rps={:.0} ratio={} p50_added_us={} p99_added_us={} cpu_us_per_req={:.1} rss_mb={:.1}",
+            "e2e {} c={} direct_rps={} gateway_rps={:.0} ratio={} p50_added_us={} p99_added_us={} cpu_us_per_req={:.1} rss_mb={:.1} \
+             cpu_x_upstream={} rw_syscalls_per_req={:.1}",
             self.case,
             self.c,
             opt(self.direct_rps, 0),
@@ -209,7 +234,9 @@ impl Line {
             opt(self.p50_added_us, 1),
             opt(self.p99_added_us, 1),
             self.cpu_us_per_req,
-            self.rss_mb
+            self.rss_mb,
+            opt(self.cpu_x_upstream, 2),
+            self.rw_syscalls_per_req
         )
     }
 }

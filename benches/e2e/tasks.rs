@@ -355,7 +355,7 @@ pub(crate) async fn tasks_retained(addr: SocketAddr, c: usize, gw: &Proc) -> Res
         clients.push(w.await.map_err(|e| e.to_string())??);
     }
     let warm_kb = proc_status_kb(gw.pid(), "VmRSS:");
-    let before = Sample::take(&watched);
+    let before = Sample::take(&watched)?;
     let fills: Vec<_> = clients
         .into_iter()
         .enumerate()
@@ -373,7 +373,7 @@ pub(crate) async fn tasks_retained(addr: SocketAddr, c: usize, gw: &Proc) -> Res
         bytes += b;
         sessions.push((cl, ids));
     }
-    let after = Sample::take(&watched);
+    let after = Sample::take(&watched)?;
     let filled_kb = proc_status_kb(gw.pid(), "VmRSS:");
     tally.events = streams.notes();
     let run = Run::between(tally, &watched, &before, &after, idle_kb);
