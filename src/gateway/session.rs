@@ -46,6 +46,7 @@ mod relink;
 mod state;
 mod tasks;
 mod timed;
+mod tools;
 mod versions;
 
 /// Tool listings are cached per session for task decisions; this bounds the cache.
@@ -89,6 +90,8 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// What the session learned of its upstream's tools (see `tools`).
+    tools: tools::ToolSupport,
     /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
     /// `state`, never before).
     ext: ext::ExtTasks,
@@ -228,6 +231,7 @@ impl Session {
             by_token,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            tools: tools::ToolSupport::default(),
             ext: ext::ExtTasks::default(),
             rounds,
             link: Mutex::new(None),

@@ -238,12 +238,12 @@ impl LinkEvents for Session {
         if shape == Shape::MayNeedTask {
             let call = self.state.lock().unwrap().retry.remove(&client_id);
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
-            let support = self.state.lock().unwrap().tool_support.get(&name).copied().unwrap_or(TaskSupport::Forbidden);
+            let support = self.tools.listed(&name);
             if let Some(call) = call
                 && mcp_tasks::refused_as_plain_call(msg.value(), &name, support)
             {
                 tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
-                self.state.lock().unwrap().tool_support.insert(name, TaskSupport::Required);
+                self.tools.requires_task(name);
                 if let Some(me) = self.me.upgrade() {
                     tokio::spawn(async move {
                         if let Err(e) = me.start_bridge(client_id.clone(), call.into_value()).await {
@@ -292,11 +292,7 @@ impl LinkEvents for Session {
         let method = msg.method();
         match method {
             Method::Progress if !self.rounds.progress(self, related.as_ref(), &msg) => return,
-            Method::ToolsListChanged => {
-                let mut st = self.state.lock().unwrap();
-                st.tool_support.clear();
-                st.listing_loaded = false;
-            }
+            Method::ToolsListChanged => self.tools.list_changed(),
             Method::TaskStatus => {
                 // Only about tasks the client made (a bridged call's task is the gateway's).
                 let task = msg.task_id_param();

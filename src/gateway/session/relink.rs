@@ -140,9 +140,8 @@ impl Session {
         st.upstream_caps = caps;
         st.upstream_init = negotiated.result.clone();
         // What a previous link listed may not hold for this one.
-        st.tool_support.clear();
-        st.listing_loaded = false;
-        st.listed_task_tools = false;
+        drop(st);
+        self.tools.forget();
     }
 
     /// Tells readiness how a link open ended. On a link that carries the client's own

@@ -3,7 +3,6 @@
 
 use crate::jsonrpc::{Id, Message};
 use crate::mcp::ProtocolVersion;
-use crate::mcp::tasks::TaskSupport;
 use crate::upstream::link::Link;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -47,12 +46,6 @@ pub(super) struct SessionState {
     /// The upstream's capabilities, from its `initialize` result (without `tasks` when its
     /// version has none: a server that leaks them is not run as a task server).
     pub(super) upstream_caps: Value,
-    /// `execution.taskSupport` of each tool, from the upstream's `tools/list`.
-    pub(super) tool_support: HashMap<String, TaskSupport>,
-    /// The upstream's listing marked a tool optional or required.
-    pub(super) listed_task_tools: bool,
-    /// `tool_support` holds the upstream's whole listing.
-    pub(super) listing_loaded: bool,
     pub(super) next_client_side_id: i64,
     pub(super) server_requests: HashMap<Id, ServerRequest>,
     /// Bridged calls in flight (and translated `tasks/result` waits, `ext::translated`), by

@@ -90,30 +90,18 @@ impl Session {
     /// [`Session::tool_support`], without building the listing's future when the cache
     /// answers (the fetch is boxed: it is rare, and large).
     pub(super) async fn support_of(&self, tool: &str) -> Result<TaskSupport, RpcError> {
-        {
-            let st = self.state.lock().unwrap();
-            if let Some(s) = st.tool_support.get(tool) {
-                return Ok(*s);
-            }
-            if st.listing_loaded {
-                return Ok(TaskSupport::Forbidden);
-            }
+        match self.tools.known(tool) {
+            Some(support) => Ok(support),
+            None => Box::pin(self.tool_support(tool)).await,
         }
-        Box::pin(self.tool_support(tool)).await
     }
 
     /// A tool's `taskSupport`, from the cached listing or, failing that, a fresh one (each
     /// page within `request_timeout`). A listing that cannot be had fails the call.
     pub(super) async fn tool_support(&self, tool: &str) -> Result<TaskSupport, RpcError> {
-        {
-            let st = self.state.lock().unwrap();
-            if let Some(s) = st.tool_support.get(tool) {
-                return Ok(*s);
-            }
-            if st.listing_loaded {
-                // Not in the whole listing: an unknown tool, which has no task support.
-                return Ok(TaskSupport::Forbidden);
-            }
+        // Not in the whole listing: an unknown tool, which has no task support.
+        if let Some(support) = self.tools.known(tool) {
+            return Ok(support);
         }
         let link = self.link().await?;
         let mut cursor: Option<Value> = None;
@@ -138,32 +126,19 @@ impl Session {
             }
             cursor = resp.pointer("/result/nextCursor").cloned().filter(|c| !c.is_null());
             if cursor.is_none() {
-                self.state.lock().unwrap().listing_loaded = true;
+                self.tools.learned_whole();
                 break;
             }
         }
-        Ok(self.state.lock().unwrap().tool_support.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
+        Ok(self.tools.listed(tool))
     }
 
     /// Learns each tool's `taskSupport` from a listing, the client's or the gateway's own. An
     /// upstream whose version has no tasks has none to declare: its tools count as forbidden,
     /// whatever they are marked.
     pub(super) fn remember_tools(&self, result: &Value) {
-        let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
-        let mut st = self.state.lock().unwrap();
-        let upstream_has_tasks = st.upstream_version.is_some_and(|v| v.has_tasks());
-        for t in tools {
-            let support = if upstream_has_tasks { TaskSupport::of_tool(t) } else { TaskSupport::Forbidden };
-            // A server whose listing marks tools for tasks has tasks, whatever its
-            // capabilities say.
-            st.listed_task_tools |= support != TaskSupport::Forbidden;
-            if st.tool_support.len() >= MAX_CACHED_TOOLS {
-                continue;
-            }
-            if let Some(name) = t.get("name").and_then(Value::as_str) {
-                st.tool_support.insert(name.to_string(), support);
-            }
-        }
+        let upstream_has_tasks = self.state.lock().unwrap().upstream_version.is_some_and(|v| v.has_tasks());
+        self.tools.learn(result, upstream_has_tasks, MAX_CACHED_TOOLS);
     }
 
     /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,

@@ -387,7 +387,7 @@ impl Sep1391 {
         let (support, declares, runs_tasks) = {
             let st = s.state.lock().unwrap();
             let declares = mcp_tasks::server_has_tool_tasks(&st.upstream_caps);
-            (st.tool_support.clone(), declares, declares || st.listed_task_tools)
+            (s.tools.all(), declares, declares || s.tools.marks_tasks())
         };
         let policy = &s.upstream.tasks;
         let ext = s.plan().tasks.extension();

@@ -37,7 +37,7 @@ impl Planned<'_> {
     /// Whether the upstream runs tool calls as tasks (so some tools may require it): it
     /// declares tasks in any form, or its listing marks a tool optional or required.
     pub(in crate::gateway::session) fn runs_tasks(&self) -> bool {
-        self.plan.upstream_tool_tasks || self.s.state.lock().unwrap().listed_task_tools
+        self.plan.upstream_tool_tasks || self.s.tools.marks_tasks()
     }
 
     /// Where a `tools/call` goes, decided without waiting (see [`CallRoute`]).
