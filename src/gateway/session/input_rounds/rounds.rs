@@ -67,6 +67,12 @@ impl InputRounds {
     /// it asked for input and the exchange goes on; otherwise the message to deliver (the
     /// response itself, or the error the request fails with).
     pub(in crate::gateway::session) fn response(&self, s: &Session, client_id: &Id, msg: Message) -> Option<Message> {
+        // Most responses end no exchange (every one of a legacy upstream): one look, under
+        // the strategy's lock alone. An exchange is kept before its request goes up, so it is
+        // here before its response is.
+        if !self.state.lock().unwrap().exchanges.contains_key(client_id) {
+            return Some(msg);
+        }
         let versions = s.versions();
         let mut to_send = Vec::new();
         let outcome = {
