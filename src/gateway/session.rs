@@ -14,9 +14,8 @@
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
+use crate::mcp::tasks as mcp_tasks;
 use crate::mcp::{ProtocolVersion, shaping};
-use crate::tasks::bridge::{Bridge, Ending};
 use crate::tasks::hosted::{self, Hosted, hosts};
 use crate::upstream::client::{ClientSession, ClientSink, Route};
 use crate::upstream::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
@@ -33,6 +32,7 @@ pub const MAX_PARAM_HEADERS: usize = 64;
 use plan::{ByToken, ClientSide, Plan, UpstreamSide};
 use state::{ServerRequest, SessionState};
 
+mod bridges;
 mod by_token;
 mod ext;
 mod from_upstream;
@@ -44,7 +44,6 @@ mod planned;
 mod principal_tasks;
 mod relink;
 mod state;
-mod tasks;
 mod timed;
 mod tools;
 mod versions;
@@ -92,6 +91,8 @@ pub struct Session {
     state: Mutex<SessionState>,
     /// What the session learned of its upstream's tools (see `tools`).
     tools: tools::ToolSupport,
+    /// Its calls that follow an upstream task (see `bridges`).
+    bridges: bridges::Bridges,
     /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
     /// `state`, never before).
     ext: ext::ExtTasks,
@@ -232,6 +233,7 @@ impl Session {
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             tools: tools::ToolSupport::default(),
+            bridges: bridges::Bridges::default(),
             ext: ext::ExtTasks::default(),
             rounds,
             link: Mutex::new(None),
@@ -412,9 +414,10 @@ impl Session {
             client.unpark();
         }
         let bridges: Vec<CancellationToken> = {
+            // Under the session's lock, as `closed` is set: see `bridges` for the order.
             let mut st = self.state.lock().unwrap();
             st.closed = true;
-            st.bridges.drain().map(|(_, c)| c).collect()
+            self.bridges.drain()
         };
         // After `closed`: an operation still starting is not recorded, but stopped.
         if let Some(dialects) = &self.by_token {

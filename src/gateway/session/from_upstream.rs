@@ -37,7 +37,7 @@ impl Session {
                     // The extension server decides per call: any tool may become a task.
                     crate::mcp::task_dialects::caps::tools_for_core(tools);
                 }
-                self.remember_tools(result);
+                self.tools.remember(self, result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
                     (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
@@ -246,7 +246,7 @@ impl LinkEvents for Session {
                 self.tools.requires_task(name);
                 if let Some(me) = self.me.upgrade() {
                     tokio::spawn(async move {
-                        if let Err(e) = me.start_bridge(client_id.clone(), call.into_value()).await {
+                        if let Err(e) = me.bridges.start(&me, client_id.clone(), call.into_value()).await {
                             me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
                         }
                     });
@@ -268,7 +268,7 @@ impl LinkEvents for Session {
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Message, related: Option<Id>) {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
-        let bridged = related.as_ref().is_some_and(|id| self.state.lock().unwrap().bridges.contains_key(id));
+        let bridged = related.as_ref().is_some_and(|id| self.bridges.holds(id));
         if bridged && !self.client_can_answer(&msg) {
             let why = format!("the client does not support {}", msg.method_name());
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));

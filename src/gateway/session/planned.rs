@@ -204,7 +204,7 @@ impl Session {
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
             // It stays in `bridges` (and counts against the limit) until it has wound down.
-            let bridge = self.state.lock().unwrap().bridges.get(&client_id).cloned();
+            let bridge = self.bridges.get(&client_id);
             if let Some(cancel) = bridge {
                 cancel.cancel();
                 self.sink.abandon(&client_id);
@@ -373,5 +373,61 @@ impl Session {
             tracing::debug!(upstream = %self.upstream.name, method = msg.method_name(), "not sent to the 2026-07-28 upstream, whose era has no such notification");
         }
         drop
+    }
+
+    /// A task-augmented call of a hosted tool: answered at once with `CreateTaskResult`,
+    /// the plain call runs upstream in the background.
+    pub(super) async fn start_hosted(&self, id: Id, msg: Value) -> Result<(), RpcError> {
+        let (task_id, created, link, msg) = self.create_hosted(msg).await?;
+        self.to_client(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
+        self.run_hosted(task_id, link, msg).await;
+        Ok(())
+    }
+
+    /// A hosted task for call `msg` (translated for the upstream, without `params.task`):
+    /// its id, its `CreateTaskResult`, the link and the call to run on it.
+    pub(super) async fn create_hosted(&self, mut msg: Value) -> Result<(Arc<str>, Value, Arc<Link>, Value), RpcError> {
+        let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
+        let link = self.link().await?;
+        if let Some((client, upstream)) = self.versions()
+            && let crate::mcp::translate::Verdict::Refuse(e) =
+                crate::mcp::translate::translate(&mut msg, None, client, upstream)
+        {
+            return Err(e);
+        }
+        let rec = self
+            .hosted()
+            .create((&self.owner, &self.client), &self.upstream.name, &self.upstream.tasks, requested_ttl, &msg)
+            .await?;
+        if let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut) {
+            p.remove("task");
+        }
+        let task_id: Arc<str> = rec.id.as_str().into();
+        let token = crate::jsonrpc::ProgressToken::of_request(&msg);
+        self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
+        Ok((task_id, Hosted::create_result(&rec), link, msg))
+    }
+
+    /// How a hosted task's call on a modern link may go on with input rounds.
+    pub(super) fn round_policy(&self) -> hosted::RoundPolicy {
+        hosted::RoundPolicy {
+            limits: self.rounds.limits(),
+            answer_within: self.upstream.request_timeout,
+            max_time: self.upstream.max_request_time,
+        }
+    }
+
+    /// Starts a hosted task's call upstream (after its `CreateTaskResult` was sent).
+    pub(super) async fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) {
+        tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
+        if link.is_modern() {
+            self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
+        }
+        match link.start_task_call(task_id.clone(), msg).await {
+            Ok(up) => {
+                self.hosted().started(&task_id, up);
+            }
+            Err(e) => self.hosted().start_failed(&task_id, &e).await,
+        }
     }
 }

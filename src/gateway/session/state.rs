@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// A request the server sent the client, waiting for the client's answer.
 pub(super) struct ServerRequest {
@@ -48,9 +47,6 @@ pub(super) struct SessionState {
     pub(super) upstream_caps: Value,
     pub(super) next_client_side_id: i64,
     pub(super) server_requests: HashMap<Id, ServerRequest>,
-    /// Bridged calls in flight (and translated `tasks/result` waits, `ext::translated`), by
-    /// client id, and how to cancel them.
-    pub(super) bridges: HashMap<Id, CancellationToken>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     pub(super) retry: HashMap<Id, Message>,
     /// Ids of upstream tasks this client created (its task-augmented calls passed through):

@@ -207,7 +207,7 @@ impl Sep1391 {
             }
             return self.start_bridged(s, id, op.token, call, token, keep_alive, true).await;
         }
-        if s.hosts_tool(&name).await? {
+        if s.tools.hosts(s, &name).await? {
             let (task_id, _, link, call) = s.create_hosted(call).await?;
             s.hosted().retain_after_end(&task_id).await;
             s.hosted().ask_creator_later(&task_id);
@@ -219,7 +219,7 @@ impl Sep1391 {
             return Ok(());
         }
         let support = if (Planned { s, plan: s.plan() }).runs_tasks() {
-            s.support_of(&name).await?
+            s.tools.support(s, &name).await?
         } else {
             TaskSupport::Forbidden
         };
@@ -284,9 +284,9 @@ impl Sep1391 {
         let link = s.link().await?;
         // Counted with the session's bridged calls (their limit, their questions' handling,
         // their cancellation at the session's end).
-        let cancel = s.claim_bridge_slot(&id)?;
+        let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
         let free_slot = |s: &Session| {
-            s.state.lock().unwrap().bridges.remove(&id);
+            s.bridges.release(&id);
         };
         let rec = match s
             .hosted()
@@ -310,7 +310,7 @@ impl Sep1391 {
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
             Box::pin(s.ext.bridge(s, &link, &id, call, None, cancel).run())
         } else {
-            Box::pin(s.core_bridge(&link, &id, call, cancel).run())
+            Box::pin(s.bridges.core(s, &link, &id, call, cancel).run())
         };
         link.retain();
         let hosted = s.hosted().clone();
@@ -326,7 +326,7 @@ impl Sep1391 {
                 }
             }
             if let Some(s) = me.upgrade() {
-                s.bridge_ended(&id);
+                s.bridges.ended(&s, &id);
             }
         });
         Ok(())

@@ -66,9 +66,9 @@ impl ExtTasks {
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
     async fn start_bridge(&self, s: &Session, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = s.link().await?;
-        let cancel = s.claim_bridge_slot(&id)?;
+        let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
         let bridge = self.bridge(s, &link, &id, call, created, cancel);
-        s.spawn_bridged(id, link, bridge.run());
+        s.bridges.spawn(s, id, link, bridge.run());
         Ok(())
     }
 

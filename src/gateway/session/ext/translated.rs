@@ -222,7 +222,7 @@ impl ExtTasks {
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
-                let cancel = s.claim_bridge_slot(&id)?;
+                let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
                 let me = s.me.clone();
                 let task_id = task_id.to_string();
                 let max = s.upstream.max_request_time;
@@ -239,7 +239,7 @@ impl ExtTasks {
                         // Cancelled by the client, or its session ended: no answer is due.
                         _ = cancel.cancelled() => None,
                     };
-                    s.state.lock().unwrap().bridges.remove(&id);
+                    s.bridges.release(&id);
                     if let Some(resp) = resp {
                         s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
                     }

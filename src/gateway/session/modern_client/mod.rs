@@ -127,11 +127,11 @@ impl ModernClient {
         }
         if frame.method() == Method::ToolsCall && self.declared_extension() && !s.link().await?.is_modern() {
             let name = frame.tool_name().unwrap_or_default().into_owned();
-            if s.hosts_tool(&name).await? {
+            if s.tools.hosts(s, &name).await? {
                 self.start_hosted_ext(s, id.clone(), frame).await?;
                 return Ok(None);
             }
-            if s.plan().upstream_tasks && s.tool_support(&name).await? != TaskSupport::Forbidden {
+            if s.plan().upstream_tasks && s.tools.support(s, &name).await? != TaskSupport::Forbidden {
                 self.call_upstream_task_ext(s, id.clone(), frame).await?;
                 return Ok(None);
             }

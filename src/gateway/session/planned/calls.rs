@@ -61,10 +61,10 @@ impl Planned<'_> {
     pub(in crate::gateway::session) async fn core_task_call(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
         let s = self.s;
         let name = frame.tool_name().unwrap_or_default().into_owned();
-        if Box::pin(s.hosts_tool(&name)).await? {
+        if Box::pin(s.tools.hosts(s, &name)).await? {
             return Box::pin(s.start_hosted(id, frame.into_value())).await.map(|()| Step::Done);
         }
-        let support = if self.runs_tasks() { s.support_of(&name).await? } else { TaskSupport::Forbidden };
+        let support = if self.runs_tasks() { s.tools.support(s, &name).await? } else { TaskSupport::Forbidden };
         if support == TaskSupport::Forbidden && self.plan.hosts {
             // The client was shown this tool without task support: a task call of it is what
             // the spec answers with -32601.
@@ -86,7 +86,7 @@ impl Planned<'_> {
     ) -> Result<Option<Shape>, RpcError> {
         let s = self.s;
         let name = frame.tool_name().unwrap_or_default();
-        let shape = match s.support_of(&name).await? {
+        let shape = match s.tools.support(s, &name).await? {
             TaskSupport::Forbidden => Shape::AsIs,
             TaskSupport::Optional => {
                 // An SDK may still refuse a plain call of an optional tool; its exact refusal
@@ -104,7 +104,7 @@ impl Planned<'_> {
             TaskSupport::Required => match s.upstream.tasks.required {
                 RequiredMode::Bridge => {
                     // Boxed: every plain call's future would carry the bridge's state.
-                    Box::pin(s.start_bridge(id.clone(), frame.clone().into_value())).await?;
+                    Box::pin(s.bridges.start(s, id.clone(), frame.clone().into_value())).await?;
                     return Ok(None);
                 }
                 RequiredMode::Hide if self.plan.client == ClientSide::Modern => {

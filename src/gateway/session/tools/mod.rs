@@ -1,6 +1,6 @@
 //! What a session learned of its upstream's tools: each one's `execution.taskSupport`, from
 //! the listings that pass to its client or that it reads itself when a call needs to know
-//! (`tasks`), and whether any listing marked a tool for tasks. Forgotten when the upstream
+//! (`listing`), and whether any listing marked a tool for tasks. Forgotten when the upstream
 //! says its list changed (the marks stay) and when a new link negotiates (all of it). At
 //! most `MAX_CACHED_TOOLS` tools are kept.
 //!
@@ -11,6 +11,8 @@ use crate::mcp::tasks::TaskSupport;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+mod listing;
 
 /// Tools listed by a session's upstream, by name (see the module doc).
 #[derive(Default)]

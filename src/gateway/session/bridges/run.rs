@@ -1,0 +1,73 @@
+//! Running a bridged call: the bridge of a 2025-11-25 task built for the session's link, and
+//! the background task that follows it to its end and answers the client.
+
+use super::super::Session;
+use super::Bridges;
+use crate::jsonrpc::{Id, RpcError};
+use crate::tasks::bridge::{Bridge, Ending};
+use crate::upstream::link::Link;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+impl Bridges {
+    /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
+    pub(in super::super) async fn start(&self, s: &Session, id: Id, msg: Value) -> Result<(), RpcError> {
+        let link = s.link().await?;
+        let cancel = self.claim(&id, s.gateway.limits().max_in_flight)?;
+        let bridge = self.core(s, &link, &id, msg, cancel);
+        self.spawn(s, id, link, bridge.run());
+        Ok(())
+    }
+
+    /// The bridge of client call `id` (`call`) through a 2025-11-25 task on `link`.
+    pub(in super::super) fn core(
+        &self,
+        s: &Session,
+        link: &Arc<Link>,
+        id: &Id,
+        call: Value,
+        cancel: CancellationToken,
+    ) -> Bridge {
+        Bridge {
+            link: link.clone(),
+            client: s.client_ref(id.clone()),
+            call,
+            // The upstream must keep the task at least as long as the call may run.
+            ttl: s.upstream.tasks.ttl.max(s.upstream.max_request_time),
+            request_timeout: s.upstream.request_timeout,
+            max_request_time: s.upstream.max_request_time,
+            cancel,
+        }
+    }
+
+    /// Runs a bridged call (its slot claimed) to its end: the link stays open until then
+    /// (and the task is cancelled), the slot is freed, and the answer, if one is due, goes
+    /// to the client.
+    pub(in super::super) fn spawn(
+        &self,
+        s: &Session,
+        id: Id,
+        link: Arc<Link>,
+        run: impl std::future::Future<Output = Ending> + Send + 'static,
+    ) {
+        link.retain();
+        let me = s.me.clone();
+        tokio::spawn(async move {
+            let ending = run.await;
+            link.release();
+            let Some(s) = me.upgrade() else { return };
+            s.bridges.ended(&s, &id);
+            if let Ending::Answer(resp) = ending {
+                s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
+            }
+        });
+    }
+
+    /// The bridged call `id` has ended: its slot is free, and questions of an extension
+    /// task's call the client has not answered are moot now (see `ext::bridged`).
+    pub(in super::super) fn ended(&self, s: &Session, id: &Id) {
+        self.release(id);
+        s.ext.drop_moot_inputs();
+    }
+}
