@@ -139,8 +139,8 @@ impl Session {
         st.plan = Some(Plan::new(self.client_side(&st), upstream, &caps, &self.upstream, self.shared));
         st.upstream_caps = caps;
         st.upstream_init = negotiated.result.clone();
-        // What a previous link listed may not hold for this one.
-        drop(st);
+        // What a previous link listed may not hold for this one: forgotten under the session's
+        // lock, so that nothing reads the new plan with the old link's tools.
         self.tools.forget();
     }
 

@@ -22,8 +22,8 @@ pub(super) struct Bridges {
 
 impl Bridges {
     /// A slot for client request `id`: its cancellation token. Refused past `limit`, and for
-    /// an id already in use.
-    pub(super) fn claim(&self, id: &Id, limit: usize) -> Result<CancellationToken, RpcError> {
+    /// an id already in use. Called with the session's lock held (`claim_open`).
+    fn claim(&self, id: &Id, limit: usize) -> Result<CancellationToken, RpcError> {
         let cancel = CancellationToken::new();
         let mut slots = self.slots.lock().unwrap();
         if slots.len() >= limit {

@@ -3,7 +3,7 @@
 
 use super::super::Session;
 use super::Bridges;
-use crate::jsonrpc::{Id, RpcError};
+use crate::jsonrpc::{self, Id, RpcError};
 use crate::tasks::bridge::{Bridge, Ending};
 use crate::upstream::link::Link;
 use serde_json::Value;
@@ -14,10 +14,21 @@ impl Bridges {
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
     pub(in super::super) async fn start(&self, s: &Session, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = s.link().await?;
-        let cancel = self.claim(&id, s.gateway.limits().max_in_flight)?;
+        let cancel = self.claim_open(s, &id)?;
         let bridge = self.core(s, &link, &id, msg, cancel);
         self.spawn(s, id, link, bridge.run());
         Ok(())
+    }
+
+    /// A slot for client request `id` (see [`Bridges::claim`]), claimed under the session's
+    /// lock: once the session's end has set `closed` and drained the slots, none is given
+    /// (-32603), so no bridge outlives the end uncancelled.
+    pub(in super::super) fn claim_open(&self, s: &Session, id: &Id) -> Result<CancellationToken, RpcError> {
+        let st = s.state.lock().unwrap();
+        if st.closed {
+            return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the session has ended"));
+        }
+        self.claim(id, s.gateway.limits().max_in_flight)
     }
 
     /// The bridge of client call `id` (`call`) through a 2025-11-25 task on `link`.

@@ -284,7 +284,7 @@ impl Sep1391 {
         let link = s.link().await?;
         // Counted with the session's bridged calls (their limit, their questions' handling,
         // their cancellation at the session's end).
-        let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
+        let cancel = s.bridges.claim_open(s, &id)?;
         let free_slot = |s: &Session| {
             s.bridges.release(&id);
         };

@@ -66,7 +66,7 @@ impl ExtTasks {
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
     async fn start_bridge(&self, s: &Session, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = s.link().await?;
-        let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
+        let cancel = s.bridges.claim_open(s, &id)?;
         let bridge = self.bridge(s, &link, &id, call, created, cancel);
         s.bridges.spawn(s, id, link, bridge.run());
         Ok(())

@@ -222,7 +222,7 @@ impl ExtTasks {
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
-                let cancel = s.bridges.claim(&id, s.gateway.limits().max_in_flight)?;
+                let cancel = s.bridges.claim_open(s, &id)?;
                 let me = s.me.clone();
                 let task_id = task_id.to_string();
                 let max = s.upstream.max_request_time;

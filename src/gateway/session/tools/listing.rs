@@ -73,7 +73,10 @@ impl ToolSupport {
     /// upstream whose version has no tasks has none to declare: its tools count as forbidden,
     /// whatever they are marked.
     pub(in super::super) fn remember(&self, s: &Session, result: &Value) {
-        let upstream_has_tasks = s.state.lock().unwrap().upstream_version.is_some_and(|v| v.has_tasks());
+        // Under the session's lock, then this one's: a new link's `adopt` cannot come between
+        // reading the version and learning under it.
+        let st = s.state.lock().unwrap();
+        let upstream_has_tasks = st.upstream_version.is_some_and(|v| v.has_tasks());
         self.learn(result, upstream_has_tasks, MAX_CACHED_TOOLS);
     }
 }
