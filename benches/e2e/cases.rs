@@ -97,8 +97,9 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
         Workload::Tasks => {
             println!(
                 "  hosted tasks, gateway only (no direct baseline: the demo has no tasks): `tools/call echo` with \
-                 `task`, then `tasks/result`; rate = tasks/s; p50/p99 = one whole task round trip (create + result), \
-                 ABSOLUTE, not added (the e2e line prints `-` for them)"
+                 `task`, `tasks/get`, then `tasks/result`; rate = tasks/s; p50/p99 = one whole task round trip \
+                 (create + get + result), ABSOLUTE, not added (the e2e line prints `-` for them); first, plain \
+                 `tools/call echo` through the same gateway, whose CPU per call the line's `cpu_x_plain` divides by"
             );
             wait_for_quiet(plan).await;
             // The client asks for a ttl of 60 s; `max_ttl` caps it at 2 s, so finished tasks
@@ -106,12 +107,22 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
             let config = write_config(dir, "tasks", &tasks_config("2s", 1_000_000))?;
             let (gw, addr) =
                 spawn_listening("gateway-tasks", TASKGATE, &["serve", "--config", path_str(&config)], dir)?;
-            let run = tasks_throughput(addr, case.c, plan, &gw).await;
+            let plain = http_echo(addr, "/mcp/demo", case.c, plan, &[("gateway", &gw)], None).await;
+            let run = match plain {
+                Ok(plain) => {
+                    wait_for_quiet(plan).await;
+                    tasks_throughput(addr, case.c, plan, &gw).await.map(|run| (plain, run))
+                }
+                Err(e) => Err(e),
+            };
             gw.stop();
-            let run = run?;
+            let (plain, run) = run?;
+            plain.print("plain call", "req");
             run.print("gateway", "task");
             report_log_warnings(dir, "gateway-tasks");
-            Ok(Line::gateway_only(case, &run))
+            let mut line = Line::gateway_only(case, &run);
+            line.cpu_x_plain = Some(run.cpu_per(0) / plain.cpu_per(0));
+            Ok(line)
         }
         Workload::SharedLink => {
             println!(

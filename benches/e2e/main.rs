@@ -32,12 +32,14 @@
 //! not comparable with an strace count. A run whose `/proc/<pid>/io` cannot be read fails.
 //! The last lines printed are one machine-readable line per case:
 //!
-//! `e2e <case> c=<n> direct_rps=<x> gateway_rps=<y> ratio=<y/x> p50_added_us=<a> p99_added_us=<b> cpu_us_per_req=<c> rss_mb=<m> cpu_x_upstream=<u> rw_syscalls_per_req=<s>`
+//! `e2e <case> c=<n> direct_rps=<x> gateway_rps=<y> ratio=<y/x> p50_added_us=<a> p99_added_us=<b> cpu_us_per_req=<c> rss_mb=<m> cpu_x_upstream=<u> rw_syscalls_per_req=<s> cpu_x_plain=<t>`
 //!
 //! where `cpu_us_per_req`, `rss_mb` and `rw_syscalls_per_req` are the gateway process's
 //! (MiB of VmHWM), `cpu_x_upstream` is the gateway's CPU per request divided by the
 //! upstream's alone (its CPU per request on the direct side of the same run; the echo cases
-//! only), and `-` stands for a figure a case has no baseline for.
+//! only), `cpu_x_plain` is a task's whole lifecycle (create, get, result) over a plain call
+//! through the same gateway in the same run (the `tasks` case only), and `-` stands for a
+//! figure a case has no baseline for.
 //!
 //! Everything shares the machine's cores (2 on the project's machines): the load generator,
 //! the upstream and the gateway. Each side first waits (bounded) for the machine to be idle,

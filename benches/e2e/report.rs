@@ -183,6 +183,9 @@ pub(crate) struct Line {
     pub(crate) cpu_x_upstream: Option<f64>,
     /// The gateway process's read/write-like system calls per request.
     pub(crate) rw_syscalls_per_req: f64,
+    /// For the `tasks` case: the gateway's CPU per task lifecycle (create, get, result) over
+    /// its CPU per plain call in front of the same upstream, in the same run.
+    pub(crate) cpu_x_plain: Option<f64>,
 }
 
 impl Line {
@@ -198,6 +201,7 @@ impl Line {
             rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
             cpu_x_upstream: None,
             rw_syscalls_per_req: gateway.rw_syscalls_per(0),
+            cpu_x_plain: None,
         }
     }
 
@@ -217,6 +221,7 @@ impl Line {
             rss_mb: gateway.hwm_kb.first().map(|(_, kb)| *kb as f64 / 1024.0).unwrap_or(0.0),
             cpu_x_upstream: None,
             rw_syscalls_per_req: gateway.rw_syscalls_per(0),
+            cpu_x_plain: None,
         }
     }
 
@@ -225,7 +230,7 @@ impl Line {
         let ratio = self.direct_rps.filter(|d| *d > 0.0).map(|d| self.gateway_rps / d);
         format!(
             "e2e {} c={} direct_rps={} gateway_rps={:.0} ratio={} p50_added_us={} p99_added_us={} cpu_us_per_req={:.1} rss_mb={:.1} \
-             cpu_x_upstream={} rw_syscalls_per_req={:.1}",
+             cpu_x_upstream={} rw_syscalls_per_req={:.1} cpu_x_plain={}",
             self.case,
             self.c,
             opt(self.direct_rps, 0),
@@ -236,7 +241,8 @@ impl Line {
             self.cpu_us_per_req,
             self.rss_mb,
             opt(self.cpu_x_upstream, 2),
-            self.rw_syscalls_per_req
+            self.rw_syscalls_per_req,
+            opt(self.cpu_x_plain, 2)
         )
     }
 }

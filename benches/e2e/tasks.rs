@@ -153,12 +153,21 @@ impl HttpClient {
         Ok((task_answer(sse, &body, id, what)?, sse, body.len()))
     }
 
-    /// Creates a task (`tools/call echo` with `task`) and fetches its result, which must be
-    /// the echo of `text`.
-    pub(crate) async fn task_round_trip(&mut self, text: &str) -> Result<RoundTrip, String> {
+    /// Creates a task (`tools/call echo` with `task`), asks for its status once if `get`
+    /// (the whole lifecycle: create, get, result), and fetches its result, which must be the
+    /// echo of `text`.
+    pub(crate) async fn task_round_trip(&mut self, text: &str, get: bool) -> Result<RoundTrip, String> {
         let id = self.id();
         let (created, sse1, _) = self.rpc(task_call_request(id, text), id, "tools/call with `task`").await?;
         let task = created.task.ok_or("tools/call with `task` answered without a task (not hosted?)")?;
+        if get {
+            let id = self.id();
+            let (got, _, _) = self.rpc(task_request(id, "tasks/get", &task.task_id), id, "tasks/get").await?;
+            match got.status.as_deref() {
+                Some("working" | "completed") => {}
+                other => return Err(format!("tasks/get of {}: status {other:?}", task.task_id)),
+            }
+        }
         let id = self.id();
         let (res, sse2, result_bytes) =
             self.rpc(task_request(id, "tasks/result", &task.task_id), id, "tasks/result").await?;
@@ -270,7 +279,7 @@ pub(crate) async fn task_loop(mut cl: HttpClient, window: Window) -> Result<Tall
         if t0 >= window.end {
             return Ok(tally);
         }
-        let rt = cl.task_round_trip(TASK_TEXT).await?;
+        let rt = cl.task_round_trip(TASK_TEXT, true).await?;
         let t1 = Instant::now();
         if window.contains(t1) {
             tally.done += 1;
@@ -418,7 +427,7 @@ pub(crate) async fn fill_loop(
     let mut bytes = 0u64;
     for _ in 0..n {
         let t0 = Instant::now();
-        let rt = cl.task_round_trip(&text).await?;
+        let rt = cl.task_round_trip(&text, false).await?;
         tally.record(t0.elapsed());
         tally.done += 1;
         tally.sse += rt.sse;
