@@ -78,6 +78,37 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// Where a message's text came from, which says what is left to check in it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Text {
+    /// A peer's (or a test's): anything may be in it, line breaks included.
+    Peer,
+    /// Written by serde_json from a tree: compact (no line break outside a string), and
+    /// holding only strings and numbers a tree can.
+    Written,
+}
+
+/// A tree no deeper than this is read back by any parser (serde_json's limit is 128); one
+/// deeper is checked as a peer's message would be.
+const SHALLOW: usize = 100;
+
+/// Whether `v` nests more than `limit` arrays and objects deep.
+fn nests_deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(a) => limit == 0 || a.iter().any(|c| nests_deeper_than(c, limit - 1)),
+        Value::Object(o) => limit == 0 || o.values().any(|c| nests_deeper_than(c, limit - 1)),
+        _ => false,
+    }
+}
+
+/// A refusal of `text`, with its id when one can be read.
+fn refused(text: &[u8], error: RpcError) -> Refused {
+    match salvage(text) {
+        Some(s) => Refused { id: s.id, is_response: !s.has_method, error, ids: s.ids },
+        None => Refused::new(None, false, error),
+    }
+}
+
 fn invalid(why: &str) -> RpcError {
     RpcError::new(INVALID_REQUEST, format!("invalid request: {why}"))
 }
@@ -97,15 +128,17 @@ impl Message {
         if text.len() > u32::MAX as usize {
             return Err(Refused::new(None, false, invalid("the message is larger than 4 GiB")));
         }
-        let refused = |error: RpcError| match salvage(&text) {
-            Some(s) => Refused { id: s.id, is_response: !s.has_method, error, ids: s.ids },
-            None => Refused::new(None, false, error),
-        };
         // What a tree could not hold is refused here, as a tree parser would refuse it, so
         // that every message can be read whole later (and no peer is sent what it could not).
         if let Err(e) = serde_json::from_slice::<Checked>(&text) {
-            return Err(refused(RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
+            return Err(refused(&text, RpcError::new(PARSE_ERROR, format!("parse error: {e}"))));
         }
+        Message::read(text, Text::Peer)
+    }
+
+    /// Reads the envelope of `text`, JSON a tree can hold (checked, or written from a tree).
+    fn read(text: Bytes, from: Text) -> Result<Message, Refused> {
+        let refused = |error: RpcError| refused(&text, error);
         // Not left to serde, which reads a struct from an array too (`["2.0",1,"ping"]`).
         if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(Refused::new(None, false, invalid("message is not an object")));
@@ -184,7 +217,7 @@ impl Message {
         // A line break in valid JSON text is white space between tokens (inside strings it is
         // escaped): made a space, every message fits one line of stdio or of an SSE `data:`,
         // and every span stays where it was.
-        let text = if text.iter().any(|&b| b == b'\n' || b == b'\r') {
+        let text = if from == Text::Peer && memchr::memchr2(b'\n', b'\r', &text).is_some() {
             Bytes::from(text.iter().map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }).collect::<Vec<u8>>())
         } else {
             text
@@ -207,7 +240,10 @@ impl Message {
     /// A message the gateway made (or edited) as a tree. Its bytes are written once, here.
     pub fn from_value(v: Value) -> Result<Message, Refused> {
         let text = Bytes::from(serde_json::to_vec(&v).expect("values serialize"));
-        let m = Message::parse(text)?;
+        // Written from a tree, the text holds only what a tree can (nothing to check again),
+        // unless it nests deeper than a parser reads: then it is checked as a peer's would be.
+        let m =
+            if nests_deeper_than(&v, SHALLOW) { Message::parse(text)? } else { Message::read(text, Text::Written)? };
         let _ = m.tree.set(Box::new(v));
         Ok(m)
     }

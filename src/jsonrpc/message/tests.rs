@@ -156,6 +156,45 @@ fn what_a_tree_cannot_hold_is_refused_as_a_tree_parser_would() {
 }
 
 #[test]
+fn a_message_made_from_a_tree_reads_as_its_parsed_text_would() {
+    for v in [
+        json!({"jsonrpc":"2.0","id":"a\nb","method":"tools/call","params":{"name":"e\u{e9}","task":{"ttl":5},"_meta":{"progressToken":7}}}),
+        json!({"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"t","status":"working"},"n":[1.5,-2,18446744073709551615u64]}}),
+        json!({"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t","statusMessage":"line\r\nbreak"}}),
+    ] {
+        let made = Message::from_value(v.clone()).unwrap();
+        let parsed = Message::parse(Bytes::from(serde_json::to_vec(&v).unwrap())).unwrap();
+        assert_eq!(made.bytes(), parsed.bytes());
+        assert_eq!((made.kind(), made.method(), made.id()), (parsed.kind(), parsed.method(), parsed.id()));
+        assert_eq!((made.tool_name(), made.task_param()), (parsed.tool_name(), parsed.task_param()));
+        assert_eq!(made.progress_token(), parsed.progress_token());
+        assert_eq!(made.value(), &v);
+    }
+}
+
+#[test]
+fn a_tree_deeper_than_a_parser_reads_is_refused_when_made() {
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    assert!(
+        nests_deeper_than(&deep, SHALLOW)
+            && !nests_deeper_than(&json!([[1]]), 2)
+            && nests_deeper_than(&json!([[1]]), 1)
+    );
+    let Err(e) = Message::from_value(json!({"jsonrpc":"2.0","method":"x","params":{"a":deep}})) else {
+        panic!("a tree too deep to read back was made a message")
+    };
+    assert_eq!(e.error.code, PARSE_ERROR);
+    let mut shallow = json!(1);
+    for _ in 0..SHALLOW - 2 {
+        shallow = json!([shallow]);
+    }
+    assert!(Message::from_value(json!({"jsonrpc":"2.0","method":"x","params":{"a":shallow}})).is_ok());
+}
+
+#[test]
 fn unknown_fields_and_methods_pass_byte_for_byte() {
     let text = r#"{"jsonrpc":"2.0","method":"x/y","params":{"a":{"b":[1e3,2]}},"extra":true}"#;
     let m = parse(text).unwrap();
