@@ -1,7 +1,7 @@
 //! The errors the gateway answers with itself, and the JSON-RPC codes it uses.
 
 use super::keys::Id;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::fmt;
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -53,11 +53,12 @@ impl RpcError {
 
     /// The full error response for `id` (`null` when the request's id is unknown).
     pub fn response(&self, id: Option<&Id>) -> Value {
-        json!({
-            "jsonrpc": "2.0",
-            "id": id.map(Id::to_value).unwrap_or(Value::Null),
-            "error": self.to_value(),
-        })
+        // Not `json!`, which would copy the error object it is given.
+        Value::Object(Map::from_iter([
+            ("jsonrpc".to_string(), Value::from("2.0")),
+            ("id".to_string(), id.map(Id::to_value).unwrap_or(Value::Null)),
+            ("error".to_string(), self.to_value()),
+        ]))
     }
 }
 

@@ -22,7 +22,7 @@ pub use method::Method;
 pub use refused::Refused;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A body as received: one message or a batch (array) of them, each still its own bytes.
 #[derive(Debug)]
@@ -60,9 +60,20 @@ pub fn set_id(msg: &mut Value, id: &Id) {
     }
 }
 
+/// A message object of `entries` after `"jsonrpc": "2.0"`. Built by hand, not with `json!`,
+/// which would copy each value given to it (as `to_value(&v)`), a whole result included.
+fn envelope<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let mut m = serde_json::Map::with_capacity(N + 1);
+    m.insert("jsonrpc".into(), Value::from("2.0"));
+    for (k, v) in entries {
+        m.insert(k.into(), v);
+    }
+    Value::Object(m)
+}
+
 /// A successful response.
 pub fn result_response(id: &Id, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+    envelope([("id", id.to_value()), ("result", result)])
 }
 
 /// A request of a known method (not [`Method::Other`]).
@@ -72,12 +83,12 @@ pub fn request(id: &Id, method: Method, params: Value) -> Value {
 
 /// A request by its name on the wire: one the gateway passes on without knowing it.
 pub fn request_named(id: &Id, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params})
+    envelope([("id", id.to_value()), ("method", Value::from(method)), ("params", params)])
 }
 
 /// A notification of a known method (not [`Method::Other`]).
 pub fn notification(method: Method, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": method.as_str(), "params": params})
+    envelope([("method", Value::from(method.as_str())), ("params", params)])
 }
 
 /// `params._meta.progressToken` of a request, if it carries one.
@@ -88,6 +99,7 @@ pub fn progress_token(msg: &Value) -> Option<&Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn classifies_the_three_kinds() {

@@ -30,7 +30,7 @@ pub mod overview;
 mod remote;
 mod status;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -585,6 +585,7 @@ impl Hosted {
 
     /// The `CreateTaskResult` for a new task.
     pub fn create_result(rec: &TaskRecord) -> Value {
-        json!({"task": Value::Object(rec.to_json())})
+        // Not `json!`, which would copy the record it is given.
+        Value::Object(serde_json::Map::from_iter([("task".to_string(), Value::Object(rec.to_json()))]))
     }
 }

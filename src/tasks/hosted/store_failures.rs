@@ -5,6 +5,7 @@
 use super::*;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{Edit, StoreFuture};
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::watch;
 

@@ -9,7 +9,7 @@ use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::tasks::hosted;
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 impl Planned<'_> {
     /// `tasks/get`, `tasks/result` or `tasks/cancel` of a legacy client.
@@ -139,7 +139,7 @@ impl Planned<'_> {
             let msg = Message::from_value(msg).map_err(|r| r.error)?;
             return s.link().await?.forward(s.client_ref(id), msg, Shape::UpstreamTaskPage).await;
         }
-        let mut result = json!({"tasks": tasks});
+        let mut result = Value::Object(serde_json::Map::from_iter([("tasks".to_string(), Value::Array(tasks))]));
         match next {
             Some(c) => result["nextCursor"] = c.into(),
             None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
