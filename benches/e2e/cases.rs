@@ -103,8 +103,11 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
             );
             wait_for_quiet(plan).await;
             // The client asks for a ttl of 60 s; `max_ttl` caps it at 2 s, so finished tasks
-            // expire (swept every 250 ms) long before the roomy store could fill.
-            let config = write_config(dir, "tasks", &tasks_config("2s", 1_000_000))?;
+            // expire long before the roomy store could fill. The memory store: this case is
+            // the hosting's own cost; the file store's durable commit per task end (the
+            // default of `serve --config`: an fsync a lone client waits for, up to
+            // `sync_interval`) is what `cargo bench --bench store` measures.
+            let config = write_config(dir, "tasks", &tasks_config("2s", 1_000_000, Some("memory")))?;
             let (gw, addr) =
                 spawn_listening("gateway-tasks", TASKGATE, &["serve", "--config", path_str(&config)], dir)?;
             let plain = http_echo(addr, "/mcp/demo", case.c, plan, &[("gateway", &gw)], None).await;
@@ -172,7 +175,7 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
             );
             wait_for_quiet(plan).await;
             // Exactly room for them all: one task evicted, whatever the reason, fails the check.
-            let config = write_config(dir, "tasks-retained", &tasks_config("1h", RETAINED_TASKS))?;
+            let config = write_config(dir, "tasks-retained", &tasks_config("1h", RETAINED_TASKS, None))?;
             let (gw, addr) =
                 spawn_listening("gateway-tasks-retained", TASKGATE, &["serve", "--config", path_str(&config)], dir)?;
             let filled = tasks_retained(addr, case.c, &gw).await;
@@ -189,11 +192,13 @@ pub(crate) async fn run_case(case: &Case, plan: Plan, dir: &Path) -> Result<Line
 }
 
 /// The gateway's config for the tasks cases: the in-process demo, tasks retained for at most
-/// `max_ttl`, and a store (and per-session share) of `max_tasks`.
-fn tasks_config(max_ttl: &str, max_tasks: usize) -> String {
+/// `max_ttl`, a store (and per-session share) of `max_tasks`, and the `store` kind if given
+/// (else the default of a config file: `file`, in the run's directory).
+fn tasks_config(max_ttl: &str, max_tasks: usize, store: Option<&str>) -> String {
+    let store = store.map(|kind| format!("store = {kind:?}\n")).unwrap_or_default();
     format!(
         "builtin = \"demo\"\n\n[upstream.tasks]\nttl = \"{max_ttl}\"\nmax_ttl = \"{max_ttl}\"\n\
-         max_tasks_per_owner = {max_tasks}\n\n[tasks]\nmax_tasks = {max_tasks}\n"
+         max_tasks_per_owner = {max_tasks}\n\n[tasks]\nmax_tasks = {max_tasks}\n{store}"
     )
 }
 
