@@ -125,6 +125,7 @@ impl Message {
     /// Reads one message (a JSON object) from `text`. Malformed JSON is -32700; what is not
     /// a JSON-RPC message is -32600; either with the id when one can be read.
     pub fn parse(text: Bytes) -> Result<Message, Refused> {
+        // Before the check's pass over it: `read` refuses it too, for a message made here.
         if text.len() > u32::MAX as usize {
             return Err(Refused::new(None, false, invalid("the message is larger than 4 GiB")));
         }
@@ -138,6 +139,10 @@ impl Message {
 
     /// Reads the envelope of `text`, JSON a tree can hold (checked, or written from a tree).
     fn read(text: Bytes, from: Text) -> Result<Message, Refused> {
+        // Spans are `u32`s.
+        if text.len() > u32::MAX as usize {
+            return Err(Refused::new(None, false, invalid("the message is larger than 4 GiB")));
+        }
         let refused = |error: RpcError| refused(&text, error);
         // Not left to serde, which reads a struct from an array too (`["2.0",1,"ping"]`).
         if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
