@@ -60,8 +60,13 @@ pub fn set_id(msg: &mut Value, id: &Id) {
     }
 }
 
-/// A message object of `entries` after `"jsonrpc": "2.0"`. Built by hand, not with `json!`,
-/// which would copy each value given to it (as `to_value(&v)`), a whole result included.
+/// An object of `entries`, in order, taking the values given. `json!` would copy each one
+/// (it writes `to_value(&v)`), a whole result or task list included.
+pub fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// A message object of `entries` after `"jsonrpc": "2.0"` (see [`object`]).
 fn envelope<const N: usize>(entries: [(&str, Value); N]) -> Value {
     let mut m = serde_json::Map::with_capacity(N + 1);
     m.insert("jsonrpc".into(), Value::from("2.0"));
@@ -112,6 +117,27 @@ mod tests {
         let s = Message::from_value(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
         assert_eq!(s.kind(), Kind::Response);
         assert_eq!(s.id(), Some(&Id::Str("a".into())));
+    }
+
+    #[test]
+    fn made_messages_are_the_objects_json_would_make_in_the_same_order() {
+        let r = json!({"content": [{"type": "text", "text": "x"}], "z": 1, "a": 2});
+        let id = Id::Str("k".into());
+        let text = |v: &Value| serde_json::to_string(v).unwrap();
+        assert_eq!(text(&result_response(&id, r.clone())), text(&json!({"jsonrpc": "2.0", "id": "k", "result": r})));
+        assert_eq!(
+            text(&request(&Id::Num(3), Method::ToolsCall, r.clone())),
+            text(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": r}))
+        );
+        assert_eq!(
+            text(&notification(Method::Progress, r.clone())),
+            text(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": r}))
+        );
+        assert_eq!(text(&object([("b", json!(1)), ("a", r.clone())])), text(&json!({"b": 1, "a": r})));
+        assert_eq!(
+            text(&RpcError::new(INVALID_PARAMS, "no").response(None)),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"no"}}"#
+        );
     }
 
     #[test]

@@ -71,7 +71,13 @@ impl HeldInputs {
                 let mut msg = h.msg.clone();
                 mcp_tasks::untag_related(&mut msg, "params");
                 let params = msg.get("params").cloned().unwrap_or(json!({}));
-                (h.key.clone(), json!({"method": msg.get("method").cloned().unwrap_or(Value::Null), "params": params}))
+                (
+                    h.key.clone(),
+                    jsonrpc::object([
+                        ("method", msg.get("method").cloned().unwrap_or(Value::Null)),
+                        ("params", params),
+                    ]),
+                )
             })
             .collect()
     }

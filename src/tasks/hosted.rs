@@ -585,7 +585,6 @@ impl Hosted {
 
     /// The `CreateTaskResult` for a new task.
     pub fn create_result(rec: &TaskRecord) -> Value {
-        // Not `json!`, which would copy the record it is given.
-        Value::Object(serde_json::Map::from_iter([("task".to_string(), Value::Object(rec.to_json()))]))
+        jsonrpc::object([("task", Value::Object(rec.to_json()))])
     }
 }

@@ -11,7 +11,7 @@
 
 use super::task::{Inline, get_to_core, status_of, tag, untag};
 use super::{CORE_NOTIFICATION, DialectError, EXT_NOTIFICATION, TASKS_UPDATE};
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, Id, RpcError};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, Id, RpcError, object};
 use crate::mcp::modern::{ResultType, key};
 use crate::mcp::tasks::TaskStatus;
 use serde_json::{Map, Value, json};
@@ -146,7 +146,7 @@ pub fn input_request_to_core(task_id: &str, ext_request: &Value) -> Result<Value
         Some(_) => return Err(DialectError::BadInput("params must be an object")),
     };
     tag(&mut params, task_id);
-    Ok(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    Ok(object([("jsonrpc", "2.0".into()), ("method", method.into()), ("params", Value::Object(params))]))
 }
 
 /// A core server's input request (a JSON-RPC request tagged with its task) as an entry of
@@ -189,12 +189,12 @@ pub fn input_answer_to_core(task_id: &str, upstream_id: &Id, ext_response: Value
     };
     r.remove("resultType");
     tag(&mut r, task_id);
-    json!({"jsonrpc": "2.0", "id": upstream_id.to_value(), "result": r})
+    object([("jsonrpc", "2.0".into()), ("id", upstream_id.to_value()), ("result", Value::Object(r))])
 }
 
 /// The `tasks/update` params that carry a core client's answers to an extension server.
 pub fn tasks_update_params(task_id: &str, input_responses: Map<String, Value>) -> Value {
-    json!({"taskId": task_id, "inputResponses": input_responses})
+    object([("taskId", task_id.into()), ("inputResponses", Value::Object(input_responses))])
 }
 
 /// Reads an extension client's `tasks/update` params: the task and its responses by key
@@ -223,7 +223,14 @@ pub fn notification_to_core(ext_params: Value) -> Result<(Value, Inline), Dialec
         }
     }
     let (t, inline) = super::task::task_to_core(p)?;
-    Ok((json!({"jsonrpc": "2.0", "method": CORE_NOTIFICATION.as_str(), "params": t}), inline))
+    Ok((
+        object([
+            ("jsonrpc", "2.0".into()),
+            ("method", CORE_NOTIFICATION.as_str().into()),
+            ("params", Value::Object(t)),
+        ]),
+        inline,
+    ))
 }
 
 /// Core `notifications/tasks/status` params (a `Task`) and what the gateway holds for the
@@ -237,7 +244,7 @@ pub fn notification_to_ext(core_params: Value, inline: Inline, subscription: &Id
     if let Some(meta) = meta.as_object_mut() {
         meta.insert(key::SUBSCRIPTION_ID.into(), subscription.to_value());
     }
-    Ok(json!({"jsonrpc": "2.0", "method": EXT_NOTIFICATION.as_str(), "params": p}))
+    Ok(object([("jsonrpc", "2.0".into()), ("method", EXT_NOTIFICATION.as_str().into()), ("params", Value::Object(p))]))
 }
 
 #[cfg(test)]

@@ -357,7 +357,7 @@ impl Sep1391 {
                         };
                         let mut resp = resp.into_value();
                         match resp.get_mut("result").map(Value::take) {
-                            Some(r) => json!({"result": r}),
+                            Some(r) => jsonrpc::object([("result", r)]),
                             // The client's version cannot take it: the error says why.
                             None => {
                                 s.to_client(Message::made(resp), Route::Response(id));

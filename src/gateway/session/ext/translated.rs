@@ -437,7 +437,7 @@ impl ExtTasks {
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(s, Some(c)).await?,
             Some(_) => return Err(bad_cursor()),
         };
-        let mut result = json!({"tasks": tasks});
+        let mut result = jsonrpc::object([("tasks", Value::Array(tasks))]);
         if let Some(c) = next {
             result["nextCursor"] = c.into();
         }

@@ -153,7 +153,7 @@ impl ModernClient {
                 .deliver_error(RpcError::new(GATEWAY_BUSY, "too many requests waiting for their clients' input"));
             return;
         }
-        let mut result = json!({"inputRequests": requests, "requestState": token});
+        let mut result = jsonrpc::object([("inputRequests", Value::Object(requests)), ("requestState", token.into())]);
         modern::set_result_type(&mut result, ResultType::InputRequired);
         self.rounds.answer_round(result);
     }

@@ -99,7 +99,7 @@ impl Planned<'_> {
         )
         .await;
         let tasks: Vec<Value> = got.into_iter().filter_map(|r| r.ok()?.get("result").cloned()).collect();
-        let mut result = Value::Object(serde_json::Map::from_iter([("tasks".to_string(), Value::Array(tasks))]));
+        let mut result = jsonrpc::object([("tasks", Value::Array(tasks))]);
         if more {
             result["nextCursor"] = format!("{CURSOR_UPSTREAM}{end}").into();
         }

@@ -139,7 +139,7 @@ impl Planned<'_> {
             let msg = Message::from_value(msg).map_err(|r| r.error)?;
             return s.link().await?.forward(s.client_ref(id), msg, Shape::UpstreamTaskPage).await;
         }
-        let mut result = Value::Object(serde_json::Map::from_iter([("tasks".to_string(), Value::Array(tasks))]));
+        let mut result = jsonrpc::object([("tasks", Value::Array(tasks))]);
         match next {
             Some(c) => result["nextCursor"] = c.into(),
             None if upstream_lists => result["nextCursor"] = CURSOR_UPSTREAM.into(),
