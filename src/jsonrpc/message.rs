@@ -320,6 +320,16 @@ impl Message {
         }
     }
 
+    /// The whole message as a tree to edit (`null` as in [`Message::value`]), the message
+    /// left as it came: a caller that changed nothing passes it on without reading its
+    /// bytes again; one that changed something makes a new one ([`Message::from_value`]).
+    pub fn take_value(&mut self) -> Value {
+        match self.tree.take() {
+            Some(v) => *v,
+            None => serde_json::from_slice(&self.text).unwrap_or(Value::Null),
+        }
+    }
+
     /// The message with its tree edited by `f`, written out again. A message whose tree cannot
     /// be built, or that `f` leaves malformed, is returned as it was.
     pub fn edit(mut self, f: impl FnOnce(&mut Value)) -> Message {

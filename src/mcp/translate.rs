@@ -81,14 +81,12 @@ pub fn cross(
     if !needs_downgrade(from, to) {
         return Ok(msg);
     }
-    // The tree is taken, not copied; an unedited message is read again from its bytes (its
-    // envelope only), so that they pass as they came.
-    let bytes = msg.bytes().clone();
-    let mut tree = msg.into_value();
+    // The tree is taken, not copied; an unedited message passes as it came, its bytes not
+    // read again.
+    let mut msg = msg;
+    let mut tree = msg.take_value();
     match downgrade(&mut tree, method, to) {
-        Verdict::Deliver { edited: false } => Message::parse(bytes)
-            .or_else(|_| Message::from_value(tree))
-            .map_err(|r| Stopped::Drop(format!("the message could not be read again: {}", r.error.message))),
+        Verdict::Deliver { edited: false } => Ok(msg),
         Verdict::Deliver { edited: true } => Message::from_value(tree)
             .map_err(|r| Stopped::Drop(format!("the translated message could not be written: {}", r.error.message))),
         Verdict::Drop(why) => Err(Stopped::Drop(why)),

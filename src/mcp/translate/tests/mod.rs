@@ -414,3 +414,19 @@ fn a_downgraded_message_is_in_the_receivers_shape() {
         }
     }
 }
+
+#[test]
+fn a_crossing_message_the_table_leaves_alone_keeps_its_bytes_and_an_edited_one_is_rewritten() {
+    let text = r#"{"jsonrpc":"2.0", "id":7,  "result":{"content":[{"type":"text","text":"x"}],"isError":false}}"#;
+    let msg = crate::jsonrpc::Message::parse(bytes::Bytes::from_static(text.as_bytes())).unwrap();
+    let Ok(same) = cross(msg, Some(Method::ToolsCall), LATEST, V2025_06_18) else { panic!("not delivered") };
+    assert_eq!(same.bytes().as_ref(), text.as_bytes(), "unedited: as it came, spacing and all");
+    assert_eq!(same.value()["result"]["content"][0]["text"], json!("x"));
+    let newer =
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"x"}],"structuredContent":{"a":1}}}"#;
+    let msg = crate::jsonrpc::Message::parse(bytes::Bytes::from_static(newer.as_bytes())).unwrap();
+    let Ok(older) = cross(msg, Some(Method::ToolsCall), LATEST, V2025_03_26) else { panic!("not delivered") };
+    assert_ne!(older.bytes().as_ref(), newer.as_bytes(), "edited: written again");
+    assert!(older.value()["result"].get("structuredContent").is_none(), "2025-03-26 has no structured content");
+    assert_eq!(older.id(), Some(&crate::jsonrpc::Id::Num(7)));
+}
