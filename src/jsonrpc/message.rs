@@ -313,11 +313,8 @@ impl Message {
     }
 
     /// The whole message as a tree (`null` as in [`Message::value`]).
-    pub fn into_value(self) -> Value {
-        match self.tree.into_inner() {
-            Some(v) => *v,
-            None => serde_json::from_slice(&self.text).unwrap_or(Value::Null),
-        }
+    pub fn into_value(mut self) -> Value {
+        self.take_value()
     }
 
     /// The whole message as a tree to edit (`null` as in [`Message::value`]), the message

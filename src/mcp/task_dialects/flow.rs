@@ -11,7 +11,7 @@
 
 use super::task::{Inline, get_to_core, status_of, tag, untag};
 use super::{CORE_NOTIFICATION, DialectError, EXT_NOTIFICATION, TASKS_UPDATE};
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, Id, RpcError, object};
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, Id, Method, RpcError, object};
 use crate::mcp::modern::{ResultType, key};
 use crate::mcp::tasks::TaskStatus;
 use serde_json::{Map, Value, json};
@@ -126,13 +126,11 @@ pub fn cancel_to_core(ext_response: &Value, last_seen: &Map<String, Value>, now:
     Ok(Value::Object(t))
 }
 
-fn input_method(req: &Value) -> Result<&str, DialectError> {
+fn input_method(req: &Value) -> Result<Method, DialectError> {
     let m = req.get("method").and_then(Value::as_str).ok_or(DialectError::BadInput("no method"))?;
     // The methods an input request may have, in either dialect.
-    crate::jsonrpc::Method::parse(m)
-        .is_input_request()
-        .then_some(m)
-        .ok_or(DialectError::BadInput("not elicitation, sampling or roots"))
+    let method = Method::parse(m);
+    method.is_input_request().then_some(method).ok_or(DialectError::BadInput("not elicitation, sampling or roots"))
 }
 
 /// One of an extension task's `inputRequests` (`{method, params}`) as the core server→client
@@ -146,7 +144,7 @@ pub fn input_request_to_core(task_id: &str, ext_request: &Value) -> Result<Value
         Some(_) => return Err(DialectError::BadInput("params must be an object")),
     };
     tag(&mut params, task_id);
-    Ok(object([("jsonrpc", "2.0".into()), ("method", method.into()), ("params", Value::Object(params))]))
+    Ok(jsonrpc::notification(method, Value::Object(params)))
 }
 
 /// A core server's input request (a JSON-RPC request tagged with its task) as an entry of
@@ -156,7 +154,7 @@ pub fn input_request_to_core(task_id: &str, ext_request: &Value) -> Result<Value
 pub fn input_request_to_ext(core_request: &Value) -> Result<Value, DialectError> {
     let method = input_method(core_request)?;
     let mut out = Map::new();
-    out.insert("method".into(), method.into());
+    out.insert("method".into(), method.as_str().into());
     if let Some(Value::Object(p)) = core_request.get("params") {
         let mut p = p.clone();
         p.remove("task");
@@ -189,7 +187,7 @@ pub fn input_answer_to_core(task_id: &str, upstream_id: &Id, ext_response: Value
     };
     r.remove("resultType");
     tag(&mut r, task_id);
-    object([("jsonrpc", "2.0".into()), ("id", upstream_id.to_value()), ("result", Value::Object(r))])
+    jsonrpc::result_response(upstream_id, Value::Object(r))
 }
 
 /// The `tasks/update` params that carry a core client's answers to an extension server.
@@ -223,14 +221,7 @@ pub fn notification_to_core(ext_params: Value) -> Result<(Value, Inline), Dialec
         }
     }
     let (t, inline) = super::task::task_to_core(p)?;
-    Ok((
-        object([
-            ("jsonrpc", "2.0".into()),
-            ("method", CORE_NOTIFICATION.as_str().into()),
-            ("params", Value::Object(t)),
-        ]),
-        inline,
-    ))
+    Ok((jsonrpc::notification(CORE_NOTIFICATION, Value::Object(t)), inline))
 }
 
 /// Core `notifications/tasks/status` params (a `Task`) and what the gateway holds for the
@@ -244,7 +235,7 @@ pub fn notification_to_ext(core_params: Value, inline: Inline, subscription: &Id
     if let Some(meta) = meta.as_object_mut() {
         meta.insert(key::SUBSCRIPTION_ID.into(), subscription.to_value());
     }
-    Ok(object([("jsonrpc", "2.0".into()), ("method", EXT_NOTIFICATION.as_str().into()), ("params", Value::Object(p))]))
+    Ok(jsonrpc::notification(EXT_NOTIFICATION, Value::Object(p)))
 }
 
 #[cfg(test)]
