@@ -4,7 +4,7 @@
 //! Each request of an initialized session goes to its client's era first (a modern client's
 //! own checks, or the by-token dialects), then [`Session::dispatch`] hands it, by its
 //! method, to the strategy the plan (`plan`) chose for it (`calls`, `task_requests`), and
-//! what is left goes up the link ([`Session::forward_up`]: on a modern link, a legacy client's
+//! what is left goes up the link ([`Session::forward`]; on a modern link a legacy client's
 //! request is kept by its input rounds, `input_rounds`).
 
 use super::*;
@@ -182,7 +182,7 @@ impl Session {
             Method::Initialized => return,
             Method::Cancelled => {}
             _ => {
-                if link.is_modern() && self.dropped_by_modern(&msg) {
+                if self.plan().upstream.is_modern() && self.dropped_by_modern(&msg) {
                     return;
                 }
                 let Some(msg) = self.crossing().up_notification(msg) else { return };
@@ -285,46 +285,53 @@ impl Session {
     }
 
     /// A request for the link, translated for the link's version (which a restart may have
-    /// changed).
+    /// changed): on a legacy link as it is (a modern client's `_meta` gone), on a modern one
+    /// by [`Session::forward_modern`].
     async fn forward(&self, id: Id, frame: Message, shape: Shape) -> Result<(), RpcError> {
-        let link = self.link().await?;
-        if let Some(answered) = self.removed_by_modern(&link, &id, &frame) {
+        let (link, upstream) = self.linked().await?;
+        if upstream.is_modern() {
+            // Boxed: a legacy request's future must not carry the modern path's state.
+            return Box::pin(self.forward_modern(&link, id, frame, shape)).await;
+        }
+        let frame = match &self.modern {
+            Some(_) => frame.edit(crate::mcp::modern::meta::strip),
+            None => frame,
+        };
+        let frame = self.cross_up(frame)?;
+        link.forward(self.client_ref(id), frame, shape).await
+    }
+
+    /// `frame` translated for the link's version, refused if that version has no such request.
+    fn cross_up(&self, frame: Message) -> Result<Message, RpcError> {
+        self.crossing().up(frame)?.ok_or_else(|| {
+            RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
+        })
+    }
+
+    /// [`Session::forward`] on a modern link: what the era removed is answered here, and
+    /// with authentication a legacy client's request names only its principal's tasks.
+    async fn forward_modern(&self, link: &Arc<Link>, id: Id, frame: Message, shape: Shape) -> Result<(), RpcError> {
+        if let Some(answered) = self.removed_by_modern(link, &id, &frame) {
             return answered;
         }
         let frame = match (&self.modern, self.principal_tasks()) {
-            (Some(client), _) => client.upward(&link, frame),
-            (None, Some(principal)) => principal.legacy_upward(&link, frame)?,
-            (None, None) => frame,
+            (None, Some(principal)) => principal.legacy_upward(frame)?,
+            _ => frame,
         };
-        let frame = self.crossing().up(frame)?.ok_or_else(|| {
-            RpcError::new(jsonrpc::METHOD_NOT_FOUND, "the upstream's protocol version has no such request")
-        })?;
-        if !link.is_modern() {
-            return link.forward(self.client_ref(id), frame, shape).await;
-        }
-        // Boxed: a legacy request's future must not carry the modern path's state.
-        Box::pin(self.forward_up(&link, id, frame, shape)).await
+        let frame = self.cross_up(frame)?;
+        self.up_modern(link, id, frame, shape).await
     }
 
-    /// Forwards a client request to its link: a modern link declares this session's client's
-    /// capabilities for it, and for a legacy client the request is kept by its input rounds
+    /// Sends a client request, ready for it, to a modern link: a modern client's declares
+    /// that client's capabilities, and a legacy client's is kept by its input rounds
     /// (`input_rounds`), as it may be answered with input requests.
-    pub(super) async fn forward_up(
+    pub(super) async fn up_modern(
         &self,
         link: &Arc<Link>,
         id: Id,
         frame: Message,
         shape: Shape,
     ) -> Result<(), RpcError> {
-        if !link.is_modern() {
-            return link.forward(self.client_ref(id), frame, shape).await;
-        }
-        // Boxed: a legacy link's every request future would otherwise carry this path's state.
-        Box::pin(self.forward_modern(link, id, frame, shape)).await
-    }
-
-    /// [`Session::forward_up`] on a modern link.
-    async fn forward_modern(&self, link: &Arc<Link>, id: Id, frame: Message, shape: Shape) -> Result<(), RpcError> {
         if let Some(m) = &self.modern {
             // A modern client answers its own input requests (the results pass to it as they
             // are): its request declares the client's own capabilities.
@@ -341,9 +348,6 @@ impl Session {
     /// as `_meta` `logLevel` with every request from now on (on a shared link, the last level
     /// set applies to all its sessions); resource subscriptions are refused with -32601.
     pub(super) fn removed_by_modern(&self, link: &Arc<Link>, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
-        if !link.is_modern() {
-            return None;
-        }
         let answer = match legacy::removed(frame.method(), frame.method_name()) {
             Removed::Forward | Removed::Drop => return None,
             Removed::Refuse(e) => return Some(Err(e)),
@@ -420,7 +424,7 @@ impl Session {
     /// Starts a hosted task's call upstream (after its `CreateTaskResult` was sent).
     pub(super) async fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) {
         tracing::debug!(upstream = %self.upstream.name, task = %task_id, "hosting a task");
-        if link.is_modern() {
+        if self.plan().upstream.is_modern() {
             self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
         }
         match link.start_task_call(task_id.clone(), msg).await {

@@ -25,7 +25,6 @@ use crate::jsonrpc::{self, Message, Method, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::tasks::hosted;
 use crate::tasks::upstream_owners::UpstreamOwners;
-use crate::upstream::link::Link;
 use serde_json::Value;
 
 /// The tasks of a principal's session on a modern upstream: who owns each (built by
@@ -73,13 +72,10 @@ impl PrincipalTasks<'_> {
         msg.task_id_param().is_some_and(|t| self.may_ask(t.as_str()))
     }
 
-    /// A legacy client's request on its way to the link, which on a modern link may name
+    /// A legacy client's request on its way to a modern link, where it may name
     /// only the principal's tasks (as a modern client's may): another's, or one nobody has,
     /// is answered -32602 here.
-    pub(super) fn legacy_upward(&self, link: &Link, frame: Message) -> Result<Message, RpcError> {
-        if !link.is_modern() {
-            return Ok(frame);
-        }
+    pub(super) fn legacy_upward(&self, frame: Message) -> Result<Message, RpcError> {
         match frame.method() {
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksResult => {
                 match frame.task_id_param() {

@@ -28,6 +28,14 @@ impl Session {
         Box::pin(self.replace_link()).await
     }
 
+    /// [`Session::link`], with the era the plan took for it (`Plan::upstream`, decided when
+    /// the link negotiated): what depends on the upstream's era is read from here, not asked
+    /// of the link again.
+    pub(super) async fn linked(&self) -> Result<(Arc<Link>, UpstreamSide), RpcError> {
+        let link = self.link().await?;
+        Ok((link, self.plan().upstream))
+    }
+
     /// [`Session::link`] when the link died: a new one, after the backoff.
     async fn replace_link(&self) -> Result<Arc<Link>, RpcError> {
         let _guard = self.relink.lock().await;

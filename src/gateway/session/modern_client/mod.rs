@@ -7,7 +7,8 @@
 //! A strategy of the session's: the session of a modern request holds a [`ModernClient`]
 //! (`modern_state`: the request's `_meta`, its rounds, what the upstream asked, its listen
 //! stream), and this folder is what it does, with the session as context: the request's
-//! first step (`request`), what goes up (`upward`) and what comes down (`to_client`),
+//! first step (`request`, in two halves by the upstream's era: `onto_modern` and
+//! `onto_legacy`), what comes down (`to_client`),
 //! `server/discover`, `subscriptions/listen` (`listen`), multi round-trip input
 //! (`rounds`) and the tasks extension (`tasks`). A legacy client's session has none.
 //!
@@ -26,16 +27,16 @@
 
 use super::Session;
 use super::modern_state::ModernClient;
+use super::plan::UpstreamSide;
 use crate::config::HostedMode;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::client as modern;
-use crate::mcp::modern::meta;
 use crate::mcp::task_dialects::EXTENSION;
 use crate::mcp::tasks::TaskSupport;
 use crate::tasks::hosted;
 use crate::upstream::client::Route;
-use crate::upstream::link::{Link, Shape};
+use crate::upstream::link::Shape;
 use serde_json::{Value, json};
 
 mod listen;
@@ -47,10 +48,10 @@ impl ModernClient {
     /// `server/discover`: a modern upstream answers it itself (its answer passes as it is);
     /// for a legacy one the gateway answers from what the upstream said in `initialize`.
     pub(super) async fn discover(&self, s: &Session, id: Id) -> Result<(), RpcError> {
-        let link = s.link().await?;
-        if link.is_modern() {
+        let (link, upstream) = s.linked().await?;
+        if upstream.is_modern() {
             let frame = Message::made(jsonrpc::request(&id, Method::ServerDiscover, json!({})));
-            return s.forward_up(&link, id, frame, Shape::AsIs).await;
+            return s.up_modern(&link, id, frame, Shape::AsIs).await;
         }
         let (init, from) = {
             let st = s.state.lock().unwrap();
@@ -70,16 +71,17 @@ impl ModernClient {
 
     /// The request before it is dispatched: refused if the era has no such method, and
     /// `params.task` (which 2026-07-28 servers ignore) gone. The extension's `tasks/*` need
-    /// the extension declared, and exist only on a modern upstream. `None`: answered here.
+    /// the extension declared. Then the upstream's era (the plan's) decides the rest once:
+    /// [`ModernClient::onto_modern`] or [`ModernClient::onto_legacy`]. `None`: answered here.
     pub(super) async fn request(&self, s: &Session, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
             return Err(e);
         }
         self.remember_original(&frame);
         // Joined first: what the session decides below reads what the upstream said.
-        let link = s.link().await?;
+        let (link, upstream) = s.linked().await?;
         if frame.method() == Method::ToolsCall {
-            Box::pin(self.check_param_headers(s, &link, &frame)).await?;
+            Box::pin(self.check_param_headers(s, &link, upstream, &frame)).await?;
         }
         if matches!(frame.method(), Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) {
             if !self.declared_extension() {
@@ -100,53 +102,76 @@ impl ModernClient {
                 self.serve_relayed_task(s, id.clone(), &frame, task_id.as_str(), &upstream_id).await?;
                 return Ok(None);
             }
-            // A legacy upstream has no extension tasks, and the gateway hosts no such one; a
-            // modern upstream's are asked about only by their owner (`principal_tasks`).
-            let owns = s.principal_tasks().is_none_or(|p| p.may_ask(task_id.as_str()));
-            if !s.link().await?.is_modern() || !owns {
-                return Err(hosted::not_found(task_id.as_str()));
-            }
-            return Ok(Some(frame));
         }
-        if frame.method() == Method::SubscriptionsListen {
-            if s.link().await?.is_modern() {
-                return Ok(Some(match s.principal_tasks() {
-                    Some(p) => p.own_listen(frame),
-                    None => frame,
-                }));
-            }
-            self.listen(s, id.clone(), &frame).await?;
-            return Ok(None);
+        match upstream {
+            UpstreamSide::Modern { .. } => self.onto_modern(s, frame),
+            UpstreamSide::Legacy(_) => self.onto_legacy(s, id, frame).await,
         }
-        if frame.value().pointer("/params/requestState").is_some() && !s.link().await?.is_modern() {
-            // A retry whose round the gateway no longer holds (expired, or another gateway's).
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                "params.requestState is unknown or expired: send the request again without it",
-            ));
-        }
-        if frame.method() == Method::ToolsCall && self.declared_extension() && !s.link().await?.is_modern() {
-            let name = frame.tool_name().unwrap_or_default().into_owned();
-            if s.tools.hosts(s, &name).await? {
-                self.start_hosted_ext(s, id.clone(), frame).await?;
-                return Ok(None);
-            }
-            if s.plan().upstream_tasks && s.tools.support(s, &name).await? != TaskSupport::Forbidden {
-                self.call_upstream_task_ext(s, id.clone(), frame).await?;
-                return Ok(None);
-            }
-        }
-        if frame.method() == Method::ToolsCall && frame.task_param().is_some() {
-            return Ok(Some(frame.edit(modern::strip_task_param)));
-        }
-        Ok(Some(frame))
     }
 
-    /// The request for its link: without the modern `_meta` for a legacy upstream; for a
-    /// modern one the link writes the `_meta` anew (the gateway's version and `clientInfo`,
-    /// the client's own capabilities, see `Session::forward_up`).
-    pub(super) fn upward(&self, link: &Link, frame: Message) -> Message {
-        if link.is_modern() { frame } else { frame.edit(meta::strip) }
+    /// [`ModernClient::request`] in front of a modern upstream: the request travels with
+    /// the client's own `_meta`; with authentication it names only its principal's tasks.
+    fn onto_modern(&self, s: &Session, frame: Message) -> Result<Option<Message>, RpcError> {
+        match frame.method() {
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
+                // A modern upstream's tasks are asked about only by their owner.
+                let owns = match (s.principal_tasks(), frame.task_id_param()) {
+                    (Some(p), Some(task_id)) => p.may_ask(task_id.as_str()),
+                    _ => true,
+                };
+                if !owns {
+                    return Err(hosted::not_found(frame.task_id_param().as_ref().map_or("", |t| t.as_str())));
+                }
+                Ok(Some(frame))
+            }
+            Method::SubscriptionsListen => Ok(Some(match s.principal_tasks() {
+                Some(p) => p.own_listen(frame),
+                None => frame,
+            })),
+            Method::ToolsCall if frame.task_param().is_some() => Ok(Some(frame.edit(modern::strip_task_param))),
+            _ => Ok(Some(frame)),
+        }
+    }
+
+    /// [`ModernClient::request`] in front of a legacy upstream: the gateway is the modern
+    /// server. It hosts extension tasks (or relays the upstream's core ones), serves
+    /// `subscriptions/listen`, and keeps the rounds a `requestState` names.
+    async fn onto_legacy(&self, s: &Session, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+        match frame.method() {
+            // A legacy upstream has no extension tasks, and the gateway hosts no such one.
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
+                Err(hosted::not_found(frame.task_id_param().as_ref().map_or("", |t| t.as_str())))
+            }
+            Method::SubscriptionsListen => {
+                self.listen(s, id.clone(), &frame).await?;
+                Ok(None)
+            }
+            _ if frame.value().pointer("/params/requestState").is_some() => {
+                // A retry whose round the gateway no longer holds (expired, or another gateway's).
+                Err(RpcError::new(
+                    INVALID_PARAMS,
+                    "params.requestState is unknown or expired: send the request again without it",
+                ))
+            }
+            Method::ToolsCall => {
+                if self.declared_extension() {
+                    let name = frame.tool_name().unwrap_or_default().into_owned();
+                    if s.tools.hosts(s, &name).await? {
+                        self.start_hosted_ext(s, id.clone(), frame).await?;
+                        return Ok(None);
+                    }
+                    if s.plan().upstream_tasks && s.tools.support(s, &name).await? != TaskSupport::Forbidden {
+                        self.call_upstream_task_ext(s, id.clone(), frame).await?;
+                        return Ok(None);
+                    }
+                }
+                match frame.task_param() {
+                    Some(_) => Ok(Some(frame.edit(modern::strip_task_param))),
+                    None => Ok(Some(frame)),
+                }
+            }
+            _ => Ok(Some(frame)),
+        }
     }
 
     /// A message on its way to the client, after the version table: what the era lacks is
@@ -159,11 +184,15 @@ impl ModernClient {
         route: Route,
         answers: Option<Method>,
     ) -> Option<(Message, Route)> {
-        match msg.kind() {
+        if msg.kind() == Kind::Request {
             // Server requests are refused or asked as input before they get here.
+            return None;
+        }
+        // What the upstream sent is of the era already, or made modern here.
+        let upstream_modern = s.plan().upstream.is_modern();
+        match msg.kind() {
             Kind::Request => None,
             Kind::Notification => {
-                let upstream_modern = s.plan().upstream.is_modern();
                 if let Route::Related(_) = route {
                     let reaches = match upstream_modern {
                         true => s.principal_tasks().is_none_or(|p| p.shows_note(&msg)),
@@ -182,7 +211,7 @@ impl ModernClient {
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
             Kind::Response if msg.is_error() => {
-                if s.plan().upstream.is_modern() || !msg.bytes().windows(6).any(|w| w == b"-32002") {
+                if upstream_modern || !msg.bytes().windows(6).any(|w| w == b"-32002") {
                     return Some((msg, route));
                 }
                 Some((
@@ -193,7 +222,7 @@ impl ModernClient {
                 ))
             }
             Kind::Response => {
-                if s.plan().upstream.is_modern() {
+                if upstream_modern {
                     // The server's own result, of the era already (a task it made, its owner's).
                     if let Some(p) = s.principal_tasks() {
                         p.note_task(&msg);

@@ -14,6 +14,7 @@
 
 use super::super::{MAX_LISTING_PAGES, Session};
 use super::ModernClient;
+use crate::gateway::session::plan::UpstreamSide;
 use crate::jsonrpc::{Message, Method, RpcError};
 use crate::mcp::modern::ModernError;
 use crate::upstream::link::Link;
@@ -37,6 +38,7 @@ impl ModernClient {
         &self,
         s: &Session,
         link: &Arc<Link>,
+        upstream: UpstreamSide,
         frame: &Message,
     ) -> Result<(), RpcError> {
         let Some(received) = self.param_headers.lock().unwrap().clone() else {
@@ -45,7 +47,7 @@ impl ModernClient {
         let Some(name) = frame.tool_name() else { return Ok(()) };
         let declared = match link.param_declarations(&name) {
             Some(d) => d,
-            None if link.is_modern() => None,
+            None if upstream.is_modern() => None,
             None => {
                 Box::pin(learn_declarations(s, link)).await;
                 link.param_declarations(&name).flatten()
