@@ -4,6 +4,7 @@
 //! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the session's
 //! own file, so that the session can name these without the two importing each other.
 
+use crate::clock::Deadlines;
 use crate::jsonrpc::{self, Id, Message, RpcError};
 use crate::mcp::modern::client::ListenFilter;
 use crate::mcp::modern::meta::RequestMeta;
@@ -11,7 +12,8 @@ use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -36,15 +38,25 @@ struct Place {
 
 /// The sessions of one front whose requests wait for their client's input, by
 /// `requestState`. At most `limit` at once, at most half of them (and at least one) of one
-/// client; each for at most the time it was parked for, then it ends.
+/// client; each for at most the time it was parked for, then it ends: its time is kept by the
+/// front's one timer of parked requests (`clock::Deadlines`), whose waiter ends with it.
 pub struct ParkedRequests {
     parked: Mutex<HashMap<String, Place>>,
+    timers: Arc<Deadlines<String>>,
+    /// The task that ends what is not resumed in time, started with the first park.
+    waiter: OnceLock<()>,
     me: Weak<ParkedRequests>,
 }
 
 impl ParkedRequests {
     pub fn new() -> Arc<ParkedRequests> {
-        Arc::new_cyclic(|me| ParkedRequests { parked: Mutex::new(HashMap::new()), me: me.clone() })
+        Arc::new_cyclic(|me| ParkedRequests {
+            parked: Mutex::new(HashMap::new()),
+            // Every entry has its own end (`insert_until`): no idle timeout or lifetime.
+            timers: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            waiter: OnceLock::new(),
+            me: me.clone(),
+        })
     }
 
     /// The session of owner `owner` parked under `token`, taken out.
@@ -54,7 +66,10 @@ impl ParkedRequests {
             Some(p) if p.session.owner() == owner && p.until > Instant::now() => {}
             _ => return None,
         }
-        parked.remove(token).map(|p| p.session.into_any())
+        let taken = parked.remove(token).map(|p| p.session.into_any());
+        drop(parked);
+        self.timers.remove(&token.to_string());
+        taken
     }
 
     /// Parks `session` under `token` until `until`: `false` if there is no room (for it, or
@@ -69,26 +84,39 @@ impl ParkedRequests {
             }
             parked.insert(token.clone(), Place { session, until });
         }
-        // Ends it when its time is up, if it is still parked then.
-        let me = self.me.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(until).await;
-            let Some(me) = me.upgrade() else { return };
-            let expired = me.parked.lock().unwrap().remove(&token);
-            if let Some(p) = expired {
-                tracing::info!(
-                    upstream = p.session.upstream(),
-                    "a request waiting for its client's input was not resumed in time; cancelled"
-                );
-                p.session.expire();
-            }
+        self.waiter.get_or_init(|| {
+            tokio::spawn(end_expired(self.me.clone(), self.timers.clone()));
         });
+        self.timers.insert_until(token, until);
         true
     }
 
     /// Forgets `token`'s session (it ended some other way).
     pub(super) fn forget(&self, token: &str) {
         self.parked.lock().unwrap().remove(token);
+        self.timers.remove(&token.to_string());
+    }
+}
+
+impl Drop for ParkedRequests {
+    fn drop(&mut self) {
+        self.timers.close();
+    }
+}
+
+/// The waiter of a front's parked requests: each not resumed by its time ends (its upstream
+/// call cancelled). It stops when the front's [`ParkedRequests`] goes.
+async fn end_expired(parked: Weak<ParkedRequests>, timers: Arc<Deadlines<String>>) {
+    while let Some((token, _)) = timers.expired().await {
+        let Some(parked) = parked.upgrade() else { return };
+        let expired = parked.parked.lock().unwrap().remove(&token);
+        if let Some(p) = expired {
+            tracing::info!(
+                upstream = p.session.upstream(),
+                "a request waiting for its client's input was not resumed in time; cancelled"
+            );
+            p.session.expire();
+        }
     }
 }
 
@@ -254,5 +282,110 @@ impl ClientSink for Rounds {
     fn discard_progress(&self, token: &crate::jsonrpc::ProgressToken) {
         let sink = self.st.lock().unwrap().sink.clone();
         sink.discard_progress(token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Waiting {
+        client: &'static str,
+        expired: Arc<AtomicUsize>,
+    }
+
+    impl Parked for Waiting {
+        fn upstream(&self) -> &str {
+            "demo"
+        }
+        fn owner(&self) -> &str {
+            "alice"
+        }
+        fn client(&self) -> &str {
+            self.client
+        }
+        fn expire(self: Arc<Self>) {
+            self.expired.fetch_add(1, Ordering::SeqCst);
+        }
+        fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+            self
+        }
+    }
+
+    fn waiting(client: &'static str) -> (Arc<Waiting>, Arc<AtomicUsize>) {
+        let expired = Arc::new(AtomicUsize::new(0));
+        (Arc::new(Waiting { client, expired: expired.clone() }), expired)
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_request_ends_at_its_time_and_not_before() {
+        let parked = ParkedRequests::new();
+        let (a, a_expired) = waiting("c1");
+        let (b, b_expired) = waiting("c2");
+        let start = Instant::now();
+        assert!(parked.park("a".into(), a, start + Duration::from_secs(10), 8));
+        assert!(parked.park("b".into(), b, start + Duration::from_secs(5), 8));
+        tokio::time::sleep(Duration::from_millis(4_999)).await;
+        settle().await;
+        assert_eq!(b_expired.load(Ordering::SeqCst), 0);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(b_expired.load(Ordering::SeqCst), 1, "b ends at 5 s");
+        assert!(parked.take("b", "alice").is_none(), "an ended request cannot be resumed");
+        assert_eq!(a_expired.load(Ordering::SeqCst), 0);
+        tokio::time::sleep_until(start + Duration::from_secs(10)).await;
+        settle().await;
+        assert_eq!(a_expired.load(Ordering::SeqCst), 1, "a ends at 10 s");
+        assert_eq!(b_expired.load(Ordering::SeqCst), 1, "b ends once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resumed_or_forgotten_request_never_expires() {
+        let parked = ParkedRequests::new();
+        let (a, a_expired) = waiting("c1");
+        let (b, b_expired) = waiting("c2");
+        let until = Instant::now() + Duration::from_secs(1);
+        assert!(parked.park("a".into(), a, until, 8));
+        assert!(parked.park("b".into(), b, until, 8));
+        assert!(parked.take("a", "mallory").is_none(), "another owner's token is not theirs");
+        assert!(parked.take("a", "alice").is_some());
+        parked.forget("b");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        settle().await;
+        assert_eq!(a_expired.load(Ordering::SeqCst) + b_expired.load(Ordering::SeqCst), 0);
+        assert!(parked.timers.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_places_are_bounded_in_all_and_per_client() {
+        let parked = ParkedRequests::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        assert!(parked.park("1".into(), waiting("c1").0, until, 4));
+        assert!(parked.park("2".into(), waiting("c1").0, until, 4));
+        assert!(!parked.park("3".into(), waiting("c1").0, until, 4), "half the places for one client");
+        assert!(parked.park("3".into(), waiting("c2").0, until, 4));
+        assert!(parked.park("4".into(), waiting("c3").0, until, 4));
+        assert!(!parked.park("5".into(), waiting("c4").0, until, 4), "no more than the limit");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_waiter_ends_with_the_front() {
+        let parked = ParkedRequests::new();
+        let (a, a_expired) = waiting("c1");
+        assert!(parked.park("a".into(), a, Instant::now() + Duration::from_secs(1), 8));
+        let timers = parked.timers.clone();
+        drop(parked);
+        // The waiter held the timers and no more: with the front gone, it stopped.
+        settle().await;
+        assert_eq!(Arc::strong_count(&timers), 1);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(a_expired.load(Ordering::SeqCst), 0);
     }
 }

@@ -52,9 +52,11 @@
 //! This file names no session type, so that the session can name this one without an
 //! import cycle: what takes the session is in `rounds`.
 
+use crate::clock::Deadlines;
 use crate::config::UpstreamConfig;
 use crate::mcp::modern::input::InputLimits;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 mod rounds;
 mod state;
@@ -64,6 +66,10 @@ pub(super) struct InputRounds {
     state: Mutex<state::Exchanges>,
     /// The upstream's bounds on one request's input rounds.
     limits: InputLimits,
+    /// The session's timers of its exchanges and rounds, on the one clock: one waiter
+    /// (`rounds::end_expired`, started with the first) for all of them, ended with the session.
+    timers: Arc<Deadlines<state::RoundTimer>>,
+    waiter: OnceLock<()>,
 }
 
 impl InputRounds {
@@ -72,6 +78,9 @@ impl InputRounds {
         InputRounds {
             state: Mutex::default(),
             limits: InputLimits { rounds: upstream.max_input_rounds, requests: upstream.max_input_requests },
+            // Every timer has its own end (`insert_until`): no idle timeout or lifetime.
+            timers: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            waiter: OnceLock::new(),
         }
     }
 
@@ -83,5 +92,12 @@ impl InputRounds {
     /// Everything the session's exchanges hold, forgotten (the session ended).
     pub(super) fn end(&self) {
         let _ = std::mem::take(&mut *self.state.lock().unwrap());
+        self.timers.close();
+    }
+}
+
+impl Drop for InputRounds {
+    fn drop(&mut self) {
+        self.timers.close();
     }
 }

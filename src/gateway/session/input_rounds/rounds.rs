@@ -3,13 +3,15 @@
 //! the timers and the cancellations. Each method is handed the session, `s`.
 
 use super::InputRounds;
-use super::state::{AbortOnDrop, Asking, Exchange};
+use super::state::{Armed, Asking, Exchange, RoundTimer};
+use crate::clock::Deadlines;
 use crate::gateway::session::*;
 use crate::jsonrpc::{INTERNAL_ERROR, REQUEST_TIMEOUT};
 use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
 use crate::mcp::translate;
 use serde_json::Map;
+use std::sync::Weak;
 
 /// What a failed exchange leaves to do once the lock is released.
 struct Failed {
@@ -234,7 +236,7 @@ impl InputRounds {
             if round.is_some_and(|r| !asking || r != ex.rounds) {
                 return;
             }
-            // Dropping the exchange aborts this timer: nothing below awaits.
+            // Dropping the exchange unsets its other timer.
             let (_, questions) = rounds.remove(&client_id).expect("the exchange is there");
             (!asking, questions)
         };
@@ -304,19 +306,27 @@ fn spawn_retry(s: &Session, client_id: Id, serial: u64) {
     tokio::spawn(async move { me.rounds.retry(&me, client_id, serial).await });
 }
 
-/// A timer of exchange `serial`: at `at`, the exchange fails if it is still on (`round`:
-/// the round whose client answers it waits for, or `None` for the whole exchange).
-fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> AbortOnDrop {
-    let me = s.me.clone();
-    let client_id = client_id.clone();
-    let (idle, max) = (s.upstream.request_timeout, s.upstream.max_request_time);
-    let task = tokio::spawn(async move {
-        tokio::time::sleep_until(at).await;
-        let Some(s) = me.upgrade() else { return };
-        let error = if round.is_some() { idle_error(idle) } else { lifetime_error(max) };
-        s.rounds.expire(&s, client_id, serial, round, error);
+/// Sets a timer of exchange `serial`: at `at`, the exchange fails if it is still on
+/// (`round`: the round whose client answers it waits for, or `None` for the whole exchange).
+fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> Armed {
+    let timers = s.rounds.timers.clone();
+    s.rounds.waiter.get_or_init(|| {
+        tokio::spawn(end_expired(s.me.clone(), timers.clone()));
     });
-    AbortOnDrop(task.abort_handle())
+    let timer = RoundTimer { serial, round, client_id: client_id.clone() };
+    timers.insert_until(timer.clone(), at);
+    Armed { timers, timer }
+}
+
+/// The waiter of a session's input-round timers: an exchange still on when its timer ends
+/// fails. It stops when the session ends (`InputRounds::end`) or goes.
+async fn end_expired(me: Weak<Session>, timers: Arc<Deadlines<RoundTimer>>) {
+    while let Some((t, _)) = timers.expired().await {
+        let Some(s) = me.upgrade() else { return };
+        let (idle, max) = (s.upstream.request_timeout, s.upstream.max_request_time);
+        let error = if t.round.is_some() { idle_error(idle) } else { lifetime_error(max) };
+        s.rounds.expire(&s, t.client_id, t.serial, t.round, error);
+    }
 }
 
 fn finish_failed(s: &Session, f: Failed) {

@@ -2,11 +2,12 @@
 //! own lock ([`super::InputRounds`]): the exchanges in progress and the questions out to the
 //! client.
 
+use crate::clock::Deadlines;
 use crate::jsonrpc::{Id, Message};
 use crate::upstream::link::Shape;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use tokio::task::AbortHandle;
+use std::sync::Arc;
 use tokio::time::Instant;
 
 /// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
@@ -35,7 +36,7 @@ pub(super) struct Exchange {
     /// new request upstream, whose progress may start again below it.
     pub(super) last_progress: Option<f64>,
     /// Ends the exchange at `max_request_time` (armed at its first input request).
-    pub(super) _lifetime: Option<AbortOnDrop>,
+    pub(super) _lifetime: Option<Armed>,
 }
 
 pub(super) struct Asking {
@@ -43,14 +44,61 @@ pub(super) struct Asking {
     /// Key → (the id the client knows, the method).
     pub(super) outstanding: HashMap<String, (Id, String)>,
     pub(super) responses: Map<String, Value>,
-    pub(super) _timer: AbortOnDrop,
+    pub(super) _timer: Armed,
 }
 
-pub(super) struct AbortOnDrop(pub(super) AbortHandle);
+/// What a timer of the session's input rounds times: the client's answers to round `round`
+/// of exchange `serial`, or (`round: None`) the whole exchange. Serials are the session's
+/// own and never reused, so they alone tell timers apart; the client's request id rides along.
+#[derive(Clone, Debug)]
+pub(super) struct RoundTimer {
+    pub(super) serial: u64,
+    pub(super) round: Option<u32>,
+    pub(super) client_id: Id,
+}
 
-impl Drop for AbortOnDrop {
+impl RoundTimer {
+    fn key(&self) -> (u64, Option<u32>) {
+        (self.serial, self.round)
+    }
+}
+
+impl PartialEq for RoundTimer {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for RoundTimer {}
+
+impl PartialOrd for RoundTimer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RoundTimer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl std::hash::Hash for RoundTimer {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+/// A timer set on the session's input-round timers, unset when this is dropped (the
+/// exchange, or its round of questions, ended first).
+pub(super) struct Armed {
+    pub(super) timers: Arc<Deadlines<RoundTimer>>,
+    pub(super) timer: RoundTimer,
+}
+
+impl Drop for Armed {
     fn drop(&mut self) {
-        self.0.abort();
+        self.timers.remove(&self.timer);
     }
 }
 
