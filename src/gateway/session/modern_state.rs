@@ -66,10 +66,9 @@ impl ParkedRequests {
             Some(p) if p.session.owner() == owner && p.until > Instant::now() => {}
             _ => return None,
         }
-        let taken = parked.remove(token).map(|p| p.session.into_any());
-        drop(parked);
+        // The timer goes under the same lock: a place parked again under this token keeps its own.
         self.timers.remove(&token.to_string());
-        taken
+        parked.remove(token).map(|p| p.session.into_any())
     }
 
     /// Parks `session` under `token` until `until`: `false` if there is no room (for it, or
@@ -82,18 +81,21 @@ impl ParkedRequests {
             if parked.len() >= limit || of_client >= (limit / 2).max(1) {
                 return false;
             }
-            parked.insert(token.clone(), Place { session, until });
+            self.waiter.get_or_init(|| {
+                tokio::spawn(end_expired(self.me.clone(), self.timers.clone()));
+            });
+            // Set under the lock, as the place is (the clock's lock is taken after it, never
+            // before).
+            self.timers.insert_until(token.clone(), until);
+            parked.insert(token, Place { session, until });
         }
-        self.waiter.get_or_init(|| {
-            tokio::spawn(end_expired(self.me.clone(), self.timers.clone()));
-        });
-        self.timers.insert_until(token, until);
         true
     }
 
     /// Forgets `token`'s session (it ended some other way).
     pub(super) fn forget(&self, token: &str) {
-        self.parked.lock().unwrap().remove(token);
+        let mut parked = self.parked.lock().unwrap();
+        parked.remove(token);
         self.timers.remove(&token.to_string());
     }
 }
@@ -109,7 +111,14 @@ impl Drop for ParkedRequests {
 async fn end_expired(parked: Weak<ParkedRequests>, timers: Arc<Deadlines<String>>) {
     while let Some((token, _)) = timers.expired().await {
         let Some(parked) = parked.upgrade() else { return };
-        let expired = parked.parked.lock().unwrap().remove(&token);
+        let expired = {
+            let mut places = parked.parked.lock().unwrap();
+            // A place parked again under the token since has a time of its own.
+            match places.get(&token) {
+                Some(p) if p.until <= Instant::now() => places.remove(&token),
+                _ => None,
+            }
+        };
         if let Some(p) = expired {
             tracing::info!(
                 upstream = p.session.upstream(),

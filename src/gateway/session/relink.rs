@@ -32,8 +32,18 @@ impl Session {
     /// the link negotiated): what depends on the upstream's era is read from here, not asked
     /// of the link again.
     pub(super) async fn linked(&self) -> Result<(Arc<Link>, UpstreamSide), RpcError> {
-        let link = self.link().await?;
-        Ok((link, self.plan().upstream))
+        // A plan is replaced only with the link, and only once the link it was made for has
+        // closed: if the link is still live after the plan was read, the plan is its own.
+        // Otherwise it died meanwhile, and its replacement (or its error) is asked for again.
+        let mut tries = 0;
+        loop {
+            let link = self.link().await?;
+            let upstream = self.plan().upstream;
+            tries += 1;
+            if !link.is_closed() || tries == 3 {
+                return Ok((link, upstream));
+            }
+        }
     }
 
     /// [`Session::link`] when the link died: a new one, after the backoff.

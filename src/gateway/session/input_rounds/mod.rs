@@ -67,7 +67,8 @@ pub(super) struct InputRounds {
     /// The upstream's bounds on one request's input rounds.
     limits: InputLimits,
     /// The session's timers of its exchanges and rounds, on the one clock: one waiter
-    /// (`rounds::end_expired`, started with the first) for all of them, ended with the session.
+    /// (`rounds::end_expired`, started with the first) for all of them, ended when the
+    /// session goes.
     timers: Arc<Deadlines<state::RoundTimer>>,
     waiter: OnceLock<()>,
 }
@@ -91,8 +92,9 @@ impl InputRounds {
 
     /// Everything the session's exchanges hold, forgotten (the session ended).
     pub(super) fn end(&self) {
+        // The exchanges' timers go with them; the clock stays, for an exchange a request
+        // still on its way starts, until the session goes.
         let _ = std::mem::take(&mut *self.state.lock().unwrap());
-        self.timers.close();
     }
 }
 

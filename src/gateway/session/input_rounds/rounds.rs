@@ -319,7 +319,7 @@ fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u3
 }
 
 /// The waiter of a session's input-round timers: an exchange still on when its timer ends
-/// fails. It stops when the session ends (`InputRounds::end`) or goes.
+/// fails. It stops when the session goes (`InputRounds` closes its clock when dropped).
 async fn end_expired(me: Weak<Session>, timers: Arc<Deadlines<RoundTimer>>) {
     while let Some((t, _)) = timers.expired().await {
         let Some(s) = me.upgrade() else { return };
