@@ -53,6 +53,19 @@ pub fn parse_body(bytes: Bytes) -> Result<Body, RpcError> {
     }
 }
 
+/// A response read as its outcome: `Ok` with its `result`, taken out rather than copied, or
+/// `Err` with its `error` object as an [`RpcError`] (`what` as the message when the error
+/// says none, or the response has neither).
+pub fn into_outcome(resp: Value, what: &str) -> Result<Value, RpcError> {
+    let Value::Object(mut fields) = resp else {
+        return Err(RpcError::from_object(None, what));
+    };
+    match fields.remove("result") {
+        Some(result) => Ok(result),
+        None => Err(RpcError::from_object(fields.get("error"), what)),
+    }
+}
+
 /// Replaces the `id` of a request or response.
 pub fn set_id(msg: &mut Value, id: &Id) {
     if let Some(obj) = msg.as_object_mut() {
@@ -177,5 +190,21 @@ mod tests {
         let mut m = json!({"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":[1,2]}},"extra":true});
         set_id(&mut m, &Id::Num(99));
         assert_eq!(m, json!({"jsonrpc":"2.0","id":99,"method":"x","params":{"a":{"b":[1,2]}},"extra":true}));
+    }
+
+    #[test]
+    fn a_response_reads_as_its_outcome() {
+        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {"a": [1, {"b": null}]}});
+        assert_eq!(into_outcome(ok, "x"), Ok(json!({"a": [1, {"b": null}]})));
+        let null = json!({"jsonrpc": "2.0", "id": 1, "result": null});
+        assert_eq!(into_outcome(null, "x"), Ok(Value::Null), "a null result is a result");
+        let err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no", "data": {"d": 1}}});
+        let e = into_outcome(err, "x").unwrap_err();
+        assert_eq!((e.code, e.message.as_str(), e.data.as_deref()), (-32602, "no", Some(&json!({"d": 1}))));
+        let bare = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 5}});
+        assert_eq!(into_outcome(bare, "what failed").unwrap_err().message, "what failed");
+        let neither = json!({"jsonrpc": "2.0", "id": 1});
+        assert_eq!(into_outcome(neither, "w").unwrap_err().code, INTERNAL_ERROR);
+        assert_eq!(into_outcome(json!([1]), "w").unwrap_err().code, INTERNAL_ERROR);
     }
 }

@@ -332,13 +332,8 @@ impl<L: BridgeLink> Bridge<L> {
     /// The task's current state, by `tasks/get`.
     async fn status(&self, task_id: &str) -> Result<Value, RpcError> {
         let resp = self.link.request(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
-        match resp.get("result") {
-            Some(t) => Ok(t.clone()),
-            None => {
-                let e = RpcError::from_object(resp.get("error"), "");
-                Err(RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message)))
-            }
-        }
+        jsonrpc::into_outcome(resp, "")
+            .map_err(|e| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message)))
     }
 
     /// The upstream's response as the answer to the client's own request: its id, and no

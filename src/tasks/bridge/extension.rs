@@ -224,19 +224,10 @@ impl ExtBridge {
                 r = &mut get => r,
                 _ = self.cancel.cancelled() => return Ending::Cancelled,
             };
-            task = match polled {
-                Ok(resp) => match resp.get("result") {
-                    Some(r) => r.clone(),
-                    None => {
-                        let e = resp.get("error").cloned().unwrap_or(Value::Null);
-                        let why = format!(
-                            "the upstream lost the bridged task: {}",
-                            e.get("message").and_then(Value::as_str).unwrap_or("")
-                        );
-                        let code = e.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
-                        return Ending::Answer(RpcError::new(code, why).response(Some(&self.client.id)));
-                    }
-                },
+            let lost =
+                |e: RpcError| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message));
+            task = match polled.and_then(|resp| crate::jsonrpc::into_outcome(resp, "").map_err(lost)) {
+                Ok(task) => task,
                 Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
             };
         }

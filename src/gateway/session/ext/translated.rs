@@ -302,14 +302,16 @@ impl ExtTasks {
     /// The upstream's `tasks/get`, translated and kept, with the task's input requests.
     async fn poll_detailed(&self, s: &Session, task_id: &str) -> LookResult {
         let resp = self.ask_upstream(s, crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
-        let Some(result) = resp.get("result").cloned() else {
-            let e = RpcError::from_object(resp.get("error"), "tasks/get failed");
-            if e.code == INVALID_PARAMS
-                && let Some(lost) = self.lock().table.lost_in_restart(task_id)
-            {
-                return Ok((lost, Map::new()));
+        let result = match crate::jsonrpc::into_outcome(resp, "tasks/get failed") {
+            Ok(result) => result,
+            Err(e) => {
+                if e.code == INVALID_PARAMS
+                    && let Some(lost) = self.lock().table.lost_in_restart(task_id)
+                {
+                    return Ok((lost, Map::new()));
+                }
+                return Err(e);
             }
-            return Err(e);
         };
         let (task, inline) = dialect_task::get_to_core(result).map_err(|e| e.to_rpc())?;
         let input = match &inline {

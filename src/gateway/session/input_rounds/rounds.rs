@@ -412,12 +412,9 @@ fn answer_result(
         }
         None => frame,
     };
-    let v = crossed.into_value();
-    if let Some(result) = v.get("result") {
-        return Ok(result.clone());
-    }
-    let e = RpcError::from_object(v.get("error"), "no message");
-    Err(RpcError::new(e.code, format!("the client answered the upstream's {method} with an error: {}", e.message)))
+    jsonrpc::into_outcome(crossed.into_value(), "no message").map_err(|e| {
+        RpcError::new(e.code, format!("the client answered the upstream's {method} with an error: {}", e.message))
+    })
 }
 
 fn idle_error(after: Duration) -> RpcError {
