@@ -4,13 +4,12 @@
 //! server's poll interval as the fallback) and answers the client's original request with
 //! exactly the final result or error.
 //!
-//! `request_timeout` (reset by the task's progress and status changes) and
-//! `max_request_time` are a deadline like any request's, kept by the one mechanism
-//! ([`Deadlines`]): an instance of the call's own, awaited in the call's own `select!`, so
-//! that its expiry is answered where the call's state is and the link, which only routes,
-//! knows nothing of bridges. The poll interval and the delay before a status message becomes
-//! progress stay plain timers in that `select!`: they are schedules, not timeouts (nothing
-//! pushes them back, and nothing fails when they pass).
+//! A call's times are kept by the one mechanism ([`Deadlines`]): a clock of the call's own,
+//! keyed by what it times ([`Timer`]), awaited in the call's own `select!`, so that what is
+//! due is handled where the call's state is and the link, which only routes, knows nothing
+//! of bridges. `request_timeout` (reset by the task's progress and status changes) and
+//! `max_request_time` end the call as any request's; the next `tasks/get` at the poll
+//! interval, and the moment a status message becomes progress, are its schedules.
 
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
@@ -23,8 +22,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// What a bridged call's clock (`Deadlines<Timer>`, one per call) times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Timer {
+    /// The call: `request_timeout` of silence, `max_request_time` in all.
+    Call,
+    /// The next `tasks/get`.
+    Poll,
+    /// The first status message due to become progress.
+    Status,
+}
 
 /// One bridged call, over its link (a [`Link`]; see [`BridgeLink`]).
 pub struct Bridge<L: BridgeLink = Link> {
@@ -162,7 +172,7 @@ impl<L: BridgeLink> Bridge<L> {
         // server may run the call plainly after all, its progress unseen by the bridge);
         // request_timeout too once the task is followed.
         let deadline = Deadlines::new(self.request_timeout, self.max_request_time);
-        deadline.insert_until((), started + self.max_request_time);
+        deadline.insert_until(Timer::Call, started + self.max_request_time);
 
         let create = self.link.request_for(call, Some(self.client.clone()));
         tokio::pin!(create);
@@ -200,7 +210,7 @@ impl<L: BridgeLink> Bridge<L> {
         let mut statuses = StatusTracker::default();
         // The task's first status message is already in the CreateTaskResult.
         statuses.observe(&task);
-        deadline.insert_since((), started);
+        deadline.insert_since(Timer::Call, started);
         let token = token.as_ref();
         let ending =
             follow_subscribed(&*self.link, &self.client, &task_id, token, statuses, async |events, statuses| {
@@ -238,25 +248,22 @@ impl<L: BridgeLink> Bridge<L> {
         events: &mut mpsc::Receiver<BridgeEvent>,
         poll: Duration,
         token: Option<&ProgressToken>,
-        deadline: &Deadlines<()>,
+        deadline: &Deadlines<Timer>,
         statuses: &mut StatusTracker,
     ) -> Ending {
         let result_req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksResult, json!({"taskId": task_id}));
         let result = self.link.request_for(result_req, Some(self.client.clone()));
         tokio::pin!(result);
         let mut result_done = false;
-        let mut next_poll = Instant::now() + poll;
+        deadline.insert_until(Timer::Poll, Instant::now() + poll);
         // The poll in flight: it runs beside the rest, so that status and progress while it
         // waits reset `request_timeout` as they come, and the deadlines still apply.
         let mut polling: Option<Polling<'_>> = None;
         // Closed when the link dies; then only the poll (which fails) and the timers remain.
         let mut events_open = true;
         loop {
-            let synth_at = statuses.next_due();
+            statuses.arm(deadline);
             tokio::select! {
-                _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
-                    statuses.send_due(&*self.link, task_id, token);
-                }
                 r = &mut result, if !result_done => {
                     match r {
                         Ok(resp) if resp.get("result").is_some() => return Ending::Answer(self.for_client(resp)),
@@ -272,7 +279,7 @@ impl<L: BridgeLink> Bridge<L> {
                     }
                 }
                 ev = events.recv(), if events_open => {
-                    deadline.touch(&());
+                    deadline.touch(&Timer::Call);
                     match ev {
                         Some(BridgeEvent::Status(note)) => {
                             statuses.observe(note.get("params").unwrap_or(&Value::Null));
@@ -282,18 +289,15 @@ impl<L: BridgeLink> Bridge<L> {
                         None => events_open = false,
                     }
                 }
-                _ = sleep_until(next_poll), if polling.is_none() => {
-                    polling = Some(Box::pin(self.status(task_id)));
-                }
                 Some(polled) = OptionFuture::from(polling.as_mut()) => {
                     polling = None;
-                    next_poll = Instant::now() + poll;
+                    deadline.insert_until(Timer::Poll, Instant::now() + poll);
                     match polled {
                         Ok(t) => {
                             // Notifications that arrived with the poll's answer are older
                             // than it: they go first.
                             while let Ok(ev) = events.try_recv() {
-                                deadline.touch(&());
+                                deadline.touch(&Timer::Call);
                                 match ev {
                                     BridgeEvent::Status(note) => {
                                         statuses.observe(note.get("params").unwrap_or(&Value::Null));
@@ -303,7 +307,7 @@ impl<L: BridgeLink> Bridge<L> {
                             }
                             let changed = statuses.observe(&t);
                             if changed {
-                                deadline.touch(&());
+                                deadline.touch(&Timer::Call);
                             }
                             if is_terminal(&t) && result_done {
                                 // The fallback: the task ended, fetch its result now.
@@ -318,13 +322,17 @@ impl<L: BridgeLink> Bridge<L> {
                     }
                 }
                 _ = self.cancel.cancelled() => return Ending::Cancelled,
-                Some((_, expiry)) = deadline.expired() => {
-                    self.cancel.cancel();
-                    return self.timed_out(match expiry {
-                        Expiry::Idle => "no progress or status change within request_timeout",
-                        Expiry::Lifetime => "no result within max_request_time",
-                    });
-                }
+                Some((timer, expiry)) = deadline.expired() => match timer {
+                    Timer::Poll => polling = Some(Box::pin(self.status(task_id))),
+                    Timer::Status => statuses.send_due(&*self.link, task_id, token),
+                    Timer::Call => {
+                        self.cancel.cancel();
+                        return self.timed_out(match expiry {
+                            Expiry::Idle => "no progress or status change within request_timeout",
+                            Expiry::Lifetime => "no result within max_request_time",
+                        });
+                    }
+                },
             }
         }
     }
@@ -419,6 +427,14 @@ impl StatusTracker {
 
     fn next_due(&self) -> Option<Instant> {
         self.unsent.front().map(|(at, _)| *at)
+    }
+
+    /// Sets the call's [`Timer::Status`] to when the first message is due (unset: none is).
+    fn arm(&self, clock: &Deadlines<Timer>) {
+        match self.next_due() {
+            Some(at) => clock.insert_until(Timer::Status, at),
+            None => clock.remove(&Timer::Status),
+        }
     }
 
     fn take_due(&mut self, now: Instant) -> Vec<String> {

@@ -23,7 +23,7 @@
 //! by status changes and input answers) and `max_request_time` are one [`Deadlines`] entry,
 //! as for the core bridge; each upstream request is bounded by `request_timeout`.
 
-use super::{MAX_POLL, MIN_POLL, StatusTracker, follow_subscribed};
+use super::{MAX_POLL, MIN_POLL, StatusTracker, Timer, follow_subscribed};
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
@@ -35,7 +35,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Ending;
@@ -109,7 +109,7 @@ impl ExtBridge {
         let token = ProgressToken::of_request(&self.call);
         let started = Instant::now();
         let deadline = Deadlines::new(self.request_timeout, self.max_request_time);
-        deadline.insert_until((), started + self.max_request_time);
+        deadline.insert_until(Timer::Call, started + self.max_request_time);
 
         let created = match self.created.take() {
             Some(resp) => resp,
@@ -147,7 +147,7 @@ impl ExtBridge {
         };
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream extension task");
 
-        deadline.insert_since((), started);
+        deadline.insert_since(Timer::Call, started);
         let token = token.as_ref();
         let statuses = StatusTracker::default();
         let ending =
@@ -167,7 +167,7 @@ impl ExtBridge {
         mut task: Value,
         events: &mut mpsc::Receiver<super::BridgeEvent>,
         token: Option<&ProgressToken>,
-        deadline: &Deadlines<()>,
+        deadline: &Deadlines<Timer>,
         statuses: &mut StatusTracker,
     ) -> Ending {
         let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
@@ -175,23 +175,19 @@ impl ExtBridge {
         let mut events_open = true;
         loop {
             if statuses.observe(&task) {
-                deadline.touch(&());
+                deadline.touch(&Timer::Call);
             }
             match self.look(task_id, &task, &mut relayed, &answers_tx) {
                 Step::Done(answer) => return Ending::Answer(answer),
                 Step::Pending => {}
             }
-            let next_poll = Instant::now() + poll_interval(&task);
+            deadline.insert_until(Timer::Poll, Instant::now() + poll_interval(&task));
             // Until the poll is due, what else happens is handled here.
             loop {
-                let synth_at = statuses.next_due();
+                statuses.arm(deadline);
                 tokio::select! {
-                    _ = sleep_until(next_poll) => break,
-                    _ = sleep_until(synth_at.unwrap_or_else(Instant::now)), if synth_at.is_some() => {
-                        statuses.send_due(&*self.link, task_id, token);
-                    }
                     Some((key, resp)) = answers.recv() => {
-                        deadline.touch(&());
+                        deadline.touch(&Timer::Call);
                         if let Some(answer) = self.input_answered(task_id, &key, &resp).await {
                             self.cancel.cancel();
                             return Ending::Answer(answer);
@@ -202,20 +198,24 @@ impl ExtBridge {
                     ev = events.recv(), if events_open => match ev {
                         // The upstream reports progress itself: its values are the truth.
                         Some(super::BridgeEvent::Progress) => {
-                            deadline.touch(&());
+                            deadline.touch(&Timer::Call);
                             statuses.upstream_reports_progress();
                         }
-                        Some(super::BridgeEvent::Status(_)) => deadline.touch(&()),
+                        Some(super::BridgeEvent::Status(_)) => deadline.touch(&Timer::Call),
                         None => events_open = false,
                     },
                     _ = self.cancel.cancelled() => return Ending::Cancelled,
-                    Some((_, expiry)) = deadline.expired() => {
-                        self.cancel.cancel();
-                        return self.timed_out(match expiry {
-                            Expiry::Idle => "no status change within request_timeout",
-                            Expiry::Lifetime => "no result within max_request_time",
-                        });
-                    }
+                    Some((timer, expiry)) = deadline.expired() => match timer {
+                        Timer::Poll => break,
+                        Timer::Status => statuses.send_due(&*self.link, task_id, token),
+                        Timer::Call => {
+                            self.cancel.cancel();
+                            return self.timed_out(match expiry {
+                                Expiry::Idle => "no status change within request_timeout",
+                                Expiry::Lifetime => "no result within max_request_time",
+                            });
+                        }
+                    },
                 }
             }
             let get = self.upstream(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id}));

@@ -1,5 +1,6 @@
-//! A bridged call's `request_timeout` and `max_request_time`, on tokio's paused clock, over
-//! an upstream scripted in memory: each test says exactly when the call must end.
+//! A bridged call's `request_timeout` and `max_request_time`, and its schedules, on tokio's
+//! paused clock, over an upstream scripted in memory: each test says exactly when the call
+//! must end, poll, or make a status message progress.
 
 use super::*;
 use std::sync::Mutex;
@@ -27,6 +28,10 @@ struct Upstream {
     sent: Mutex<Vec<String>>,
     /// How long each `tasks/get` takes to be answered.
     get_takes: Mutex<Duration>,
+    /// When each `tasks/get` was sent.
+    gets: Mutex<Vec<Instant>>,
+    /// The status messages made progress, and when.
+    progress: Mutex<Vec<(Instant, String)>>,
 }
 
 impl Upstream {
@@ -37,6 +42,8 @@ impl Upstream {
             follower: Mutex::new(None),
             sent: Mutex::new(vec![]),
             get_takes: Mutex::new(Duration::ZERO),
+            gets: Mutex::new(vec![]),
+            progress: Mutex::new(vec![]),
         })
     }
 
@@ -70,6 +77,7 @@ impl BridgeLink for Upstream {
     async fn request(&self, method: crate::jsonrpc::Method, _params: Value) -> Result<Value, RpcError> {
         self.sent.lock().unwrap().push(method.as_str().to_string());
         assert_eq!(method, crate::jsonrpc::Method::TasksGet);
+        self.gets.lock().unwrap().push(Instant::now());
         let takes = *self.get_takes.lock().unwrap();
         tokio::time::sleep(takes).await;
         Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
@@ -83,7 +91,9 @@ impl BridgeLink for Upstream {
         self.follower.lock().unwrap().take();
     }
 
-    fn synthesize_progress(&self, _: &str, _: &str) {}
+    fn synthesize_progress(&self, _: &str, message: &str) {
+        self.progress.lock().unwrap().push((Instant::now(), message.to_string()));
+    }
 }
 
 /// Starts a bridged call over `up`; it runs until the test awaits it.
@@ -225,4 +235,23 @@ async fn a_client_that_cancels_gets_no_answer_and_the_task_is_cancelled_at_once(
     assert!(matches!(call.await.unwrap(), Ending::Cancelled));
     assert_eq!(start_at.elapsed(), Duration::ZERO);
     assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_poll_keeps_its_interval_and_a_status_message_becomes_progress_after_its_delay() {
+    let up = Upstream::new(true);
+    let t0 = Instant::now();
+    let (call, cancel) = start(&up);
+    // The status at creation ("started") and the one the poll at 5 s sees ("step 2").
+    tokio::time::sleep(secs(3)).await;
+    *up.task.lock().unwrap() = task("step 2");
+    tokio::time::sleep(secs(8)).await;
+    cancel.cancel();
+    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    let gets: Vec<Duration> = up.gets.lock().unwrap().iter().map(|at| *at - t0).collect();
+    assert_eq!(gets, [secs(5), secs(10)], "tasks/get at the task's pollInterval");
+    let progress: Vec<(Duration, String)> =
+        up.progress.lock().unwrap().iter().map(|(at, m)| (*at - t0, m.clone())).collect();
+    let delay = STATUS_AS_PROGRESS_DELAY;
+    assert_eq!(progress, [(delay, "started".to_string()), (secs(5) + delay, "step 2".to_string())]);
 }
