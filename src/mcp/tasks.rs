@@ -46,6 +46,82 @@ impl TaskStatus {
     }
 }
 
+/// The fewest and most time the gateway waits between two looks at a task it follows,
+/// whatever poll interval its server asks for.
+pub const MIN_POLL: Duration = Duration::from_millis(100);
+pub const MAX_POLL: Duration = Duration::from_secs(30);
+/// The poll interval of a task whose server names none.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+
+/// A borrowed view of a task object as a server sends it (a core `Task`, or the tasks
+/// extension's): the fields the gateway reads, typed, the object itself left as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskView<'a>(&'a serde_json::Map<String, Value>);
+
+impl<'a> TaskView<'a> {
+    /// The view of `task`; what is not an object has none of the fields.
+    pub fn of(task: &'a Value) -> TaskView<'a> {
+        static NONE: std::sync::LazyLock<serde_json::Map<String, Value>> = std::sync::LazyLock::new(Default::default);
+        TaskView(task.as_object().unwrap_or(&NONE))
+    }
+
+    pub fn of_map(task: &'a serde_json::Map<String, Value>) -> TaskView<'a> {
+        TaskView(task)
+    }
+
+    fn text(self, key: &str) -> Option<&'a str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    /// `taskId`, if it is a string.
+    pub fn id(self) -> Option<&'a str> {
+        self.text("taskId")
+    }
+
+    /// `status` as sent (one the gateway does not know included).
+    pub fn status_text(self) -> Option<&'a str> {
+        self.text("status")
+    }
+
+    /// `status`, if it is one of the five.
+    pub fn status(self) -> Option<TaskStatus> {
+        self.status_text().and_then(TaskStatus::parse)
+    }
+
+    /// Whether the task has ended (`completed`, `failed` or `cancelled`).
+    pub fn is_terminal(self) -> bool {
+        self.status().is_some_and(TaskStatus::is_terminal)
+    }
+
+    pub fn status_message(self) -> Option<&'a str> {
+        self.text("statusMessage")
+    }
+
+    pub fn last_updated_at(self) -> Option<&'a str> {
+        self.text("lastUpdatedAt")
+    }
+
+    /// `ttl` in milliseconds, if it is a whole number.
+    pub fn ttl_ms(self) -> Option<u64> {
+        self.0.get("ttl").and_then(Value::as_u64)
+    }
+
+    /// A core task's `pollInterval`, within [`MIN_POLL`] and [`MAX_POLL`] (1 s if it names none).
+    pub fn poll_interval(self) -> Duration {
+        self.poll_by("pollInterval")
+    }
+
+    /// An extension task's `pollIntervalMs`, likewise.
+    pub fn ext_poll_interval(self) -> Duration {
+        self.poll_by("pollIntervalMs")
+    }
+
+    fn poll_by(self, key: &str) -> Duration {
+        let every = self.0.get(key).and_then(Value::as_u64).map_or(DEFAULT_POLL, Duration::from_millis);
+        every.clamp(MIN_POLL, MAX_POLL)
+    }
+}
+
 /// `execution.taskSupport` of a tool; absent means forbidden.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskSupport {
@@ -208,6 +284,30 @@ pub fn refused_as_plain_call(resp: &Value, tool: &str, support: TaskSupport) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_view_reads_the_fields_typed_and_clamps_the_poll_interval() {
+        let t = json!({"taskId": "t-1", "status": "input_required", "statusMessage": "asks",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 5000, "pollIntervalMs": 7000});
+        let v = TaskView::of(&t);
+        assert_eq!(
+            (v.id(), v.status(), v.status_message()),
+            (Some("t-1"), Some(TaskStatus::InputRequired), Some("asks"))
+        );
+        assert_eq!((v.last_updated_at(), v.ttl_ms()), (Some("2026-01-01T00:00:00Z"), Some(60000)));
+        assert!(!v.is_terminal());
+        assert_eq!((v.poll_interval(), v.ext_poll_interval()), (Duration::from_secs(5), Duration::from_secs(7)));
+        let odd = json!({"taskId": 7, "status": "paused", "ttl": -1, "pollInterval": 1, "pollIntervalMs": 3_600_000});
+        let v = TaskView::of(&odd);
+        assert_eq!((v.id(), v.status_text(), v.status(), v.ttl_ms()), (None, Some("paused"), None, None));
+        assert_eq!((v.poll_interval(), v.ext_poll_interval()), (MIN_POLL, MAX_POLL), "clamped");
+        for status in ["completed", "failed", "cancelled"] {
+            assert!(TaskView::of(&json!({"status": status})).is_terminal(), "{status}");
+        }
+        let array = json!([1]);
+        let none = TaskView::of(&array);
+        assert_eq!((none.id(), none.status_text(), none.poll_interval()), (None, None, Duration::from_secs(1)));
+    }
 
     #[test]
     fn only_unambiguous_refusals_count() {

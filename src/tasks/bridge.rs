@@ -13,7 +13,7 @@
 
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
-use crate::mcp::tasks::RELATED_TASK;
+use crate::mcp::tasks::{RELATED_TASK, TaskView};
 use crate::upstream::link::{ClientRef, Link, TaskFollower};
 use futures_util::future::OptionFuture;
 use serde_json::{Value, json};
@@ -156,8 +156,6 @@ pub enum Ending {
     Cancelled,
 }
 
-const MIN_POLL: Duration = Duration::from_millis(100);
-const MAX_POLL: Duration = Duration::from_secs(30);
 /// A status message waits this long before it becomes progress: an upstream that reports
 /// progress of its own does so by then, and its real values are passed on instead.
 const STATUS_AS_PROGRESS_DELAY: Duration = Duration::from_millis(200);
@@ -195,16 +193,11 @@ impl<L: BridgeLink> Bridge<L> {
             // An error, or a server that ran the call plainly after all: that is the answer.
             return Ending::Answer(self.for_client(created));
         };
-        let Some(task_id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+        let Some(task_id) = TaskView::of(&task).id().map(str::to_string) else {
             let e = RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's CreateTaskResult has no taskId");
             return Ending::Answer(e.response(Some(&self.client.id)));
         };
-        let poll = task
-            .get("pollInterval")
-            .and_then(Value::as_u64)
-            .map(Duration::from_millis)
-            .unwrap_or(Duration::from_secs(1))
-            .clamp(MIN_POLL, MAX_POLL);
+        let poll = TaskView::of(&task).poll_interval();
         tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream task");
 
         let mut statuses = StatusTracker::default();
@@ -461,7 +454,8 @@ impl StatusTracker {
 
     /// The task's status message if it is news.
     fn fresh_message(&mut self, task: &Value) -> Option<String> {
-        if let Some(at) = task.get("lastUpdatedAt").and_then(Value::as_str) {
+        let task = TaskView::of(task);
+        if let Some(at) = task.last_updated_at() {
             // RFC 3339 timestamps of one server share a format, so they order as text.
             if let Some(last) = &self.last_updated
                 && at.len() == last.len()
@@ -471,7 +465,7 @@ impl StatusTracker {
             }
             self.last_updated = Some(at.to_string());
         }
-        let msg = task.get("statusMessage").and_then(Value::as_str)?;
+        let msg = task.status_message()?;
         if self.announced.iter().any(|m| m == msg) {
             return None;
         }
@@ -484,7 +478,7 @@ impl StatusTracker {
 }
 
 fn is_terminal(task: &Value) -> bool {
-    matches!(task.get("status").and_then(Value::as_str), Some("completed" | "failed" | "cancelled"))
+    TaskView::of(task).is_terminal()
 }
 
 pub mod extension;

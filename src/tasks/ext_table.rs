@@ -22,7 +22,7 @@
 
 use crate::jsonrpc::{GATEWAY_BUSY, INVALID_PARAMS, RpcError};
 use crate::mcp::task_dialects::task::{Inline, status_of};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::tasks::{TaskStatus, TaskView};
 use crate::tasks::file_store::RESTARTED;
 use crate::tasks::store::FollowedTask;
 use serde_json::{Map, Value};
@@ -113,7 +113,8 @@ impl ExtTable {
     /// A task the upstream created (its `CreateTaskResult`, translated): refused when the
     /// table is full of running tasks.
     pub fn insert(&mut self, task: Map<String, Value>, inline: Inline) -> Result<(), RpcError> {
-        let Some(id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+        let view = TaskView::of_map(&task);
+        let Some(id) = view.id().map(str::to_string) else {
             return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "the upstream's task has no taskId"));
         };
         if self.tasks.len() >= self.limit && !self.tasks.contains_key(&id) {
@@ -137,9 +138,9 @@ impl ExtTable {
             sticky_cancelled: false,
             relayed: HashSet::new(),
             poll: Arc::new(tokio::sync::Mutex::new(())),
-            announced: task.get("status").and_then(Value::as_str).map(str::to_string),
+            announced: view.status_text().map(str::to_string),
             waiters: 0,
-            expires_ms: task.get("ttl").and_then(Value::as_u64).map(|ttl| now_ms().saturating_add(ttl)),
+            expires_ms: view.ttl_ms().map(|ttl| now_ms().saturating_add(ttl)),
             revived: false,
         };
         self.tasks.insert(id.clone(), entry);
@@ -151,7 +152,7 @@ impl ExtTable {
     /// is from now on); `None` if it is, or the task is not here.
     pub fn status_news(&mut self, id: &str) -> Option<Map<String, Value>> {
         let e = self.tasks.get_mut(id)?;
-        let status = e.snapshot.get("status").and_then(Value::as_str)?;
+        let status = TaskView::of_map(&e.snapshot).status_text()?;
         if e.announced.as_deref() == Some(status) {
             return None;
         }
@@ -227,7 +228,7 @@ impl ExtTable {
     pub fn cancel(&mut self, id: &str, cancelled: Map<String, Value>) {
         if let Some(e) = self.tasks.get_mut(id) {
             // The client is answered with it: no notification repeats it.
-            e.announced = cancelled.get("status").and_then(Value::as_str).map(str::to_string);
+            e.announced = TaskView::of_map(&cancelled).status_text().map(str::to_string);
             e.snapshot = cancelled;
             e.sticky_cancelled = true;
             e.outcome = Some(Outcome::Cancelled);

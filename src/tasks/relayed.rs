@@ -187,8 +187,7 @@ impl RelayedTasks {
             }
             changed
         });
-        let ended =
-            task.get("status").and_then(Value::as_str).and_then(TaskStatus::parse).is_some_and(|s| s.is_terminal());
+        let ended = crate::mcp::tasks::TaskView::of(task).is_terminal();
         if ended {
             let n = r.inputs.take_all().len();
             let upstream = r.at.upstream.clone();
@@ -273,7 +272,7 @@ impl RelayedTaskEvents for RelayedTasks {
     fn status(&self, link: &Arc<Link>, task_id: &str, task: Value) {
         let Some(ours) = self.ours(link, task_id) else { return };
         self.observe(&ours, &task);
-        if task.get("status").and_then(Value::as_str) == Some(TaskStatus::InputRequired.as_str()) {
+        if crate::mcp::tasks::TaskView::of(&task).status() == Some(TaskStatus::InputRequired) {
             self.follow(link, &ours);
         }
     }

@@ -38,7 +38,7 @@ pub fn cancelled_error(task_id: &str) -> RpcError {
 /// Reads an extension `tasks/get` result for a core client waiting in `tasks/result`.
 #[cfg_attr(not(test), expect(dead_code, reason = "no wired direction uses it yet (issue 11)"))]
 pub fn core_payload(ext_get_result: Value) -> Result<Payload, DialectError> {
-    let ext_status = ext_get_result.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    let ext_status = crate::mcp::tasks::TaskView::of(&ext_get_result).status();
     let (task, inline) = get_to_core(ext_get_result)?;
     let id = task["taskId"].as_str().unwrap_or_default().to_string();
     match (ext_status, inline) {

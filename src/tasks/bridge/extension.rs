@@ -23,12 +23,12 @@
 //! by status changes and input answers) and `max_request_time` are one [`Deadlines`] entry,
 //! as for the core bridge; each upstream request is bounded by `request_timeout`.
 
-use super::{MAX_POLL, MIN_POLL, StatusTracker, Timer, follow_subscribed};
+use super::{StatusTracker, Timer, follow_subscribed};
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
-use crate::mcp::tasks as mcp_tasks;
+use crate::mcp::tasks::{self as mcp_tasks, TaskView};
 use crate::upstream::link::{ClientRef, Link};
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
@@ -87,15 +87,6 @@ pub struct ExtBridge {
     pub capabilities: Map<String, Value>,
 }
 
-/// A task's poll interval as the extension gives it, clamped (`None`: the bridge's default).
-fn poll_interval(task: &Value) -> Duration {
-    task.get("pollIntervalMs")
-        .and_then(Value::as_u64)
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_secs(1))
-        .clamp(MIN_POLL, MAX_POLL)
-}
-
 /// What one look at the task decided.
 enum Step {
     /// Not over: poll again.
@@ -141,7 +132,7 @@ impl ExtBridge {
             // An error, or a server that ran the call plainly after all: that is the answer.
             return Ending::Answer(self.for_client(created));
         };
-        let Some(task_id) = task.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+        let Some(task_id) = TaskView::of(&task).id().map(str::to_string) else {
             let e = RpcError::new(INTERNAL_ERROR, "the upstream's CreateTaskResult has no taskId");
             return Ending::Answer(e.response(Some(&self.client.id)));
         };
@@ -181,7 +172,7 @@ impl ExtBridge {
                 Step::Done(answer) => return Ending::Answer(answer),
                 Step::Pending => {}
             }
-            deadline.insert_until(Timer::Poll, Instant::now() + poll_interval(&task));
+            deadline.insert_until(Timer::Poll, Instant::now() + TaskView::of(&task).ext_poll_interval());
             // Until the poll is due, what else happens is handled here.
             loop {
                 statuses.arm(deadline);
@@ -243,7 +234,7 @@ impl ExtBridge {
         answers: &mpsc::Sender<(String, Value)>,
     ) -> Step {
         let id = &self.client.id;
-        match task.get("status").and_then(Value::as_str) {
+        match TaskView::of(task).status_text() {
             Some("completed") => match task.get("result") {
                 Some(r) if r.is_object() => Step::Done(jsonrpc::result_response(id, r.clone())),
                 _ => Step::Done(
@@ -350,7 +341,7 @@ impl ExtBridge {
     async fn cancel_while_creating(&self, create: std::pin::Pin<&mut impl Future<Output = Result<Value, RpcError>>>) {
         if let Ok(Ok(resp)) = tokio::time::timeout(self.request_timeout, create).await
             && let Some(r) = resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
-            && let Some(task_id) = r.get("taskId").and_then(Value::as_str)
+            && let Some(task_id) = TaskView::of(r).id()
         {
             self.cancel_task(task_id).await;
         }

@@ -32,12 +32,10 @@ use super::ExtTasks;
 use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
+use crate::mcp::tasks::TaskView;
 use crate::tasks::ext_table::{self, Outcome};
 use serde_json::Map;
 use tokio::sync::mpsc;
-
-const MIN_POLL: Duration = Duration::from_millis(100);
-const MAX_POLL: Duration = Duration::from_secs(30);
 
 impl ExtTasks {
     /// A core client's task-augmented `tools/call` (see the module doc).
@@ -104,7 +102,7 @@ impl ExtTasks {
         let Some(task) = created.get("task").and_then(Value::as_object).cloned() else {
             return RpcError::new(jsonrpc::INTERNAL_ERROR, "the upstream's task is not an object").response(Some(id));
         };
-        let task_id = task.get("taskId").and_then(Value::as_str).unwrap_or_default().to_string();
+        let task_id = TaskView::of_map(&task).id().unwrap_or_default().to_string();
         // Under the strategy's lock, which the session's end takes to cancel what the table
         // holds: a task is recorded before the end (and cancelled by it), or refused after.
         // The guard is dropped before `cancel_upstream`, which takes the session's lock.
@@ -455,8 +453,7 @@ pub(super) type LookResult = Result<(Map<String, Value>, Map<String, Value>), Rp
 /// How often an extension task is polled: its `pollInterval` (translated), clamped as the
 /// bridges clamp it.
 pub(super) fn poll_interval(task: &Map<String, Value>) -> Duration {
-    let every = task.get("pollInterval").and_then(Value::as_u64).map_or(Duration::from_secs(1), Duration::from_millis);
-    every.clamp(MIN_POLL, MAX_POLL)
+    TaskView::of_map(task).poll_interval()
 }
 
 /// Held while a `tasks/result` waits on a task (its follower rests meanwhile), however the

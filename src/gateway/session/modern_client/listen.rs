@@ -193,7 +193,7 @@ async fn task_note(s: &Session, listen: &Id, task: &str, watched: &mut Watched) 
             (core, inline)
         }
     };
-    let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    let status = crate::mcp::tasks::TaskView::of(&core).status();
     let mut note = flow::notification_to_ext(core, inline, listen).map_err(|e| e.to_rpc())?;
     // The client knows a relayed task by the gateway's id.
     note["params"]["taskId"] = task.into();

@@ -35,7 +35,7 @@ use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta;
 use crate::mcp::task_dialects::task::{self as ext_task, Inline};
 use crate::mcp::task_dialects::{EXTENSION, flow};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::tasks::{TaskStatus, TaskView};
 use crate::upstream::client::Route;
 use crate::upstream::link::Link;
 use serde_json::{Value, json};
@@ -81,7 +81,7 @@ impl ModernClient {
         let answer = match resp.get("result") {
             Some(result) if result.get("task").is_some() => {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
-                if let Some(t) = ext.get("taskId").and_then(Value::as_str) {
+                if let Some(t) = TaskView::of(&ext).id() {
                     let declared = Value::Object(self.meta.capabilities.clone());
                     let relayed = &s.gateway.relayed;
                     let (up, generation) = (&s.upstream.name, link.generation());
@@ -204,7 +204,7 @@ pub(super) async fn relayed_inline(
     upstream_id: &str,
     core: &Value,
 ) -> Result<Inline, RpcError> {
-    let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    let status = TaskView::of(core).status();
     Ok(match status {
         Some(TaskStatus::Completed | TaskStatus::Failed) => {
             let mut payload = link.request(Method::TasksResult, json!({"taskId": upstream_id})).await?;
@@ -229,7 +229,7 @@ async fn ext_snapshot(s: &Session, task_id: &str) -> Result<Value, RpcError> {
 pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inline), RpcError> {
     let hosted = s.hosted();
     let core = hosted.get(task_id).await?;
-    let status = core.get("status").and_then(Value::as_str).and_then(TaskStatus::parse);
+    let status = TaskView::of(&core).status();
     let inline = match status {
         Some(TaskStatus::Completed | TaskStatus::Failed) => {
             match hosted.stored_outcome(task_id).await {
