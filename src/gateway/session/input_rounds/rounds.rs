@@ -280,7 +280,7 @@ impl InputRounds {
     /// value the client got.
     pub(in crate::gateway::session) fn progress(&self, s: &Session, related: Option<&Id>, msg: &Message) -> bool {
         let Some(id) = related else { return true };
-        let Some(value) = msg.value().pointer("/params/progress").and_then(Value::as_f64) else { return true };
+        let Some(value) = msg.progress_values().0 else { return true };
         let mut rounds = self.state.lock().unwrap();
         let Some(ex) = rounds.exchanges.get_mut(id) else { return true };
         if ex.last_progress.is_some_and(|last| value <= last) {
