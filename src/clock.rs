@@ -4,18 +4,21 @@
 //! Timers are [`Deadlines`]: entries with an idle deadline that signs of life push back, and a
 //! lifetime that nothing does, kept in order of what expires first. Whoever owns one awaits
 //! [`Deadlines::expired`] in one task, which sleeps until the earliest deadline (or until an
-//! earlier one is set): no polling, no sweep, no thread. What is timed this way: a request
-//! to an upstream (idle and lifetime, per link), a bridged call (its own clock: the call's
-//! timeouts, its next poll, its next status made progress), a hosted task's
-//! retention, a progress state's retention, a downstream session's idle timeout, a modern
-//! request parked for its client's input (per front), a legacy client's input rounds (per
-//! session), and the inline budget of a request read on its caller's task
-//! (transport/budget.rs).
+//! earlier one is set): no polling, no sweep, no thread. What is timed this way:
+//! - a request to an upstream (idle and lifetime, per link);
+//! - a bridged call (its own clock: the call's timeouts, its next poll, its next status made
+//!   progress);
+//! - a hosted task's retention, and a progress state's;
+//! - a downstream session's idle timeout;
+//! - a modern request parked for its client's input (per front);
+//! - a legacy client's input rounds, and the extension tasks it follows (per session);
+//! - the inline budget of a request read on its caller's task (transport/budget.rs).
 //!
-//! What still sleeps on its own: the waits that are a loop's pace rather than a deadline (an
-//! extension task a legacy session follows, polled at its `pollInterval` in `session/ext/`;
-//! the Redis store's sweep and reconnect), and the backoff before a dead link is opened again,
-//! which the request that needs the link waits out itself.
+//! What still sleeps on its own: the waits that are a loop's pace rather than a deadline (a
+//! core `tasks/result` waiting on an extension task, which polls it at its `pollInterval`
+//! in `session/ext/translated.rs`; the Redis store's sweep and reconnect), and the backoff
+//! before a dead link is opened again, which the request that needs the link waits out
+//! itself.
 //!
 //! The wall-clock time ([`wall_now`]) is read here only: the system time taken once, carried
 //! on by tokio's clock. A time that is stored (a task's `createdAt`, when its retention

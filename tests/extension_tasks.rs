@@ -394,6 +394,24 @@ async fn status_notifications_arrive_without_a_tasks_result() {
     assert_eq!(requests(&s.up, "tasks/update").len(), 1);
 }
 
+/// `max_followed` bounds the tasks followed at once: one over it is not followed (nobody
+/// polls it), and a followed task's place is free again once it ends.
+#[tokio::test]
+async fn a_followed_tasks_place_is_free_again_once_it_ends() {
+    let s = setup_with("[tasks]\nmax_followed = 1\n").await;
+    let mut c = core_client(&s).await;
+    let mut events = SseReader::new(c.get_raw(&[]).await.into_body());
+    let first = create_task(&mut c, "slow").await;
+    let unfollowed = create_task(&mut c, "slow").await;
+    let note = next_status(&mut events).await["params"].take();
+    assert_eq!((&note["taskId"], &note["status"]), (&json!(first), &json!("completed")));
+    let third = create_task(&mut c, "slow").await;
+    let note = next_status(&mut events).await["params"].take();
+    assert_eq!((&note["taskId"], &note["status"]), (&json!(third), &json!("completed")));
+    let gets = [&first, &third, &unfollowed].map(|t| gets_of(&s.up, t));
+    assert_eq!(gets, [4, 4, 0], "each followed one polled until it ended; the one over max_followed not at all");
+}
+
 /// The session's end (DELETE over HTTP, EOF over stdio) cancels its tasks that have not ended
 /// upstream; an ended one is left alone.
 #[tokio::test]

@@ -11,7 +11,9 @@
 //! status is news only to its `tasks/get` and `tasks/result`); a poll that fails ends the
 //! following (a `tasks/result` still polls, and answers the error); the session's end stops
 //! every follower. The upstream's own `notifications/tasks` (on `subscriptions/listen`) is
-//! not used: polling is what every extension server answers.
+//! not used: polling is what every extension server answers. When each task is looked at
+//! next is kept on one clock per session (`Following`, a `clock::Deadlines`), whose one
+//! waiter starts each look as it falls due.
 //!
 //! Ending: the session's end sends `tasks/cancel` for each task that has not ended for the
 //! client, as a bridged call's task is cancelled with its session: once the session is
@@ -19,57 +21,84 @@
 
 use super::ExtTasks;
 use super::translated::poll_interval;
+use crate::clock::Deadlines;
 use crate::gateway::session::*;
+use tokio::time::Instant;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 impl ExtTasks {
-    /// Follows extension task `task_id` in the background, if it runs and a permit is free.
+    /// Follows extension task `task_id` in the background, if it runs, is not followed
+    /// already, and a permit is free.
     pub(in crate::gateway::session) fn follow(&self, s: &Session, task_id: String) {
-        if !self.lock().table.is_open(&task_id) {
+        let first = {
+            let st = self.lock();
+            if st.ended.is_cancelled() || !st.table.is_open(&task_id) {
+                return;
+            }
+            st.table.snapshot(&task_id).map(poll_interval).unwrap_or(Duration::from_secs(1))
+        };
+        let f = &self.following;
+        let mut tasks = f.tasks.lock().unwrap();
+        // Asked again under this lock: a session that ended meanwhile has cleared it, and
+        // would keep a permit taken here.
+        if tasks.contains_key(&task_id) || self.lock().ended.is_cancelled() {
             return;
         }
         let Ok(permit) = s.gateway.followers.clone().try_acquire_owned() else {
             tracing::debug!(upstream = %s.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
         };
-        let (ended, first) = {
-            let st = self.lock();
-            (st.ended.clone(), st.table.snapshot(&task_id).map(poll_interval))
-        };
-        let me = s.me.clone();
-        let mut every = first.unwrap_or(Duration::from_secs(1));
-        tokio::spawn(async move {
-            let _permit = permit;
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = ended.cancelled() => return,
-                }
-                // Not held across the wait: the follower does not keep its session alive.
-                let Some(s) = me.upgrade() else { return };
-                if s.ext.lock().table.waited_on(&task_id) {
-                    continue;
-                }
-                let looked = tokio::select! {
-                    r = s.ext.look(&s, &task_id) => r,
-                    _ = ended.cancelled() => return,
-                };
-                match looked {
-                    None => return,
-                    Some(Err(e)) => {
-                        tracing::debug!(upstream = %s.upstream.name, task = %task_id, "no longer following the task: {}", e.message);
-                        return;
-                    }
-                    Some(Ok((task, _))) => every = poll_interval(&task),
-                }
-                s.ext.announce_status(&s, &task_id, Route::Unrelated);
-                if !s.ext.lock().table.is_open(&task_id) {
-                    return;
-                }
-            }
+        f.waiter.get_or_init(|| {
+            tokio::spawn(look_when_due(s.me.clone(), f.clock.clone()));
         });
+        f.clock.insert_until(task_id.clone(), Instant::now() + first);
+        tasks.insert(task_id, (permit, first));
+    }
+
+    /// One look at followed task `task_id`, now due: its status news goes to the client, and
+    /// the next look is set, unless the task ended for the client or cannot be looked at.
+    async fn look_followed(&self, s: &Session, task_id: String) {
+        let ended = self.lock().ended.clone();
+        let looked = if self.lock().table.waited_on(&task_id) {
+            // A `tasks/result` polls it meanwhile, and tells the client itself.
+            None
+        } else {
+            let looked = tokio::select! {
+                r = self.look(s, &task_id) => r,
+                _ = ended.cancelled() => return,
+            };
+            match looked {
+                None => return self.unfollow(&task_id),
+                Some(Err(e)) => {
+                    tracing::debug!(upstream = %s.upstream.name, task = %task_id, "no longer following the task: {}", e.message);
+                    return self.unfollow(&task_id);
+                }
+                Some(Ok((task, _))) => Some(poll_interval(&task)),
+            }
+        };
+        if looked.is_some() {
+            self.announce_status(s, &task_id, Route::Unrelated);
+            if !self.lock().table.is_open(&task_id) {
+                return self.unfollow(&task_id);
+            }
+        }
+        let f = &self.following;
+        let mut tasks = f.tasks.lock().unwrap();
+        let Some((_, every)) = tasks.get_mut(&task_id) else { return };
+        if let Some(new) = looked {
+            *every = new;
+        }
+        f.clock.insert_until(task_id, Instant::now() + *every);
+    }
+
+    /// Stops following `task_id`: its permit is free again.
+    fn unfollow(&self, task_id: &str) {
+        let f = &self.following;
+        let mut tasks = f.tasks.lock().unwrap();
+        tasks.remove(task_id);
+        f.clock.remove(&task_id.to_string());
     }
 
     /// The session ends: its followers stop, and its extension tasks that have not ended for
@@ -81,6 +110,12 @@ impl ExtTasks {
             st.ended.cancel();
             st.table.open_tasks()
         };
+        {
+            let f = &self.following;
+            let mut tasks = f.tasks.lock().unwrap();
+            f.clock.close();
+            tasks.clear();
+        }
         let link = s.link.lock().unwrap().clone();
         let Some(link) = link.filter(|l| !l.is_closed()) else { return };
         if open.is_empty() {
@@ -93,5 +128,15 @@ impl ExtTasks {
             link.request_for_declaring(req, None, Some(caps.clone()))
         });
         let _ = tokio::time::timeout(CANCEL_WAIT, futures_util::future::join_all(cancels)).await;
+    }
+}
+
+/// The waiter of a session's followed tasks: each look, when due, runs as a task of its own
+/// (a slow upstream delays no other look), holding the session only while it looks. It
+/// stops when the session ends or goes.
+async fn look_when_due(me: Weak<Session>, clock: Arc<Deadlines<String>>) {
+    while let Some((task_id, _)) = clock.expired().await {
+        let Some(s) = me.upgrade() else { return };
+        tokio::spawn(async move { s.ext.look_followed(&s, task_id).await });
     }
 }

@@ -17,11 +17,16 @@
 //! Locks: the strategy's own lock is taken for a moment and never held across an `.await`.
 //! Where the session's `state` and the strategy's are needed at once (an input request's
 //! bound and id, counted with the server's own requests), the session's is taken first, then
-//! the strategy's; never the other way.
+//! the strategy's; never the other way. The followed tasks' map (`Following`) is taken
+//! before the strategy's lock, never while it is held.
 
+use crate::clock::Deadlines;
 use crate::tasks::ext_table::ExtState;
 use crate::tasks::store::FollowedTask;
-use std::sync::{Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
 
 mod bridged;
 mod follow;
@@ -31,6 +36,33 @@ mod translated;
 #[derive(Default)]
 pub(super) struct ExtTasks {
     state: Mutex<ExtState>,
+    following: Following,
+}
+
+/// The tasks the session follows (`follow`): when each is looked at next, on one clock
+/// whose one waiter (started with the first) starts each look, and for each its permit of
+/// the gateway's `max_followed` and its poll interval.
+struct Following {
+    clock: Arc<Deadlines<String>>,
+    tasks: Mutex<HashMap<String, (OwnedSemaphorePermit, Duration)>>,
+    waiter: OnceLock<()>,
+}
+
+impl Default for Following {
+    fn default() -> Following {
+        // Every look has its own time (`insert_until`): no idle timeout or lifetime.
+        Following {
+            clock: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            tasks: Mutex::default(),
+            waiter: OnceLock::new(),
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.clock.close();
+    }
 }
 
 impl ExtTasks {
