@@ -325,7 +325,9 @@ async fn end_expired(me: Weak<Session>, timers: Arc<Deadlines<RoundTimer>>) {
         let Some(s) = me.upgrade() else { return };
         let (idle, max) = (s.upstream.request_timeout, s.upstream.max_request_time);
         let error = if t.round.is_some() { idle_error(idle) } else { lifetime_error(max) };
-        s.rounds.expire(&s, t.client_id, t.serial, t.round, error);
+        // A task of its own, as each timer was: should ending one exchange fail, the
+        // session's other timers still run.
+        tokio::spawn(async move { s.rounds.expire(&s, t.client_id, t.serial, t.round, error) });
     }
 }
 
