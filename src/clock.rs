@@ -14,6 +14,8 @@
 //! - a legacy client's input rounds, and the extension tasks it follows (per session);
 //! - the inline budget of a request read on its caller's task (transport/budget.rs).
 //!
+//! Those kept per front or per session, each entry at its own time, are a [`Schedule`].
+//!
 //! What still sleeps on its own: the waits that are a loop's pace rather than a deadline (a
 //! core `tasks/result` waiting on an extension task, which polls it at its `pollInterval`
 //! in `session/ext/translated.rs`; the Redis store's sweep and reconnect), and the backoff
@@ -200,6 +202,59 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A [`Deadlines`] whose entries each fall due at their own time ([`Schedule::set`]), with
+/// no idle timeout or lifetime, and the one waiter its owner starts ([`Schedule::start`]):
+/// what a front's parked requests, a session's input rounds and the tasks it follows keep.
+/// Dropping it (or [`Schedule::close`]) ends the waiter.
+pub struct Schedule<K: Clone + Ord + Hash> {
+    clock: std::sync::Arc<Deadlines<K>>,
+    waiter: OnceLock<()>,
+}
+
+impl<K: Clone + Ord + Hash> Default for Schedule<K> {
+    fn default() -> Schedule<K> {
+        Schedule { clock: std::sync::Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)), waiter: OnceLock::new() }
+    }
+}
+
+impl<K: Clone + Ord + Hash> Schedule<K> {
+    /// Spawns `waiter(the clock)` the first time it is called (it awaits
+    /// [`Deadlines::expired`] until that says `None`); later calls do nothing.
+    pub fn start<F>(&self, waiter: impl FnOnce(std::sync::Arc<Deadlines<K>>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.waiter.get_or_init(|| {
+            tokio::spawn(waiter(self.clock.clone()));
+        });
+    }
+
+    /// `key` falls due at `at` (instead of when it was to).
+    pub fn set(&self, key: K, at: Instant) {
+        self.clock.insert_until(key, at);
+    }
+
+    pub fn unset(&self, key: &K) {
+        self.clock.remove(key);
+    }
+
+    /// Ends the waiter: nothing falls due from now on.
+    pub fn close(&self) {
+        self.clock.close();
+    }
+
+    /// The clock itself, for what unsets an entry when it is dropped.
+    pub fn clock(&self) -> &std::sync::Arc<Deadlines<K>> {
+        &self.clock
+    }
+}
+
+impl<K: Clone + Ord + Hash> Drop for Schedule<K> {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

@@ -48,29 +48,32 @@ impl TaskStatus {
 
 /// The fewest and most time the gateway waits between two looks at a task it follows,
 /// whatever poll interval its server asks for.
-pub const MIN_POLL: Duration = Duration::from_millis(100);
-pub const MAX_POLL: Duration = Duration::from_secs(30);
+const MIN_POLL: Duration = Duration::from_millis(100);
+const MAX_POLL: Duration = Duration::from_secs(30);
 /// The poll interval of a task whose server names none.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);
 
 /// A borrowed view of a task object as a server sends it (a core `Task`, or the tasks
 /// extension's): the fields the gateway reads, typed, the object itself left as it is.
 #[derive(Clone, Copy, Debug)]
-pub struct TaskView<'a>(&'a serde_json::Map<String, Value>);
+pub struct TaskView<'a>(Option<&'a serde_json::Map<String, Value>>);
 
 impl<'a> TaskView<'a> {
     /// The view of `task`; what is not an object has none of the fields.
     pub fn of(task: &'a Value) -> TaskView<'a> {
-        static NONE: std::sync::LazyLock<serde_json::Map<String, Value>> = std::sync::LazyLock::new(Default::default);
-        TaskView(task.as_object().unwrap_or(&NONE))
+        TaskView(task.as_object())
     }
 
     pub fn of_map(task: &'a serde_json::Map<String, Value>) -> TaskView<'a> {
-        TaskView(task)
+        TaskView(Some(task))
+    }
+
+    fn get(self, key: &str) -> Option<&'a Value> {
+        self.0?.get(key)
     }
 
     fn text(self, key: &str) -> Option<&'a str> {
-        self.0.get(key).and_then(Value::as_str)
+        self.get(key).and_then(Value::as_str)
     }
 
     /// `taskId`, if it is a string.
@@ -103,7 +106,7 @@ impl<'a> TaskView<'a> {
 
     /// `ttl` in milliseconds, if it is a whole number.
     pub fn ttl_ms(self) -> Option<u64> {
-        self.0.get("ttl").and_then(Value::as_u64)
+        self.get("ttl").and_then(Value::as_u64)
     }
 
     /// A core task's `pollInterval`, within [`MIN_POLL`] and [`MAX_POLL`] (1 s if it names none).
@@ -117,7 +120,7 @@ impl<'a> TaskView<'a> {
     }
 
     fn poll_by(self, key: &str) -> Duration {
-        let every = self.0.get(key).and_then(Value::as_u64).map_or(DEFAULT_POLL, Duration::from_millis);
+        let every = self.get(key).and_then(Value::as_u64).map_or(DEFAULT_POLL, Duration::from_millis);
         every.clamp(MIN_POLL, MAX_POLL)
     }
 }

@@ -18,7 +18,7 @@
 //!   `subscriptions/listen` streams watch ([`RelayedTasks::watch`]).
 
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::tasks::{TaskStatus, TaskView};
 use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
 use crate::upstream::link::{Link, RelayedTaskEvents};
 use lru::LruCache;
@@ -187,7 +187,7 @@ impl RelayedTasks {
             }
             changed
         });
-        let ended = crate::mcp::tasks::TaskView::of(task).is_terminal();
+        let ended = TaskView::of(task).is_terminal();
         if ended {
             let n = r.inputs.take_all().len();
             let upstream = r.at.upstream.clone();
@@ -272,7 +272,7 @@ impl RelayedTaskEvents for RelayedTasks {
     fn status(&self, link: &Arc<Link>, task_id: &str, task: Value) {
         let Some(ours) = self.ours(link, task_id) else { return };
         self.observe(&ours, &task);
-        if crate::mcp::tasks::TaskView::of(&task).status() == Some(TaskStatus::InputRequired) {
+        if TaskView::of(&task).status() == Some(TaskStatus::InputRequired) {
             self.follow(link, &ours);
         }
     }

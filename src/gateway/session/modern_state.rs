@@ -4,7 +4,7 @@
 //! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the session's
 //! own file, so that the session can name these without the two importing each other.
 
-use crate::clock::Deadlines;
+use crate::clock::{Deadlines, Schedule};
 use crate::jsonrpc::{self, Id, Message, RpcError};
 use crate::mcp::modern::client::ListenFilter;
 use crate::mcp::modern::meta::RequestMeta;
@@ -12,8 +12,7 @@ use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, Weak};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -42,9 +41,8 @@ struct Place {
 /// front's one timer of parked requests (`clock::Deadlines`), whose waiter ends with it.
 pub struct ParkedRequests {
     parked: Mutex<HashMap<String, Place>>,
-    timers: Arc<Deadlines<String>>,
-    /// The task that ends what is not resumed in time, started with the first park.
-    waiter: OnceLock<()>,
+    /// When each place ends; its waiter (`end_expired`) starts with the first park.
+    timers: Schedule<String>,
     me: Weak<ParkedRequests>,
 }
 
@@ -52,9 +50,7 @@ impl ParkedRequests {
     pub fn new() -> Arc<ParkedRequests> {
         Arc::new_cyclic(|me| ParkedRequests {
             parked: Mutex::new(HashMap::new()),
-            // Every entry has its own end (`insert_until`): no idle timeout or lifetime.
-            timers: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
-            waiter: OnceLock::new(),
+            timers: Schedule::default(),
             me: me.clone(),
         })
     }
@@ -67,7 +63,7 @@ impl ParkedRequests {
             _ => return None,
         }
         // The timer goes under the same lock: a place parked again under this token keeps its own.
-        self.timers.remove(&token.to_string());
+        self.timers.unset(&token.to_string());
         parked.remove(token).map(|p| p.session.into_any())
     }
 
@@ -81,12 +77,10 @@ impl ParkedRequests {
             if parked.len() >= limit || of_client >= (limit / 2).max(1) {
                 return false;
             }
-            self.waiter.get_or_init(|| {
-                tokio::spawn(end_expired(self.me.clone(), self.timers.clone()));
-            });
+            self.timers.start(|clock| end_expired(self.me.clone(), clock));
             // Set under the lock, as the place is (the clock's lock is taken after it, never
             // before).
-            self.timers.insert_until(token.clone(), until);
+            self.timers.set(token.clone(), until);
             parked.insert(token, Place { session, until });
         }
         true
@@ -96,13 +90,7 @@ impl ParkedRequests {
     pub(super) fn forget(&self, token: &str) {
         let mut parked = self.parked.lock().unwrap();
         parked.remove(token);
-        self.timers.remove(&token.to_string());
-    }
-}
-
-impl Drop for ParkedRequests {
-    fn drop(&mut self) {
-        self.timers.close();
+        self.timers.unset(&token.to_string());
     }
 }
 
@@ -298,6 +286,7 @@ impl ClientSink for Rounds {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     struct Waiting {
         client: &'static str,
@@ -369,7 +358,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         settle().await;
         assert_eq!(a_expired.load(Ordering::SeqCst) + b_expired.load(Ordering::SeqCst), 0);
-        assert!(parked.timers.is_empty());
+        assert!(parked.timers.clock().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -389,7 +378,7 @@ mod tests {
         let parked = ParkedRequests::new();
         let (a, a_expired) = waiting("c1");
         assert!(parked.park("a".into(), a, Instant::now() + Duration::from_secs(1), 8));
-        let timers = parked.timers.clone();
+        let timers = parked.timers.clock().clone();
         drop(parked);
         // The waiter held the timers and no more: with the front gone, it stopped.
         settle().await;

@@ -12,7 +12,7 @@
 //! following (a `tasks/result` still polls, and answers the error); the session's end stops
 //! every follower. The upstream's own `notifications/tasks` (on `subscriptions/listen`) is
 //! not used: polling is what every extension server answers. When each task is looked at
-//! next is kept on one clock per session (`Following`, a `clock::Deadlines`), whose one
+//! next is kept on one schedule per session (`Following`, a `clock::Schedule`), whose one
 //! waiter starts each look as it falls due.
 //!
 //! Ending: the session's end sends `tasks/cancel` for each task that has not ended for the
@@ -20,9 +20,9 @@
 //! gone, nobody can ask for the task's outcome.
 
 use super::ExtTasks;
-use super::translated::poll_interval;
 use crate::clock::Deadlines;
 use crate::gateway::session::*;
+use crate::mcp::tasks::TaskView;
 use tokio::time::Instant;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.
@@ -37,7 +37,7 @@ impl ExtTasks {
             if st.ended.is_cancelled() || !st.table.is_open(&task_id) {
                 return;
             }
-            st.table.snapshot(&task_id).map(poll_interval).unwrap_or(Duration::from_secs(1))
+            st.table.snapshot(&task_id).map_or(Duration::from_secs(1), |t| TaskView::of_map(t).poll_interval())
         };
         let f = &self.following;
         let mut tasks = f.tasks.lock().unwrap();
@@ -50,10 +50,8 @@ impl ExtTasks {
             tracing::debug!(upstream = %s.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
         };
-        f.waiter.get_or_init(|| {
-            tokio::spawn(look_when_due(s.me.clone(), f.clock.clone()));
-        });
-        f.clock.insert_until(task_id.clone(), Instant::now() + first);
+        f.clock.start(|clock| look_when_due(s.me.clone(), clock));
+        f.clock.set(task_id.clone(), Instant::now() + first);
         tasks.insert(task_id, (permit, first));
     }
 
@@ -75,7 +73,7 @@ impl ExtTasks {
                     tracing::debug!(upstream = %s.upstream.name, task = %task_id, "no longer following the task: {}", e.message);
                     return self.unfollow(&task_id);
                 }
-                Some(Ok((task, _))) => Some(poll_interval(&task)),
+                Some(Ok((task, _))) => Some(TaskView::of_map(&task).poll_interval()),
             }
         };
         if looked.is_some() {
@@ -90,7 +88,7 @@ impl ExtTasks {
         if let Some(new) = looked {
             *every = new;
         }
-        f.clock.insert_until(task_id, Instant::now() + *every);
+        f.clock.set(task_id, Instant::now() + *every);
     }
 
     /// Stops following `task_id`: its permit is free again.
@@ -98,7 +96,7 @@ impl ExtTasks {
         let f = &self.following;
         let mut tasks = f.tasks.lock().unwrap();
         tasks.remove(task_id);
-        f.clock.remove(&task_id.to_string());
+        f.clock.unset(&task_id.to_string());
     }
 
     /// The session ends: its followers stop, and its extension tasks that have not ended for

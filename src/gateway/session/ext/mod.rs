@@ -20,11 +20,11 @@
 //! the strategy's; never the other way. The followed tasks' map (`Following`) is taken
 //! before the strategy's lock, never while it is held.
 
-use crate::clock::Deadlines;
+use crate::clock::Schedule;
 use crate::tasks::ext_table::ExtState;
 use crate::tasks::store::FollowedTask;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -39,30 +39,13 @@ pub(super) struct ExtTasks {
     following: Following,
 }
 
-/// The tasks the session follows (`follow`): when each is looked at next, on one clock
-/// whose one waiter (started with the first) starts each look, and for each its permit of
-/// the gateway's `max_followed` and its poll interval.
+/// The tasks the session follows (`follow`): when each is looked at next, on one
+/// schedule whose waiter (started with the first) starts each look, and for each its permit
+/// of the gateway's `max_followed` and its poll interval.
+#[derive(Default)]
 struct Following {
-    clock: Arc<Deadlines<String>>,
+    clock: Schedule<String>,
     tasks: Mutex<HashMap<String, (OwnedSemaphorePermit, Duration)>>,
-    waiter: OnceLock<()>,
-}
-
-impl Default for Following {
-    fn default() -> Following {
-        // Every look has its own time (`insert_until`): no idle timeout or lifetime.
-        Following {
-            clock: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
-            tasks: Mutex::default(),
-            waiter: OnceLock::new(),
-        }
-    }
-}
-
-impl Drop for Following {
-    fn drop(&mut self) {
-        self.clock.close();
-    }
 }
 
 impl ExtTasks {

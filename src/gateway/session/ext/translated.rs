@@ -347,7 +347,7 @@ impl ExtTasks {
                 }
             }
             tokio::select! {
-                _ = tokio::time::sleep(poll_interval(&task)) => {}
+                _ = tokio::time::sleep(TaskView::of_map(&task).poll_interval()) => {}
                 Some((key, resp)) = answers.recv() => self.input_to_upstream(s, task_id, &key, &resp).await,
             }
         }
@@ -449,12 +449,6 @@ impl ExtTasks {
 /// What one look at an extension task found: the task as the core client sees it, and the
 /// input requests it holds.
 pub(super) type LookResult = Result<(Map<String, Value>, Map<String, Value>), RpcError>;
-
-/// How often an extension task is polled: its `pollInterval` (translated), clamped as the
-/// bridges clamp it.
-pub(super) fn poll_interval(task: &Map<String, Value>) -> Duration {
-    TaskView::of_map(task).poll_interval()
-}
 
 /// Held while a `tasks/result` waits on a task (its follower rests meanwhile), however the
 /// wait ends.

@@ -52,11 +52,10 @@
 //! This file names no session type, so that the session can name this one without an
 //! import cycle: what takes the session is in `rounds`.
 
-use crate::clock::Deadlines;
+use crate::clock::Schedule;
 use crate::config::UpstreamConfig;
 use crate::mcp::modern::input::InputLimits;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::Mutex;
 
 mod rounds;
 mod state;
@@ -69,8 +68,7 @@ pub(super) struct InputRounds {
     /// The session's timers of its exchanges and rounds, on the one clock: one waiter
     /// (`rounds::end_expired`, started with the first) for all of them, ended when the
     /// session goes.
-    timers: Arc<Deadlines<state::RoundTimer>>,
-    waiter: OnceLock<()>,
+    timers: Schedule<state::RoundTimer>,
 }
 
 impl InputRounds {
@@ -79,9 +77,7 @@ impl InputRounds {
         InputRounds {
             state: Mutex::default(),
             limits: InputLimits { rounds: upstream.max_input_rounds, requests: upstream.max_input_requests },
-            // Every timer has its own end (`insert_until`): no idle timeout or lifetime.
-            timers: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
-            waiter: OnceLock::new(),
+            timers: Schedule::default(),
         }
     }
 
@@ -95,11 +91,5 @@ impl InputRounds {
         // The exchanges' timers go with them; the clock stays, for an exchange a request
         // still on its way starts, until the session goes.
         let _ = std::mem::take(&mut *self.state.lock().unwrap());
-    }
-}
-
-impl Drop for InputRounds {
-    fn drop(&mut self) {
-        self.timers.close();
     }
 }

@@ -309,17 +309,15 @@ fn spawn_retry(s: &Session, client_id: Id, serial: u64) {
 /// Sets a timer of exchange `serial`: at `at`, the exchange fails if it is still on
 /// (`round`: the round whose client answers it waits for, or `None` for the whole exchange).
 fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> Armed {
-    let timers = s.rounds.timers.clone();
-    s.rounds.waiter.get_or_init(|| {
-        tokio::spawn(end_expired(s.me.clone(), timers.clone()));
-    });
+    let timers = &s.rounds.timers;
+    timers.start(|clock| end_expired(s.me.clone(), clock));
     let timer = RoundTimer { serial, round, client_id: client_id.clone() };
-    timers.insert_until(timer.clone(), at);
-    Armed { timers, timer }
+    timers.set(timer.clone(), at);
+    Armed { timers: timers.clock().clone(), timer }
 }
 
 /// The waiter of a session's input-round timers: an exchange still on when its timer ends
-/// fails. It stops when the session goes (`InputRounds` closes its clock when dropped).
+/// fails. It stops when the session goes (with it, its `Schedule`).
 async fn end_expired(me: Weak<Session>, timers: Arc<Deadlines<RoundTimer>>) {
     while let Some((t, _)) = timers.expired().await {
         let Some(s) = me.upgrade() else { return };
