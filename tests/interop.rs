@@ -315,7 +315,9 @@ fn stopping_a_process_stops_its_whole_tree() {
     let mut p = Proc::spawn(&mut cmd);
     p.wait_for("started");
     let pid = p.child.id() as i32;
-    let tree = pace::until(Duration::from_secs(10), || Some(proc_tree::descendants(pid)).filter(|t| t.len() >= 2))
+    // Until both have exec'd: a child forked a moment ago is still `sh` by its cmdline.
+    let execd = |t: &Vec<i32>| t.len() >= 2 && t.iter().all(|&d| proc_tree::cmdline(d).starts_with("sleep"));
+    let tree = pace::until(Duration::from_secs(10), || Some(proc_tree::descendants(pid)).filter(execd))
         .unwrap_or_else(|| proc_tree::descendants(pid));
     assert_eq!(tree.len(), 2, "the shell's two sleepers: {tree:?}");
     assert!(tree.iter().all(|&d| proc_tree::cmdline(d).starts_with("sleep")), "{tree:?}");
