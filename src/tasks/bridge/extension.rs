@@ -18,25 +18,21 @@
 //! the original call (no related-task: the task is the gateway's), through [`AskClient`], and
 //! its answer goes back as `tasks/update {taskId, inputResponses: {key: result}}`; an error
 //! answer has no counterpart there, so the task is cancelled and the call answered with that
-//! error (the module doc of `task_dialects`). The client's `notifications/cancelled`, and the
-//! end of its session, cancel the task upstream (`tasks/cancel`). `request_timeout` (reset
-//! by status changes and input answers) and `max_request_time` are one [`Deadlines`] entry,
-//! as for the core bridge; each upstream request is bounded by `request_timeout`.
+//! error (the module doc of `task_dialects`). An answered input request is the dialect's
+//! event: it resets `request_timeout`, and the task is looked at again at once. Each upstream
+//! request is bounded by `request_timeout`; the rest is the one follow loop's (`super`).
 
-use super::{StatusTracker, Timer, follow_subscribed};
-use crate::clock::{Deadlines, Expiry};
-use crate::jsonrpc::{self, INTERNAL_ERROR, Id, ProgressToken, REQUEST_TIMEOUT, RpcError};
+use super::{Dialect, PlainCall, Step};
+use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
 use crate::mcp::tasks::{self as mcp_tasks, TaskView};
-use crate::upstream::link::{ClientRef, Link};
+use crate::upstream::link::Link;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::Ending;
 
@@ -67,203 +63,64 @@ pub struct InputWait {
 
 /// One bridged call of an extension upstream.
 pub struct ExtBridge {
-    pub link: Arc<Link>,
-    /// The client's plain call, by its session and id.
-    pub client: ClientRef,
-    /// The client's plain `tools/call`.
-    pub call: Value,
+    pub plain: PlainCall<Link>,
     /// The upstream's response to the call so far, if it already made a task of it (a server
     /// that sent one undeclared); `None`: the call is sent declaring the extension.
     pub created: Option<Value>,
-    pub request_timeout: Duration,
-    pub max_request_time: Duration,
     /// Input requests relayed per task, at most (keys are unique over a task's life).
     pub max_input: usize,
-    /// Fired when the client cancels or its session ends.
-    pub cancel: CancellationToken,
     pub asker: Arc<dyn AskClient>,
     /// What every request of the bridge declares to the upstream: the client's capabilities
     /// as the link declares them, and the tasks extension.
     pub capabilities: Map<String, Value>,
 }
 
-/// What one look at the task decided.
-enum Step {
-    /// Not over: poll again.
-    Pending,
-    /// The client's answer (result or error, with the client's id).
-    Done(Value),
+/// The input requests of the task followed: the keys relayed to the client, and where its
+/// answers come back.
+pub struct Following {
+    relayed: HashSet<String>,
+    answers_tx: mpsc::Sender<(String, Value)>,
+    answers: mpsc::Receiver<(String, Value)>,
 }
 
 impl ExtBridge {
-    pub async fn run(mut self) -> Ending {
-        let token = ProgressToken::of_request(&self.call);
-        let started = Instant::now();
-        let deadline = Deadlines::new(self.request_timeout, self.max_request_time);
-        deadline.insert_until(Timer::Call, started + self.max_request_time);
-
-        let created = match self.created.take() {
-            Some(resp) => resp,
-            None => {
-                let create = self.link.request_for_declaring(
-                    self.call.clone(),
-                    Some(self.client.clone()),
-                    Some(self.capabilities.clone()),
-                );
-                tokio::pin!(create);
-                let r = tokio::select! {
-                    r = &mut create => r,
-                    _ = self.cancel.cancelled() => {
-                        self.cancel_while_creating(create).await;
-                        return Ending::Cancelled;
-                    }
-                    Some(_) = deadline.expired() => {
-                        self.cancel_while_creating(create).await;
-                        return self.timed_out("creating the task");
-                    }
-                };
-                match r {
-                    Ok(resp) => resp,
-                    Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
-                }
-            }
-        };
-        let Some(task) = created.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task)).cloned() else {
-            // An error, or a server that ran the call plainly after all: that is the answer.
-            return Ending::Answer(self.for_client(created));
-        };
-        let Some(task_id) = TaskView::of(&task).id().map(str::to_string) else {
-            let e = RpcError::new(INTERNAL_ERROR, "the upstream's CreateTaskResult has no taskId");
-            return Ending::Answer(e.response(Some(&self.client.id)));
-        };
-        tracing::debug!(upstream = self.link.upstream_name(), task = %task_id, "bridging a plain call through an upstream extension task");
-
-        deadline.insert_since(Timer::Call, started);
-        let token = token.as_ref();
-        let statuses = StatusTracker::default();
-        let ending =
-            follow_subscribed(&*self.link, &self.client, &task_id, token, statuses, async |events, statuses| {
-                self.follow(&task_id, task, events, token, &deadline, statuses).await
-            })
-            .await;
-        if matches!(ending, Ending::Cancelled) || self.cancel.is_cancelled() {
-            self.cancel_task(&task_id).await;
-        }
-        ending
-    }
-
-    async fn follow(
-        &self,
-        task_id: &str,
-        mut task: Value,
-        events: &mut mpsc::Receiver<super::BridgeEvent>,
-        token: Option<&ProgressToken>,
-        deadline: &Deadlines<Timer>,
-        statuses: &mut StatusTracker,
-    ) -> Ending {
-        let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
-        let mut relayed: HashSet<String> = HashSet::new();
-        let mut events_open = true;
-        loop {
-            if statuses.observe(&task) {
-                deadline.touch(&Timer::Call);
-            }
-            match self.look(task_id, &task, &mut relayed, &answers_tx) {
-                Step::Done(answer) => return Ending::Answer(answer),
-                Step::Pending => {}
-            }
-            deadline.insert_until(Timer::Poll, Instant::now() + TaskView::of(&task).ext_poll_interval());
-            // Until the poll is due, what else happens is handled here.
-            loop {
-                statuses.arm(deadline);
-                tokio::select! {
-                    Some((key, resp)) = answers.recv() => {
-                        deadline.touch(&Timer::Call);
-                        if let Some(answer) = self.input_answered(task_id, &key, &resp).await {
-                            self.cancel.cancel();
-                            return Ending::Answer(answer);
-                        }
-                        // The task moves on at once: look now rather than a poll later.
-                        break;
-                    }
-                    ev = events.recv(), if events_open => match ev {
-                        // The upstream reports progress itself: its values are the truth.
-                        Some(super::BridgeEvent::Progress) => {
-                            deadline.touch(&Timer::Call);
-                            statuses.upstream_reports_progress();
-                        }
-                        Some(super::BridgeEvent::Status(_)) => deadline.touch(&Timer::Call),
-                        None => events_open = false,
-                    },
-                    _ = self.cancel.cancelled() => return Ending::Cancelled,
-                    Some((timer, expiry)) = deadline.expired() => match timer {
-                        Timer::Poll => break,
-                        Timer::Status => statuses.send_due(&*self.link, task_id, token),
-                        Timer::Call => {
-                            self.cancel.cancel();
-                            return self.timed_out(match expiry {
-                                Expiry::Idle => "no status change within request_timeout",
-                                Expiry::Lifetime => "no result within max_request_time",
-                            });
-                        }
-                    },
-                }
-            }
-            let get = self.upstream(crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id}));
-            tokio::pin!(get);
-            let polled = tokio::select! {
-                r = &mut get => r,
-                _ = self.cancel.cancelled() => return Ending::Cancelled,
-            };
-            let lost =
-                |e: RpcError| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message));
-            task = match polled.and_then(|resp| crate::jsonrpc::into_outcome(resp, "").map_err(lost)) {
-                Ok(task) => task,
-                Err(e) => return Ending::Answer(e.response(Some(&self.client.id))),
-            };
-        }
+    pub async fn run(self) -> Ending {
+        super::follow::run(self).await
     }
 
     /// Reads one snapshot of the task (a `CreateTaskResult` or a `tasks/get` result): the
     /// answer if it is terminal, else its input requests not relayed yet go to the client.
-    fn look(
-        &self,
-        task_id: &str,
-        task: &Value,
-        relayed: &mut HashSet<String>,
-        answers: &mpsc::Sender<(String, Value)>,
-    ) -> Step {
-        let id = &self.client.id;
+    fn read(&self, following: &mut Following, task_id: &str, task: &Value) -> Step {
+        let id = &self.plain.client.id;
         match TaskView::of(task).status_text() {
             Some("completed") => match task.get("result") {
-                Some(r) if r.is_object() => Step::Done(jsonrpc::result_response(id, r.clone())),
-                _ => Step::Done(
+                Some(r) if r.is_object() => Step::Answer(jsonrpc::result_response(id, r.clone())),
+                _ => Step::Answer(
                     RpcError::new(INTERNAL_ERROR, "the upstream's completed task has no result").response(Some(id)),
                 ),
             },
             Some("failed") => match task.get("error") {
-                Some(e) if e.is_object() => Step::Done(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": e})),
-                _ => Step::Done(
+                Some(e) if e.is_object() => Step::Answer(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": e})),
+                _ => Step::Answer(
                     RpcError::new(INTERNAL_ERROR, "the upstream's failed task has no error").response(Some(id)),
                 ),
             },
-            Some("cancelled") => Step::Done(flow::cancelled_error(task_id).response(Some(id))),
+            Some("cancelled") => Step::Answer(flow::cancelled_error(task_id).response(Some(id))),
             Some("working") => Step::Pending,
             Some("input_required") => {
                 let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else { return Step::Pending };
                 for (key, req) in requests {
-                    if relayed.contains(key) {
+                    if following.relayed.contains(key) {
                         continue;
                     }
-                    if relayed.len() >= self.max_input {
+                    if following.relayed.len() >= self.max_input {
                         let e = RpcError::new(
                             INTERNAL_ERROR,
                             format!("the upstream task asked for more than {} inputs", self.max_input),
                         );
-                        self.cancel.cancel();
-                        return Step::Done(e.response(Some(id)));
+                        return Step::Abandon(e.response(Some(id)));
                     }
-                    relayed.insert(key.clone());
+                    following.relayed.insert(key.clone());
                     let asked = flow::input_request_to_core(task_id, req)
                         .map_err(|e| {
                             RpcError::new(INTERNAL_ERROR, format!("the upstream task's input request {key:?}: {e}"))
@@ -271,17 +128,16 @@ impl ExtBridge {
                         .and_then(|mut msg| {
                             // The task is the gateway's, not the client's.
                             mcp_tasks::untag_related(&mut msg, "params");
-                            self.asker.ask(id, msg, key.clone(), answers.clone())
+                            self.asker.ask(id, msg, key.clone(), following.answers_tx.clone())
                         });
                     if let Err(e) = asked {
                         // The task cannot proceed without it.
-                        self.cancel.cancel();
-                        return Step::Done(e.response(Some(id)));
+                        return Step::Abandon(e.response(Some(id)));
                     }
                 }
                 Step::Pending
             }
-            other => Step::Done(
+            other => Step::Answer(
                 RpcError::new(INTERNAL_ERROR, format!("the upstream's task has an unknown status {other:?}"))
                     .response(Some(id)),
             ),
@@ -299,10 +155,10 @@ impl ExtBridge {
                 match self.upstream(TASKS_UPDATE, params).await {
                     Ok(r) if r.get("error").is_none() => None,
                     Ok(r) => {
-                        tracing::info!(upstream = self.link.upstream_name(), task = %task_id, "tasks/update refused: {}", r["error"]);
+                        tracing::info!(upstream = self.plain.link.upstream_name(), task = %task_id, "tasks/update refused: {}", r["error"]);
                         None
                     }
-                    Err(e) => Some(e.response(Some(&self.client.id))),
+                    Err(e) => Some(e.response(Some(&self.plain.client.id))),
                 }
             }
             Err(_) => {
@@ -314,59 +170,101 @@ impl ExtBridge {
                         "the client answered the task's input request with an error ({why}); the task was cancelled"
                     ),
                 );
-                Some(e.response(Some(&self.client.id)))
+                Some(e.response(Some(&self.plain.client.id)))
             }
         }
     }
 
     /// A request about the task, declaring the extension, within `request_timeout`.
-    async fn upstream(&self, method: crate::jsonrpc::Method, params: Value) -> Result<Value, RpcError> {
+    async fn upstream(&self, method: Method, params: Value) -> Result<Value, RpcError> {
         let req = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(
-            self.request_timeout,
-            self.link.request_for_declaring(req, None, Some(self.capabilities.clone())),
+            self.plain.request_timeout,
+            self.plain.link.request_for_declaring(req, None, Some(self.capabilities.clone())),
         )
         .await
         {
             Ok(r) => r,
             Err(_) => Err(RpcError::new(
                 REQUEST_TIMEOUT,
-                format!("request timed out: upstream '{}' did not answer {method}", self.link.upstream_name()),
+                format!("request timed out: upstream '{}' did not answer {method}", self.plain.link.upstream_name()),
             )),
         }
     }
+}
 
-    /// Cancelled before the task was created: the upstream may create it all the same, so
-    /// its answer is awaited (within `request_timeout`) and the task cancelled.
-    async fn cancel_while_creating(&self, create: std::pin::Pin<&mut impl Future<Output = Result<Value, RpcError>>>) {
-        if let Ok(Ok(resp)) = tokio::time::timeout(self.request_timeout, create).await
-            && let Some(r) = resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
-            && let Some(task_id) = TaskView::of(r).id()
-        {
-            self.cancel_task(task_id).await;
+impl Dialect for ExtBridge {
+    type Link = Link;
+    type Following = Following;
+    /// The client's answer to input request `key`.
+    type Event = (String, Value);
+    const TASKS: &'static str = "an upstream extension task";
+
+    fn plain(&self) -> &PlainCall<Link> {
+        &self.plain
+    }
+
+    fn created(&mut self) -> Option<Value> {
+        self.created.take()
+    }
+
+    fn create(&self) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        let plain = &self.plain;
+        plain.link.request_for_declaring(
+            plain.request.clone(),
+            Some(plain.client.clone()),
+            Some(self.capabilities.clone()),
+        )
+    }
+
+    fn task_in(resp: &Value) -> Option<&Value> {
+        resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
+    }
+
+    fn poll_interval(task: TaskView<'_>) -> Duration {
+        task.ext_poll_interval()
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
+        let lost = |e: RpcError| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message));
+        let resp = self.upstream(Method::TasksGet, json!({"taskId": task_id})).await?;
+        jsonrpc::into_outcome(resp, "").map_err(lost)
+    }
+
+    fn start(&self, _task_id: &str) -> Following {
+        let (answers_tx, answers) = mpsc::channel(16);
+        Following { relayed: HashSet::new(), answers_tx, answers }
+    }
+
+    async fn event(following: &mut Following) -> (String, Value) {
+        // The sender is kept in `following`: the queue never closes while it is awaited.
+        match following.answers.recv().await {
+            Some(answer) => answer,
+            None => std::future::pending().await,
         }
     }
 
+    async fn on_event(&self, _: &mut Following, task_id: &str, (key, resp): (String, Value)) -> Step {
+        match self.input_answered(task_id, &key, &resp).await {
+            Some(answer) => Step::Abandon(answer),
+            // The task moves on at once: look now rather than a poll later.
+            None => Step::LookNow,
+        }
+    }
+
+    async fn look(&self, following: &mut Following, task_id: &str, task: &Value) -> Step {
+        self.read(following, task_id, task)
+    }
+
     async fn cancel_task(&self, task_id: &str) {
-        let _ = tokio::time::timeout(
-            Duration::from_secs(5),
-            self.upstream(crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id})),
-        )
-        .await;
+        let cancel = self.upstream(Method::TasksCancel, json!({"taskId": task_id}));
+        let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
     }
 
-    /// The upstream's response as the answer to the client's own request: its id.
+    /// Its id.
     fn for_client(&self, mut resp: Value) -> Value {
-        jsonrpc::set_id(&mut resp, &self.client.id);
+        jsonrpc::set_id(&mut resp, &self.plain.client.id);
         resp
-    }
-
-    fn timed_out(&self, why: &str) -> Ending {
-        let e = RpcError::new(
-            REQUEST_TIMEOUT,
-            format!("request timed out: upstream '{}' task: {why}", self.link.upstream_name()),
-        );
-        Ending::Answer(e.response(Some(&self.client.id)))
     }
 }
 

@@ -2,8 +2,13 @@
 //! paused clock, over an upstream scripted in memory: each test says exactly when the call
 //! must end, poll, or make a status message progress.
 
+use super::core_tasks::Bridge;
+use super::statuses::STATUS_AS_PROGRESS_DELAY;
 use super::*;
+use crate::jsonrpc::{self, Id, REQUEST_TIMEOUT};
+use serde_json::json;
 use std::sync::Mutex;
+use tokio::time::Instant;
 
 const REQUEST_TIMEOUT_S: u64 = 10;
 const MAX_REQUEST_TIME_S: u64 = 60;
@@ -100,17 +105,19 @@ impl BridgeLink for Upstream {
 fn start(up: &Arc<Upstream>) -> (tokio::task::JoinHandle<Ending>, CancellationToken) {
     let cancel = CancellationToken::new();
     let bridge = Bridge {
-        link: up.clone(),
-        client: ClientRef { session: 1, id: Id::Num(7) },
-        call: jsonrpc::request(
-            &Id::Num(7),
-            crate::jsonrpc::Method::ToolsCall,
-            json!({"name": "research", "_meta": {"progressToken": "p"}}),
-        ),
+        plain: PlainCall {
+            link: up.clone(),
+            client: ClientRef { session: 1, id: Id::Num(7) },
+            request: jsonrpc::request(
+                &Id::Num(7),
+                crate::jsonrpc::Method::ToolsCall,
+                json!({"name": "research", "_meta": {"progressToken": "p"}}),
+            ),
+            request_timeout: secs(REQUEST_TIMEOUT_S),
+            max_request_time: secs(MAX_REQUEST_TIME_S),
+            cancel: cancel.clone(),
+        },
         ttl: secs(3600),
-        request_timeout: secs(REQUEST_TIMEOUT_S),
-        max_request_time: secs(MAX_REQUEST_TIME_S),
-        cancel: cancel.clone(),
     };
     let call = tokio::spawn(bridge.run());
     (call, cancel)

@@ -4,7 +4,8 @@
 use super::super::Session;
 use super::Bridges;
 use crate::jsonrpc::{self, Id, RpcError};
-use crate::tasks::bridge::{Bridge, Ending};
+use crate::tasks::bridge::core_tasks::Bridge;
+use crate::tasks::bridge::{Ending, PlainCall};
 use crate::upstream::link::Link;
 use serde_json::Value;
 use std::sync::Arc;
@@ -41,11 +42,25 @@ impl Bridges {
         cancel: CancellationToken,
     ) -> Bridge {
         Bridge {
-            link: link.clone(),
-            client: s.client_ref(id.clone()),
-            call,
+            plain: Self::plain(s, link, id, call, cancel),
             // The upstream must keep the task at least as long as the call may run.
             ttl: s.upstream.tasks.ttl.max(s.upstream.max_request_time),
+        }
+    }
+
+    /// Client call `id` (`call`) to be bridged on `link`, with the upstream's bounds: what a
+    /// bridge of either task dialect has.
+    pub(in super::super) fn plain(
+        s: &Session,
+        link: &Arc<Link>,
+        id: &Id,
+        call: Value,
+        cancel: CancellationToken,
+    ) -> PlainCall {
+        PlainCall {
+            link: link.clone(),
+            client: s.client_ref(id.clone()),
+            request: call,
             request_timeout: s.upstream.request_timeout,
             max_request_time: s.upstream.max_request_time,
             cancel,

@@ -6,6 +6,7 @@
 //! call and their answers routed back to it ([`InputWait`]).
 
 use super::ExtTasks;
+use crate::gateway::session::bridges::Bridges;
 use crate::gateway::session::*;
 use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
 use tokio::sync::mpsc;
@@ -84,14 +85,9 @@ impl ExtTasks {
         cancel: CancellationToken,
     ) -> ExtBridge {
         ExtBridge {
-            link: link.clone(),
-            client: s.client_ref(id.clone()),
-            call,
+            plain: Bridges::plain(s, link, id, call, cancel),
             created,
-            request_timeout: s.upstream.request_timeout,
-            max_request_time: s.upstream.max_request_time,
             max_input: s.gateway.limits().max_in_flight,
-            cancel,
             asker: self.asker(s),
             capabilities: self.capabilities(s),
         }
