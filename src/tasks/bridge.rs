@@ -70,6 +70,13 @@ pub trait BridgeLink: Send + Sync + 'static {
         msg: Value,
         on_behalf_of: Option<ClientRef>,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send;
+    /// As [`Link::request_for_declaring`].
+    fn request_for_declaring(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+        capabilities: Option<serde_json::Map<String, Value>>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// As [`Link::request`].
     fn request(
         &self,
@@ -101,6 +108,15 @@ impl BridgeLink for Link {
         on_behalf_of: Option<ClientRef>,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send {
         Link::request_for(self, msg, on_behalf_of)
+    }
+
+    fn request_for_declaring(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+        capabilities: Option<serde_json::Map<String, Value>>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        Link::request_for_declaring(self, msg, on_behalf_of, capabilities)
     }
 
     fn request(
@@ -191,5 +207,7 @@ trait Dialect: Send + Sync {
     fn for_client(&self, resp: Value) -> Value;
 }
 
+#[cfg(test)]
+mod extension_timing;
 #[cfg(test)]
 mod timeouts;

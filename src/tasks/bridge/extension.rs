@@ -22,7 +22,7 @@
 //! event: it resets `request_timeout`, and the task is looked at again at once. Each upstream
 //! request is bounded by `request_timeout`; the rest is the one follow loop's (`super`).
 
-use super::{Dialect, PlainCall, Step};
+use super::{BridgeLink, Dialect, PlainCall, Step};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
@@ -62,8 +62,8 @@ pub struct InputWait {
 }
 
 /// One bridged call of an extension upstream.
-pub struct ExtBridge {
-    pub plain: PlainCall<Link>,
+pub struct ExtBridge<L: BridgeLink = Link> {
+    pub plain: PlainCall<L>,
     /// The upstream's response to the call so far, if it already made a task of it (a server
     /// that sent one undeclared); `None`: the call is sent declaring the extension.
     pub created: Option<Value>,
@@ -83,7 +83,7 @@ pub struct Following {
     answers: mpsc::Receiver<(String, Value)>,
 }
 
-impl ExtBridge {
+impl<L: BridgeLink> ExtBridge<L> {
     pub async fn run(self) -> Ending {
         super::follow::run(self).await
     }
@@ -193,14 +193,14 @@ impl ExtBridge {
     }
 }
 
-impl Dialect for ExtBridge {
-    type Link = Link;
+impl<L: BridgeLink> Dialect for ExtBridge<L> {
+    type Link = L;
     type Following = Following;
     /// The client's answer to input request `key`.
     type Event = (String, Value);
     const TASKS: &'static str = "an upstream extension task";
 
-    fn plain(&self) -> &PlainCall<Link> {
+    fn plain(&self) -> &PlainCall<L> {
         &self.plain
     }
 

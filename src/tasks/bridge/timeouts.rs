@@ -79,6 +79,15 @@ impl BridgeLink for Upstream {
         }
     }
 
+    async fn request_for_declaring(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+        _: Option<serde_json::Map<String, Value>>,
+    ) -> Result<Value, RpcError> {
+        self.request_for(msg, on_behalf_of).await
+    }
+
     async fn request(&self, method: crate::jsonrpc::Method, _params: Value) -> Result<Value, RpcError> {
         self.sent.lock().unwrap().push(method.as_str().to_string());
         assert_eq!(method, crate::jsonrpc::Method::TasksGet);
