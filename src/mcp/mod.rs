@@ -6,6 +6,7 @@
 //! adding a generation touches one place.
 
 pub mod modern;
+pub mod paging;
 pub mod sep1391;
 pub mod shaping;
 pub mod task_dialects;

@@ -20,7 +20,8 @@
 //! one owner); when full, the oldest terminal task goes, and with none terminal a new task
 //! is refused.
 
-use crate::jsonrpc::{GATEWAY_BUSY, INVALID_PARAMS, RpcError};
+use crate::jsonrpc::{GATEWAY_BUSY, RpcError};
+use crate::mcp::paging;
 use crate::mcp::task_dialects::task::{Inline, status_of};
 use crate::mcp::tasks::{TaskStatus, TaskView};
 use crate::tasks::file_store::RESTARTED;
@@ -309,7 +310,7 @@ impl ExtTable {
                 .strip_prefix(CURSOR_PREFIX)
                 .and_then(|n| n.parse::<usize>().ok())
                 .filter(|n| *n <= self.order.len())
-                .ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+                .ok_or_else(paging::invalid_cursor)?,
         };
         let page: Vec<Value> = self
             .order
@@ -327,6 +328,7 @@ impl ExtTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::INVALID_PARAMS;
     use serde_json::json;
 
     fn task(id: &str, status: &str) -> Map<String, Value> {

@@ -2,7 +2,8 @@
 //! and `max_list_page_bytes` bytes of them), and the cursors that lead from one to the next.
 
 use super::{CURSOR_PREFIX, Hosted};
-use crate::jsonrpc::{INVALID_PARAMS, RpcError};
+use crate::jsonrpc::RpcError;
+use crate::mcp::paging;
 use serde_json::Value;
 
 impl Hosted {
@@ -14,7 +15,7 @@ impl Hosted {
             None => 0,
             Some(c) => {
                 let last = self.store.last_seq().await;
-                self.parse_cursor(owner, c, last).ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?
+                self.parse_cursor(owner, c, last).ok_or_else(paging::invalid_cursor)?
             }
         };
         let (page, more) = self.store.list(owner, after, self.page_size).await.map_err(|e| self.store_failed(e))?;

@@ -31,6 +31,7 @@
 use super::ExtTasks;
 use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
+use crate::mcp::paging;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
 use crate::mcp::tasks::TaskView;
 use crate::tasks::ext_table::{self, Outcome};
@@ -425,17 +426,11 @@ impl ExtTasks {
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
     pub(in crate::gateway::session) async fn list(&self, s: &Session, id: Id, msg: &Message) -> Result<(), RpcError> {
-        let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
-        let cursor = match msg.value().pointer("/params/cursor") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err(bad_cursor()),
-        };
-        let (tasks, next) = match cursor.as_deref() {
+        let (tasks, next) = match paging::cursor(msg.value())? {
             Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.lock().table.list(Some(c))?,
             None => self.hosted_then_ext(s, None).await?,
             Some(c) if c.starts_with(hosted::CURSOR_PREFIX) => self.hosted_then_ext(s, Some(c)).await?,
-            Some(_) => return Err(bad_cursor()),
+            Some(_) => return Err(paging::invalid_cursor()),
         };
         let mut result = jsonrpc::object([("tasks", Value::Array(tasks))]);
         if let Some(c) = next {

@@ -8,6 +8,7 @@
 use super::Planned;
 use crate::gateway::session::CURSOR_UPSTREAM;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
+use crate::mcp::paging;
 use crate::upstream::client::Route;
 use serde_json::{Value, json};
 
@@ -82,7 +83,7 @@ impl Planned<'_> {
         let s = self.s;
         let start: usize = match start {
             "" => 0,
-            s => s.parse().map_err(|_| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+            s => s.parse().map_err(|_| paging::invalid_cursor())?,
         };
         let page = s.gateway.config.tasks.list_page_size;
         // Joined first: a new link forgets the last one's tasks.

@@ -6,6 +6,7 @@ use super::{Planned, Step};
 use crate::gateway::session::CURSOR_UPSTREAM;
 use crate::gateway::session::plan::{ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
+use crate::mcp::paging;
 use crate::tasks::hosted;
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
@@ -94,12 +95,7 @@ impl Planned<'_> {
     /// upstream's pages are the upstream tasks this session created (see `planned::shared`).
     async fn list_tasks(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
         let s = self.s;
-        let bad_cursor = || RpcError::new(INVALID_PARAMS, "invalid cursor");
-        let cursor = match msg.pointer("/params/cursor") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err(bad_cursor()),
-        };
+        let cursor = paging::cursor(&msg)?.map(str::to_string);
         let upstream_lists = {
             let st = s.state.lock().unwrap();
             match s.shared {
@@ -126,7 +122,7 @@ impl Planned<'_> {
                 let msg = Message::from_value(msg).map_err(|r| r.error)?;
                 return s.link().await?.forward(s.client_ref(id), msg, Shape::UpstreamTaskPage).await;
             }
-            Some(_) => return Err(bad_cursor()),
+            Some(_) => return Err(paging::invalid_cursor()),
         };
         let (tasks, next) = s.hosted().list(&s.owner, cursor.as_deref()).await?;
         if tasks.is_empty() && cursor.is_none() && upstream_lists {
