@@ -51,7 +51,7 @@ impl TaskStatus {
 const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(30);
 /// The poll interval of a task whose server names none.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
+pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
 
 /// A borrowed view of a task object as a server sends it (a core `Task`, or the tasks
 /// extension's): the fields the gateway reads, typed, the object itself left as it is.
@@ -111,17 +111,23 @@ impl<'a> TaskView<'a> {
 
     /// A core task's `pollInterval`, within [`MIN_POLL`] and [`MAX_POLL`] (1 s if it names none).
     pub fn poll_interval(self) -> Duration {
+        self.named_poll_interval().unwrap_or(DEFAULT_POLL)
+    }
+
+    /// A core task's `pollInterval`, clamped, if it names one: a follower keeps the last it
+    /// was told when a later snapshot leaves it out (the field is optional on every `Task`).
+    pub fn named_poll_interval(self) -> Option<Duration> {
         self.poll_by("pollInterval")
     }
 
     /// An extension task's `pollIntervalMs`, likewise.
-    pub fn ext_poll_interval(self) -> Duration {
+    pub fn named_ext_poll_interval(self) -> Option<Duration> {
         self.poll_by("pollIntervalMs")
     }
 
-    fn poll_by(self, key: &str) -> Duration {
-        let every = self.get(key).and_then(Value::as_u64).map_or(DEFAULT_POLL, Duration::from_millis);
-        every.clamp(MIN_POLL, MAX_POLL)
+    fn poll_by(self, key: &str) -> Option<Duration> {
+        let every = self.get(key).and_then(Value::as_u64).map(Duration::from_millis)?;
+        Some(every.clamp(MIN_POLL, MAX_POLL))
     }
 }
 
@@ -299,17 +305,21 @@ mod tests {
         );
         assert_eq!((v.last_updated_at(), v.ttl_ms()), (Some("2026-01-01T00:00:00Z"), Some(60000)));
         assert!(!v.is_terminal());
-        assert_eq!((v.poll_interval(), v.ext_poll_interval()), (Duration::from_secs(5), Duration::from_secs(7)));
+        assert_eq!(
+            (v.poll_interval(), v.named_ext_poll_interval()),
+            (Duration::from_secs(5), Some(Duration::from_secs(7)))
+        );
         let odd = json!({"taskId": 7, "status": "paused", "ttl": -1, "pollInterval": 1, "pollIntervalMs": 3_600_000});
         let v = TaskView::of(&odd);
         assert_eq!((v.id(), v.status_text(), v.status(), v.ttl_ms()), (None, Some("paused"), None, None));
-        assert_eq!((v.poll_interval(), v.ext_poll_interval()), (MIN_POLL, MAX_POLL), "clamped");
+        assert_eq!((v.poll_interval(), v.named_ext_poll_interval()), (MIN_POLL, Some(MAX_POLL)), "clamped");
         for status in ["completed", "failed", "cancelled"] {
             assert!(TaskView::of(&json!({"status": status})).is_terminal(), "{status}");
         }
         let array = json!([1]);
         let none = TaskView::of(&array);
         assert_eq!((none.id(), none.status_text(), none.poll_interval()), (None, None, Duration::from_secs(1)));
+        assert_eq!((none.named_poll_interval(), none.named_ext_poll_interval()), (None, None), "named none");
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! `tasks/get` at the poll interval, and the moment a status message becomes progress, are
 //! its schedules. The client's cancel, and the end of its session, cancel the task upstream.
 
-use crate::jsonrpc::{ProgressToken, RpcError};
+use crate::jsonrpc::{self, ProgressToken, RpcError};
 use crate::mcp::tasks::TaskView;
 use crate::upstream::link::{ClientRef, Link, TaskFollower};
 use serde_json::Value;
@@ -57,6 +57,35 @@ pub struct PlainCall<L: BridgeLink = Link> {
     pub max_request_time: Duration,
     /// Fired when the client cancels or its session ends.
     pub cancel: CancellationToken,
+}
+
+impl<L: BridgeLink> PlainCall<L> {
+    /// An upstream request a step of the follow loop waits on (each bounded in time by its
+    /// maker), given up at once if the client cancels: the loop then ends the call as
+    /// cancelled. Not for cancelling the task, which is done after the cancel.
+    async fn unless_cancelled(
+        &self,
+        request: impl Future<Output = Result<Value, RpcError>>,
+    ) -> Result<Value, RpcError> {
+        tokio::select! {
+            r = request => r,
+            _ = self.cancel.cancelled() => Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client cancelled the call")),
+        }
+    }
+
+    /// `request` within `request_timeout` (-32001 naming `method` when it is not answered).
+    async fn within_request_timeout(
+        &self,
+        method: jsonrpc::Method,
+        request: impl Future<Output = Result<Value, RpcError>>,
+    ) -> Result<Value, RpcError> {
+        tokio::time::timeout(self.request_timeout, request).await.unwrap_or_else(|_| {
+            Err(RpcError::new(
+                jsonrpc::REQUEST_TIMEOUT,
+                format!("request timed out: upstream '{}' did not answer {method}", self.link.upstream_name()),
+            ))
+        })
+    }
 }
 
 /// What a bridged call uses of its link: a [`Link`], or in the unit tests an upstream
@@ -186,8 +215,8 @@ trait Dialect: Send + Sync {
     fn create(&self) -> impl Future<Output = Result<Value, RpcError>> + Send;
     /// The task in the upstream's answer to the call; `None`: that answer is the client's.
     fn task_in(resp: &Value) -> Option<&Value>;
-    /// How long until the next `tasks/get`, as a snapshot of the task asks.
-    fn poll_interval(task: TaskView<'_>) -> Duration;
+    /// How long between two `tasks/get`, if a snapshot of the task names it.
+    fn poll_interval(task: TaskView<'_>) -> Option<Duration>;
     /// The task's current state, by `tasks/get` as the dialect sends it.
     fn get(&self, task_id: &str) -> impl Future<Output = Result<Value, RpcError>> + Send;
     fn start(&self, task_id: &str) -> Self::Following;

@@ -70,8 +70,8 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
         resp.pointer("/result/task")
     }
 
-    fn poll_interval(task: TaskView<'_>) -> Duration {
-        task.poll_interval()
+    fn poll_interval(task: TaskView<'_>) -> Option<Duration> {
+        task.named_poll_interval()
     }
 
     async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
@@ -100,7 +100,7 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
             Ok(resp) if resp.get("result").is_none() => {
                 // The task's own outcome if it has ended, else a server that does not block
                 // in tasks/result: then the polls go on, and fetch the result at the end.
-                match self.get(task_id).await {
+                match self.plain.unless_cancelled(self.get(task_id)).await {
                     Ok(task) if !TaskView::of(&task).is_terminal() => {
                         following.blocking = false;
                         Step::Pending
@@ -117,7 +117,8 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
             return Step::Pending;
         }
         // The fallback: the task ended, fetch its result now.
-        self.answer(self.result_request(task_id).await)
+        let result = self.plain.within_request_timeout(Method::TasksResult, self.result_request(task_id));
+        self.answer(self.plain.unless_cancelled(result).await)
     }
 
     async fn cancel_task(&self, task_id: &str) {

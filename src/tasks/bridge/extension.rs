@@ -23,7 +23,7 @@
 //! request is bounded by `request_timeout`; the rest is the one follow loop's (`super`).
 
 use super::{BridgeLink, Dialect, PlainCall, Step};
-use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, REQUEST_TIMEOUT, RpcError};
+use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
 use crate::mcp::tasks::{self as mcp_tasks, TaskView};
@@ -152,7 +152,7 @@ impl<L: BridgeLink> ExtBridge<L> {
                 let mut responses = Map::new();
                 responses.insert(key.to_string(), result);
                 let params = flow::tasks_update_params(task_id, responses);
-                match self.upstream(TASKS_UPDATE, params).await {
+                match self.plain.unless_cancelled(self.upstream(TASKS_UPDATE, params)).await {
                     Ok(r) if r.get("error").is_none() => None,
                     Ok(r) => {
                         tracing::info!(upstream = self.plain.link.upstream_name(), task = %task_id, "tasks/update refused: {}", r["error"]);
@@ -178,18 +178,8 @@ impl<L: BridgeLink> ExtBridge<L> {
     /// A request about the task, declaring the extension, within `request_timeout`.
     async fn upstream(&self, method: Method, params: Value) -> Result<Value, RpcError> {
         let req = jsonrpc::request(&Id::Num(0), method, params);
-        match tokio::time::timeout(
-            self.plain.request_timeout,
-            self.plain.link.request_for_declaring(req, None, Some(self.capabilities.clone())),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(RpcError::new(
-                REQUEST_TIMEOUT,
-                format!("request timed out: upstream '{}' did not answer {method}", self.plain.link.upstream_name()),
-            )),
-        }
+        let request = self.plain.link.request_for_declaring(req, None, Some(self.capabilities.clone()));
+        self.plain.within_request_timeout(method, request).await
     }
 }
 
@@ -221,8 +211,8 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
         resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
     }
 
-    fn poll_interval(task: TaskView<'_>) -> Duration {
-        task.ext_poll_interval()
+    fn poll_interval(task: TaskView<'_>) -> Option<Duration> {
+        task.named_ext_poll_interval()
     }
 
     async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
@@ -232,7 +222,8 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
     }
 
     fn start(&self, _task_id: &str) -> Following {
-        let (answers_tx, answers) = mpsc::channel(16);
+        // Room for every answer the task may have: the session hands them over without waiting.
+        let (answers_tx, answers) = mpsc::channel(self.max_input.max(1));
         Following { relayed: HashSet::new(), answers_tx, answers }
     }
 

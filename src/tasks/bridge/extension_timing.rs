@@ -214,3 +214,20 @@ async fn an_input_answered_while_a_poll_is_in_flight_is_looked_at_when_it_is_ans
     assert_eq!(up.sent_at("tasks/update"), [secs(6)]);
     assert_eq!(up.sent_at("tasks/get"), [secs(5), secs(7), secs(14)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_that_times_out_with_the_call_ends_it_as_the_call_and_cancels_the_task() {
+    // The answer at 3 s is a sign of life and starts a poll at once: the call's
+    // request_timeout and the poll's own end at the same instant, 13 s.
+    let up = Upstream::new(task("input_required"));
+    let client = Arc::new(Client::default());
+    let (call, cancel) = start(&up, &client);
+    tokio::time::sleep(secs(3)).await;
+    *up.get_takes.lock().unwrap() = secs(3600);
+    client.answer().await;
+    let (msg, at) = timed_out(call, &up).await;
+    assert!(msg.contains("no progress or status change within request_timeout"), "{msg}");
+    assert_eq!(at, secs(3 + REQUEST_TIMEOUT_S));
+    assert!(cancel.is_cancelled());
+    assert_eq!(up.last_sent().as_deref(), Some("tasks/cancel"));
+}

@@ -6,7 +6,7 @@ use super::statuses::StatusTracker;
 use super::{BridgeLink, Dialect, Ending, Step, Timer};
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, ProgressToken, REQUEST_TIMEOUT, RpcError};
-use crate::mcp::tasks::TaskView;
+use crate::mcp::tasks::{DEFAULT_POLL, TaskView};
 use crate::upstream::link::{ClientRef, TaskFollower};
 use futures_util::future::OptionFuture;
 use serde_json::Value;
@@ -134,7 +134,9 @@ async fn follow<D: Dialect>(
         deadline.touch(&Timer::Call);
     }
     let mut step = d.look(&mut following, task_id, &first).await;
-    deadline.insert_until(Timer::Poll, Instant::now() + D::poll_interval(TaskView::of(&first)));
+    // The interval the task last named: a snapshot that names none keeps it.
+    let mut every = D::poll_interval(TaskView::of(&first)).unwrap_or(DEFAULT_POLL);
+    deadline.insert_until(Timer::Poll, Instant::now() + every);
     // The poll in flight: it runs beside the rest, so that status and progress while it
     // waits reset `request_timeout` as they come, and the deadlines still apply.
     let mut polling: Option<Polling<'_>> = None;
@@ -144,6 +146,10 @@ async fn follow<D: Dialect>(
     // Closed when the link dies; then only the poll (which fails) and the timers remain.
     let mut events_open = true;
     loop {
+        // The client cancelled while a step waited on the upstream (the step gave up).
+        if plain.cancel.is_cancelled() {
+            return Ending::Cancelled;
+        }
         match std::mem::replace(&mut step, Step::Pending) {
             Step::Pending => {}
             Step::LookNow if polling.is_some() => look_again = true,
@@ -158,37 +164,10 @@ async fn follow<D: Dialect>(
             }
         }
         statuses.arm(deadline);
+        // In this order when several are ready at once: the client's cancel, then what is
+        // due (a timeout at the instant a poll fails ends the call the same way every time).
         tokio::select! {
-            event = D::event(&mut following) => {
-                deadline.touch(&Timer::Call);
-                step = d.on_event(&mut following, task_id, event).await;
-            }
-            event = events.recv(), if events_open => match event {
-                Some(event) => heard(event, statuses, deadline),
-                None => events_open = false,
-            },
-            Some(polled) = OptionFuture::from(polling.as_mut()) => {
-                polling = None;
-                let task = match polled {
-                    Ok(task) => task,
-                    Err(e) => return Ending::Answer(e.response(Some(&plain.client.id))),
-                };
-                // Notifications that arrived with the poll's answer are older than it: they
-                // go first.
-                while let Ok(event) = events.try_recv() {
-                    heard(event, statuses, deadline);
-                }
-                if statuses.observe(&task) {
-                    deadline.touch(&Timer::Call);
-                }
-                let wait = if std::mem::take(&mut look_again) {
-                    Duration::ZERO
-                } else {
-                    D::poll_interval(TaskView::of(&task))
-                };
-                deadline.insert_until(Timer::Poll, Instant::now() + wait);
-                step = d.look(&mut following, task_id, &task).await;
-            }
+            biased;
             _ = plain.cancel.cancelled() => return Ending::Cancelled,
             Some((timer, expiry)) = deadline.expired() => match timer {
                 Timer::Poll => polling = Some(Box::pin(d.get(task_id))),
@@ -201,6 +180,40 @@ async fn follow<D: Dialect>(
                     });
                 }
             },
+            event = D::event(&mut following) => {
+                deadline.touch(&Timer::Call);
+                step = d.on_event(&mut following, task_id, event).await;
+            }
+            event = events.recv(), if events_open => match event {
+                Some(event) => heard(event, statuses, deadline),
+                None => events_open = false,
+            },
+            Some(polled) = OptionFuture::from(polling.as_mut()) => {
+                polling = None;
+                let task = match polled {
+                    Ok(task) => task,
+                    // The client will not have the task's result: the task is not left
+                    // running for no one.
+                    Err(e) => {
+                        step = Step::Abandon(e.response(Some(&plain.client.id)));
+                        continue;
+                    }
+                };
+                // Notifications that arrived with the poll's answer are older than it: they
+                // go first.
+                while let Ok(event) = events.try_recv() {
+                    heard(event, statuses, deadline);
+                }
+                if statuses.observe(&task) {
+                    deadline.touch(&Timer::Call);
+                }
+                if let Some(named) = D::poll_interval(TaskView::of(&task)) {
+                    every = named;
+                }
+                let wait = if std::mem::take(&mut look_again) { Duration::ZERO } else { every };
+                deadline.insert_until(Timer::Poll, Instant::now() + wait);
+                step = d.look(&mut following, task_id, &task).await;
+            }
         }
     }
 }

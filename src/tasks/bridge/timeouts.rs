@@ -22,8 +22,8 @@ fn task(message: &str) -> Value {
         "createdAt": "2026-01-01T00:00:00Z", "ttl": 3_600_000, "pollInterval": 5000})
 }
 
-/// A task server whose task never ends: `tasks/result` never answers, `tasks/get` shows
-/// whatever the test last set.
+/// A task server: `tasks/result` answers what the test queued (then never), `tasks/get`
+/// shows whatever the test last set.
 struct Upstream {
     /// Whether the task-augmented call is answered with the task (else it never is).
     creates: bool,
@@ -37,6 +37,8 @@ struct Upstream {
     gets: Mutex<Vec<Instant>>,
     /// The status messages made progress, and when.
     progress: Mutex<Vec<(Instant, String)>>,
+    /// The answers of the next `tasks/result`s, in order (their `result` or `error`).
+    results: Mutex<std::collections::VecDeque<Value>>,
 }
 
 impl Upstream {
@@ -49,6 +51,7 @@ impl Upstream {
             get_takes: Mutex::new(Duration::ZERO),
             gets: Mutex::new(vec![]),
             progress: Mutex::new(vec![]),
+            results: Mutex::new(Default::default()),
         })
     }
 
@@ -75,6 +78,17 @@ impl BridgeLink for Upstream {
                 Ok(json!({"jsonrpc": "2.0", "id": 0, "result": {"task": task}}))
             }
             "tasks/cancel" => Ok(json!({"jsonrpc": "2.0", "id": 0, "result": {}})),
+            "tasks/result" => {
+                let queued = self.results.lock().unwrap().pop_front();
+                match queued {
+                    Some(Value::Object(mut outcome)) => {
+                        outcome.extend([("jsonrpc".into(), json!("2.0")), ("id".into(), json!(0))]);
+                        Ok(Value::Object(outcome))
+                    }
+                    Some(other) => panic!("queued {other}"),
+                    None => std::future::pending().await,
+                }
+            }
             _ => std::future::pending().await,
         }
     }
@@ -94,7 +108,11 @@ impl BridgeLink for Upstream {
         self.gets.lock().unwrap().push(Instant::now());
         let takes = *self.get_takes.lock().unwrap();
         tokio::time::sleep(takes).await;
-        Ok(json!({"jsonrpc": "2.0", "id": 0, "result": self.task.lock().unwrap().clone()}))
+        let task = self.task.lock().unwrap().clone();
+        if task.is_null() {
+            return Ok(json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32602, "message": "no such task"}}));
+        }
+        Ok(json!({"jsonrpc": "2.0", "id": 0, "result": task}))
     }
 
     fn start_bridge(&self, _: &str, _: &ClientRef, _: Option<&ProgressToken>, follower: Arc<dyn TaskFollower>) {
@@ -270,4 +288,89 @@ async fn the_poll_keeps_its_interval_and_a_status_message_becomes_progress_after
         up.progress.lock().unwrap().iter().map(|(at, m)| (*at - t0, m.clone())).collect();
     let delay = STATUS_AS_PROGRESS_DELAY;
     assert_eq!(progress, [(delay, "started".to_string()), (secs(5) + delay, "step 2".to_string())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_answer_that_names_no_interval_keeps_the_last_one() {
+    let up = Upstream::new(true);
+    let t0 = Instant::now();
+    let (call, cancel) = start(&up);
+    // Created with a 5 s pollInterval; every tasks/get answer leaves the field out.
+    while up.sent().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    up.task.lock().unwrap().as_object_mut().unwrap().remove("pollInterval");
+    // A new status for the poll at 5 s to see, so that request_timeout runs to 15 s.
+    tokio::time::sleep(secs(3)).await;
+    up.task.lock().unwrap()["statusMessage"] = json!("step 2");
+    tokio::time::sleep(secs(8)).await;
+    cancel.cancel();
+    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    let gets: Vec<Duration> = up.gets.lock().unwrap().iter().map(|at| *at - t0).collect();
+    assert_eq!(gets, [secs(5), secs(10)], "not the 1 s of a task that never named one");
+}
+
+/// A server that answers the first `tasks/result` at once with an error while its task
+/// runs (it does not block): the call falls back to polling.
+fn not_blocking() -> Arc<Upstream> {
+    let up = Upstream::new(true);
+    up.results.lock().unwrap().push_back(json!({"error": {"code": -32603, "message": "not done yet"}}));
+    up
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_an_early_tasks_result_error_the_polls_fetch_the_result_once_the_task_ends() {
+    let up = not_blocking();
+    up.results.lock().unwrap().push_back(json!({"result": {"content": [{"type": "text", "text": "done"}]}}));
+    let t0 = Instant::now();
+    let (call, _) = start(&up);
+    tokio::time::sleep(secs(3)).await;
+    up.task.lock().unwrap()["status"] = json!("completed");
+    let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
+    assert_eq!((&resp["id"], &resp["result"]["content"][0]["text"]), (&json!(7), &json!("done")), "{resp}");
+    assert_eq!(t0.elapsed(), secs(5), "at the poll that saw the task end");
+    let sent = up.sent();
+    assert_eq!(sent, ["tools/call", "tasks/result", "tasks/get", "tasks/get", "tasks/result"], "{sent:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_tasks_result_is_bounded_by_request_timeout_and_the_clients_cancel() {
+    // The task ends at 3 s; the poll at 5 s sees it; its tasks/result is never answered.
+    for cancels in [false, true] {
+        let up = not_blocking();
+        let t0 = Instant::now();
+        let (call, cancel) = start(&up);
+        tokio::time::sleep(secs(3)).await;
+        up.task.lock().unwrap()["status"] = json!("completed");
+        if cancels {
+            tokio::time::sleep(secs(4)).await;
+            assert_eq!(up.sent().last().map(String::as_str), Some("tasks/result"), "the fetch waits");
+            cancel.cancel();
+            assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+            assert_eq!(t0.elapsed(), secs(7), "at once");
+        } else {
+            let msg = timed_out(call).await;
+            assert!(msg.contains("did not answer tasks/result"), "{msg}");
+            assert_eq!(t0.elapsed(), secs(5 + REQUEST_TIMEOUT_S));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_that_fails_ends_the_call_with_its_error_and_cancels_the_task() {
+    let up = Upstream::new(true);
+    let t0 = Instant::now();
+    let (call, cancel) = start(&up);
+    while up.sent().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    // From now on, tasks/get answers that the upstream knows no such task.
+    *up.task.lock().unwrap() = Value::Null;
+    let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
+    assert_eq!((&resp["id"], &resp["error"]["code"]), (&json!(7), &json!(-32602)), "{resp}");
+    let msg = resp["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("the upstream lost the bridged task: no such task"), "{msg}");
+    assert_eq!(t0.elapsed(), secs(5), "at the poll");
+    assert!(cancel.is_cancelled(), "the client will not have the task's result");
+    assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"));
 }
