@@ -60,19 +60,6 @@ pub struct PlainCall<L: BridgeLink = Link> {
 }
 
 impl<L: BridgeLink> PlainCall<L> {
-    /// An upstream request a step of the follow loop waits on (each bounded in time by its
-    /// maker), given up at once if the client cancels: the loop then ends the call as
-    /// cancelled. Not for cancelling the task, which is done after the cancel.
-    async fn unless_cancelled(
-        &self,
-        request: impl Future<Output = Result<Value, RpcError>>,
-    ) -> Result<Value, RpcError> {
-        tokio::select! {
-            r = request => r,
-            _ = self.cancel.cancelled() => Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client cancelled the call")),
-        }
-    }
-
     /// `request` within `request_timeout` (-32001 naming `method` when it is not answered).
     async fn within_request_timeout(
         &self,

@@ -100,7 +100,7 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
             Ok(resp) if resp.get("result").is_none() => {
                 // The task's own outcome if it has ended, else a server that does not block
                 // in tasks/result: then the polls go on, and fetch the result at the end.
-                match self.plain.unless_cancelled(self.get(task_id)).await {
+                match self.get(task_id).await {
                     Ok(task) if !TaskView::of(&task).is_terminal() => {
                         following.blocking = false;
                         Step::Pending
@@ -118,7 +118,7 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
         }
         // The fallback: the task ended, fetch its result now.
         let result = self.plain.within_request_timeout(Method::TasksResult, self.result_request(task_id));
-        self.answer(self.plain.unless_cancelled(result).await)
+        self.answer(result.await)
     }
 
     async fn cancel_task(&self, task_id: &str) {

@@ -152,7 +152,7 @@ impl<L: BridgeLink> ExtBridge<L> {
                 let mut responses = Map::new();
                 responses.insert(key.to_string(), result);
                 let params = flow::tasks_update_params(task_id, responses);
-                match self.plain.unless_cancelled(self.upstream(TASKS_UPDATE, params)).await {
+                match self.upstream(TASKS_UPDATE, params).await {
                     Ok(r) if r.get("error").is_none() => None,
                     Ok(r) => {
                         tracing::info!(upstream = self.plain.link.upstream_name(), task = %task_id, "tasks/update refused: {}", r["error"]);

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// A `tasks/get` in flight.
 type Polling<'a> = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send + 'a>>;
@@ -54,7 +55,8 @@ pub(super) async fn run<D: Dialect>(mut d: D) -> Ending {
     // server may run the call plainly after all, its progress unseen by the bridge);
     // request_timeout too once the task is followed.
     let deadline = Deadlines::new(plain.request_timeout, plain.max_request_time);
-    deadline.insert_until(Timer::Call, started + plain.max_request_time);
+    let ends = started + plain.max_request_time;
+    deadline.insert_until(Timer::Call, ends);
 
     let created = match d.created() {
         Some(resp) => resp,
@@ -93,7 +95,7 @@ pub(super) async fn run<D: Dialect>(mut d: D) -> Ending {
     let (tx, mut events) = mpsc::channel(64);
     link.start_bridge(&task_id, &client, token, Arc::new(Follower(tx)));
     let mut statuses = StatusTracker::default();
-    let ending = follow(&d, &task_id, task, &mut events, token, &deadline, &mut statuses).await;
+    let ending = follow(&d, &task_id, task, &mut events, token, (&deadline, ends), &mut statuses).await;
     // Status messages the client was not told yet go before the answer.
     if let (Some(_), Ending::Answer(_)) = (token, &ending) {
         for msg in statuses.take_unsent() {
@@ -125,7 +127,7 @@ async fn follow<D: Dialect>(
     first: Value,
     events: &mut mpsc::Receiver<BridgeEvent>,
     token: Option<&ProgressToken>,
-    deadline: &Deadlines<Timer>,
+    (deadline, ends): (&Deadlines<Timer>, Instant),
     statuses: &mut StatusTracker,
 ) -> Ending {
     let plain = d.plain();
@@ -133,7 +135,7 @@ async fn follow<D: Dialect>(
     if statuses.observe(&first) {
         deadline.touch(&Timer::Call);
     }
-    let mut step = d.look(&mut following, task_id, &first).await;
+    let mut step = bounded(d.look(&mut following, task_id, &first), &plain.cancel, ends).await;
     // The interval the task last named: a snapshot that names none keeps it.
     let mut every = D::poll_interval(TaskView::of(&first)).unwrap_or(DEFAULT_POLL);
     deadline.insert_until(Timer::Poll, Instant::now() + every);
@@ -182,7 +184,7 @@ async fn follow<D: Dialect>(
             },
             event = D::event(&mut following) => {
                 deadline.touch(&Timer::Call);
-                step = d.on_event(&mut following, task_id, event).await;
+                step = bounded(d.on_event(&mut following, task_id, event), &plain.cancel, ends).await;
             }
             event = events.recv(), if events_open => match event {
                 Some(event) => heard(event, statuses, deadline),
@@ -212,9 +214,21 @@ async fn follow<D: Dialect>(
                 }
                 let wait = if std::mem::take(&mut look_again) { Duration::ZERO } else { every };
                 deadline.insert_until(Timer::Poll, Instant::now() + wait);
-                step = d.look(&mut following, task_id, &task).await;
+                step = bounded(d.look(&mut following, task_id, &task), &plain.cancel, ends).await;
             }
         }
+    }
+}
+
+/// A step that waits on the upstream (a look, the dialect's event) gives way to the client's
+/// cancel and to the end of the call's lifetime: the loop then ends the call as cancelled or
+/// timed out, as it would have between steps.
+async fn bounded(step: impl Future<Output = Step>, cancel: &CancellationToken, ends: Instant) -> Step {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Step::Pending,
+        _ = tokio::time::sleep_until(ends) => Step::Pending,
+        step = step => step,
     }
 }
 

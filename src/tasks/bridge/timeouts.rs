@@ -374,3 +374,32 @@ async fn a_poll_that_fails_ends_the_call_with_its_error_and_cancels_the_task() {
     assert!(cancel.is_cancelled(), "the client will not have the task's result");
     assert_eq!(up.sent().last().map(String::as_str), Some("tasks/cancel"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn max_request_time_ends_the_call_while_the_fallback_tasks_result_waits() {
+    // Progress every 3 s keeps request_timeout away; the task ends at 52 s, the poll at 55 s
+    // sees it, and its tasks/result is never answered.
+    let up = not_blocking();
+    let t0 = Instant::now();
+    let (call, cancel) = start(&up);
+    let keep_alive = {
+        let up = up.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(secs(3)).await;
+                if let Some(f) = up.follower.lock().unwrap().clone() {
+                    f.progress();
+                }
+            }
+        })
+    };
+    tokio::time::sleep(secs(52)).await;
+    up.task.lock().unwrap()["status"] = json!("completed");
+    let msg = timed_out(call).await;
+    keep_alive.abort();
+    assert!(msg.contains("no result within max_request_time"), "{msg}");
+    assert_eq!(t0.elapsed(), secs(MAX_REQUEST_TIME_S), "not at 55 s + request_timeout");
+    assert!(cancel.is_cancelled());
+    let sent = up.sent();
+    assert_eq!(sent[sent.len() - 2..], ["tasks/result", "tasks/cancel"], "{sent:?}");
+}
