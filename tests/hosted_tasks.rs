@@ -26,11 +26,6 @@ async fn task_call(c: &mut HttpMcp, tool: &str, args: Value, extra: Value) -> Va
     task
 }
 
-fn stats_cancelled(out: &Outcome) -> i64 {
-    let text = out.result()["contents"][0]["text"].as_str().unwrap();
-    serde_json::from_str::<Value>(text).unwrap()["cancelled"].as_i64().unwrap()
-}
-
 #[tokio::test]
 async fn a_2025_11_25_client_sees_hosting_and_old_clients_do_not() {
     let gw = start_gateway(&builtin_upstream("demo")).await;

@@ -124,23 +124,17 @@ impl Legacy {
     }
 
     async fn response(&mut self, id: i64) -> Outcome {
-        let mut out = Outcome::default();
-        if let Some(pos) = self.backlog.iter().position(|m| m.get("method").is_none() && m["id"] == id) {
-            out.response = self.backlog.remove(pos);
+        if let Some(out) = Outcome::from_backlog(&mut self.backlog, id) {
             return out;
         }
+        let mut out = Outcome::default();
         loop {
             let m = self.message().await;
-            if m.get("method").is_some() && m.get("id").is_some() {
+            if is_server_request(&m) {
                 assert_eq!(self.post(&answer(&m)).await.status, 202);
-                out.others.push(m);
-            } else if m.get("method").is_none() && m["id"] == id {
-                out.response = m;
+            }
+            if out.receive(m, id, &mut self.backlog) {
                 return out;
-            } else if m.get("method").is_none() {
-                self.backlog.push(m);
-            } else {
-                out.others.push(m);
             }
         }
     }
@@ -255,9 +249,7 @@ async fn cancellation_reaches_the_upstream_and_ends_the_request() {
     assert_eq!(c.post(&again).await.status, 202);
     assert_eq!(c.response(99).await.result(), &json!({}));
     eventually("the upstream saw the cancellation", async || {
-        let stats = c.request("resources/read", json!({"uri": "demo://stats"})).await;
-        let text = stats.result()["contents"][0]["text"].as_str().unwrap();
-        serde_json::from_str::<Value>(text).unwrap()["cancelled"] == 1
+        stats_cancelled(&c.request("resources/read", json!({"uri": "demo://stats"})).await) == 1
     })
     .await;
 }

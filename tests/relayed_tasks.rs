@@ -105,6 +105,19 @@ async fn gateway_for(up: &Scripted) -> Gw {
     start_gateway(&config).await
 }
 
+/// The asking task server, a gateway in front of it, and a client of its `up`.
+async fn asking_setup() -> (Scripted, Gw, HttpMcp) {
+    let up = asking_task_server().await;
+    let gw = gateway_for(&up).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    (up, gw, c)
+}
+
+/// Polls `tasks/get` until the task shows an input request; returns that answer.
+async fn poll_until_asked(c: &HttpMcp, task: &str, caps: &Value) -> Value {
+    poll_until(c, task, caps, |r| r["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty())).await
+}
+
 async fn start_ask(c: &HttpMcp, caps: &Value) -> String {
     let (_, r, _) =
         call(c, &request(json!(1), "tools/call", json!({"name": "ask", "arguments": {}}), caps.clone())).await;
@@ -114,14 +127,11 @@ async fn start_ask(c: &HttpMcp, caps: &Value) -> String {
 
 #[tokio::test]
 async fn the_upstreams_question_is_shown_and_answered_through_tasks_update() {
-    let up = asking_task_server().await;
-    let gw = gateway_for(&up).await;
-    let c = HttpMcp::new(&gw.url("up"));
+    let (up, gw, c) = asking_setup().await;
     let caps = ext();
     let id = start_ask(&c, &caps).await;
 
-    let waiting =
-        poll_until(&c, &id, &caps, |r| r["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty())).await;
+    let waiting = poll_until_asked(&c, &id, &caps).await;
     let w = &waiting["result"];
     assert_eq!((w["status"].as_str(), w["taskId"].as_str()), (Some("input_required"), Some(id.as_str())), "{waiting}");
     let requests = w["inputRequests"].as_object().unwrap();
@@ -163,9 +173,7 @@ async fn the_upstreams_question_is_shown_and_answered_through_tasks_update() {
 
 #[tokio::test]
 async fn a_question_the_client_did_not_declare_it_can_answer_is_refused_upstream() {
-    let up = asking_task_server().await;
-    let gw = gateway_for(&up).await;
-    let c = HttpMcp::new(&gw.url("up"));
+    let (_up, _gw, c) = asking_setup().await;
     // The extension, and sampling, but not elicitation.
     let caps = ext_with(json!({"sampling": {}}));
     let id = start_ask(&c, &caps).await;
@@ -185,13 +193,10 @@ async fn a_question_the_client_did_not_declare_it_can_answer_is_refused_upstream
 /// and with the outcome inline; the upstream's own id is not granted.
 #[tokio::test]
 async fn a_listen_stream_carries_the_upstreams_status_of_a_relayed_task() {
-    let up = asking_task_server().await;
-    let gw = gateway_for(&up).await;
-    let c = HttpMcp::new(&gw.url("up"));
+    let (_up, _gw, c) = asking_setup().await;
     let caps = ext();
     let id = start_ask(&c, &caps).await;
-    let waiting =
-        poll_until(&c, &id, &caps, |r| r["result"]["inputRequests"].as_object().is_some_and(|m| !m.is_empty())).await;
+    let waiting = poll_until_asked(&c, &id, &caps).await;
     let key = waiting["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
 
     let listen =

@@ -11,7 +11,7 @@ use crate::common;
 use common::gateway_proc::{Proc, readyz, start};
 use common::redis_server::RedisServer;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn config(dir: &std::path::Path, redis: &RedisServer) -> std::path::PathBuf {
@@ -27,11 +27,6 @@ fn config(dir: &std::path::Path, redis: &RedisServer) -> std::path::PathBuf {
 
 fn task_id(out: &Outcome) -> String {
     out.result()["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {}", out.response)).to_string()
-}
-
-fn stats_cancelled(out: &Outcome) -> i64 {
-    let text = out.result()["contents"][0]["text"].as_str().unwrap();
-    serde_json::from_str::<Value>(text).unwrap()["cancelled"].as_i64().unwrap()
 }
 
 #[tokio::test]

@@ -90,6 +90,15 @@ async fn one_stdio_upstream_serves_every_session_and_each_sees_its_own_progress(
 
 // ---- server requests ----
 
+/// Sends `b`'s call of `hang` and waits until the script has it; the call's stream, returned,
+/// keeps it in flight.
+async fn hang_in_flight(b: &HttpMcp, log: &std::path::Path) -> hyper::Response<hyper::body::Incoming> {
+    let hang = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}});
+    let stream = b.post_streaming(serde_json::to_vec(&hang).unwrap(), &[]).await;
+    eventually("B's call reached the upstream", async || log_lines(log).len() == 1).await;
+    stream
+}
+
 #[tokio::test]
 async fn a_server_request_goes_to_the_session_that_caused_it_and_only_if_its_client_can_answer() {
     let up = asking_server().await;
@@ -119,9 +128,7 @@ async fn a_server_request_that_relates_to_no_session_is_refused_upstream_and_a_p
     let (mut a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
     // A line stream says nothing of which request roots/list serves, and with B's call in
     // flight too it cannot be told by elimination: no client is asked.
-    let hang = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}});
-    let _b_stream = b.post_streaming(serde_json::to_vec(&hang).unwrap(), &[]).await;
-    eventually("B's call reached the upstream", async || log_lines(&log).len() == 1).await;
+    let _b_stream = hang_in_flight(&b, &log).await;
     let out = a.request("tools/call", json!({"name": "roots", "arguments": {}})).await;
     let answer = &out.result()["answer"];
     assert_eq!(answer["id"], "r1");
@@ -140,9 +147,7 @@ async fn a_server_request_carrying_a_requests_token_goes_to_that_session_with_th
     let (mut a, b) = (session(&gw, "2025-06-18").await, session(&gw, "2025-06-18").await);
     // B's request stays in flight: with two, a line stream's server request cannot be placed
     // by elimination, only by the link's token it carries.
-    let hang = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}});
-    let _b_stream = b.post_streaming(serde_json::to_vec(&hang).unwrap(), &[]).await;
-    eventually("B's call reached the upstream", async || log_lines(&log).len() == 1).await;
+    let _b_stream = hang_in_flight(&b, &log).await;
     let out =
         a.request("tools/call", json!({"name": "tokask", "arguments": {}, "_meta": {"progressToken": "p"}})).await;
     let asked: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "sampling/createMessage").collect();

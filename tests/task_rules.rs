@@ -19,12 +19,7 @@ use std::time::Duration;
 async fn progress_of_a_passed_through_task_reaches_the_client_until_the_task_ends() {
     let token: Arc<Mutex<Value>> = Arc::new(Mutex::new(Value::Null));
     let tok = token.clone();
-    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}),
-        )],
+    let up = task_server(vec![tool("job", Some("optional"))], move |req| match req["method"].as_str().unwrap() {
         "tools/call" => {
             *tok.lock().unwrap() = req["params"]["_meta"]["progressToken"].clone();
             vec![reply(req, json!({"task": task("t1", "working", None)}))]
@@ -75,17 +70,13 @@ async fn progress_of_a_passed_through_task_reaches_the_client_until_the_task_end
 
 /// A task server whose tools refuse plain calls (or not) in various ways.
 async fn refusing_server() -> Scripted {
-    Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [
-                {"name": "titled", "inputSchema": {"type": "object"}},
-                {"name": "ts-optional", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
-                {"name": "rmcp-optional", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
-                {"name": "vague-optional", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
-            ]}),
-        )],
+    let tools = vec![
+        tool("titled", None),
+        tool("ts-optional", Some("optional")),
+        tool("rmcp-optional", Some("optional")),
+        tool("vague-optional", Some("optional")),
+    ];
+    task_server(tools, move |req| match req["method"].as_str().unwrap() {
         "tools/call" => {
             let name = req["params"]["name"].as_str().unwrap();
             if req["params"].get("task").is_some() {
@@ -142,47 +133,56 @@ async fn only_unambiguous_refusals_are_retried_as_tasks() {
 
 // ---- 3. bridged progress: the upstream's own, unchanged ----
 
-#[tokio::test]
-async fn a_bridged_call_passes_the_upstreams_progress_through_unchanged() {
-    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [{"name": "long", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
-        )],
+/// A task server whose required tool `long` runs as task `tb`: its `tasks/result` plays
+/// `before`, then answers "long done"; its `tasks/get` says `poll_message`.
+async fn long_task_server(before: Vec<Step>, poll_message: &'static str) -> Scripted {
+    task_server(vec![tool("long", Some("required"))], move |req| match req["method"].as_str().unwrap() {
         "tools/call" => vec![reply(req, json!({"task": task("tb", "working", Some("starting"))}))],
         "tasks/result" => {
-            let tok = json!("bp");
-            let p = |v: f64| {
-                Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {"progressToken": tok, "progress": v, "total": 2, "message": format!("at {v}")}}))
-            };
-            let status = |m: &str| {
-                Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
-                    "params": task("tb", "working", Some(m))}))
-            };
-            vec![
-                Step::Sleep(30),
-                p(0.5),
-                status("halfway"),
-                Step::Sleep(30),
-                p(1.5),
-                status("nearly"),
-                Step::Sleep(30),
-                reply(req, json!({"content": [{"type": "text", "text": "long done"}]})),
-            ]
+            let mut steps = before.clone();
+            steps.push(reply(req, json!({"content": [{"type": "text", "text": "long done"}]})));
+            steps
         }
-        "tasks/get" => vec![reply(req, task("tb", "working", Some("polling")))],
+        "tasks/get" => vec![reply(req, task("tb", "working", Some(poll_message)))],
         _ => vec![reply(req, json!({}))],
     })
-    .await;
-    let gw = start_gateway(&config(&up, "", "")).await;
+    .await
+}
+
+/// The upstream's progress notification under the client's token "bp", saying "at <value>".
+fn bp_progress(value: f64, total: u64) -> Step {
+    Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+        "params": {"progressToken": "bp", "progress": value, "total": total, "message": format!("at {value}")}}))
+}
+
+/// Calls `long` through a gateway in front of `up` with the token "bp", checks that it
+/// completed, and returns the params of the progress that came with it.
+async fn call_long(up: &Scripted) -> Vec<Value> {
+    let gw = start_gateway(&config(up, "", "")).await;
     let mut c = client(&gw, "2025-06-18").await;
     c.request("tools/list", json!({})).await;
     let out = c.request("tools/call", json!({"name": "long", "arguments": {}, "_meta": {"progressToken": "bp"}})).await;
     assert_eq!(out.result()["content"][0]["text"], "long done");
-    let progress: Vec<Value> =
-        out.others.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"].clone()).collect();
+    out.progress_params()
+}
+
+#[tokio::test]
+async fn a_bridged_call_passes_the_upstreams_progress_through_unchanged() {
+    let status = |m: &str| {
+        Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+            "params": task("tb", "working", Some(m))}))
+    };
+    let steps = vec![
+        Step::Sleep(30),
+        bp_progress(0.5, 2),
+        status("halfway"),
+        Step::Sleep(30),
+        bp_progress(1.5, 2),
+        status("nearly"),
+        Step::Sleep(30),
+    ];
+    let up = long_task_server(steps, "polling").await;
+    let progress = call_long(&up).await;
     let real: Vec<&Value> = progress.iter().filter(|p| p.get("total").is_some()).collect();
     assert_eq!(
         real.iter().map(|p| p["progress"].as_f64().unwrap()).collect::<Vec<_>>(),
@@ -250,40 +250,9 @@ async fn an_ambiguous_input_request_never_goes_on_another_requests_stream() {
 /// Upstream progress that starts later than 200 ms after creation, on a 0..1 scale.
 #[tokio::test]
 async fn upstream_progress_that_starts_late_still_passes_unchanged() {
-    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [{"name": "long", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
-        )],
-        "tools/call" => vec![reply(req, json!({"task": task("tb", "working", Some("starting"))}))],
-        "tasks/result" => {
-            let p = |v: f64| {
-                Step::Send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {"progressToken": "bp", "progress": v, "total": 1, "message": format!("at {v}")}}))
-            };
-            vec![
-                Step::Sleep(400),
-                p(0.25),
-                Step::Sleep(30),
-                p(0.75),
-                Step::Sleep(30),
-                reply(req, json!({"content": [{"type": "text", "text": "long done"}]})),
-            ]
-        }
-        "tasks/get" => vec![reply(req, task("tb", "working", Some("starting")))],
-        _ => vec![reply(req, json!({}))],
-    })
-    .await;
-    let gw =
-        start_gateway(&format!("[server]\nprogress_min_interval = \"0ms\"\n{}", http_upstream("up", &up.url()))).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
-    c.request("tools/list", json!({})).await;
-    let out = c.request("tools/call", json!({"name": "long", "arguments": {}, "_meta": {"progressToken": "bp"}})).await;
-    assert_eq!(out.result()["content"][0]["text"], "long done");
-    let progress: Vec<Value> =
-        out.others.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"].clone()).collect();
+    let steps = vec![Step::Sleep(400), bp_progress(0.25, 1), Step::Sleep(30), bp_progress(0.75, 1), Step::Sleep(30)];
+    let up = long_task_server(steps, "starting").await;
+    let progress = call_long(&up).await;
     let real: Vec<f64> =
         progress.iter().filter(|p| p.get("total").is_some()).map(|p| p["progress"].as_f64().unwrap()).collect();
     assert_eq!(real, vec![0.25, 0.75], "upstream's own progress, unchanged: {progress:?}");
@@ -292,14 +261,8 @@ async fn upstream_progress_that_starts_late_still_passes_unchanged() {
 /// A bridged call cancelled while the upstream has not yet answered the task-augmented call.
 #[tokio::test]
 async fn a_bridged_call_cancelled_while_its_task_is_created_frees_its_slot_and_is_cancelled_upstream() {
-    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [
-                {"name": "long", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
-                {"name": "plain", "inputSchema": {"type": "object"}}]}),
-        )],
+    let tools = vec![tool("long", Some("required")), tool("plain", None)];
+    let up = task_server(tools, move |req| match req["method"].as_str().unwrap() {
         "tools/call" if req["params"]["name"] == "long" => {
             vec![Step::Sleep(8000), reply(req, json!({"task": task("tb", "working", None)}))]
         }
@@ -312,8 +275,7 @@ async fn a_bridged_call_cancelled_while_its_task_is_created_frees_its_slot_and_i
         up.url()
     ))
     .await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
+    let mut c = client(&gw, "2025-06-18").await;
     c.request("tools/list", json!({})).await;
     let mut streams = vec![];
     for id in [10, 11] {
@@ -348,10 +310,8 @@ async fn a_server_that_marks_tools_without_declaring_tasks_gets_hosted_tasks_in_
         _ => vec![reply(req, json!({}))],
     })
     .await;
-    let gw =
-        start_gateway(&format!("[server]\nprogress_min_interval = \"0ms\"\n{}", http_upstream("up", &up.url()))).await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-11-25").await;
+    let gw = start_gateway(&config(&up, "", "")).await;
+    let mut c = client(&gw, "2025-11-25").await;
     let before = c.request("tools/call", json!({"name": "x", "arguments": {}, "task": {}})).await;
     assert!(before.result().get("task").is_some(), "a task call gets a CreateTaskResult: {}", before.response);
     c.request("tools/list", json!({})).await;
@@ -366,14 +326,8 @@ async fn a_server_that_marks_tools_without_declaring_tasks_gets_hosted_tasks_in_
 /// A progress token used first by a task call that failed, later by a plain call.
 #[tokio::test]
 async fn a_token_reused_after_a_passed_through_task_failed_carries_the_new_calls_progress() {
-    let up = Scripted::start(move |req| match req["method"].as_str().unwrap() {
-        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [
-                {"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
-                {"name": "slow", "inputSchema": {"type": "object"}}]}),
-        )],
+    let tools = vec![tool("job", Some("optional")), tool("slow", None)];
+    let up = task_server(tools, move |req| match req["method"].as_str().unwrap() {
         "tools/call" if req["params"]["name"] == "job" => {
             vec![reply(req, json!({"task": task("t1", "working", None)}))]
         }
@@ -399,8 +353,7 @@ async fn a_token_reused_after_a_passed_through_task_failed_carries_the_new_calls
         up.url()
     ))
     .await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-11-25").await;
+    let mut c = client(&gw, "2025-11-25").await;
     c.request("tools/list", json!({})).await;
     let t = c
         .request("tools/call", json!({"name": "job", "arguments": {}, "task": {}, "_meta": {"progressToken": "p"}}))

@@ -136,12 +136,41 @@ impl Outcome {
         assert!(msg.ends_with(&cause.to_string()), "expected {cause:?}: {msg}");
     }
     pub fn progress(&self) -> Vec<f64> {
-        self.others
-            .iter()
-            .filter(|m| m["method"] == "notifications/progress")
-            .map(|m| m["params"]["progress"].as_f64().unwrap())
-            .collect()
+        self.progress_params().iter().map(|p| p["progress"].as_f64().unwrap()).collect()
     }
+    /// The params of every progress notification that came with the response, in order.
+    pub fn progress_params(&self) -> Vec<Value> {
+        self.others.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"].clone()).collect()
+    }
+    /// The response to `id` if it came earlier, while a client waited for another.
+    pub fn from_backlog(backlog: &mut Vec<Value>, id: i64) -> Option<Outcome> {
+        let pos = backlog.iter().position(|m| m.get("method").is_none() && m["id"] == id)?;
+        Some(Outcome { response: backlog.remove(pos), others: vec![] })
+    }
+    /// Takes in a message read while waiting for the response to `id`: a notification or
+    /// server request joins `others`, another response waits in `backlog`; true once `id`'s is in.
+    pub fn receive(&mut self, m: Value, id: i64, backlog: &mut Vec<Value>) -> bool {
+        if m.get("method").is_some() {
+            self.others.push(m);
+        } else if m["id"] == id {
+            self.response = m;
+            return true;
+        } else {
+            backlog.push(m);
+        }
+        false
+    }
+}
+
+/// The demo server's count of cancelled calls, from a `resources/read` of `demo://stats`.
+pub fn stats_cancelled(stats: &Outcome) -> i64 {
+    let text = stats.result()["contents"][0]["text"].as_str().unwrap();
+    serde_json::from_str::<Value>(text).unwrap()["cancelled"].as_i64().unwrap()
+}
+
+/// Whether the client must answer `m`: a request from the server.
+pub fn is_server_request(m: &Value) -> bool {
+    m.get("method").is_some() && m.get("id").is_some()
 }
 
 /// How the test client answers requests from the server.

@@ -1,6 +1,6 @@
 //! An MCP client on `taskgate stdio` as a child process, and [`Mcp`], either client.
 
-use super::{HttpMcp, Outcome, STEP, answer, bin, init_params};
+use super::{HttpMcp, Outcome, STEP, answer, bin, init_params, is_server_request};
 use serde_json::{Value, json};
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -86,24 +86,17 @@ impl StdioMcp {
     }
 
     pub async fn wait_response(&mut self, id: i64) -> Outcome {
-        let mut out = Outcome::default();
-        if let Some(pos) = self.backlog.iter().position(|m| m.get("method").is_none() && m["id"] == json!(id)) {
-            out.response = self.backlog.remove(pos);
+        if let Some(out) = Outcome::from_backlog(&mut self.backlog, id) {
             return out;
         }
+        let mut out = Outcome::default();
         loop {
             let m = self.recv().await;
-            if m.get("method").is_some() && m.get("id").is_some() {
-                let reply = answer(&m);
-                self.send(&reply).await;
-                out.others.push(m);
-            } else if m.get("method").is_none() && m["id"] == json!(id) {
-                out.response = m;
+            if is_server_request(&m) {
+                self.send(&answer(&m)).await;
+            }
+            if out.receive(m, id, &mut self.backlog) {
                 return out;
-            } else if m.get("method").is_none() {
-                self.backlog.push(m);
-            } else {
-                out.others.push(m);
             }
         }
     }

@@ -1,5 +1,5 @@
 //! Helpers of the task-rule tests (tests/task_rules.rs, tests/task_rules_limits.rs): a task
-//! record, the config around a scripted upstream, a session, and reading a GET stream.
+//! record, a scripted task server, the config around it, a session, and reading a GET stream.
 
 #![allow(dead_code)]
 
@@ -17,6 +17,25 @@ pub fn task(id: &str, status: &str, message: Option<&str>) -> Value {
         t["statusMessage"] = m.into();
     }
     t
+}
+
+/// A tool of a listing, with `execution.taskSupport` if `task_support` is given.
+pub fn tool(name: &str, task_support: Option<&str>) -> Value {
+    let mut t = json!({"name": name, "inputSchema": {"type": "object"}});
+    if let Some(support) = task_support {
+        t["execution"] = json!({"taskSupport": support});
+    }
+    t
+}
+
+/// A scripted server with [`TASK_CAPS`] that lists `tools`; every other method goes to `script`.
+pub async fn task_server(tools: Vec<Value>, script: impl Fn(&Value) -> Vec<Step> + Send + Sync + 'static) -> Scripted {
+    Scripted::start(move |req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, serde_json::from_str(TASK_CAPS).unwrap()),
+        "tools/list" => vec![reply(req, json!({"tools": tools}))],
+        _ => script(req),
+    })
+    .await
 }
 
 pub fn config(up: &Scripted, upstream_extra: &str, tail: &str) -> String {
