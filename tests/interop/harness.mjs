@@ -1,5 +1,5 @@
-// The check runner and command line shared by the Node interop clients (ts_client.mjs,
-// ts_bridge.mjs). Importing it arms the run:
+// The check runner, command line and shared checks of the Node interop clients (ts_client.mjs,
+// ts_bridge.mjs, ts_sse_client.mjs). Importing it arms the run:
 //
 //   - each `check(name, fn)` prints `ok <name>`; the first that throws prints
 //     `FAIL <name>: <why>` (white space folded to single spaces) and exits 1;
@@ -122,6 +122,30 @@ export const brief = (v) => {
   const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
   return s.length > 300 ? `${s.slice(0, 300)}...` : s;
 };
+
+// ---------------------------------------------------------------------------
+// checks the SDK clients share (any SDK version's `Client`)
+
+// Checks `prompts/list` names the prompt `name` and `prompts/get` with `args` gives it text
+// that contains `wantText`.
+export async function checkPrompt(client, name, args, wantText) {
+  await check('prompts/list', async () => {
+    const res = await client.listPrompts(undefined, { timeout: CALL_TIMEOUT_MS });
+    const names = res.prompts.map((p) => p.name);
+    assert(names.includes(name), `prompt ${name} not listed (got: ${names.join(', ')})`);
+  });
+  await check('prompts/get', async () => {
+    const res = await client.getPrompt({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
+    assert(res.messages.length > 0, `prompt ${name} returned no messages`);
+    const text = res.messages
+      .flatMap((m) => (Array.isArray(m.content) ? m.content : [m.content]))
+      .filter((c) => c?.type === 'text')
+      .map((c) => c.text)
+      .join('\n');
+    assert(text.length > 0, `prompt ${name} has no text message`);
+    if (wantText) assert(text.includes(wantText), `prompt text lacks "${wantText}": ${brief(text)}`);
+  });
+}
 
 // ---------------------------------------------------------------------------
 // command line: [options] (--http <url> | --stdio <command> [args...])

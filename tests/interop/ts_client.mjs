@@ -56,6 +56,7 @@ import {
   assert,
   brief,
   check,
+  checkPrompt,
   makeTransport as openTransport,
   makeUsage,
   onShutdown,
@@ -322,25 +323,6 @@ async function checkResource(uriWanted) {
   });
 }
 
-async function checkPrompt(name, args, wantText) {
-  await check('prompts/list', async () => {
-    const res = await client.listPrompts(undefined, { timeout: CALL_TIMEOUT_MS });
-    const names = res.prompts.map((p) => p.name);
-    assert(names.includes(name), `prompt ${name} not listed (got: ${names.join(', ')})`);
-  });
-  await check('prompts/get', async () => {
-    const res = await client.getPrompt({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
-    assert(res.messages.length > 0, `prompt ${name} returned no messages`);
-    const text = res.messages
-      .flatMap((m) => (Array.isArray(m.content) ? m.content : [m.content]))
-      .filter((c) => c?.type === 'text')
-      .map((c) => c.text)
-      .join('\n');
-    assert(text.length > 0, `prompt ${name} has no text message`);
-    if (wantText) assert(text.includes(wantText), `prompt text lacks "${wantText}": ${brief(text)}`);
-  });
-}
-
 // ---------------------------------------------------------------------------
 // scenarios
 
@@ -363,7 +345,7 @@ async function scenarioEverything() {
     assert(allText(res) === 'Echo: hello interop', `unexpected echo text: ${brief(allText(res))}`);
   });
   await checkResource(undefined);
-  await checkPrompt('simple-prompt', undefined, 'simple prompt');
+  await checkPrompt(client, 'simple-prompt', undefined, 'simple prompt');
   await checkProgress('progress', 'trigger-long-running-operation', { duration: 1, steps: 3 }, 2);
   await check('sampling', async () => {
     const before = seen.sampling.length;
@@ -417,7 +399,7 @@ async function scenarioTsServer() {
     assert(allText(res) === 'hello interop', `unexpected echo text: ${brief(allText(res))}`);
   });
   await checkResource('interop://greeting');
-  await checkPrompt('greet', { name: 'interop' }, 'interop');
+  await checkPrompt(client, 'greet', { name: 'interop' }, 'interop');
   await checkProgress('progress', 'progress', { steps: 4, interval_ms: 50 }, 4);
   await check('sampling', async () => {
     const before = seen.sampling.length;
@@ -477,7 +459,7 @@ async function scenarioDemo() {
     assert(allText(res) === 'answer: interop', `unexpected result: ${brief(allText(res))}`);
   });
   await checkResource('demo://readme');
-  await checkPrompt('greet', { name: 'interop' }, 'interop');
+  await checkPrompt(client, 'greet', { name: 'interop' }, 'interop');
   await checkPing();
 }
 

@@ -31,6 +31,7 @@ import {
   assert,
   brief,
   check,
+  checkPrompt,
   makeUsage,
   onShutdown,
   run,
@@ -167,23 +168,6 @@ async function checkResource(uriWanted) {
   });
 }
 
-async function checkPrompt(name, args, wantText) {
-  await check('prompts/list', async () => {
-    const res = await client.listPrompts(undefined, { timeout: CALL_TIMEOUT_MS });
-    const names = res.prompts.map((p) => p.name);
-    assert(names.includes(name), `prompt ${name} not listed (got: ${names.join(', ')})`);
-  });
-  await check('prompts/get', async () => {
-    const res = await client.getPrompt({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
-    const text = res.messages
-      .map((m) => m.content)
-      .filter((c) => c?.type === 'text')
-      .map((c) => c.text)
-      .join('\n');
-    assert(text.includes(wantText), `prompt text lacks "${wantText}": ${brief(text)}`);
-  });
-}
-
 async function scenarioDemo() {
   await checkConnect();
   await checkTools(['echo', 'add', 'slow', 'fail']);
@@ -207,7 +191,7 @@ async function scenarioDemo() {
   });
   await checkProgress('slow', { duration_ms: 300, steps: 3 }, 2);
   await checkResource('demo://readme');
-  await checkPrompt('greet', { name: 'interop' }, 'interop');
+  await checkPrompt(client, 'greet', { name: 'interop' }, 'interop');
   await check('ping', () => client.ping());
 }
 
@@ -219,7 +203,7 @@ async function scenarioEverything() {
     assert(allText(res) === 'Echo: hello over sse', `echo gave ${brief(allText(res))}`);
   });
   await checkResource(undefined);
-  await checkPrompt('simple-prompt', undefined, 'simple prompt');
+  await checkPrompt(client, 'simple-prompt', undefined, 'simple prompt');
   await checkProgress('trigger-long-running-operation', { duration: 1, steps: 3 }, 2);
   await check('sampling (a server request answered by POST)', async () => {
     const before = seen.sampling.length;
