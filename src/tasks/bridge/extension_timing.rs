@@ -183,17 +183,26 @@ async fn a_poll_that_is_never_answered_ends_the_call_at_request_timeout() {
     assert_eq!(at, secs(REQUEST_TIMEOUT_S));
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_answered_input_request_is_looked_at_at_once() {
+/// A task that asks for input, answered at `answered_at` (then it works on); each
+/// `tasks/get` takes `get_takes`. The client cancels at `cancelled_at`; the upstream is
+/// returned to say what it was sent, and when.
+async fn answered(answered_at: u64, get_takes: u64, cancelled_at: u64) -> Arc<Upstream> {
     let up = Upstream::new(task("input_required"));
+    *up.get_takes.lock().unwrap() = secs(get_takes);
     let client = Arc::new(Client::default());
     let (call, cancel) = start(&up, &client);
-    tokio::time::sleep(secs(3)).await;
+    tokio::time::sleep(secs(answered_at)).await;
     *up.task.lock().unwrap() = task("working");
     client.answer().await;
-    tokio::time::sleep(secs(6)).await;
+    tokio::time::sleep(secs(cancelled_at - answered_at)).await;
     cancel.cancel();
     assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    up
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answered_input_request_is_looked_at_at_once() {
+    let up = answered(3, 0, 9).await;
     assert_eq!(up.sent_at("tasks/update"), [secs(3)]);
     assert_eq!(up.sent_at("tasks/get"), [secs(3), secs(8)], "at once, then at the task's interval");
 }
@@ -201,16 +210,7 @@ async fn an_answered_input_request_is_looked_at_at_once() {
 #[tokio::test(start_paused = true)]
 async fn an_input_answered_while_a_poll_is_in_flight_is_looked_at_when_it_is_answered() {
     // The poll at 5 s takes 2 s; the answer at 6 s may be newer than what that poll shows.
-    let up = Upstream::new(task("input_required"));
-    *up.get_takes.lock().unwrap() = secs(2);
-    let client = Arc::new(Client::default());
-    let (call, cancel) = start(&up, &client);
-    tokio::time::sleep(secs(6)).await;
-    *up.task.lock().unwrap() = task("working");
-    client.answer().await;
-    tokio::time::sleep(secs(9)).await;
-    cancel.cancel();
-    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    let up = answered(6, 2, 15).await;
     assert_eq!(up.sent_at("tasks/update"), [secs(6)]);
     assert_eq!(up.sent_at("tasks/get"), [secs(5), secs(7), secs(14)]);
 }
