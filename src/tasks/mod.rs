@@ -3,17 +3,17 @@
 //! calls bridged onto the tasks of upstreams that require them, and the upstream tasks
 //! relayed to clients that reach them by id alone, and the principal each task a modern
 //! upstream made for a modern client belongs to (`upstream_owners`); for hosted and relayed
-//! tasks alike, the upstream's questions held until a client answers them; and what the
-//! by-token dialects keep (the progress-state proposal's states, SEP-1391's operations).
+//! tasks alike, the upstream's questions held until a client answers them; and the
+//! progress-state proposal's states, kept across sessions. What one session keeps of its
+//! tasks (an extension client's task table, its SEP-1391 operations) is the session's
+//! (`gateway::session::{ext, by_token}`).
 
 pub mod bridge;
-pub mod ext_table;
 pub mod file_store;
 pub mod held_inputs;
 pub mod hosted;
 pub mod hosting;
 pub mod memory_store;
-pub mod operations;
 pub mod progress_state;
 pub mod record_fields;
 pub mod redis_store;

@@ -9,7 +9,7 @@
 //! Wired for legacy clients in front of an extension server: a blocking call bridged through
 //! an extension task (`tasks::bridge::extension`, `gateway::session::ext::bridged`), and a
 //! core client's tasks translated both ways (`gateway::session::ext::translated`, with the
-//! state below in `tasks::ext_table`). An extension client's tasks (hosted, or on a core
+//! state below in `gateway::session::ext::table`). An extension client's tasks (hosted, or on a core
 //! server) are `gateway::session::modern_client::tasks`'. Items no wired direction uses yet
 //! carry a `dead_code` expectation.
 //!
@@ -86,7 +86,7 @@
 //! - **Progress** after a core `CreateTaskResult`, from an extension server: none exists.
 //!   From a core server to an extension client: dropped once the task exists.
 //!
-//! # State the session must keep (not pure, not here: `tasks::ext_table` for a core client)
+//! # State the session must keep (not pure, not here: `gateway::session::ext::table` for a core client)
 //!
 //! Per task, keyed by the task id as the upstream gave it (ids pass through unchanged, so
 //! `Mcp-Name` is the id the client sent; with `share = true` a link keeps tasks of different

@@ -17,7 +17,7 @@
 //! - Operations: an opted-in client's call with `operation` runs as a task of the
 //!   gateway's, hosted (a plain call upstream) or, for a tool the upstream runs as a task, a
 //!   bridge that follows the upstream's task; the client knows it by its token alone
-//!   ([`Operations`](crate::tasks::operations)). What is sent for it carries
+//!   ([`Operations`](operation_table)). What is sent for it carries
 //!   `_operation.token`; a cancel of the original request cancels it; the session's end
 //!   cancels what still runs (its tokens were the session's).
 //!
@@ -32,6 +32,7 @@ use crate::upstream::client::Route;
 use serde_json::Value;
 use state::Dialects;
 
+mod operation_table;
 mod operations;
 mod progress;
 pub(super) mod state;

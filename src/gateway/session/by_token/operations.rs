@@ -7,13 +7,13 @@
 
 use super::super::Session;
 use super::super::planned::Planned;
+use super::operation_table::{Operation, Refusal};
 use super::state::Sep1391;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Kind, Message, Method, ProgressToken, RpcError};
 use crate::mcp::sep1391::{self, OperationParam};
 use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
 use crate::tasks::bridge::Ending;
 use crate::tasks::hosted::{Hosted, hosts};
-use crate::tasks::operations::{Operation, Refusal};
 use crate::upstream::client::Route;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 //! it without the two importing each other.
 
 use super::super::plan::ByToken;
+use super::operation_table::Operations;
 use crate::jsonrpc::{Id, ProgressToken};
-use crate::tasks::operations::Operations;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

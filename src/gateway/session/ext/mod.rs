@@ -21,15 +21,16 @@
 //! before the strategy's lock, never while it is held.
 
 use crate::clock::Schedule;
-use crate::tasks::ext_table::ExtState;
 use crate::tasks::store::FollowedTask;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use table::ExtState;
 use tokio::sync::OwnedSemaphorePermit;
 
 mod bridged;
 mod follow;
+pub(super) mod table;
 mod translated;
 
 /// The extension-tasks strategy of one session, and its state (see the module doc).

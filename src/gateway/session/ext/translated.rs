@@ -29,12 +29,12 @@
 //!   has its own table).
 
 use super::ExtTasks;
+use super::table::{self as ext_table, Outcome};
 use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::paging;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
 use crate::mcp::tasks::TaskView;
-use crate::tasks::ext_table::{self, Outcome};
 use serde_json::Map;
 use tokio::sync::mpsc;
 

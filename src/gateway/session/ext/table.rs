@@ -72,7 +72,7 @@ struct Entry {
 pub struct ExtState {
     /// Input requests of extension tasks waiting for the client, by the id the session gave
     /// each request.
-    pub inputs: HashMap<crate::jsonrpc::Id, super::bridge::extension::InputWait>,
+    pub inputs: HashMap<crate::jsonrpc::Id, crate::tasks::bridge::extension::InputWait>,
     /// The extension tasks a core-tasks client made.
     pub table: ExtTable,
     /// Fired when the session ends: its tasks' background followers stop.
