@@ -61,13 +61,18 @@ pub struct InputWait {
     pub answers: mpsc::Sender<(String, Value)>,
 }
 
+/// The most input requests one bridged task may make, whatever `max_in_flight` allows: each
+/// has a place in the bridge's queue of answers.
+pub const MAX_INPUTS_PER_TASK: usize = 1024;
+
 /// One bridged call of an extension upstream.
 pub struct ExtBridge<L: BridgeLink = Link> {
     pub plain: PlainCall<L>,
     /// The upstream's response to the call so far, if it already made a task of it (a server
     /// that sent one undeclared); `None`: the call is sent declaring the extension.
     pub created: Option<Value>,
-    /// Input requests relayed per task, at most (keys are unique over a task's life).
+    /// Input requests relayed per task, at most (keys are unique over a task's life); above
+    /// [`MAX_INPUTS_PER_TASK`], that is the bound.
     pub max_input: usize,
     pub asker: Arc<dyn AskClient>,
     /// What every request of the bridge declares to the upstream: the client's capabilities
@@ -86,6 +91,10 @@ pub struct Following {
 impl<L: BridgeLink> ExtBridge<L> {
     pub async fn run(self) -> Ending {
         super::follow::run(self).await
+    }
+
+    fn max_inputs(&self) -> usize {
+        self.max_input.clamp(1, MAX_INPUTS_PER_TASK)
     }
 
     /// Reads one snapshot of the task (a `CreateTaskResult` or a `tasks/get` result): the
@@ -113,10 +122,10 @@ impl<L: BridgeLink> ExtBridge<L> {
                     if following.relayed.contains(key) {
                         continue;
                     }
-                    if following.relayed.len() >= self.max_input {
+                    if following.relayed.len() >= self.max_inputs() {
                         let e = RpcError::new(
                             INTERNAL_ERROR,
-                            format!("the upstream task asked for more than {} inputs", self.max_input),
+                            format!("the upstream task asked for more than {} inputs", self.max_inputs()),
                         );
                         return Step::Abandon(e.response(Some(id)));
                     }
@@ -223,7 +232,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
 
     fn start(&self, _task_id: &str) -> Following {
         // Room for every answer the task may have: the session hands them over without waiting.
-        let (answers_tx, answers) = mpsc::channel(self.max_input.max(1));
+        let (answers_tx, answers) = mpsc::channel(self.max_inputs());
         Following { relayed: HashSet::new(), answers_tx, answers }
     }
 

@@ -28,10 +28,11 @@ fn task(status: &str) -> Value {
 }
 
 /// A server of the tasks extension: the call becomes a task at once; `tasks/get` shows what
-/// the test last set, after `get_takes`.
+/// the test last set, after `get_takes`; `tasks/update` is answered after `update_takes`.
 struct Upstream {
     task: Mutex<Value>,
     get_takes: Mutex<Duration>,
+    update_takes: Mutex<Duration>,
     /// The methods the gateway sent, and when.
     sent: Mutex<Vec<(Duration, String)>>,
     t0: Instant,
@@ -42,6 +43,7 @@ impl Upstream {
         Arc::new(Upstream {
             task: Mutex::new(task),
             get_takes: Mutex::new(Duration::ZERO),
+            update_takes: Mutex::new(Duration::ZERO),
             sent: Mutex::new(vec![]),
             t0: Instant::now(),
         })
@@ -81,7 +83,12 @@ impl BridgeLink for Upstream {
                 tokio::time::sleep(takes).await;
                 self.task.lock().unwrap().clone()
             }
-            "tasks/update" | "tasks/cancel" => json!({}),
+            "tasks/update" => {
+                let takes = *self.update_takes.lock().unwrap();
+                tokio::time::sleep(takes).await;
+                json!({})
+            }
+            "tasks/cancel" => json!({}),
             other => panic!("the bridge sent {other}"),
         };
         Ok(json!({"jsonrpc": "2.0", "id": 0, "result": result}))
@@ -124,6 +131,14 @@ impl Client {
 }
 
 fn start(up: &Arc<Upstream>, client: &Arc<Client>) -> (tokio::task::JoinHandle<Ending>, CancellationToken) {
+    start_with(up, client, 8)
+}
+
+fn start_with(
+    up: &Arc<Upstream>,
+    client: &Arc<Client>,
+    max_input: usize,
+) -> (tokio::task::JoinHandle<Ending>, CancellationToken) {
     let cancel = CancellationToken::new();
     let bridge = ExtBridge {
         plain: PlainCall {
@@ -135,7 +150,7 @@ fn start(up: &Arc<Upstream>, client: &Arc<Client>) -> (tokio::task::JoinHandle<E
             cancel: cancel.clone(),
         },
         created: None,
-        max_input: 8,
+        max_input,
         asker: client.clone(),
         capabilities: Map::new(),
     };
@@ -230,4 +245,45 @@ async fn a_poll_that_times_out_with_the_call_ends_it_as_the_call_and_cancels_the
     assert_eq!(at, secs(3 + REQUEST_TIMEOUT_S));
     assert!(cancel.is_cancelled());
     assert_eq!(up.last_sent().as_deref(), Some("tasks/cancel"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_cancels_while_its_answer_goes_up_gets_no_answer_at_once() {
+    let up = Upstream::new(task("input_required"));
+    *up.update_takes.lock().unwrap() = secs(3600);
+    let client = Arc::new(Client::default());
+    let (call, cancel) = start(&up, &client);
+    tokio::time::sleep(secs(1)).await;
+    client.answer().await;
+    tokio::time::sleep(secs(2)).await;
+    assert_eq!(up.last_sent().as_deref(), Some("tasks/update"), "the answer goes up and waits");
+    cancel.cancel();
+    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
+    assert_eq!(up.t0.elapsed(), secs(3), "at once, not when tasks/update gives up");
+    assert_eq!(up.last_sent().as_deref(), Some("tasks/cancel"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_answer_of_a_task_that_asks_many_at_once_is_taken() {
+    // 40 questions at once; the client answers them all while the first goes up (1 s each).
+    const ASKED: usize = 40;
+    let mut t = task("input_required");
+    t["inputRequests"] =
+        (0..ASKED).map(|n| (format!("k{n}"), t["inputRequests"]["k"].clone())).collect::<Map<String, Value>>().into();
+    let up = Upstream::new(t);
+    *up.update_takes.lock().unwrap() = secs(1);
+    let client = Arc::new(Client::default());
+    let (call, cancel) = start_with(&up, &client, 64);
+    while client.asked.lock().unwrap().len() < ASKED {
+        tokio::task::yield_now().await;
+    }
+    let resp = json!({"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}});
+    for (key, answers) in client.asked.lock().unwrap().drain(..) {
+        // As the session hands answers over: without waiting.
+        answers.try_send((key, resp.clone())).expect("room for every answer");
+    }
+    tokio::time::sleep(secs(ASKED as u64 + 1)).await;
+    assert_eq!(up.sent_at("tasks/update").len(), ASKED, "each answer went up");
+    cancel.cancel();
+    assert!(matches!(call.await.unwrap(), Ending::Cancelled));
 }

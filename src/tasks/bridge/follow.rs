@@ -183,6 +183,11 @@ async fn follow<D: Dialect>(
                 }
             },
             event = D::event(&mut following) => {
+                // Notifications that came before the event (on the same stream, before a
+                // `tasks/result`'s answer) are older than it: they go first.
+                while let Ok(event) = events.try_recv() {
+                    heard(event, statuses, deadline);
+                }
                 deadline.touch(&Timer::Call);
                 step = bounded(d.on_event(&mut following, task_id, event), &plain.cancel, ends).await;
             }

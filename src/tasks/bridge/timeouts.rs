@@ -39,6 +39,8 @@ struct Upstream {
     progress: Mutex<Vec<(Instant, String)>>,
     /// The answers of the next `tasks/result`s, in order (their `result` or `error`).
     results: Mutex<std::collections::VecDeque<Value>>,
+    /// A status notification sent just before a `tasks/result` is answered.
+    note_before_result: Mutex<Option<Value>>,
 }
 
 impl Upstream {
@@ -52,6 +54,7 @@ impl Upstream {
             gets: Mutex::new(vec![]),
             progress: Mutex::new(vec![]),
             results: Mutex::new(Default::default()),
+            note_before_result: Mutex::new(None),
         })
     }
 
@@ -82,6 +85,9 @@ impl BridgeLink for Upstream {
                 let queued = self.results.lock().unwrap().pop_front();
                 match queued {
                     Some(Value::Object(mut outcome)) => {
+                        if let Some(note) = self.note_before_result.lock().unwrap().take() {
+                            self.follower().status(note);
+                        }
                         outcome.extend([("jsonrpc".into(), json!("2.0")), ("id".into(), json!(0))]);
                         Ok(Value::Object(outcome))
                     }
@@ -402,4 +408,22 @@ async fn max_request_time_ends_the_call_while_the_fallback_tasks_result_waits() 
     assert!(cancel.is_cancelled());
     let sent = up.sent();
     assert_eq!(sent[sent.len() - 2..], ["tasks/result", "tasks/cancel"], "{sent:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_sent_just_before_the_result_becomes_progress_before_the_answer() {
+    // The server's last status and the answer of the blocking tasks/result arrive together.
+    let up = Upstream::new(true);
+    up.results.lock().unwrap().push_back(json!({"result": {"content": []}}));
+    let note = {
+        let mut t = task("finishing");
+        t["lastUpdatedAt"] = json!("2026-01-01T00:00:09Z");
+        json!({"method": "notifications/tasks/status", "params": t})
+    };
+    *up.note_before_result.lock().unwrap() = Some(note);
+    let (call, _) = start(&up);
+    let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
+    assert!(resp.get("result").is_some(), "{resp}");
+    let progress: Vec<String> = up.progress.lock().unwrap().iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(progress, ["started", "finishing"], "each status message, before the answer");
 }
