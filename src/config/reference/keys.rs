@@ -71,7 +71,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "server.max_in_flight",
         POSITIVE,
-        "requests one link may have in flight upstream (JSON-RPC -32004 above it): one session's, or on a shared link all its sessions' together; also the server requests waiting for one client, the resource subscriptions one session may hold on a shared link, and on legacy HTTP+SSE the requests a session is owed a response for (HTTP 503 above it); also the bridged calls one session may have (core and extension bridges, and the `tasks/result` of extension tasks it waits in for a 2025-11-25 client), the plain calls kept for a retry declaring the tasks extension, and the input requests relayed per bridged extension task; also the questions held per task relayed to 2026-07-28 clients and per upstream for all of them, and the task ids one `subscriptions/listen` may name",
+        "requests one link may have in flight upstream (JSON-RPC -32004 above it): one session's, or on a shared link all its sessions' together; also the server requests waiting for one client, the resource subscriptions one session may hold on a shared link, and on legacy HTTP+SSE the requests a session is owed a response for (HTTP 503 above it); also the bridged calls one session may have (core and extension bridges, and the `tasks/result` of extension tasks it waits in for a 2025-11-25 client), the plain calls kept for a retry declaring the tasks extension, and the input requests relayed per bridged extension task (1024 at most); also the questions held per task relayed to 2026-07-28 clients and per upstream for all of them, and the task ids one `subscriptions/listen` may name",
     ),
     k("server.sse_keepalive", DURATION, "interval of SSE comment keep-alives on open streams"),
     k(
