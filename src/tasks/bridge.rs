@@ -75,6 +75,15 @@ impl<L: BridgeLink> PlainCall<L> {
     }
 }
 
+/// How long cancelling a bridged call's task waits for the upstream's ack.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A `tasks/get` response as the task it shows; an error, as the bridged task lost.
+fn task_of(resp: Value) -> Result<Value, RpcError> {
+    jsonrpc::into_outcome(resp, "")
+        .map_err(|e| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message)))
+}
+
 /// What a bridged call uses of its link: a [`Link`], or in the unit tests an upstream
 /// scripted in memory, so that its timeouts are tested on tokio's paused clock (which does
 /// not wait for real I/O: a gateway over sockets cannot be timed on it).

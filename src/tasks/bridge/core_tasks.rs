@@ -4,7 +4,7 @@
 //! from each answer) is the fallback for a server that does not block in `tasks/result`:
 //! once the task has ended, its result is fetched.
 
-use super::{BridgeLink, Dialect, Ending, PlainCall, Step};
+use super::{BridgeLink, CANCEL_WAIT, Dialect, Ending, PlainCall, Step};
 use crate::jsonrpc::{self, Id, Method, RpcError};
 use crate::mcp::tasks::{RELATED_TASK, TaskView};
 use serde_json::{Value, json};
@@ -22,12 +22,10 @@ pub struct Bridge<L: BridgeLink = crate::upstream::link::Link> {
 /// A blocking `tasks/result` in flight.
 type Waiting = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
 
-/// The blocking `tasks/result` of the task followed: in flight, not sent yet, or given up
-/// for the polls (the server answered it early with an error while the task went on).
-pub struct Following {
-    result: Option<Waiting>,
-    blocking: bool,
-}
+/// The blocking `tasks/result` of the task followed while it is in flight; `None` once the
+/// server answered it early with an error while the task went on: then the polls fetch the
+/// result when the task ends. (Any other answer ends the call.)
+pub struct Following(Option<Waiting>);
 
 impl<L: BridgeLink> Bridge<L> {
     pub async fn run(self) -> Ending {
@@ -75,36 +73,31 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
     }
 
     async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
-        let resp = self.plain.link.request(Method::TasksGet, json!({"taskId": task_id})).await?;
-        jsonrpc::into_outcome(resp, "")
-            .map_err(|e| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message)))
+        super::task_of(self.plain.link.request(Method::TasksGet, json!({"taskId": task_id})).await?)
     }
 
     fn start(&self, task_id: &str) -> Following {
-        Following { result: Some(Box::pin(self.result_request(task_id))), blocking: true }
+        Following(Some(Box::pin(self.result_request(task_id))))
     }
 
     async fn event(following: &mut Following) -> Result<Value, RpcError> {
-        match following.result.as_mut() {
+        match following.0.as_mut() {
             Some(waiting) => {
                 let r = waiting.await;
-                following.result = None;
+                following.0 = None;
                 r
             }
             None => std::future::pending().await,
         }
     }
 
-    async fn on_event(&self, following: &mut Following, task_id: &str, answered: Result<Value, RpcError>) -> Step {
+    async fn on_event(&self, _: &mut Following, task_id: &str, answered: Result<Value, RpcError>) -> Step {
         match answered {
             Ok(resp) if resp.get("result").is_none() => {
                 // The task's own outcome if it has ended, else a server that does not block
                 // in tasks/result: then the polls go on, and fetch the result at the end.
                 match self.get(task_id).await {
-                    Ok(task) if !TaskView::of(&task).is_terminal() => {
-                        following.blocking = false;
-                        Step::Pending
-                    }
+                    Ok(task) if !TaskView::of(&task).is_terminal() => Step::Pending,
                     _ => Step::Answer(self.for_client(resp)),
                 }
             }
@@ -113,7 +106,7 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
     }
 
     async fn look(&self, following: &mut Following, task_id: &str, task: &Value) -> Step {
-        if following.blocking || !TaskView::of(task).is_terminal() {
+        if following.0.is_some() || !TaskView::of(task).is_terminal() {
             return Step::Pending;
         }
         // The fallback: the task ended, fetch its result now.
@@ -123,7 +116,7 @@ impl<L: BridgeLink> Dialect for Bridge<L> {
 
     async fn cancel_task(&self, task_id: &str) {
         let req = jsonrpc::request(&Id::Num(0), Method::TasksCancel, json!({"taskId": task_id}));
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.plain.link.request_for(req, None)).await;
+        let _ = tokio::time::timeout(CANCEL_WAIT, self.plain.link.request_for(req, None)).await;
     }
 
     /// Its id, and no task `_meta` (the client made a plain call).

@@ -22,7 +22,7 @@
 //! event: it resets `request_timeout`, and the task is looked at again at once. Each upstream
 //! request is bounded by `request_timeout`; the rest is the one follow loop's (`super`).
 
-use super::{BridgeLink, Dialect, PlainCall, Step};
+use super::{BridgeLink, CANCEL_WAIT, Dialect, PlainCall, Step};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
@@ -97,62 +97,6 @@ impl<L: BridgeLink> ExtBridge<L> {
         self.max_input.clamp(1, MAX_INPUTS_PER_TASK)
     }
 
-    /// Reads one snapshot of the task (a `CreateTaskResult` or a `tasks/get` result): the
-    /// answer if it is terminal, else its input requests not relayed yet go to the client.
-    fn read(&self, following: &mut Following, task_id: &str, task: &Value) -> Step {
-        let id = &self.plain.client.id;
-        match TaskView::of(task).status_text() {
-            Some("completed") => match task.get("result") {
-                Some(r) if r.is_object() => Step::Answer(jsonrpc::result_response(id, r.clone())),
-                _ => Step::Answer(
-                    RpcError::new(INTERNAL_ERROR, "the upstream's completed task has no result").response(Some(id)),
-                ),
-            },
-            Some("failed") => match task.get("error") {
-                Some(e) if e.is_object() => Step::Answer(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": e})),
-                _ => Step::Answer(
-                    RpcError::new(INTERNAL_ERROR, "the upstream's failed task has no error").response(Some(id)),
-                ),
-            },
-            Some("cancelled") => Step::Answer(flow::cancelled_error(task_id).response(Some(id))),
-            Some("working") => Step::Pending,
-            Some("input_required") => {
-                let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else { return Step::Pending };
-                for (key, req) in requests {
-                    if following.relayed.contains(key) {
-                        continue;
-                    }
-                    if following.relayed.len() >= self.max_inputs() {
-                        let e = RpcError::new(
-                            INTERNAL_ERROR,
-                            format!("the upstream task asked for more than {} inputs", self.max_inputs()),
-                        );
-                        return Step::Abandon(e.response(Some(id)));
-                    }
-                    following.relayed.insert(key.clone());
-                    let asked = flow::input_request_to_core(task_id, req)
-                        .map_err(|e| {
-                            RpcError::new(INTERNAL_ERROR, format!("the upstream task's input request {key:?}: {e}"))
-                        })
-                        .and_then(|mut msg| {
-                            // The task is the gateway's, not the client's.
-                            mcp_tasks::untag_related(&mut msg, "params");
-                            self.asker.ask(id, msg, key.clone(), following.answers_tx.clone())
-                        });
-                    if let Err(e) = asked {
-                        // The task cannot proceed without it.
-                        return Step::Abandon(e.response(Some(id)));
-                    }
-                }
-                Step::Pending
-            }
-            other => Step::Answer(
-                RpcError::new(INTERNAL_ERROR, format!("the upstream's task has an unknown status {other:?}"))
-                    .response(Some(id)),
-            ),
-        }
-    }
-
     /// The client answered input request `key`: a result goes up as `tasks/update`; an
     /// error (none can go up) is the call's answer, and the task is cancelled.
     async fn input_answered(&self, task_id: &str, key: &str, resp: &Value) -> Option<Value> {
@@ -217,7 +161,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
     }
 
     fn task_in(resp: &Value) -> Option<&Value> {
-        resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
+        task_result(resp)
     }
 
     fn poll_interval(task: TaskView<'_>) -> Option<Duration> {
@@ -225,9 +169,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
     }
 
     async fn get(&self, task_id: &str) -> Result<Value, RpcError> {
-        let lost = |e: RpcError| RpcError::new(e.code, format!("the upstream lost the bridged task: {}", e.message));
-        let resp = self.upstream(Method::TasksGet, json!({"taskId": task_id})).await?;
-        jsonrpc::into_outcome(resp, "").map_err(lost)
+        super::task_of(self.upstream(Method::TasksGet, json!({"taskId": task_id})).await?)
     }
 
     fn start(&self, _task_id: &str) -> Following {
@@ -252,13 +194,65 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
         }
     }
 
+    /// Reads one snapshot of the task (a `CreateTaskResult` or a `tasks/get` result): the
+    /// answer if it is terminal, else its input requests not relayed yet go to the client.
     async fn look(&self, following: &mut Following, task_id: &str, task: &Value) -> Step {
-        self.read(following, task_id, task)
+        let id = &self.plain.client.id;
+        match TaskView::of(task).status_text() {
+            Some("completed") => match task.get("result") {
+                Some(r) if r.is_object() => Step::Answer(jsonrpc::result_response(id, r.clone())),
+                _ => Step::Answer(
+                    RpcError::new(INTERNAL_ERROR, "the upstream's completed task has no result").response(Some(id)),
+                ),
+            },
+            Some("failed") => match task.get("error") {
+                Some(e) if e.is_object() => Step::Answer(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": e})),
+                _ => Step::Answer(
+                    RpcError::new(INTERNAL_ERROR, "the upstream's failed task has no error").response(Some(id)),
+                ),
+            },
+            Some("cancelled") => Step::Answer(flow::cancelled_error(task_id).response(Some(id))),
+            Some("working") => Step::Pending,
+            Some("input_required") => {
+                let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else { return Step::Pending };
+                for (key, req) in requests {
+                    if following.relayed.contains(key) {
+                        continue;
+                    }
+                    if following.relayed.len() >= self.max_inputs() {
+                        let e = RpcError::new(
+                            INTERNAL_ERROR,
+                            format!("the upstream task asked for more than {} inputs", self.max_inputs()),
+                        );
+                        return Step::Abandon(e.response(Some(id)));
+                    }
+                    following.relayed.insert(key.clone());
+                    let asked = flow::input_request_to_core(task_id, req)
+                        .map_err(|e| {
+                            RpcError::new(INTERNAL_ERROR, format!("the upstream task's input request {key:?}: {e}"))
+                        })
+                        .and_then(|mut msg| {
+                            // The task is the gateway's, not the client's.
+                            mcp_tasks::untag_related(&mut msg, "params");
+                            self.asker.ask(id, msg, key.clone(), following.answers_tx.clone())
+                        });
+                    if let Err(e) = asked {
+                        // The task cannot proceed without it.
+                        return Step::Abandon(e.response(Some(id)));
+                    }
+                }
+                Step::Pending
+            }
+            other => Step::Answer(
+                RpcError::new(INTERNAL_ERROR, format!("the upstream's task has an unknown status {other:?}"))
+                    .response(Some(id)),
+            ),
+        }
     }
 
     async fn cancel_task(&self, task_id: &str) {
         let cancel = self.upstream(Method::TasksCancel, json!({"taskId": task_id}));
-        let _ = tokio::time::timeout(Duration::from_secs(5), cancel).await;
+        let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
     }
 
     /// Its id.
@@ -276,5 +270,10 @@ pub fn wants_extension(resp: &Value) -> bool {
 
 /// Whether a response is an extension task (`resultType: "task"`).
 pub fn is_task(resp: &Value) -> bool {
-    resp.get("result").is_some_and(|r| ResultType::of(r) == Ok(ResultType::Task))
+    task_result(resp).is_some()
+}
+
+/// The result of a response that is an extension task.
+fn task_result(resp: &Value) -> Option<&Value> {
+    resp.get("result").filter(|r| ResultType::of(r) == Ok(ResultType::Task))
 }

@@ -185,9 +185,7 @@ async fn follow<D: Dialect>(
             event = D::event(&mut following) => {
                 // Notifications that came before the event (on the same stream, before a
                 // `tasks/result`'s answer) are older than it: they go first.
-                while let Ok(event) = events.try_recv() {
-                    heard(event, statuses, deadline);
-                }
+                hear_queued(events, statuses, deadline);
                 deadline.touch(&Timer::Call);
                 step = bounded(d.on_event(&mut following, task_id, event), &plain.cancel, ends).await;
             }
@@ -208,9 +206,7 @@ async fn follow<D: Dialect>(
                 };
                 // Notifications that arrived with the poll's answer are older than it: they
                 // go first.
-                while let Ok(event) = events.try_recv() {
-                    heard(event, statuses, deadline);
-                }
+                hear_queued(events, statuses, deadline);
                 if statuses.observe(&task) {
                     deadline.touch(&Timer::Call);
                 }
@@ -234,6 +230,13 @@ async fn bounded(step: impl Future<Output = Step>, cancel: &CancellationToken, e
         _ = cancel.cancelled() => Step::Pending,
         _ = tokio::time::sleep_until(ends) => Step::Pending,
         step = step => step,
+    }
+}
+
+/// What the link queued for the call so far, heard now (see [`heard`]).
+fn hear_queued(events: &mut mpsc::Receiver<BridgeEvent>, statuses: &mut StatusTracker, deadline: &Deadlines<Timer>) {
+    while let Ok(event) = events.try_recv() {
+        heard(event, statuses, deadline);
     }
 }
 

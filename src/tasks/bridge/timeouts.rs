@@ -156,6 +156,27 @@ fn start(up: &Arc<Upstream>) -> (tokio::task::JoinHandle<Ending>, CancellationTo
     (call, cancel)
 }
 
+/// Progress from the upstream every 3 s, a sign of life that keeps request_timeout away,
+/// until the test aborts it.
+fn progress_every_3s(up: &Arc<Upstream>) -> tokio::task::JoinHandle<()> {
+    let up = up.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(secs(3)).await;
+            if let Some(f) = up.follower.lock().unwrap().clone() {
+                f.progress();
+            }
+        }
+    })
+}
+
+/// Returns once the call has asked the upstream for its task.
+async fn created(up: &Upstream) {
+    while up.sent().is_empty() {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// The call's answer, which must be a timeout: its message.
 async fn timed_out(call: tokio::task::JoinHandle<Ending>) -> String {
     let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
@@ -233,17 +254,7 @@ async fn max_request_time_ends_the_call_whatever_its_signs_of_life() {
     let up = Upstream::new(true);
     let start_at = Instant::now();
     let (call, cancel) = start(&up);
-    let keep_alive = {
-        let up = up.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(secs(3)).await;
-                if let Some(f) = up.follower.lock().unwrap().clone() {
-                    f.progress();
-                }
-            }
-        })
-    };
+    let keep_alive = progress_every_3s(&up);
     let msg = timed_out(call).await;
     keep_alive.abort();
     assert!(msg.contains("no result within max_request_time"), "{msg}");
@@ -302,9 +313,7 @@ async fn a_poll_answer_that_names_no_interval_keeps_the_last_one() {
     let t0 = Instant::now();
     let (call, cancel) = start(&up);
     // Created with a 5 s pollInterval; every tasks/get answer leaves the field out.
-    while up.sent().is_empty() {
-        tokio::task::yield_now().await;
-    }
+    created(&up).await;
     up.task.lock().unwrap().as_object_mut().unwrap().remove("pollInterval");
     // A new status for the poll at 5 s to see, so that request_timeout runs to 15 s.
     tokio::time::sleep(secs(3)).await;
@@ -367,9 +376,7 @@ async fn a_poll_that_fails_ends_the_call_with_its_error_and_cancels_the_task() {
     let up = Upstream::new(true);
     let t0 = Instant::now();
     let (call, cancel) = start(&up);
-    while up.sent().is_empty() {
-        tokio::task::yield_now().await;
-    }
+    created(&up).await;
     // From now on, tasks/get answers that the upstream knows no such task.
     *up.task.lock().unwrap() = Value::Null;
     let Ending::Answer(resp) = call.await.unwrap() else { panic!("the call was not answered") };
@@ -388,17 +395,7 @@ async fn max_request_time_ends_the_call_while_the_fallback_tasks_result_waits() 
     let up = not_blocking();
     let t0 = Instant::now();
     let (call, cancel) = start(&up);
-    let keep_alive = {
-        let up = up.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(secs(3)).await;
-                if let Some(f) = up.follower.lock().unwrap().clone() {
-                    f.progress();
-                }
-            }
-        })
-    };
+    let keep_alive = progress_every_3s(&up);
     tokio::time::sleep(secs(52)).await;
     up.task.lock().unwrap()["status"] = json!("completed");
     let msg = timed_out(call).await;
