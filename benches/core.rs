@@ -194,10 +194,11 @@ fn task_store(c: &mut Criterion) {
     g.finish();
 }
 
-/// Progress coalescing: a burst for one token through the gate (the first is sent, the rest
-/// held as the latest), then the flush.
+/// Progress coalescing: a burst for one token through the gate (the first ten, the burst
+/// allowance, are sent, the rest held as the latest), then the flush.
 fn progress(c: &mut Criterion) {
-    use taskgate::ProgressGate;
+    use taskgate::{Pace, ProgressGate};
+    let pace = Pace { interval: Duration::from_millis(10), burst: 10 };
     let notes: Vec<Message> = (1..=100)
         .map(|i| Message::made(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": i, "total": 100}})))
         .collect();
@@ -210,9 +211,9 @@ fn progress(c: &mut Criterion) {
                 let mut gate = ProgressGate::default();
                 let now = tokio::time::Instant::now();
                 for n in notes {
-                    black_box(gate.offer(n, Duration::from_millis(10), now));
+                    black_box(gate.offer(n, pace, now));
                 }
-                gate.flush(now + Duration::from_millis(10))
+                gate.flush(pace, now + Duration::from_millis(10))
             },
             BatchSize::SmallInput,
         )

@@ -53,4 +53,4 @@ pub use tasks::store::{TaskRecord, TaskStore};
 pub use transport::http_client::{HttpClient, HttpConn};
 pub use transport::http_target::HttpSettings;
 pub use transport::{Error as TransportError, InboundSink, sse};
-pub use upstream::progress::ProgressGate;
+pub use upstream::progress::{Pace, ProgressGate};

@@ -62,9 +62,33 @@ async fn bursts_coalesce_and_the_latest_value_comes_before_the_result() {
     let (_gw, mut c) = session(&up, "200ms").await;
     let out = c.request("tools/call", json!({"name": "x", "arguments": {}, "_meta": {"progressToken": "t"}})).await;
     let p = out.progress();
-    assert!(p.len() <= 3, "200 notifications in a burst became {}: {p:?}", p.len());
-    assert_eq!(p.first(), Some(&1.0));
+    // The burst allowance (10 by default) passes whole, as a direct client would see it; the
+    // rest is coalesced, the interval being far longer than the burst.
+    assert_eq!(p[..10], (1..=10).map(f64::from).collect::<Vec<_>>(), "{p:?}");
+    assert!(p.len() <= 13, "200 notifications in a burst became {}: {p:?}", p.len());
     assert_eq!(p.last(), Some(&200.0), "the latest value got through before the result");
+}
+
+#[tokio::test]
+async fn a_burst_within_the_allowance_reaches_the_client_whole_and_a_burst_of_one_coalesces() {
+    let up = progress_server(|req, tok| {
+        let mut steps: Vec<Step> = (1..=3).map(|i| progress(tok, i as f64)).collect();
+        steps.push(reply(req, json!({"content": []})));
+        steps
+    })
+    .await;
+    // Three steps back to back, as a server reports a short operation: all three, as direct.
+    let (_gw, mut c) = session(&up, "1s").await;
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}, "_meta": {"progressToken": "t"}})).await;
+    assert_eq!(out.progress(), vec![1.0, 2.0, 3.0]);
+    // With no burst allowed, the first goes and the latest comes before the result.
+    let config =
+        format!("[server]\nprogress_min_interval = \"1s\"\nprogress_burst = 1\n{}", http_upstream("up", &up.url()));
+    let gw = start_gateway(&config).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "x", "arguments": {}, "_meta": {"progressToken": "t"}})).await;
+    assert_eq!(out.progress(), vec![1.0, 3.0]);
 }
 
 #[tokio::test]

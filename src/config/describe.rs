@@ -29,6 +29,7 @@ impl Config {
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));
+        let _ = writeln!(out, "progress_burst = {}", s.progress_burst);
         let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
         let _ = writeln!(out, "cors_origins = {:?}", s.cors_origins);
         if let Some(t) = &s.tls {

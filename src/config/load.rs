@@ -120,6 +120,12 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
             r.progress_min_interval,
             d.progress_min_interval,
         )?,
+        progress_burst: match positive("server.progress_burst", r.progress_burst, d.progress_burst as usize)? {
+            n if n > MAX_PROGRESS_BURST => {
+                return err(format!("server.progress_burst: {n} is more than the limit of {MAX_PROGRESS_BURST}"));
+            }
+            n => n as u32,
+        },
         drain_timeout: at_most_a_day("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
         header_read_timeout: at_most_a_day("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
         body_read_timeout: at_most_a_day("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
@@ -397,6 +403,10 @@ fn positive(key: &str, v: Option<u64>, default: usize) -> Result<usize, ConfigEr
         Some(n) => usize::try_from(n).map_err(|_| ConfigError(format!("{key}: {n} is too large"))),
     }
 }
+
+/// The most `progress_burst` takes: a burst is forwarded as it comes, so it is bounded like
+/// any other flood.
+const MAX_PROGRESS_BURST: usize = 10_000;
 
 /// The most `max_input_rounds` and `max_input_requests` take: each round is kept whole
 /// (every question out to the client, every answer until the retry), so the product bounds

@@ -29,6 +29,7 @@ pub(super) struct RawServer {
     pub(super) sse_keepalive: Option<String>,
     pub(super) json_response_window: Option<String>,
     pub(super) progress_min_interval: Option<String>,
+    pub(super) progress_burst: Option<u64>,
     pub(super) drain_timeout: Option<String>,
     pub(super) header_read_timeout: Option<String>,
     pub(super) body_read_timeout: Option<String>,

@@ -321,9 +321,13 @@ pub struct ServerConfig {
     /// How long a POST waits for its response before answering with an event stream
     /// instead of a plain JSON body.
     pub json_response_window: Duration,
-    /// Progress notifications for one token are forwarded at most this often; bursts are
-    /// coalesced to the latest value, which always gets through before the result.
+    /// Progress notifications for one token are forwarded at most this often once the burst
+    /// allowance is spent; what comes faster is coalesced to the latest value, which always
+    /// gets through before the result.
     pub progress_min_interval: Duration,
+    /// Progress notifications for one token forwarded at once, however close together,
+    /// before `progress_min_interval` paces them (it grows back by one per interval).
+    pub progress_burst: u32,
     /// On SIGTERM or Ctrl-C: how long requests in flight may take to finish before they are
     /// answered with an error and the gateway exits.
     pub drain_timeout: Duration,
@@ -490,6 +494,7 @@ impl Default for ServerConfig {
             sse_keepalive: Duration::from_secs(15),
             json_response_window: Duration::from_millis(100),
             progress_min_interval: Duration::from_millis(10),
+            progress_burst: 10,
             drain_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),

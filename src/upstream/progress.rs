@@ -1,5 +1,6 @@
-//! Progress discipline for one forwarded request: values must rise, bursts are coalesced to
-//! a minimum interval (the latest value is held, never lost), and nothing follows the end.
+//! Progress discipline for one forwarded request: values must rise, and past a sustained rate
+//! (one per minimum interval, after a burst allowance) notifications are coalesced (the latest
+//! value is held, never lost); nothing follows the end.
 
 use crate::jsonrpc::Message;
 use std::time::Duration;
@@ -16,6 +17,19 @@ pub enum Verdict {
     Drop,
 }
 
+/// How fast one token's progress is forwarded: a burst of `burst` at once, then one per
+/// `interval` (a token bucket); what comes faster is coalesced to the latest value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pace {
+    pub interval: Duration,
+    pub burst: u32,
+}
+
+impl Pace {
+    /// Everything forwarded as it comes.
+    pub const UNPACED: Pace = Pace { interval: Duration::ZERO, burst: 1 };
+}
+
 /// The step between progress values the gateway makes up (from task status messages).
 pub const MADE_UP_STEP: f64 = 1e-6;
 
@@ -24,14 +38,17 @@ pub struct ProgressGate {
     last_value: Option<f64>,
     /// The `total` last announced, if any.
     total: Option<f64>,
-    last_sent: Option<Instant>,
+    /// Notifications that may go out at once: one more per interval, at most the burst.
+    allowance: f64,
+    /// When `allowance` was last brought up to date (`None`: nothing sent yet).
+    counted: Option<Instant>,
     held: Option<Message>,
     flush_armed: bool,
 }
 
 impl ProgressGate {
     /// Judges `msg` (a `notifications/progress`). A held message is kept inside the gate.
-    pub fn offer(&mut self, msg: Message, min_interval: Duration, now: Instant) -> (Verdict, Option<Message>) {
+    pub fn offer(&mut self, msg: Message, pace: Pace, now: Instant) -> (Verdict, Option<Message>) {
         let (Some(value), total) = msg.progress_values() else {
             return (Verdict::Drop, None);
         };
@@ -42,19 +59,35 @@ impl ProgressGate {
         if let Some(t) = total {
             self.total = Some(t);
         }
-        match self.last_sent {
-            Some(sent) if !min_interval.is_zero() && now < sent + min_interval => {
-                self.held = Some(msg);
-                let armed = self.flush_armed;
-                self.flush_armed = true;
-                (Verdict::Hold { at: sent + min_interval, armed }, None)
-            }
-            _ => {
-                self.last_sent = Some(now);
-                self.held = None;
-                (Verdict::Send, Some(msg))
-            }
+        if pace.interval.is_zero() {
+            self.held = None;
+            return (Verdict::Send, Some(msg));
         }
+        self.count(pace, now);
+        if self.allowance >= 1.0 {
+            self.allowance -= 1.0;
+            // A newer value than the one held: the held one is coalesced into it.
+            self.held = None;
+            return (Verdict::Send, Some(msg));
+        }
+        self.held = Some(msg);
+        let armed = self.flush_armed;
+        self.flush_armed = true;
+        (Verdict::Hold { at: now + pace.interval.mul_f64(1.0 - self.allowance), armed }, None)
+    }
+
+    /// Brings the allowance up to `now`: full before the first notification, then one more
+    /// per interval, at most the burst.
+    fn count(&mut self, pace: Pace, now: Instant) {
+        let burst = f64::from(pace.burst.max(1));
+        self.allowance = match self.counted {
+            None => burst,
+            Some(at) => {
+                let gained = now.saturating_duration_since(at).as_secs_f64() / pace.interval.as_secs_f64();
+                (self.allowance + gained).min(burst)
+            }
+        };
+        self.counted = Some(now);
     }
 
     /// A value for progress the gateway makes up: just above every value so far, so that
@@ -69,10 +102,13 @@ impl ProgressGate {
     }
 
     /// The flush timer fired: the held message, if one is still waiting.
-    pub fn flush(&mut self, now: Instant) -> Option<Message> {
+    pub fn flush(&mut self, pace: Pace, now: Instant) -> Option<Message> {
         self.flush_armed = false;
         let held = self.held.take()?;
-        self.last_sent = Some(now);
+        if !pace.interval.is_zero() {
+            self.count(pace, now);
+            self.allowance = (self.allowance - 1.0).max(0.0);
+        }
         Some(held)
     }
 
@@ -99,10 +135,10 @@ mod tests {
     fn non_increasing_values_are_dropped() {
         let mut g = ProgressGate::default();
         let t = Instant::now();
-        assert_eq!(g.offer(p(1.0), Duration::ZERO, t).0, Verdict::Send);
-        assert_eq!(g.offer(p(1.0), Duration::ZERO, t).0, Verdict::Drop);
-        assert_eq!(g.offer(p(0.5), Duration::ZERO, t).0, Verdict::Drop);
-        assert_eq!(g.offer(p(2.0), Duration::ZERO, t).0, Verdict::Send);
+        assert_eq!(g.offer(p(1.0), Pace::UNPACED, t).0, Verdict::Send);
+        assert_eq!(g.offer(p(1.0), Pace::UNPACED, t).0, Verdict::Drop);
+        assert_eq!(g.offer(p(0.5), Pace::UNPACED, t).0, Verdict::Drop);
+        assert_eq!(g.offer(p(2.0), Pace::UNPACED, t).0, Verdict::Send);
     }
 
     #[test]
@@ -110,9 +146,9 @@ mod tests {
         let mut g = ProgressGate::default();
         assert_eq!(g.next_value(), Some(MADE_UP_STEP));
         let t = Instant::now();
-        g.offer(note(json!({"progressToken": 1, "progress": 2.5, "total": 3})), Duration::ZERO, t);
+        g.offer(note(json!({"progressToken": 1, "progress": 2.5, "total": 3})), Pace::UNPACED, t);
         assert_eq!(g.next_value(), Some(2.5 + MADE_UP_STEP));
-        g.offer(note(json!({"progressToken": 1, "progress": 3, "total": 3})), Duration::ZERO, t);
+        g.offer(note(json!({"progressToken": 1, "progress": 3, "total": 3})), Pace::UNPACED, t);
         assert_eq!(g.next_value(), None);
     }
 
@@ -121,17 +157,42 @@ mod tests {
         let mut g = ProgressGate::default();
         let t = Instant::now();
         let iv = Duration::from_millis(50);
-        assert_eq!(g.offer(p(1.0), iv, t).0, Verdict::Send);
-        assert_eq!(g.offer(p(2.0), iv, t).0, Verdict::Hold { at: t + iv, armed: false });
-        assert_eq!(g.offer(p(3.0), iv, t).0, Verdict::Hold { at: t + iv, armed: true });
-        let out = g.flush(t + iv).unwrap();
+        let pace = Pace { interval: iv, burst: 1 };
+        assert_eq!(g.offer(p(1.0), pace, t).0, Verdict::Send);
+        assert_eq!(g.offer(p(2.0), pace, t).0, Verdict::Hold { at: t + iv, armed: false });
+        assert_eq!(g.offer(p(3.0), pace, t).0, Verdict::Hold { at: t + iv, armed: true });
+        let out = g.flush(pace, t + iv).unwrap();
         assert_eq!(out.value()["params"]["progress"], 3.0);
-        assert!(g.flush(t + iv).is_none());
-        assert_eq!(g.offer(p(4.0), iv, t + iv).0, Verdict::Hold { at: t + iv * 2, armed: false });
+        assert!(g.flush(pace, t + iv).is_none());
+        assert_eq!(g.offer(p(4.0), pace, t + iv).0, Verdict::Hold { at: t + iv * 2, armed: false });
         assert_eq!(
             g.finish().unwrap().value()["params"]["progress"],
             4.0,
             "the latest value gets out before the result"
         );
+    }
+
+    #[test]
+    fn a_burst_within_the_allowance_passes_whole_and_a_sustained_flood_is_paced() {
+        let mut g = ProgressGate::default();
+        let t = Instant::now();
+        let iv = Duration::from_millis(10);
+        let pace = Pace { interval: iv, burst: 3 };
+        // Three at once, as a server that reports three steps back to back sends them.
+        for v in 1..=3 {
+            assert_eq!(g.offer(p(f64::from(v)), pace, t).0, Verdict::Send, "value {v}");
+        }
+        // The fourth waits for the allowance to grow back by one.
+        assert_eq!(g.offer(p(4.0), pace, t).0, Verdict::Hold { at: t + iv, armed: false });
+        assert_eq!(g.flush(pace, t + iv).unwrap().value()["params"]["progress"], 4.0);
+        // After a quiet spell the whole burst is allowed again, and no more.
+        let later = t + iv * 100;
+        for v in 5..=7 {
+            assert_eq!(g.offer(p(f64::from(v)), pace, later).0, Verdict::Send, "value {v}");
+        }
+        assert!(matches!(g.offer(p(8.0), pace, later).0, Verdict::Hold { .. }));
+        // A value that arrives once the allowance is back replaces the held one.
+        assert_eq!(g.offer(p(9.0), pace, later + iv).0, Verdict::Send);
+        assert!(g.flush(pace, later + iv).is_none(), "the held 8 was coalesced into 9");
     }
 }

@@ -82,7 +82,12 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "server.progress_min_interval",
         "a duration, `\"0ms\"` allowed, at most a year",
-        "progress for one token is forwarded at most this often; bursts are coalesced to the latest value (`\"0ms\"` turns coalescing off)",
+        "once a token's burst allowance (`progress_burst`) is spent, its progress is forwarded at most this often, and what comes faster is coalesced to the latest value, which always gets through before the result (`\"0ms\"` turns coalescing off)",
+    ),
+    k(
+        "server.progress_burst",
+        "an integer, 1 to 10000",
+        "progress notifications for one token forwarded at once however close together, before `progress_min_interval` paces them; the allowance grows back by one per interval, so a server that reports a few steps back to back reaches the client as it would direct",
     ),
     k(
         "server.drain_timeout",

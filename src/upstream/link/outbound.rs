@@ -36,7 +36,10 @@ impl Link {
             tasks: env.tasks,
             relayed: env.relayed,
             link: OnceLock::new(),
-            progress_interval: env.limits.progress_min_interval,
+            progress_pace: crate::upstream::progress::Pace {
+                interval: env.limits.progress_min_interval,
+                burst: env.limits.progress_burst,
+            },
             infer_related: (!Upstream::tells_related(&cfg.transport)).into(),
             max_task_routes: env.limits.max_in_flight,
             permit: Mutex::new(Some(permit)),
@@ -437,7 +440,7 @@ impl Link {
                 Method::Progress,
                 json!({"progressToken": shown.to_value(), "progress": next, "message": message}),
             ));
-            match route.gate.offer(msg, Duration::ZERO, now) {
+            match route.gate.offer(msg, crate::upstream::progress::Pace::UNPACED, now) {
                 (Verdict::Send, Some(m)) => Some((route.dest.clone(), m)),
                 _ => None,
             }

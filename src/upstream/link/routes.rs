@@ -168,7 +168,7 @@ impl LinkCore {
                 return;
             };
             route.upstream_progress = true;
-            let (v, out) = route.gate.offer(msg, self.progress_interval, now);
+            let (v, out) = route.gate.offer(msg, self.progress_pace, now);
             let dest = route.dest.clone();
             if let Some(a) = &route.activity {
                 a.progress();
@@ -193,7 +193,9 @@ impl LinkCore {
             let Some(core) = me.upgrade() else { return };
             let held = {
                 let mut st = core.state.lock().unwrap();
-                st.tokens.get_mut(&key).and_then(|r| r.gate.flush(Instant::now()).map(|m| (r.dest.clone(), m)))
+                st.tokens
+                    .get_mut(&key)
+                    .and_then(|r| r.gate.flush(core.progress_pace, Instant::now()).map(|m| (r.dest.clone(), m)))
             };
             if let Some((dest, m)) = held {
                 core.deliver_to(&dest, m);

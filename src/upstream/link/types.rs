@@ -236,7 +236,7 @@ pub struct LinkCore {
     pub(super) tasks: Arc<dyn TaskCalls>,
     pub(super) relayed: Arc<dyn RelayedTaskEvents>,
     pub(super) link: OnceLock<Weak<Link>>,
-    pub(super) progress_interval: Duration,
+    pub(super) progress_pace: crate::upstream::progress::Pace,
     /// A line stream (a stdio child, the in-process demo) says nothing about which request a
     /// server message belongs to; with exactly one request in flight, it belongs to that one.
     /// Set from the configured transport, and again once the handshake showed which one
