@@ -24,6 +24,10 @@ use std::sync::{Arc, Mutex};
 pub struct Found {
     /// It speaks 2026-07-28 (`server/discover`); else a legacy version (`initialize`).
     pub modern: bool,
+    /// It speaks a legacy version as well (`initialize`): a legacy client's link is
+    /// initialized without the probe, a modern client's uses 2026-07-28.
+    #[serde(default)]
+    pub dual: bool,
     /// The protocol version it negotiated.
     pub version: String,
     /// Why it was taken for that era.
@@ -36,7 +40,11 @@ impl Found {
     /// How the log and `taskgate check` say it, e.g. `legacy (2025-06-18): the server closed
     /// the connection when its first message was server/discover`.
     pub fn describe(&self) -> String {
-        let era = if self.modern { "modern" } else { "legacy" };
+        let era = match (self.modern, self.dual) {
+            (true, true) => "dual: modern, and legacy for legacy clients",
+            (true, false) => "modern",
+            (false, _) => "legacy",
+        };
         format!("{era} ({}): {}", self.version, self.why)
     }
 }
@@ -74,23 +82,34 @@ impl Eras {
     }
 
     /// The era the next link to `cfg` is opened with: the configured one, except that under
-    /// `auto` an upstream found to be legacy is not probed again. `true` when that answer
-    /// was remembered.
-    pub async fn era_for(&self, cfg: &UpstreamConfig) -> (Era, bool) {
+    /// `auto` an upstream found to be legacy, or found to speak both eras when the link is
+    /// for a legacy client, is not probed again. `true` when that answer was remembered.
+    pub async fn era_for(&self, cfg: &UpstreamConfig, legacy_client: bool) -> (Era, bool) {
         if cfg.era != Era::Auto {
             return (cfg.era, false);
         }
         match self.found(cfg).await {
-            Some(f) if !f.modern => (Era::Legacy, true),
+            Some(f) if !f.modern || (f.dual && legacy_client) => (Era::Legacy, true),
             _ => (Era::Auto, false),
         }
+    }
+
+    /// Whether a legacy client's link may try `initialize` on an upstream whose discover
+    /// lists legacy versions: not once it refused one.
+    async fn may_initialize_dual(&self, cfg: &UpstreamConfig) -> bool {
+        !matches!(self.found(cfg).await, Some(f) if f.modern && !f.dual)
     }
 
     /// Remembers what a handshake under `auto` found (logged when it is new or changed).
     pub async fn note(&self, cfg: &UpstreamConfig, negotiated: &Negotiated) {
         let Some(why) = negotiated.probed.clone() else { return };
-        let found =
-            Found { modern: negotiated.modern, version: negotiated.version.to_string(), why, target: target(cfg) };
+        let found = Found {
+            modern: negotiated.modern || negotiated.dual,
+            dual: negotiated.dual,
+            version: negotiated.version.to_string(),
+            why,
+            target: target(cfg),
+        };
         let before = self.found.lock().unwrap().insert(cfg.name.clone(), found.clone());
         if before.as_ref() != Some(&found) {
             tracing::info!(upstream = %cfg.name, "era found: {}", found.describe());
@@ -107,31 +126,43 @@ impl Eras {
     }
 }
 
-/// Opens a link to `cfg` with `open` (which connects and handshakes with the era given) and
-/// what the gateway has found of its era: a connection that closed after the probe is
-/// opened once more, without it. The failed connection is closed by `open`.
+/// Opens a link to `cfg` with `open` (which connects and handshakes with the era given, and
+/// whether it may initialize a dual-era upstream for a legacy client) and what the gateway
+/// has found of its era: a connection that closed after the probe, or a process that may
+/// have settled into 2026-07-28 when a legacy client needs `initialize`, is opened once more,
+/// without the probe. The failed connection is closed by `open`. `legacy_client`: the link
+/// serves one client of a legacy version.
 pub async fn open_detecting<F, Fut>(
     eras: &Eras,
     cfg: &UpstreamConfig,
+    legacy_client: bool,
     mut open: F,
 ) -> Result<(Arc<Link>, Negotiated), RpcError>
 where
-    F: FnMut(Era) -> Fut,
+    F: FnMut(Era, bool) -> Fut,
     Fut: Future<Output = Result<(Arc<Link>, Negotiated), HandshakeError>>,
 {
-    let (mut era, mut remembered) = eras.era_for(cfg).await;
+    let (mut era, mut remembered) = eras.era_for(cfg, legacy_client).await;
     let mut _finding = None;
     if era == Era::Auto && eras.found(cfg).await.is_none() {
         let gate = eras.finding.lock().unwrap().entry(cfg.name.clone()).or_default().clone();
         _finding = Some(gate.lock_owned().await);
-        (era, remembered) = eras.era_for(cfg).await;
+        (era, remembered) = eras.era_for(cfg, legacy_client).await;
     }
-    let (link, negotiated) = match open(era).await {
+    let legacy_client = legacy_client && eras.may_initialize_dual(cfg).await;
+    let (link, negotiated) = match open(era, legacy_client).await {
         Ok(opened) => opened,
         Err(HandshakeError::ProbeClosed(why)) => {
             tracing::warn!(upstream = %cfg.name, "{why}; starting it again without the probe");
-            let (link, mut negotiated) = open(Era::Legacy).await.map_err(|e| e.into_rpc(&cfg.name))?;
+            let (link, mut negotiated) = open(Era::Legacy, false).await.map_err(|e| e.into_rpc(&cfg.name))?;
             negotiated.probed = Some(why);
+            (link, negotiated)
+        }
+        Err(HandshakeError::Dual(why)) => {
+            tracing::info!(upstream = %cfg.name, "{why}; starting it again without the probe");
+            let (link, mut negotiated) = open(Era::Legacy, false).await.map_err(|e| e.into_rpc(&cfg.name))?;
+            negotiated.probed = Some(why);
+            negotiated.dual = true;
             (link, negotiated)
         }
         Err(e) => {

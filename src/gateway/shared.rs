@@ -76,7 +76,8 @@ impl SharedLinks {
             }
         }
         let slot = &mut *slot;
-        let opened = open_detecting(eras, cfg, |era| {
+        // A shared link serves modern clients too: a dual-era upstream is used in 2026-07-28.
+        let opened = open_detecting(eras, cfg, false, |era, legacy_client| {
             slot.generation += 1;
             let generation = slot.generation;
             let env = env.clone();
@@ -86,6 +87,7 @@ impl SharedLinks {
                     relayed_capabilities(),
                     cfg.client_info.to_value(),
                     era,
+                    legacy_client,
                     cfg.connect_timeout,
                     cfg.probe_timeout,
                 );

@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 /// Capabilities in an `initialize` result. `hosting`: the gateway hosts tasks for this upstream.
 pub fn initialize_result(result: &mut Value, client: ProtocolVersion, hosting: bool) {
     let Some(caps) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
+    // 2026-07-28's: a dual-era server may declare its extensions in a legacy `initialize`
+    // too, and no legacy client reads them (an extension's tasks are not core tasks).
+    caps.remove("extensions");
     if !client.has_tasks() {
         caps.remove("tasks");
         return;

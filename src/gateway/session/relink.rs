@@ -99,8 +99,11 @@ impl Session {
         // Until this link has negotiated, its version is not the last one's.
         self.state.lock().unwrap().upstream_version = None;
         let capabilities = capabilities.unwrap_or_else(|| json!({}));
-        let opened =
-            open_detecting(&self.gateway.eras, &self.upstream, |era| self.open_once(capabilities.clone(), era));
+        // A legacy client's own link initializes an upstream that speaks its generation too.
+        let legacy_client = self.modern.is_none();
+        let opened = open_detecting(&self.gateway.eras, &self.upstream, legacy_client, |era, legacy_client| {
+            self.open_once(capabilities.clone(), era, legacy_client)
+        });
         let opened = opened.await;
         self.note_readiness(&opened);
         let (link, negotiated) = opened?;
@@ -115,14 +118,26 @@ impl Session {
 
     /// One link started and initialized with `era`, declaring `capabilities`; closed if its
     /// handshake fails.
-    async fn open_once(&self, capabilities: Value, era: Era) -> Result<(Arc<Link>, Negotiated), HandshakeError> {
+    async fn open_once(
+        &self,
+        capabilities: Value,
+        era: Era,
+        legacy_client: bool,
+    ) -> Result<(Arc<Link>, Negotiated), HandshakeError> {
         let link = self.start_link().await;
         if let Err(e) = &link {
             self.note_readiness::<()>(&Err(e.clone()));
         }
         let link = link?;
         let u = &self.upstream;
-        let handshake = link.handshake(capabilities, u.client_info.to_value(), era, u.connect_timeout, u.probe_timeout);
+        let handshake = link.handshake(
+            capabilities,
+            u.client_info.to_value(),
+            era,
+            legacy_client,
+            u.connect_timeout,
+            u.probe_timeout,
+        );
         let mut opening = Opening(Some(link.clone()));
         let negotiated = handshake.await;
         opening.0 = None;

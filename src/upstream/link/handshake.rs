@@ -31,6 +31,11 @@ pub struct Negotiated {
     pub version: ProtocolVersion,
     /// The upstream speaks 2026-07-28: `result` is synthesized from its discover result.
     pub modern: bool,
+    /// The upstream speaks both eras: its `server/discover` lists 2026-07-28 and a legacy
+    /// version the gateway speaks, and declares no tasks extension (whose tasks exist only in
+    /// 2026-07-28). A link for a legacy client is then initialized (`modern` false): the
+    /// client keeps everything its own generation has.
+    pub dual: bool,
     /// A modern upstream whose `server/discover` declares the tasks extension
     /// (`io.modelcontextprotocol/tasks`): `result` has no trace of it (a legacy client cannot
     /// read `extensions`), so this says it.
@@ -52,6 +57,10 @@ pub enum HandshakeError {
     /// server that exits when its first message is not `initialize`): a new connection,
     /// initialized without the probe, will serve. Why, for the log.
     ProbeClosed(String),
+    /// The upstream speaks both eras, the link serves a legacy client, and the link is a
+    /// process that may have settled into 2026-07-28 on answering the probe: a new one,
+    /// initialized without the probe, will serve. Why, for the log.
+    Dual(String),
 }
 
 impl From<RpcError> for HandshakeError {
@@ -65,7 +74,9 @@ impl HandshakeError {
     pub fn into_rpc(self, upstream: &str) -> RpcError {
         match self {
             HandshakeError::Failed(e) => e,
-            HandshakeError::ProbeClosed(why) => LinkError::InitRefused { upstream: upstream.into(), error: why }.into(),
+            HandshakeError::ProbeClosed(why) | HandshakeError::Dual(why) => {
+                LinkError::InitRefused { upstream: upstream.into(), error: why }.into()
+            }
         }
     }
 }
@@ -85,20 +96,42 @@ impl Link {
     ///
     /// Under `era = "auto"` the probe waits at most `probe_within`; a connection that closes
     /// after it, before the `initialize` is answered, is [`HandshakeError::ProbeClosed`].
+    ///
+    /// `legacy_client`: the link serves one client of a legacy version. An upstream whose
+    /// discover lists a legacy version too is then initialized, so that the client keeps
+    /// what its generation has and the modern era lacks (a server's own sampling and
+    /// elicitation requests, resource subscriptions); one that then refuses `initialize`
+    /// is used in the modern era after all.
     pub async fn handshake(
         &self,
         capabilities: Value,
         client_info: Value,
         era: Era,
+        legacy_client: bool,
         within: Duration,
         probe_within: Duration,
     ) -> Result<Negotiated, HandshakeError> {
         let upstream = self.core.upstream.clone();
         let started = tokio::time::Instant::now();
         let mut probed = None;
+        // A dual-era upstream's modern view, kept while its `initialize` is tried.
+        let mut modern_after_all = None;
         if era != Era::Legacy {
             let probe_within = if era == Era::Modern { within } else { probe_within.min(within / 2) };
             match self.probe(&capabilities, &client_info, probe_within).await {
+                Probed::Modern(n) if legacy_client && n.dual && era == Era::Auto => {
+                    let why = format!(
+                        "its server/discover lists {} and a legacy version: a legacy client's link is initialized",
+                        modern::VERSION
+                    );
+                    if matches!(self.conn, crate::upstream::connect::Upstream::Stdio(_)) {
+                        return Err(HandshakeError::Dual(why));
+                    }
+                    tracing::info!(upstream = %upstream, "{why}");
+                    self.speak_legacy();
+                    probed = Some(why);
+                    modern_after_all = Some(n);
+                }
                 Probed::Modern(n) => return Ok(n),
                 Probed::Refused(e) => return Err(e.into()),
                 Probed::Legacy(why) | Probed::Silent(why) if era == Era::Modern => {
@@ -128,61 +161,91 @@ impl Link {
         }
         let within = within.saturating_sub(started.elapsed());
         let run = async {
-            let mut offer = ProtocolVersion::LATEST;
-            let mut retried = false;
-            let resp = loop {
-                let mut init = jsonrpc::request(
-                    &jsonrpc::Id::Num(0),
-                    crate::jsonrpc::Method::Initialize,
-                    json!({"protocolVersion": offer.as_str(), "capabilities": capabilities, "clientInfo": client_info}),
-                );
-                // What the offered version lacks (a retry at an older one) is not sent.
-                crate::mcp::translate::translate(&mut init, None, ProtocolVersion::LATEST, offer);
-                let resp = match self.request_for(init, None).await {
-                    Err(_) if probed.is_some() && self.is_closed() => return Err(self.probe_closed()),
-                    r => r?,
-                };
-                let Some(err) = resp.get("error") else { break resp };
-                match supported_instead(err).filter(|v| *v != offer) {
-                    Some(v) if !retried => {
-                        tracing::info!(upstream = %upstream, "upstream refused protocol version {offer}; offering {v}, which it supports");
-                        offer = v;
-                        retried = true;
-                    }
-                    _ => {
-                        let error = match (err.get("code"), err.get("message").and_then(Value::as_str)) {
-                            (Some(code), Some(message)) => format!("{message} ({code})"),
-                            _ => err.to_string(),
-                        };
-                        return Err(RpcError::from(LinkError::InitRefused { upstream: upstream.clone(), error }).into());
-                    }
+            let Some(modern) = modern_after_all.clone() else {
+                return self.initialize(&capabilities, &client_info, &probed).await;
+            };
+            match self.initialize(&capabilities, &client_info, &probed).await {
+                Ok(mut n) => {
+                    n.dual = true;
+                    Ok(n)
                 }
-            };
-            let got = resp.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
-            let Some(version) = ProtocolVersion::parse(got) else {
-                return Err(RpcError::from(LinkError::UnknownVersion {
-                    upstream: upstream.clone(),
-                    version: got.into(),
-                })
-                .into());
-            };
-            // A server that loses this notification is initialized all the same as far as the
-            // gateway can tell; its next answer will say otherwise.
-            let initialized = Message::made(jsonrpc::notification(crate::jsonrpc::Method::Initialized, json!({})));
-            if let Err(e) = self.send(initialized).await {
-                tracing::warn!(upstream = %upstream, "notifications/initialized not delivered: {}", e.message);
+                Err(HandshakeError::Failed(e)) if !self.is_closed() => {
+                    tracing::info!(upstream = %upstream, "the dual-era upstream refused initialize ({}); using {} for this link", e.message, modern::VERSION);
+                    self.speak_modern(modern_meta(&capabilities, &client_info));
+                    Ok(Negotiated {
+                        dual: false,
+                        probed: Some(format!(
+                            "its server/discover lists legacy versions, but it refused initialize: {}",
+                            e.message
+                        )),
+                        ..modern
+                    })
+                }
+                Err(e) => Err(e),
             }
-            // By now `auto` has decided (a second message waits for the decision).
-            if let Some(tells) = self.conn.tells_related_now() {
-                self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
-            }
-            let result = resp.get("result").cloned().unwrap_or(json!({}));
-            Ok(Negotiated { version, modern: false, ext_tasks: false, result, probed: probed.clone() })
         };
         match tokio::time::timeout(within, run).await {
             Ok(r) => r,
             Err(_) => Err(RpcError::from(LinkError::InitTimedOut { upstream, after: within }).into()),
         }
+    }
+
+    /// The `initialize` exchange, `notifications/initialized` after it.
+    async fn initialize(
+        &self,
+        capabilities: &Value,
+        client_info: &Value,
+        probed: &Option<String>,
+    ) -> Result<Negotiated, HandshakeError> {
+        let upstream = self.core.upstream.clone();
+        let mut offer = ProtocolVersion::LATEST;
+        let mut retried = false;
+        let resp = loop {
+            let mut init = jsonrpc::request(
+                &jsonrpc::Id::Num(0),
+                crate::jsonrpc::Method::Initialize,
+                json!({"protocolVersion": offer.as_str(), "capabilities": capabilities, "clientInfo": client_info}),
+            );
+            // What the offered version lacks (a retry at an older one) is not sent.
+            crate::mcp::translate::translate(&mut init, None, ProtocolVersion::LATEST, offer);
+            let resp = match self.request_for(init, None).await {
+                Err(_) if probed.is_some() && self.is_closed() => return Err(self.probe_closed()),
+                r => r?,
+            };
+            let Some(err) = resp.get("error") else { break resp };
+            match supported_instead(err).filter(|v| *v != offer) {
+                Some(v) if !retried => {
+                    tracing::info!(upstream = %upstream, "upstream refused protocol version {offer}; offering {v}, which it supports");
+                    offer = v;
+                    retried = true;
+                }
+                _ => {
+                    let error = match (err.get("code"), err.get("message").and_then(Value::as_str)) {
+                        (Some(code), Some(message)) => format!("{message} ({code})"),
+                        _ => err.to_string(),
+                    };
+                    return Err(RpcError::from(LinkError::InitRefused { upstream: upstream.clone(), error }).into());
+                }
+            }
+        };
+        let got = resp.pointer("/result/protocolVersion").and_then(Value::as_str).unwrap_or("");
+        let Some(version) = ProtocolVersion::parse(got) else {
+            return Err(
+                RpcError::from(LinkError::UnknownVersion { upstream: upstream.clone(), version: got.into() }).into()
+            );
+        };
+        // A server that loses this notification is initialized all the same as far as the
+        // gateway can tell; its next answer will say otherwise.
+        let initialized = Message::made(jsonrpc::notification(crate::jsonrpc::Method::Initialized, json!({})));
+        if let Err(e) = self.send(initialized).await {
+            tracing::warn!(upstream = %upstream, "notifications/initialized not delivered: {}", e.message);
+        }
+        // By now `auto` has decided (a second message waits for the decision).
+        if let Some(tells) = self.conn.tells_related_now() {
+            self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
+        }
+        let result = resp.get("result").cloned().unwrap_or(json!({}));
+        Ok(Negotiated { version, modern: false, dual: false, ext_tasks: false, result, probed: probed.clone() })
     }
 
     /// The connection closed after the probe: why, as the log and `taskgate check` say it.
@@ -216,14 +279,23 @@ impl Link {
     /// client's or a shared link's), what the modern era asks for with input requests.
     async fn probe(&self, capabilities: &Value, client_info: &Value, within: Duration) -> Probed {
         let upstream = self.core.upstream.clone();
-        self.speak_modern(RequestMeta {
-            version: modern::VERSION,
-            capabilities: legacy::client_capabilities(capabilities),
-            client_info: Some(client_info.clone()),
-            log_level: None,
-        });
-        let discover = jsonrpc::request(&jsonrpc::Id::Num(0), crate::jsonrpc::Method::ServerDiscover, json!({}));
-        let answer = tokio::time::timeout(within, self.request_for(discover, None)).await;
+        self.speak_modern(modern_meta(capabilities, client_info));
+        let started = tokio::time::Instant::now();
+        let mut answer;
+        let mut asked_again = false;
+        loop {
+            let discover = jsonrpc::request(&jsonrpc::Id::Num(0), crate::jsonrpc::Method::ServerDiscover, json!({}));
+            answer =
+                tokio::time::timeout(within.saturating_sub(started.elapsed()), self.request_for(discover, None)).await;
+            // A -32022 that lists our version refused something else of the request (a server
+            // may refuse the first request of a client it does not know yet): asked once more.
+            let lists_ours = matches!(&answer, Ok(Ok(resp)) if refuses_listing_ours(resp));
+            if !lists_ours || asked_again {
+                break;
+            }
+            tracing::info!(upstream = %upstream, "server/discover got -32022 naming {} among its versions; asking once more", modern::VERSION);
+            asked_again = true;
+        }
         let probed = match answer {
             Err(_) => Probed::Silent(format!("no answer within {within:?}")),
             Ok(Err(e)) => Probed::Legacy(e.message),
@@ -232,6 +304,10 @@ impl Link {
                     Ok(d) if d.supported_versions.iter().any(|v| v == modern::VERSION) => {
                         let result = legacy::initialize_result(&d, ProtocolVersion::LATEST.as_str(), &upstream);
                         let ext_tasks = crate::mcp::task_dialects::caps::declares(&d.capabilities);
+                        // An extension server's tasks exist only in 2026-07-28, where the gateway
+                        // bridges them for legacy clients: it stays modern for every client.
+                        let dual =
+                            !ext_tasks && d.supported_versions.iter().any(|v| ProtocolVersion::parse(v).is_some());
                         self.conn.settle_streamable();
                         // A modern transport tells which request a message relates to (stdio:
                         // only requests' own notifications flow, with their tokens).
@@ -240,6 +316,7 @@ impl Link {
                         Probed::Modern(Negotiated {
                             version: ProtocolVersion::LATEST,
                             modern: true,
+                            dual,
                             ext_tasks,
                             result,
                             probed,
@@ -264,6 +341,28 @@ impl Link {
         }
         probed
     }
+}
+
+/// The modern `_meta` a link sends: of `capabilities` (the gateway's legacy declaration, the
+/// client's or a shared link's), what the modern era asks for with input requests.
+fn modern_meta(capabilities: &Value, client_info: &Value) -> RequestMeta {
+    RequestMeta {
+        version: modern::VERSION,
+        capabilities: legacy::client_capabilities(capabilities),
+        client_info: Some(client_info.clone()),
+        log_level: None,
+    }
+}
+
+/// An answer that is -32022 and whose `data.supported` lists the modern version the gateway
+/// sent.
+fn refuses_listing_ours(resp: &Value) -> bool {
+    let Some(err) = resp.get("error") else { return false };
+    err.get("code").and_then(Value::as_i64) == Some(modern::UNSUPPORTED_PROTOCOL_VERSION)
+        && err
+            .pointer("/data/supported")
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|v| v.as_str() == Some(modern::VERSION)))
 }
 
 /// A -32022 whose `data.supported` names a legacy version the gateway speaks: the server is
