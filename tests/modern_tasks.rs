@@ -269,6 +269,12 @@ async fn a_required_tool_is_bridged_for_a_modern_client_without_the_extension() 
         call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), json!({}))).await;
     assert_eq!((status, r["result"]["content"][0]["text"].as_str()), (200, Some("bridged")), "{r}");
     assert_eq!(r["result"]["resultType"], "complete");
+    // The 2025-11-25 upstream got the task-augmented call without the modern client's
+    // per-request `_meta`, as a forwarded request has none.
+    let calls = calls_to(&up, "tools/call");
+    let as_task = calls.iter().find(|c| c["params"].get("task").is_some()).expect("the bridged call");
+    let meta = as_task["params"].get("_meta").cloned().unwrap_or(json!({}));
+    assert!(meta.as_object().unwrap().keys().all(|k| !k.starts_with("io.modelcontextprotocol/")), "{as_task}");
 }
 
 /// A hosted task of a client that declared the extension but not elicitation never asks the

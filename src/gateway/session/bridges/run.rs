@@ -38,9 +38,14 @@ impl Bridges {
         s: &Session,
         link: &Arc<Link>,
         id: &Id,
-        call: Value,
+        mut call: Value,
         cancel: CancellationToken,
     ) -> Bridge {
+        // A 2025-11-25 upstream gets none of a modern client's per-request `_meta` (its
+        // version, capabilities, clientInfo), as a forwarded request does not.
+        if s.modern.is_some() {
+            crate::mcp::modern::meta::strip(&mut call);
+        }
         Bridge {
             plain: Self::plain(s, link, id, call, cancel),
             // The upstream must keep the task at least as long as the call may run.
