@@ -81,6 +81,18 @@ async fn a_batch_from_an_http_upstream_is_taken_apart() {
             ("tools/call", "json_five") => vec![json_body(json!([note("1"), note("2"), note("3"), note("4"), answer]))],
             ("tools/call", "sse_empty") => vec![Step::Send(json!([])), Step::Send(answer)],
             ("tools/call", "sse_five") => vec![Step::Send(json!([note("1"), note("2"), note("3"), note("4"), answer]))],
+            // Several JSON objects run together, in a body and in one event: no message can
+            // be read from either, the answer among them included.
+            ("tools/call", "json_run_together") => {
+                vec![Step::Plain(
+                    200,
+                    vec![("content-type", "application/json".into())],
+                    format!("{}\n{answer}", note("x")),
+                )]
+            }
+            ("tools/call", "sse_run_together") => {
+                vec![Step::Raw(format!("event: message\ndata: {}\ndata: {answer}\n\n", note("x"))), Step::Sleep(60_000)]
+            }
             _ => vec![reply(req, json!({}))],
         }
     })
@@ -102,6 +114,16 @@ async fn a_batch_from_an_http_upstream_is_taken_apart() {
     let out = c.request("tools/call", call("sse_empty")).await;
     assert_eq!(out.result()["content"][0]["text"], "batched");
 
+    // An answer that cannot be read fails its request at once, saying why: the client does
+    // not wait for its timeout (a minute here) on a stream that stays open.
+    for name in ["json_run_together", "sse_run_together"] {
+        let started = std::time::Instant::now();
+        let out = c.request("tools/call", call(name)).await;
+        assert_eq!(out.error_code(), -32000, "{name}: {}", out.response);
+        let message = out.response["error"]["message"].as_str().unwrap();
+        assert!(message.contains("unreadable response body"), "{name}: {message}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{name}: failed at once");
+    }
     for name in ["json_five", "sse_five"] {
         let out = c.request("tools/call", call(name)).await;
         out.assert_upstream_failed("up", TransportError::BatchTooLarge { limit: 4, len: 5 });

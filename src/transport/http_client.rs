@@ -420,12 +420,27 @@ impl Inner {
                 Ok(b) => b,
                 Err(e) => return self.fail(&id, e),
             };
-            match messages_of(&self.name, body, self.max_batch) {
-                Ok(msgs) => msgs.into_iter().for_each(|m| match m {
-                    Ok(m) => self.deliver(m, &id),
-                    Err((answered, why)) => self.sink.request_failed(answered, why),
-                }),
-                Err(e) => self.fail(&id, Error::BadBody(e.message)),
+            let msgs = match messages_of(&self.name, body, self.max_batch) {
+                Ok(msgs) => msgs,
+                Err(e) => return self.fail(&id, Error::BadBody(e.message)),
+            };
+            // A JSON body is the request's answer: one that holds none (several objects run
+            // together, something that is not JSON-RPC) fails the request now.
+            let mut answered = false;
+            for m in msgs {
+                match m {
+                    Ok(m) => {
+                        answered |= m.kind() == Kind::Response && m.id() == Some(&id);
+                        self.deliver(m, &id);
+                    }
+                    Err((failed, why)) => {
+                        answered |= failed == id;
+                        self.sink.request_failed(failed, why);
+                    }
+                }
+            }
+            if !answered {
+                self.fail(&id, Error::BadBody("the JSON body holds no response to the request".into()));
             }
         }
     }
@@ -514,9 +529,25 @@ impl Inner {
                     continue;
                 }
                 let msgs = match messages_of(&self.name, Bytes::from(ev.data), self.max_batch) {
-                    Ok(msgs) => msgs,
-                    Err(e) => {
-                        crate::warn_limit::warn_limited!(upstream = %self.name, "skipping an SSE event: {}", e.message);
+                    Ok(msgs) if !msgs.is_empty() => msgs,
+                    outcome => {
+                        // Not JSON at all, or JSON that holds no message it could read (several
+                        // objects run together, say).
+                        let (why, unreadable) = match outcome {
+                            Err(e) => (e.message, e.code == jsonrpc::PARSE_ERROR),
+                            Ok(_) => ("it holds no JSON-RPC message".to_string(), true),
+                        };
+                        crate::warn_limit::warn_limited!(upstream = %self.name, "skipping an SSE event: {why}");
+                        // On a request's own stream such an event may well have been the
+                        // answer: the request fails now, saying why, rather than waiting for an
+                        // answer that will not come. (JSON that is no message, an empty batch
+                        // say, is skipped, and what follows is read.)
+                        if let Some(want) = answer_to
+                            && unreadable
+                        {
+                            self.fail(want, Error::BadBody(format!("an event on the response stream: {why}")));
+                            return true;
+                        }
                         continue;
                     }
                 };
