@@ -14,6 +14,7 @@ mod compatibility;
 mod dialects;
 mod dialects_review;
 mod docs;
+mod dual_era;
 mod eras;
 mod extension_tasks;
 mod faults;

@@ -196,3 +196,41 @@ async fn an_initialize_with_modern_meta_opens_a_session() {
     assert!(r.headers.get("mcp-session-id").is_some());
     assert_eq!(messages_of(&r)[0]["result"]["protocolVersion"], "2025-11-25");
 }
+
+/// A modern client gets only the error codes its era allows: the legacy, implementation-
+/// defined range (an upstream's -32000, the gateway's own timeout -32001) and -32042 become
+/// -32603, the code they had kept in `data.originalCode`; -32002 is the era's -32602.
+#[tokio::test]
+async fn legacy_range_codes_reach_a_modern_client_as_the_eras_codes() {
+    let up = Scripted::start(|req| {
+        let fail = |code: i64| {
+            vec![Step::Send(json!({"jsonrpc": "2.0", "id": req["id"].clone(),
+                "error": {"code": code, "message": format!("failed with {code}"), "data": {"url": "https://example.com/x"}}}))]
+        };
+        match (req["method"].as_str().unwrap_or(""), req["params"]["name"].as_str().unwrap_or("")) {
+            ("initialize", _) => init_result(req, json!({"tools": {}, "resources": {}})),
+            ("server/discover", _) => vec![Step::Plain(404, vec![], "not found".into())],
+            ("tools/call", "server_error") => fail(-32000),
+            ("tools/call", "url_needed") => fail(-32042),
+            ("tools/call", "silent") => vec![Step::Sleep(5_000)],
+            ("resources/read", _) => fail(-32002),
+            _ => vec![reply(req, json!({}))],
+        }
+    })
+    .await;
+    let gw = start_gateway(&format!("{}request_timeout = \"300ms\"\n", http_upstream("up", &up.url()))).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    for (name, was) in [("server_error", -32000), ("url_needed", -32042), ("silent", -32001)] {
+        let (_, r, _) =
+            call(&c, &request(json!(name), "tools/call", json!({"name": name, "arguments": {}}), json!({}))).await;
+        assert_eq!(r["error"]["code"], -32603, "{name}: {r}");
+        assert_eq!(r["error"]["data"]["originalCode"], was, "{name}: {r}");
+    }
+    let (_, r, _) = call(&c, &request(json!(9), "resources/read", json!({"uri": "file:///nope"}), json!({}))).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A legacy client of the same upstream gets the codes as they were.
+    let mut legacy = HttpMcp::new(&gw.url("up"));
+    legacy.initialize("2025-11-25").await;
+    let out = legacy.request("tools/call", json!({"name": "server_error", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32000);
+}

@@ -52,6 +52,14 @@ impl Session {
                     dialects.listing(self, result);
                 }
             }
+            Shape::Discover => {
+                // The gateway serves every version it speaks in front of any upstream (a
+                // legacy client gets a session synthesized from this result), and its -32022
+                // lists the same.
+                if let Some(r) = result.as_object_mut() {
+                    r.insert("supportedVersions".into(), json!(crate::mcp::modern::advertised_versions()));
+                }
+            }
             Shape::UpstreamTaskPage => {
                 if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {
                     result["nextCursor"] = format!("{CURSOR_UPSTREAM}{c}").into();

@@ -56,9 +56,11 @@ impl Session {
     async fn serve_request(&self, id: Id, frame: Message) {
         let result = match frame.method() {
             // Boxed: a once-per-session handshake must not size every request's future.
+            // 2026-07-28 has no `initialize`: as a modern request it is an unknown method
+            // (HTTP 404 over Streamable HTTP), as the era's servers answer it.
             Method::Initialize if self.modern.is_some() => Err(RpcError::new(
-                INVALID_REQUEST,
-                "an initialize selects the legacy era: send it without modern _meta",
+                jsonrpc::METHOD_NOT_FOUND,
+                "method not found: initialize is not a 2026-07-28 method (send it without modern _meta and MCP-Protocol-Version to start a legacy session)",
             )),
             Method::Initialize => Box::pin(self.initialize(id.clone(), frame)).await,
             // The 2026-07-28 probe: refusing it makes SDK clients fall back to `initialize`,

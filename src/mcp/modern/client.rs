@@ -181,16 +181,44 @@ const CACHEABLE: [Method; 5] = [
     Method::ResourcesRead,
 ];
 
-/// A legacy server's error for a modern client: "resource not found" is -32602 in
-/// 2026-07-28 (it was -32002); every other passes as it is. `true` if it was rewritten.
+/// An error for a modern client, in the codes 2026-07-28 allows: "resource not found" is
+/// -32602 (it was -32002); -32042 (URL elicitation required), which the era must not send,
+/// and the legacy, implementation-defined range -32000..-32019 (an upstream's, or the
+/// gateway's own: a closed upstream, a timeout, a limit) become -32603 with the message kept
+/// and the code it had in `data.originalCode`. Every other passes as it is. `true` if it was
+/// rewritten.
 pub fn error_for_modern(msg: &mut Value) -> bool {
-    let Some(code) = msg.pointer_mut("/error/code") else { return false };
-    if code.as_i64() != Some(RESOURCE_NOT_FOUND) {
+    let Some(err) = msg.get_mut("error").and_then(Value::as_object_mut) else { return false };
+    let Some(code) = err.get("code").and_then(Value::as_i64) else { return false };
+    if !needs_modern_code(code) {
         return false;
     }
-    *code = crate::jsonrpc::INVALID_PARAMS.into();
+    if code == RESOURCE_NOT_FOUND {
+        err.insert("code".into(), crate::jsonrpc::INVALID_PARAMS.into());
+        return true;
+    }
+    err.insert("code".into(), crate::jsonrpc::INTERNAL_ERROR.into());
+    match err.get_mut("data") {
+        Some(Value::Object(data)) => {
+            data.entry("originalCode").or_insert(code.into());
+        }
+        None | Some(Value::Null) => {
+            err.insert("data".into(), serde_json::json!({"originalCode": code}));
+        }
+        // Data of another shape is the sender's: kept as it is.
+        Some(_) => {}
+    }
     true
 }
+
+/// Whether an error code is one a modern client must not get as it is (see
+/// [`error_for_modern`]).
+pub fn needs_modern_code(code: i64) -> bool {
+    code == URL_ELICITATION_REQUIRED || (-32019..=-32000).contains(&code)
+}
+
+/// URL-mode elicitation required (2025-11-25), which 2026-07-28 carries as an input request.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// The legacy code for an unknown resource (`resources/read`), before 2026-07-28.
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -318,6 +346,25 @@ mod tests {
         assert_eq!(e["error"]["code"], -32602);
         let mut other = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "m"}});
         assert!(!error_for_modern(&mut other));
+    }
+
+    #[test]
+    fn legacy_range_and_url_elicitation_codes_become_internal_errors_that_keep_what_they_were() {
+        for code in [-32000, -32001, -32004, -32019, -32042] {
+            let mut e = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "upstream timed out"}});
+            assert!(error_for_modern(&mut e), "{code}");
+            assert_eq!(e["error"]["code"], -32603, "{code}");
+            assert_eq!(e["error"]["message"], "upstream timed out");
+            assert_eq!(e["error"]["data"]["originalCode"], code);
+        }
+        let mut with_data =
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32042, "message": "m", "data": {"elicitations": []}}});
+        assert!(error_for_modern(&mut with_data));
+        assert_eq!(with_data["error"]["data"], json!({"elicitations": [], "originalCode": -32042}));
+        for code in [-32020, -32021, -32022, -32600, -32601, -32602, -32603, -31999, -32099, 1] {
+            let mut e = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m"}});
+            assert!(!error_for_modern(&mut e), "{code} passes as it is");
+        }
     }
 
     #[test]

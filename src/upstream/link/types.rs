@@ -27,6 +27,9 @@ pub enum Shape {
     ToolsList,
     /// A `tasks/list` page from the upstream, continuing the gateway's own pages.
     UpstreamTaskPage,
+    /// A modern upstream's `server/discover` result, answering a modern client: the versions
+    /// listed are those the gateway serves on this endpoint.
+    Discover,
     /// A plain `tools/call` that may come back saying it must be a task (then it is retried
     /// as a bridged call, once).
     MayNeedTask,

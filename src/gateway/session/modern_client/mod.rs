@@ -51,7 +51,7 @@ impl ModernClient {
         let (link, upstream) = s.linked().await?;
         if upstream.is_modern() {
             let frame = Message::made(jsonrpc::request(&id, Method::ServerDiscover, json!({})));
-            return s.up_modern(&link, id, frame, Shape::AsIs).await;
+            return s.up_modern(&link, id, frame, Shape::Discover).await;
         }
         let (init, from) = {
             let st = s.state.lock().unwrap();
@@ -211,7 +211,10 @@ impl ModernClient {
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
             Kind::Response if msg.is_error() => {
-                if upstream_modern || !msg.bytes().windows(6).any(|w| w == b"-32002") {
+                // Whoever made it (the upstream, or the gateway: a closed link, a timeout, a
+                // limit), a modern client gets the era's codes.
+                let code = msg.value().pointer("/error/code").and_then(Value::as_i64);
+                if !code.is_some_and(modern::needs_modern_code) {
                     return Some((msg, route));
                 }
                 Some((
