@@ -13,8 +13,14 @@ fn ext() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
 }
 
+/// The demo behind a gateway that makes every hosted call a task at once (these tests are
+/// about the tasks themselves; `decided_as_a_server_decides` is about when there is one).
+fn tasks_at_once() -> String {
+    format!("{}[upstream.tasks]\nplain_within = \"0ms\"\n", builtin_upstream("demo"))
+}
+
 async fn demo() -> (Gw, HttpMcp) {
-    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let gw = start_gateway(&tasks_at_once()).await;
     let c = HttpMcp::new(&gw.url("demo"));
     (gw, c)
 }
@@ -136,7 +142,7 @@ async fn input_through_tasks_get_and_update_and_cancellation() {
 /// The same over stdio.
 #[tokio::test]
 async fn hosted_extension_tasks_over_stdio() {
-    let mut c = StdioMcp::start(&builtin_upstream("demo"), "demo").await;
+    let mut c = StdioMcp::start(&tasks_at_once(), "demo").await;
     c.send(&request(
         json!(1),
         "tools/call",
@@ -354,4 +360,83 @@ async fn a_listen_stream_carries_the_status_of_the_hosted_tasks_it_may_see() {
         }
         assert_eq!(p["status"], "working", "{note}");
     }
+}
+
+/// A hosted call of a client that declared the extension is answered as the extension's
+/// servers decide (`plain_within`, 1 s by default): plainly when it ends in time, with its
+/// input round when it asks first (the retry's answers go to the task it runs in), and as a
+/// task only when it runs on.
+#[tokio::test]
+async fn decided_as_a_server_decides() {
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let quick =
+        request(json!(1), "tools/call", json!({"name": "slow", "arguments": {"duration_ms": 50, "steps": 1}}), ext());
+    let (_, r, _) = call(&c, &quick).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "done after 1 steps", "{r}");
+    assert!(r["result"].get("taskId").is_none(), "{r}");
+
+    let long = request(
+        json!(2),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"duration_ms": 30000, "steps": 30}}),
+        ext(),
+    );
+    let (_, r, _) = call(&c, &long).await;
+    assert_eq!(
+        (r["result"]["resultType"].as_str(), r["result"]["status"].as_str()),
+        (Some("task"), Some("working")),
+        "{r}"
+    );
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    let (_, r, _) = call(&c, &request(json!("c"), "tasks/cancel", json!({"taskId": id}), ext())).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+
+    // It asks first: its input round, no task named.
+    let params = json!({"name": "ask", "arguments": {"question": "colour?"}});
+    let (_, r, _) = call(&c, &request(json!(3), "tools/call", params.clone(), ext())).await;
+    let round = &r["result"];
+    assert_eq!(round["resultType"], "input_required", "{r}");
+    assert!(round.get("taskId").is_none(), "{r}");
+    let (key, asked) = round["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    assert_eq!(
+        (asked["method"].as_str(), asked["params"]["message"].as_str()),
+        (Some("elicitation/create"), Some("colour?"))
+    );
+    let state = round["requestState"].as_str().unwrap().to_string();
+    // The retry answers it, and the call then ends in time: its result.
+    let mut retry = params.clone();
+    retry["inputResponses"] = json!({key.clone(): {"action": "accept", "content": {"answer": "blue"}}});
+    retry["requestState"] = json!(state);
+    let (_, r, _) = call(&c, &request(json!(4), "tools/call", retry.clone(), ext())).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "answer: blue", "{r}");
+    // A state the gateway never gave out is refused, and nothing runs.
+    retry["requestState"] = json!("taskgate-hosted-task:0123456789abcdef0123456789abcdef");
+    let (_, r, _) = call(&c, &request(json!(5), "tools/call", retry, ext())).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// In front of a 2026-07-28 upstream without the tasks extension the gateway hosts as it
+/// does in front of a legacy one: its discover declares the extension, a declaring client's
+/// call is hosted, and ids it never gave out are -32602, as the extension says.
+#[tokio::test]
+async fn a_modern_upstream_without_the_extension_gets_hosted_tasks() {
+    let up = Scripted::start_with_headers(common::modern::modern_server_without_tasks).await;
+    let config = format!("{}[upstream.tasks]\nplain_within = \"0ms\"\n", http_upstream("up", &up.url()));
+    let gw = start_gateway(&config).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let (_, d, _) = call(&c, &request(json!(0), "server/discover", json!({}), json!({}))).await;
+    assert_eq!(d["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}), "{d}");
+    let echo = request(json!(1), "tools/call", json!({"name": "echo", "arguments": {"text": "hosted"}}), ext());
+    let (_, r, _) = call(&c, &echo).await;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    let done = settled(&c, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "hosted", "{done}");
+    let r = get(&c, "up-never-given").await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(calls_to(&up, "tasks/get").is_empty(), "not asked upstream");
 }

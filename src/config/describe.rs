@@ -143,6 +143,7 @@ impl Config {
             let _ = writeln!(out, "min_ttl = \"{}\"", fmt_duration(t.min_ttl));
             let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
             let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
+            let _ = writeln!(out, "plain_within = \"{}\"", fmt_duration(t.plain_within));
             let d = &u.dialects;
             let _ = writeln!(out, "[upstream.dialects]");
             let _ = writeln!(out, "progress_get = {}", d.progress_get);

@@ -74,6 +74,7 @@ pub(super) struct RawUpstreamTasks {
     pub(super) min_ttl: Option<String>,
     pub(super) poll_interval: Option<String>,
     pub(super) max_tasks_per_owner: Option<u64>,
+    pub(super) plain_within: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -199,6 +199,11 @@ pub struct UpstreamTasks {
     pub min_ttl: Duration,
     pub poll_interval: Duration,
     pub max_tasks_per_owner: usize,
+    /// How long a hosted call of a 2026-07-28 client (one that declared the tasks
+    /// extension) may run and still be answered as a server of the extension decides: plainly
+    /// if it ends within it, with its input round if it asks first; a task only past it.
+    /// Zero: a task at once.
+    pub plain_within: Duration,
 }
 
 impl Default for UpstreamTasks {
@@ -212,6 +217,7 @@ impl Default for UpstreamTasks {
             min_ttl: Duration::from_secs(1),
             poll_interval: Duration::from_secs(1),
             max_tasks_per_owner: 100,
+            plain_within: Duration::from_secs(1),
         }
     }
 }

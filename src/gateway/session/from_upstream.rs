@@ -59,6 +59,14 @@ impl Session {
                 if let Some(r) = result.as_object_mut() {
                     r.insert("supportedVersions".into(), json!(crate::mcp::modern::advertised_versions()));
                 }
+                // An upstream without the tasks extension has its tools' tasks hosted.
+                let hosting = self.upstream.tasks.hosted != crate::config::HostedMode::Never;
+                if hosting && let Some(caps) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+                    let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+                    if let Some(e) = extensions.as_object_mut() {
+                        e.entry(crate::mcp::task_dialects::EXTENSION).or_insert_with(|| json!({}));
+                    }
+                }
             }
             Shape::UpstreamTaskPage => {
                 if let Some(c) = result.get("nextCursor").and_then(Value::as_str) {

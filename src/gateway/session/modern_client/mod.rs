@@ -82,6 +82,11 @@ impl ModernClient {
         let (link, upstream) = s.linked().await?;
         if frame.method() == Method::ToolsCall {
             Box::pin(self.check_param_headers(s, &link, upstream, &frame)).await?;
+            // The retry of an input round the gateway made for a hosted call, in either era.
+            if let Some(task_id) = tasks::hosted_round(&frame) {
+                self.continue_hosted(s, id.clone(), &frame, task_id).await?;
+                return Ok(None);
+            }
         }
         if matches!(frame.method(), Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) {
             if !self.declared_extension() {
@@ -104,15 +109,36 @@ impl ModernClient {
             }
         }
         match upstream {
-            UpstreamSide::Modern { .. } => self.onto_modern(s, frame),
+            UpstreamSide::Modern { ext_tasks } => self.onto_modern(s, id, frame, ext_tasks).await,
             UpstreamSide::Legacy(_) => self.onto_legacy(s, id, frame).await,
         }
     }
 
     /// [`ModernClient::request`] in front of a modern upstream: the request travels with
     /// the client's own `_meta`; with authentication it names only its principal's tasks.
-    fn onto_modern(&self, s: &Session, frame: Message) -> Result<Option<Message>, RpcError> {
+    /// An upstream without the tasks extension has its tools' tasks hosted by the gateway,
+    /// as a legacy upstream's (`ext_tasks`: it has the extension).
+    async fn onto_modern(
+        &self,
+        s: &Session,
+        id: &Id,
+        frame: Message,
+        ext_tasks: bool,
+    ) -> Result<Option<Message>, RpcError> {
         match frame.method() {
+            // Hosted ones were served before: any other id is no task of an upstream
+            // without the extension.
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if !ext_tasks => {
+                Err(hosted::not_found(frame.task_id_param().as_ref().map_or("", |t| t.as_str())))
+            }
+            Method::ToolsCall if !ext_tasks && self.declared_extension() => {
+                let name = frame.tool_name().unwrap_or_default().into_owned();
+                if s.tools.hosts(s, &name).await? {
+                    self.start_hosted_ext(s, id.clone(), frame).await?;
+                    return Ok(None);
+                }
+                Ok(Some(frame.edit(modern::strip_task_param)))
+            }
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
                 // A modern upstream's tasks are asked about only by their owner.
                 let owns = match (s.principal_tasks(), frame.task_id_param()) {
@@ -146,13 +172,8 @@ impl ModernClient {
                 self.listen(s, id.clone(), &frame).await?;
                 Ok(None)
             }
-            _ if frame.value().pointer("/params/requestState").is_some() => {
-                // A retry whose round the gateway no longer holds (expired, or another gateway's).
-                Err(RpcError::new(
-                    INVALID_PARAMS,
-                    "params.requestState is unknown or expired: send the request again without it",
-                ))
-            }
+            // A retry whose round the gateway no longer holds (expired, or another gateway's).
+            _ if frame.value().pointer("/params/requestState").is_some() => Err(tasks::unknown_request_state()),
             Method::ToolsCall => {
                 if self.declared_extension() {
                     let name = frame.tool_name().unwrap_or_default().into_owned();

@@ -1,12 +1,14 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) for a modern client in
-//! front of a legacy upstream: the gateway hosts the tasks, as it does for 2025-11-25
-//! clients (`tasks::hosted`), and speaks the extension's dialect to the client
-//! (`mcp::task_dialects`).
+//! front of an upstream without it (legacy, or 2026-07-28 without the extension): the
+//! gateway hosts the tasks, as it does for 2025-11-25 clients (`tasks::hosted`), and speaks
+//! the extension's dialect to the client (`mcp::task_dialects`).
 //!
 //! - A `tools/call` of a tool the gateway hosts (per `[upstream.tasks]`), from a request that
-//!   declared the extension, is answered at once with the extension's flat `CreateTaskResult`
-//!   (`resultType: "task"`); the plain call runs upstream in the background. A request that
-//!   did not declare it gets the blocking call.
+//!   declared the extension, runs upstream as a hosted task and is answered as the
+//!   extension's servers decide, within `plain_within`: its result if it ends in time, its
+//!   questions as an input round if it asks first (the retry's `requestState` names the task,
+//!   and its answers go to it), else the flat `CreateTaskResult` (`resultType: "task"`). A
+//!   request that did not declare it gets the blocking call.
 //! - `tasks/get` answers the `DetailedTask`: its outcome inline once it has ended (a tool
 //!   result with `isError` is `completed`, as the extension says), and while the upstream
 //!   waits for the client, the questions it asked as `inputRequests`.
@@ -53,16 +55,74 @@ impl ModernClient {
         self.meta.has_extension(EXTENSION)
     }
 
-    /// A hosted `tools/call` of a modern client that declared the extension.
+    /// A hosted `tools/call` of a modern client that declared the extension: the call starts
+    /// upstream as a hosted task, and the client is answered as a server of the extension
+    /// decides ([`ModernClient::answer_hosted`]).
     pub(super) async fn start_hosted_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         modern::strip_task_param(&mut msg);
         let (task_id, created, link, msg) = s.create_hosted(msg).await?;
         s.hosted().declare_client_capabilities(&task_id, Value::Object(self.meta.capabilities.clone()));
-        let created = ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?;
-        s.sink.deliver(Message::made(jsonrpc::result_response(&id, created)), Route::Response(id));
-        s.run_hosted(task_id, link, msg).await;
+        s.run_hosted(task_id.clone(), link, msg).await;
+        self.answer_hosted(s, id, &task_id, created).await
+    }
+
+    /// The retry of a hosted call's input round (its `requestState` names the task): the
+    /// answers go to the task's questions, and the client is answered as at the call's start.
+    /// A task the requester cannot see is an unknown `requestState`.
+    pub(super) async fn continue_hosted(
+        &self,
+        s: &Session,
+        id: Id,
+        frame: &Message,
+        task_id: &str,
+    ) -> Result<(), RpcError> {
+        if !Box::pin(s.hosted().visible_or_failed(task_id, &s.owner)).await? {
+            return Err(unknown_request_state());
+        }
+        let hosted = s.hosted().clone();
+        if let Some(Value::Object(responses)) = frame.value().pointer("/params/inputResponses") {
+            for (key, answer) in responses {
+                // A key that is not outstanding is ignored, as for `tasks/update`.
+                hosted.answer_held_input(task_id, key, answer.clone()).await;
+            }
+        }
+        let core = hosted.get(task_id).await?;
+        self.answer_hosted(s, id, task_id, json!({"task": core})).await
+    }
+
+    /// Answers a hosted call (`created`: its core `CreateTaskResult`) as the extension's
+    /// servers decide: the call's result (or error) if it ends within `plain_within`; its
+    /// questions as an `InputRequiredResult` if it asks first, with a `requestState` that
+    /// names the task (a retry goes on in it, [`ModernClient::continue_hosted`]); else the
+    /// task. The task is kept whichever way, as any hosted task is.
+    async fn answer_hosted(&self, s: &Session, id: Id, task_id: &str, created: Value) -> Result<(), RpcError> {
+        let within = s.upstream.tasks.plain_within;
+        let decided = if within.is_zero() { None } else { settles_within(s, task_id, within).await };
+        let plain = match decided {
+            Some(TaskStatus::Completed | TaskStatus::Failed | TaskStatus::InputRequired) => {
+                match ext_inline(s, task_id).await?.1 {
+                    Inline::Result(mut result) => {
+                        result["resultType"] = json!("complete");
+                        Some(jsonrpc::result_response(&id, result))
+                    }
+                    Inline::Error(error) => Some(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error})),
+                    Inline::InputRequests(asked) if !asked.is_empty() => Some(jsonrpc::result_response(
+                        &id,
+                        json!({"resultType": "input_required", "inputRequests": asked,
+                            "requestState": format!("{HOSTED_ROUND}{task_id}")}),
+                    )),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let answer = match plain {
+            Some(answer) => answer,
+            None => jsonrpc::result_response(&id, ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?),
+        };
+        s.sink.deliver(Message::made(answer), Route::Response(id));
         Ok(())
     }
 
@@ -254,4 +314,36 @@ pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inl
         _ => Inline::None,
     };
     Ok((core, inline))
+}
+
+/// What a hosted call's input round puts before the task id in its `requestState`.
+const HOSTED_ROUND: &str = "taskgate-hosted-task:";
+
+/// The hosted task a retry's `requestState` names, if it names one.
+pub(super) fn hosted_round(frame: &Message) -> Option<&str> {
+    frame.value().pointer("/params/requestState")?.as_str()?.strip_prefix(HOSTED_ROUND)
+}
+
+pub(super) fn unknown_request_state() -> RpcError {
+    RpcError::new(INVALID_PARAMS, "params.requestState is unknown or expired: send the request again without it")
+}
+
+/// The status task `task_id` settles in within `within`: ended, or waiting for input;
+/// `None` if it is still working then (or cannot be watched).
+async fn settles_within(s: &Session, task_id: &str, within: std::time::Duration) -> Option<TaskStatus> {
+    let settled = |st: TaskStatus| st.is_terminal() || st == TaskStatus::InputRequired;
+    let deadline = tokio::time::Instant::now() + within;
+    let mut watch = s.hosted().watch(task_id).await?;
+    loop {
+        let now = *watch.borrow_and_update();
+        if settled(now) {
+            return Some(now);
+        }
+        match tokio::time::timeout_at(deadline, watch.changed()).await {
+            Ok(Ok(())) => continue,
+            // The task ended and its watch went with it: what the store says now.
+            Ok(Err(_)) => return s.hosted().status(task_id).await.map(|(st, _)| st).filter(|st| settled(*st)),
+            Err(_) => return None,
+        }
+    }
 }
