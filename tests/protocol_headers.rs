@@ -178,3 +178,37 @@ async fn unrecognised_param_headers_are_forwarded_to_a_modern_server() {
     assert_eq!((r.status, r.json()["error"]["code"].clone()), (400, json!(-32020)));
     assert!(!up.received_methods().contains(&"tools/list".to_string()), "no listing was asked for");
 }
+
+/// A tool whose `x-mcp-header` declarations break the rules (a name declared twice ignoring
+/// case, a declaration on an object property) is left out of every client's listing, as
+/// 2026-07-28 says: no client could make its headers. The valid ones stay.
+#[tokio::test]
+async fn tools_with_invalid_header_declarations_are_left_out() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "server/discover" => vec![Step::Plain(400, vec![], "no session".into())],
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [
+                common::modern::regional_tool(),
+                {"name": "twice", "inputSchema": {"type": "object", "properties": {
+                    "a": {"type": "string", "x-mcp-header": "Dup"}, "b": {"type": "string", "x-mcp-header": "dup"}}}},
+                {"name": "on_object", "inputSchema": {"type": "object", "properties": {
+                    "o": {"type": "object", "x-mcp-header": "Obj"}}}},
+                {"name": "plain", "inputSchema": {"type": "object"}}]}),
+        )],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let names = |r: &Value| -> Vec<String> {
+        r["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    };
+    let mut legacy = HttpMcp::new(&gw.url("up"));
+    legacy.initialize("2025-11-25").await;
+    let listed = legacy.request("tools/list", json!({})).await;
+    assert_eq!(names(listed.result()), ["regional", "plain"]);
+    let c = HttpMcp::new(&gw.url("up"));
+    let (_, r, _) = modern::call(&c, &modern::request(json!(1), "tools/list", json!({}), json!({}))).await;
+    assert_eq!(names(&r["result"]), ["regional", "plain"], "{r}");
+}

@@ -24,6 +24,9 @@ impl Session {
         match shape {
             Shape::AsIs | Shape::MayNeedTask => {}
             Shape::ToolsList => {
+                for (tool, why) in crate::mcp::modern::headers::drop_invalid_declarations(result) {
+                    tracing::warn!(upstream = %self.upstream.name, tool = %tool, "left out of tools/list: {why}");
+                }
                 let upstream_has_tasks = self.state.lock().unwrap().upstream_version.is_some_and(|v| v.has_tasks());
                 if !upstream_has_tasks && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
                     // Task support the upstream's version lacks is not its to declare.

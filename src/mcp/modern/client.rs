@@ -226,7 +226,8 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// A response for a modern client (`answers`: the method of its request, where known):
 /// `resultType` set where absent, a cacheable result marked not to be cached (a legacy
 /// server says nothing of how long its lists hold, and another client's may differ), and
-/// `execution` gone from listed tools. Errors pass.
+/// `execution` gone from listed tools, as are tools whose `x-mcp-header` declarations break
+/// the rules. Errors pass.
 pub fn for_modern(msg: &mut Value, answers: Option<Method>) {
     let Some(result) = msg.get_mut("result") else { return };
     super::fill_result_type(result);
@@ -236,11 +237,14 @@ pub fn for_modern(msg: &mut Value, answers: Option<Method>) {
         obj.entry("ttlMs").or_insert(0.into());
         obj.entry("cacheScope").or_insert(super::CacheScope::Private.as_str().into());
     }
-    if answers == Some(Method::ToolsList)
-        && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut)
-    {
-        for t in tools.iter_mut().filter_map(Value::as_object_mut) {
-            t.remove("execution");
+    if answers == Some(Method::ToolsList) {
+        // The gateway is the server that processes their headers: one it could not check
+        // is not offered.
+        super::headers::drop_invalid_declarations(result);
+        if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
+            for t in tools.iter_mut().filter_map(Value::as_object_mut) {
+                t.remove("execution");
+            }
         }
     }
 }

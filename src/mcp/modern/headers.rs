@@ -289,6 +289,25 @@ fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<(String, Vec<Str
     Ok(())
 }
 
+/// Removes from a `tools/list` result each tool whose `x-mcp-header` declarations break the
+/// rules ([`ParamHeaders::of_schema`]): 2026-07-28 says such a tool is left out, since no
+/// client could make its headers. Returns each removed tool's name and why.
+pub fn drop_invalid_declarations(result: &mut Value) -> Vec<(String, String)> {
+    let mut dropped = Vec::new();
+    let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else { return dropped };
+    tools.retain(|t| {
+        let Some(schema) = t.get("inputSchema").filter(|s| count_declarations(s) > 0) else { return true };
+        match ParamHeaders::of_schema(schema) {
+            Ok(_) => true,
+            Err(why) => {
+                dropped.push((t.get("name").and_then(Value::as_str).unwrap_or("?").to_string(), why));
+                false
+            }
+        }
+    });
+    dropped
+}
+
 /// Every `x-mcp-header` key anywhere in `v`.
 fn count_declarations(v: &Value) -> usize {
     match v {
