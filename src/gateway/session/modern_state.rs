@@ -234,12 +234,29 @@ impl Rounds {
             st.done = true;
             (st.sink.clone(), st.current.clone())
         };
-        sink.deliver(Message::made(e.response(Some(&id))), Route::Response(id));
+        sink.deliver(era_codes(Message::made(e.response(Some(&id)))), Route::Response(id));
     }
+}
+
+/// An error as a modern client may get it: in the codes 2026-07-28 allows, whoever made it
+/// (the upstream, or the gateway: a closed link, a timeout, a limit, a hosted task's end);
+/// see `mcp::modern::client::error_for_modern`.
+fn era_codes(msg: Message) -> Message {
+    if !msg.is_error() {
+        return msg;
+    }
+    let code = msg.value().pointer("/error/code").and_then(Value::as_i64);
+    if !code.is_some_and(crate::mcp::modern::client::needs_modern_code) {
+        return msg;
+    }
+    msg.edit(|m| {
+        crate::mcp::modern::client::error_for_modern(m);
+    })
 }
 
 impl ClientSink for Rounds {
     fn deliver(&self, msg: Message, route: Route) {
+        let msg = era_codes(msg);
         let (sink, route, msg) = {
             let mut st = self.st.lock().unwrap();
             let ours = |id: &Id| *id == st.original;

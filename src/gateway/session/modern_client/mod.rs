@@ -231,20 +231,8 @@ impl ModernClient {
                 let subscription = id.to_value();
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
-            Kind::Response if msg.is_error() => {
-                // Whoever made it (the upstream, or the gateway: a closed link, a timeout, a
-                // limit), a modern client gets the era's codes.
-                let code = msg.value().pointer("/error/code").and_then(Value::as_i64);
-                if !code.is_some_and(modern::needs_modern_code) {
-                    return Some((msg, route));
-                }
-                Some((
-                    msg.edit(|m| {
-                        modern::error_for_modern(m);
-                    }),
-                    route,
-                ))
-            }
+            // Made the era's in the request's sink, whoever made it (`modern_state::Rounds`).
+            Kind::Response if msg.is_error() => Some((msg, route)),
             Kind::Response => {
                 if upstream_modern {
                     // The server's own result, of the era already (a task it made, its owner's).
