@@ -363,7 +363,7 @@ async fn a_listen_stream_carries_the_status_of_the_hosted_tasks_it_may_see() {
 }
 
 /// A hosted call of a client that declared the extension is answered as the extension's
-/// servers decide (`plain_within`, 1 s by default): plainly when it ends in time, with its
+/// servers decide (`plain_within`, 500 ms by default): plainly when it ends in time, with its
 /// input round when it asks first (the retry's answers go to the task it runs in), and as a
 /// task only when it runs on.
 #[tokio::test]

@@ -217,7 +217,7 @@ impl Default for UpstreamTasks {
             min_ttl: Duration::from_secs(1),
             poll_interval: Duration::from_secs(1),
             max_tasks_per_owner: 100,
-            plain_within: Duration::from_secs(1),
+            plain_within: Duration::from_millis(500),
         }
     }
 }
