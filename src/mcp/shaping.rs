@@ -60,6 +60,13 @@ pub fn tools_list(
         let support = TaskSupport::of_tool(tool);
         let name = tool.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(obj) = tool.as_object_mut() else { continue };
+        if client < ProtocolVersion::V2025_11_25 {
+            for key in ["inputSchema", "outputSchema"] {
+                if let Some(schema) = obj.get_mut(key) {
+                    defs_as_definitions(schema);
+                }
+            }
+        }
         let bridged = support == TaskSupport::Required && bridge_required;
         if !client.has_tasks() {
             obj.remove("execution");
@@ -71,6 +78,42 @@ pub fn tools_list(
                 *exec = json!({"taskSupport": "optional"});
             }
         }
+    }
+}
+
+/// A schema's `$defs` (JSON Schema 2019-09 on, the default dialect from 2025-11-25) as
+/// draft-07's `definitions`, its local references with them, for a client of an older
+/// version: its validator may know only draft-07 and fail to resolve `#/$defs/…` (the
+/// TypeScript SDK up to 1.22 does, and then refuses the tool's results). Any reader resolves
+/// the rewritten references the same way. A schema that already has `definitions` is kept
+/// as it is.
+fn defs_as_definitions(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else { return };
+    if obj.contains_key("definitions") {
+        return;
+    }
+    let Some(defs) = obj.remove("$defs") else { return };
+    obj.insert("definitions".into(), defs);
+    rewrite_refs(schema);
+}
+
+/// Every `$ref` into `#/$defs/` below `v`, pointed at `#/definitions/` instead.
+fn rewrite_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                match child {
+                    Value::String(r) if k == "$ref" => {
+                        if let Some(rest) = r.strip_prefix("#/$defs/") {
+                            *r = format!("#/definitions/{rest}");
+                        }
+                    }
+                    _ => rewrite_refs(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(rewrite_refs),
+        _ => {}
     }
 }
 
@@ -110,6 +153,36 @@ mod tests {
         let mut list = json!({"tools": [{"name": "a", "execution": {"taskSupport": "optional"}, "x": 1}]});
         tools_list(&mut list, ProtocolVersion::V2024_11_05, true, &|_, _| true);
         assert_eq!(list, json!({"tools": [{"name": "a", "x": 1}]}));
+    }
+
+    #[test]
+    fn defs_become_draft_07_definitions_for_clients_before_2025_11_25() {
+        let schema = json!({"type": "object", "properties": {
+            "now": {"$ref": "#/$defs/Time"}, "zones": {"type": "array", "items": {"$ref": "#/$defs/Zone"}},
+            "other": {"$ref": "https://example.com/s.json"}},
+            "$defs": {"Time": {"type": "string"}, "Zone": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Zone"}}}}});
+        let listing = json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": schema}]});
+        let mut old = listing.clone();
+        tools_list(&mut old, ProtocolVersion::V2025_06_18, true, &|_, _| false);
+        let out = &old["tools"][0]["outputSchema"];
+        assert!(out.get("$defs").is_none(), "{out}");
+        assert_eq!(out["definitions"]["Time"], json!({"type": "string"}));
+        assert_eq!(out["properties"]["now"]["$ref"], "#/definitions/Time");
+        assert_eq!(out["properties"]["zones"]["items"]["$ref"], "#/definitions/Zone");
+        assert_eq!(
+            out["definitions"]["Zone"]["properties"]["next"]["$ref"], "#/definitions/Zone",
+            "recursive ones too"
+        );
+        assert_eq!(out["properties"]["other"]["$ref"], "https://example.com/s.json", "not a local one");
+        // A 2025-11-25 client reads 2020-12: as it is.
+        let mut new = listing.clone();
+        tools_list(&mut new, ProtocolVersion::V2025_11_25, true, &|_, _| false);
+        assert_eq!(new, listing);
+        // A schema that has `definitions` already is left alone.
+        let both = json!({"tools": [{"name": "t", "inputSchema": {"definitions": {}, "$defs": {"A": {}}, "$ref": "#/$defs/A"}}]});
+        let mut kept = both.clone();
+        tools_list(&mut kept, ProtocolVersion::V2025_03_26, true, &|_, _| false);
+        assert_eq!(kept, both);
     }
 
     #[test]
