@@ -333,7 +333,10 @@ pub(super) fn unknown_request_state() -> RpcError {
 async fn settles_within(s: &Session, task_id: &str, within: std::time::Duration) -> Option<TaskStatus> {
     let settled = |st: TaskStatus| st.is_terminal() || st == TaskStatus::InputRequired;
     let deadline = tokio::time::Instant::now() + within;
-    let mut watch = s.hosted().watch(task_id).await?;
+    let Some(mut watch) = s.hosted().watch(task_id).await else {
+        // Nothing to watch: it may have ended already.
+        return s.hosted().status(task_id).await.map(|(st, _)| st).filter(|st| settled(*st));
+    };
     loop {
         let now = *watch.borrow_and_update();
         if settled(now) {
