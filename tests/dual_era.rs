@@ -1,10 +1,10 @@
-//! An upstream that speaks both eras (its `server/discover` lists 2026-07-28 and legacy
-//! versions, and it also answers `initialize`), as the official SDKs' servers and the
-//! conformance suite's reference server do: a legacy client's session is initialized in its
-//! own generation, so it keeps what the modern era lacks (the server's own elicitation on
-//! the call's stream), while a modern client's requests go up stateless. The answer is
-//! remembered: later legacy sessions skip the probe. A server whose discover lists legacy
-//! versions but which then refuses `initialize` is used in 2026-07-28 after all, once.
+//! An upstream that speaks both eras (it answers `server/discover` as a 2026-07-28 server,
+//! and `initialize` too), as the official SDKs' servers and the conformance suite's reference
+//! server do: a legacy client's session is initialized in its own generation, so it keeps
+//! what the modern era lacks (the server's own elicitation on the call's stream), while a
+//! modern client's requests go up stateless. The answer is remembered: later legacy sessions
+//! skip the probe. A 2026-07-28 server that refuses `initialize` is used in 2026-07-28 after
+//! all, and asked once.
 
 use crate::common;
 
@@ -117,7 +117,14 @@ async fn a_server_that_lists_legacy_versions_but_refuses_initialize_is_used_in_2
         let out = c.request("tools/call", echo_call()).await;
         assert_eq!(out.result()["content"][0]["text"], "modern path", "round {round}");
     }
-    // Tried once, then remembered as modern only.
+    // Tried once, then remembered as modern only; a modern client's probe in between
+    // (which cannot tell) changes nothing of that.
+    let modern = HttpMcp::new(&gw.url("up"));
+    let (_, r, _) = call(&modern, &request(json!(1), "tools/call", echo_call(), json!({}))).await;
+    assert_eq!(r["result"]["content"][0]["text"], "modern path", "{r}");
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    assert_eq!(c.request("tools/call", echo_call()).await.result()["content"][0]["text"], "modern path");
     assert_eq!(calls_to(&up, "initialize").len(), 1);
 }
 
@@ -155,5 +162,6 @@ async fn a_minus_32022_that_lists_2026_07_28_is_retried_once() {
     let init = c.initialize("2025-11-25").await;
     assert_eq!(init["serverInfo"]["name"], "modern-scripted", "{init}");
     assert_eq!(calls_to(&up, "server/discover").len(), 2, "asked once more");
-    assert!(calls_to(&up, "initialize").is_empty());
+    // The legacy client's link then tried `initialize` (refused: 2026-07-28 only) once.
+    assert_eq!(calls_to(&up, "initialize").len(), 1);
 }

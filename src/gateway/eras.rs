@@ -24,10 +24,11 @@ use std::sync::{Arc, Mutex};
 pub struct Found {
     /// It speaks 2026-07-28 (`server/discover`); else a legacy version (`initialize`).
     pub modern: bool,
-    /// It speaks a legacy version as well (`initialize`): a legacy client's link is
-    /// initialized without the probe, a modern client's uses 2026-07-28.
+    /// A modern one answers `initialize` as well (`Some(true)`: a legacy client's link is
+    /// initialized without the probe, a modern client's uses 2026-07-28), or refused it
+    /// (`Some(false)`: every client's uses 2026-07-28); `None`: not asked yet.
     #[serde(default)]
-    pub dual: bool,
+    pub legacy_too: Option<bool>,
     /// The protocol version it negotiated.
     pub version: String,
     /// Why it was taken for that era.
@@ -40,9 +41,9 @@ impl Found {
     /// How the log and `taskgate check` say it, e.g. `legacy (2025-06-18): the server closed
     /// the connection when its first message was server/discover`.
     pub fn describe(&self) -> String {
-        let era = match (self.modern, self.dual) {
-            (true, true) => "dual: modern, and legacy for legacy clients",
-            (true, false) => "modern",
+        let era = match (self.modern, self.legacy_too) {
+            (true, Some(true)) => "dual: modern, and legacy for legacy clients",
+            (true, _) => "modern",
             (false, _) => "legacy",
         };
         format!("{era} ({}): {}", self.version, self.why)
@@ -89,7 +90,7 @@ impl Eras {
             return (cfg.era, false);
         }
         match self.found(cfg).await {
-            Some(f) if !f.modern || (f.dual && legacy_client) => (Era::Legacy, true),
+            Some(f) if !f.modern || (f.legacy_too == Some(true) && legacy_client) => (Era::Legacy, true),
             _ => (Era::Auto, false),
         }
     }
@@ -97,15 +98,19 @@ impl Eras {
     /// Whether a legacy client's link may try `initialize` on an upstream whose discover
     /// lists legacy versions: not once it refused one.
     async fn may_initialize_dual(&self, cfg: &UpstreamConfig) -> bool {
-        !matches!(self.found(cfg).await, Some(f) if f.modern && !f.dual)
+        !matches!(self.found(cfg).await, Some(f) if f.modern && f.legacy_too == Some(false))
     }
 
     /// Remembers what a handshake under `auto` found (logged when it is new or changed).
     pub async fn note(&self, cfg: &UpstreamConfig, negotiated: &Negotiated) {
         let Some(why) = negotiated.probed.clone() else { return };
         let found = Found {
-            modern: negotiated.modern || negotiated.dual,
-            dual: negotiated.dual,
+            modern: negotiated.modern || negotiated.legacy_too == Some(true),
+            // What a modern client's probe cannot tell is kept from what was found before.
+            legacy_too: negotiated.legacy_too.or_else(|| {
+                let before = self.found.lock().unwrap().get(&cfg.name).cloned();
+                before.filter(|f| f.modern).and_then(|f| f.legacy_too)
+            }),
             version: negotiated.version.to_string(),
             why,
             target: target(cfg),
@@ -160,10 +165,22 @@ where
         }
         Err(HandshakeError::Dual(why)) => {
             tracing::info!(upstream = %cfg.name, "{why}; starting it again without the probe");
-            let (link, mut negotiated) = open(Era::Legacy, false).await.map_err(|e| e.into_rpc(&cfg.name))?;
-            negotiated.probed = Some(why);
-            negotiated.dual = true;
-            (link, negotiated)
+            match open(Era::Legacy, false).await {
+                Ok((link, mut negotiated)) => {
+                    negotiated.probed = Some(why);
+                    negotiated.legacy_too = Some(true);
+                    (link, negotiated)
+                }
+                Err(e) => {
+                    // 2026-07-28 only: started once more, and used in that era.
+                    let refused = e.into_rpc(&cfg.name).message;
+                    tracing::info!(upstream = %cfg.name, "it refused initialize ({refused}); using 2026-07-28 for every client");
+                    let (link, mut negotiated) = open(Era::Modern, false).await.map_err(|e| e.into_rpc(&cfg.name))?;
+                    negotiated.probed = Some(format!("it speaks 2026-07-28, and refused initialize: {refused}"));
+                    negotiated.legacy_too = Some(false);
+                    (link, negotiated)
+                }
+            }
         }
         Err(e) => {
             if remembered {

@@ -31,11 +31,10 @@ pub struct Negotiated {
     pub version: ProtocolVersion,
     /// The upstream speaks 2026-07-28: `result` is synthesized from its discover result.
     pub modern: bool,
-    /// The upstream speaks both eras: its `server/discover` lists 2026-07-28 and a legacy
-    /// version the gateway speaks, and declares no tasks extension (whose tasks exist only in
-    /// 2026-07-28). A link for a legacy client is then initialized (`modern` false): the
-    /// client keeps everything its own generation has.
-    pub dual: bool,
+    /// A 2026-07-28 upstream answers `initialize` as well, as far as this handshake found:
+    /// `Some(true)`, it did (this link, for a legacy client, is then a legacy one: `modern`
+    /// false); `Some(false)`, it refused; `None`, not asked.
+    pub legacy_too: Option<bool>,
     /// A modern upstream whose `server/discover` declares the tasks extension
     /// (`io.modelcontextprotocol/tasks`): `result` has no trace of it (a legacy client cannot
     /// read `extensions`), so this says it.
@@ -119,9 +118,12 @@ impl Link {
         if era != Era::Legacy {
             let probe_within = if era == Era::Modern { within } else { probe_within.min(within / 2) };
             match self.probe(&capabilities, &client_info, probe_within).await {
-                Probed::Modern(n) if legacy_client && n.dual && era == Era::Auto => {
+                // Servers of both eras often list only 2026-07-28 in discover (the Python SDK's),
+                // so only `initialize` tells. An extension server's tasks exist only in
+                // 2026-07-28, where the gateway bridges them for legacy clients: it stays modern.
+                Probed::Modern(n) if legacy_client && !n.ext_tasks && era == Era::Auto => {
                     let why = format!(
-                        "its server/discover lists {} and a legacy version: a legacy client's link is initialized",
+                        "it answered server/discover as a {} server and may speak legacy versions too: a legacy client's link is initialized",
                         modern::VERSION
                     );
                     if matches!(self.conn, crate::upstream::connect::Upstream::Stdio(_)) {
@@ -166,18 +168,15 @@ impl Link {
             };
             match self.initialize(&capabilities, &client_info, &probed).await {
                 Ok(mut n) => {
-                    n.dual = true;
+                    n.legacy_too = Some(true);
                     Ok(n)
                 }
                 Err(HandshakeError::Failed(e)) if !self.is_closed() => {
-                    tracing::info!(upstream = %upstream, "the dual-era upstream refused initialize ({}); using {} for this link", e.message, modern::VERSION);
+                    tracing::info!(upstream = %upstream, "the upstream refused initialize ({}); using {} for this link", e.message, modern::VERSION);
                     self.speak_modern(modern_meta(&capabilities, &client_info));
                     Ok(Negotiated {
-                        dual: false,
-                        probed: Some(format!(
-                            "its server/discover lists legacy versions, but it refused initialize: {}",
-                            e.message
-                        )),
+                        legacy_too: Some(false),
+                        probed: Some(format!("it speaks 2026-07-28, and refused initialize: {}", e.message)),
                         ..modern
                     })
                 }
@@ -245,7 +244,7 @@ impl Link {
             self.core.infer_related.store(!tells, std::sync::atomic::Ordering::Relaxed);
         }
         let result = resp.get("result").cloned().unwrap_or(json!({}));
-        Ok(Negotiated { version, modern: false, dual: false, ext_tasks: false, result, probed: probed.clone() })
+        Ok(Negotiated { version, modern: false, legacy_too: None, ext_tasks: false, result, probed: probed.clone() })
     }
 
     /// The connection closed after the probe: why, as the log and `taskgate check` say it.
@@ -304,10 +303,6 @@ impl Link {
                     Ok(d) if d.supported_versions.iter().any(|v| v == modern::VERSION) => {
                         let result = legacy::initialize_result(&d, ProtocolVersion::LATEST.as_str(), &upstream);
                         let ext_tasks = crate::mcp::task_dialects::caps::declares(&d.capabilities);
-                        // An extension server's tasks exist only in 2026-07-28, where the gateway
-                        // bridges them for legacy clients: it stays modern for every client.
-                        let dual =
-                            !ext_tasks && d.supported_versions.iter().any(|v| ProtocolVersion::parse(v).is_some());
                         self.conn.settle_streamable();
                         // A modern transport tells which request a message relates to (stdio:
                         // only requests' own notifications flow, with their tokens).
@@ -316,7 +311,7 @@ impl Link {
                         Probed::Modern(Negotiated {
                             version: ProtocolVersion::LATEST,
                             modern: true,
-                            dual,
+                            legacy_too: None,
                             ext_tasks,
                             result,
                             probed,
