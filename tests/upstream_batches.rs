@@ -90,6 +90,12 @@ async fn a_batch_from_an_http_upstream_is_taken_apart() {
                     format!("{}\n{answer}", note("x")),
                 )]
             }
+            ("tools/call", "json_null_id_error") => vec![Step::Plain(
+                200,
+                vec![("content-type", "application/json".into())],
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32602, "message": "bad arguments"}})
+                    .to_string(),
+            )],
             ("tools/call", "sse_run_together") => {
                 vec![Step::Raw(format!("event: message\ndata: {}\ndata: {answer}\n\n", note("x"))), Step::Sleep(60_000)]
             }
@@ -124,6 +130,9 @@ async fn a_batch_from_an_http_upstream_is_taken_apart() {
         assert!(message.contains("unreadable response body"), "{name}: {message}");
         assert!(started.elapsed() < std::time::Duration::from_secs(30), "{name}: failed at once");
     }
+    // An error without an id, as the body of the request's answer, is its answer.
+    let out = c.request("tools/call", call("json_null_id_error")).await;
+    assert_eq!((out.error_code(), out.response["error"]["message"].as_str()), (-32602, Some("bad arguments")));
     for name in ["json_five", "sse_five"] {
         let out = c.request("tools/call", call(name)).await;
         out.assert_upstream_failed("up", TransportError::BatchTooLarge { limit: 4, len: 5 });

@@ -429,6 +429,12 @@ impl Inner {
             let mut answered = false;
             for m in msgs {
                 match m {
+                    // An error without an id in the body of the request's answer is its
+                    // answer (as in the body of an HTTP error).
+                    Ok(m) if !answered && m.kind() == Kind::Response && m.is_error() && m.id().is_none() => {
+                        answered = true;
+                        self.deliver(m.with_id(&id), &id);
+                    }
                     Ok(m) => {
                         answered |= m.kind() == Kind::Response && m.id() == Some(&id);
                         self.deliver(m, &id);
