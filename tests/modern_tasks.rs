@@ -440,3 +440,41 @@ async fn a_modern_upstream_without_the_extension_gets_hosted_tasks() {
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(calls_to(&up, "tasks/get").is_empty(), "not asked upstream");
 }
+
+/// What a plain answer leaves: nothing the owner's task limit counts (the client never
+/// learned those tasks); and a retry must repeat its round's tool.
+#[tokio::test]
+async fn plain_answers_take_no_task_place_and_a_retry_repeats_its_round() {
+    let config = format!("{}[upstream.tasks]\nmax_tasks_per_owner = 2\n", builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    for n in 0..5 {
+        let echo = request(json!(n), "tools/call", json!({"name": "echo", "arguments": {"text": "quick"}}), ext());
+        let (_, r, _) = call(&c, &echo).await;
+        assert_eq!(r["result"]["content"][0]["text"], "quick", "call {n}: {r}");
+    }
+    let ask = json!({"name": "ask", "arguments": {"question": "colour?"}});
+    let (_, r, _) = call(&c, &request(json!(9), "tools/call", ask, ext())).await;
+    let state = r["result"]["requestState"].as_str().unwrap().to_string();
+    let other = json!({"name": "echo", "arguments": {"text": "x"}, "requestState": state, "inputResponses": {}});
+    let (_, r, _) = call(&c, &request(json!(10), "tools/call", other, ext())).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// A gateway behind this one hosts the tasks: its input rounds' `requestState` passes through
+/// this gateway both ways, and the retry reaches it.
+#[tokio::test]
+async fn a_hosted_round_of_a_gateway_behind_passes_through() {
+    let back = start_gateway(&builtin_upstream("demo")).await;
+    let front = start_gateway(&http_upstream("back", &back.url("demo"))).await;
+    let c = HttpMcp::new(&front.url("back"));
+    let params = json!({"name": "ask", "arguments": {"question": "colour?"}});
+    let (_, r, _) = call(&c, &request(json!(1), "tools/call", params.clone(), ext())).await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let key = r["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let mut retry = params;
+    retry["inputResponses"] = json!({key: {"action": "accept", "content": {"answer": "green"}}});
+    retry["requestState"] = r["result"]["requestState"].clone();
+    let (_, r, _) = call(&c, &request(json!(2), "tools/call", retry, ext())).await;
+    assert_eq!(r["result"]["content"][0]["text"], "answer: green", "{r}");
+}

@@ -412,6 +412,11 @@ impl Session {
     pub async fn close(&self) {
         if let Some(client) = &self.modern {
             client.unpark();
+            // A hosted call the client was still waiting on, and whose task it never learned.
+            let undecided = client.deciding.lock().unwrap().take();
+            if let Some(task) = undecided {
+                let _ = self.hosted().cancel(&task).await;
+            }
         }
         let bridges: Vec<CancellationToken> = {
             // Under the session's lock, as `closed` is set: see `bridges` for the order.

@@ -134,6 +134,10 @@ pub(super) struct ModernClient {
     /// The `Mcp-Param-*` headers of the request (its latest round), as (name, value); `None`
     /// over a transport without headers (stdio). See `modern_client::param_headers`.
     pub(super) param_headers: Mutex<Option<Vec<crate::mcp::modern::headers::Received>>>,
+    /// The hosted task whose call this request waits on before answering (see
+    /// `modern_client::tasks`): the client does not know it yet, so if the request ends
+    /// first (the client hung up), the task is cancelled.
+    pub(super) deciding: Mutex<Option<std::sync::Arc<str>>>,
 }
 
 #[derive(Default)]
@@ -175,6 +179,7 @@ impl ModernClient {
             _listen_ends_with_session: listen_ended.clone().drop_guard(),
             listen_ended,
             param_headers: Mutex::new(None),
+            deciding: Mutex::new(None),
         }
     }
 }

@@ -83,9 +83,16 @@ impl ModernClient {
         if frame.method() == Method::ToolsCall {
             Box::pin(self.check_param_headers(s, &link, upstream, &frame)).await?;
             // The retry of an input round the gateway made for a hosted call, in either era.
+            // A token naming no task the requester may see is another server's (a gateway
+            // behind this one): passed on to a modern upstream, unknown to a legacy one.
             if let Some(task_id) = tasks::hosted_round(&frame) {
-                self.continue_hosted(s, id.clone(), &frame, task_id).await?;
-                return Ok(None);
+                if Box::pin(s.hosted().visible_or_failed(task_id, &s.owner)).await? {
+                    self.continue_hosted(s, id.clone(), &frame, task_id).await?;
+                    return Ok(None);
+                }
+                if !upstream.is_modern() {
+                    return Err(tasks::unknown_request_state());
+                }
             }
         }
         if matches!(frame.method(), Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) {

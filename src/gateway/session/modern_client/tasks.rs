@@ -68,9 +68,10 @@ impl ModernClient {
         self.answer_hosted(s, id, &task_id, created).await
     }
 
-    /// The retry of a hosted call's input round (its `requestState` names the task): the
-    /// answers go to the task's questions, and the client is answered as at the call's start.
-    /// A task the requester cannot see is an unknown `requestState`.
+    /// The retry of a hosted call's input round (its `requestState` names the task, which the
+    /// requester may see): the answers go to the task's questions, and the client is answered
+    /// as at the call's start. A retry of another tool, or without the extension declared, is
+    /// refused.
     pub(super) async fn continue_hosted(
         &self,
         s: &Session,
@@ -78,10 +79,16 @@ impl ModernClient {
         frame: &Message,
         task_id: &str,
     ) -> Result<(), RpcError> {
-        if !Box::pin(s.hosted().visible_or_failed(task_id, &s.owner)).await? {
-            return Err(unknown_request_state());
-        }
         let hosted = s.hosted().clone();
+        // The retry repeats the call of its round: the same tool, by a client that declared
+        // the extension.
+        let tool = hosted.tool_of(task_id).await;
+        if !self.declared_extension() || tool.is_some_and(|t| Some(t.as_str()) != frame.tool_name().as_deref()) {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "params.requestState belongs to another call: a retry repeats its round's tools/call",
+            ));
+        }
         if let Some(Value::Object(responses)) = frame.value().pointer("/params/inputResponses") {
             for (key, answer) in responses {
                 // A key that is not outstanding is ignored, as for `tasks/update`.
@@ -99,15 +106,21 @@ impl ModernClient {
     /// task. The task is kept whichever way, as any hosted task is.
     async fn answer_hosted(&self, s: &Session, id: Id, task_id: &str, created: Value) -> Result<(), RpcError> {
         let within = s.upstream.tasks.plain_within;
+        *self.deciding.lock().unwrap() = Some(task_id.into());
         let decided = if within.is_zero() { None } else { settles_within(s, task_id, within).await };
+        let mut ended = false;
         let plain = match decided {
             Some(TaskStatus::Completed | TaskStatus::Failed | TaskStatus::InputRequired) => {
                 match ext_inline(s, task_id).await?.1 {
                     Inline::Result(mut result) => {
+                        ended = true;
                         result["resultType"] = json!("complete");
                         Some(jsonrpc::result_response(&id, result))
                     }
-                    Inline::Error(error) => Some(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error})),
+                    Inline::Error(error) => {
+                        ended = true;
+                        Some(json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error}))
+                    }
                     Inline::InputRequests(asked) if !asked.is_empty() => Some(jsonrpc::result_response(
                         &id,
                         json!({"resultType": "input_required", "inputRequests": asked,
@@ -123,6 +136,11 @@ impl ModernClient {
             None => jsonrpc::result_response(&id, ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?),
         };
         s.sink.deliver(Message::made(answer), Route::Response(id));
+        *self.deciding.lock().unwrap() = None;
+        if ended {
+            // Answered plainly: no one knows the task by its id.
+            s.hosted().discard_answered(task_id).await;
+        }
         Ok(())
     }
 
@@ -302,6 +320,8 @@ pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inl
                         ProtocolVersion::LATEST,
                     );
                     modern::for_modern(&mut resp, Some(Method::ToolsCall));
+                    // The error inline is a modern client's too: in the era's codes.
+                    modern::error_for_modern(&mut resp);
                     flow::inline_from_core_payload(&resp).map_err(|e| e.to_rpc())?
                 }
                 // Failed without an outcome (the gateway shut down, or expired): say so.
@@ -321,6 +341,7 @@ const HOSTED_ROUND: &str = "taskgate-hosted-task:";
 
 /// The hosted task a retry's `requestState` names, if it names one.
 pub(super) fn hosted_round(frame: &Message) -> Option<&str> {
+    // (`visible_or_failed` is asked by the caller: a token of another gateway's passes on.)
     frame.value().pointer("/params/requestState")?.as_str()?.strip_prefix(HOSTED_ROUND)
 }
 
