@@ -11,6 +11,7 @@ mod auth_modern_upstream;
 mod bridge;
 mod client_shares;
 mod compatibility;
+mod conformance;
 mod dialects;
 mod dialects_review;
 mod docs;

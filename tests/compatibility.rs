@@ -232,9 +232,10 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
                 .collect()
         })
         .collect();
-    let doc = report::render(&servers, &cells);
-    // Written whole and renamed into place: tests/docs.rs may be reading it meanwhile.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/compatibility.md");
+    let doc = report::render(&servers, &cells) + &report::kept(&std::fs::read_to_string(&path).unwrap_or_default());
+    // Written whole and renamed into place: tests/docs.rs and tests/conformance.rs may be
+    // reading it meanwhile.
     let part = path.with_extension("md.part");
     std::fs::write(&part, &doc).unwrap();
     std::fs::rename(&part, &path).unwrap();

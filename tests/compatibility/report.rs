@@ -96,10 +96,23 @@ fn table(out: &mut String, servers: &[Server], cells: &[Vec<Cell>], f: impl Fn(&
     }
 }
 
+/// The heading of the section after the matrix that the matrix keeps as it finds it: the
+/// conformance suite's figures, which tests/conformance.rs checks.
+pub const KEPT: &str = "## Conformance\n";
+
+/// The kept section of `old` (the file as it was), from its heading to the end; empty if none.
+pub fn kept(old: &str) -> String {
+    match old.find(&format!("\n{KEPT}")) {
+        Some(at) => old[at..].to_string(),
+        None => String::new(),
+    }
+}
+
 pub fn render(servers: &[Server], cells: &[Vec<Cell>]) -> String {
     let mut out = String::from(
         "# Compatibility matrix\n\n\
-         Written by `tests/compatibility.rs` (run by `scripts/test`; do not edit by hand). Published\n\
+         Written by `tests/compatibility.rs` (run by `scripts/test`; do not edit by hand; the last\n\
+         section, [Conformance](#conformance), is kept as written and checked by `tests/conformance.rs`). Published\n\
          MCP servers, pinned in `tests/compat/` (npm, PyPI) and `tests/interop/rmcp_server` (crates.io),\n\
          each behind one taskgate gateway with the default configuration (one upstream per server, no\n\
          other key), driven by one client of each generation: the official TypeScript SDK at four\n\
