@@ -330,16 +330,11 @@ fn base64_encode(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Standard Base64, padding optional; `None` for any other character or a length no
-/// encoding has.
+/// Standard Base64 with its padding, as SEP-2243's test cases require (a value without it,
+/// `SGVsbG8`, is refused); `None` for any other character or a length no encoding has.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
     use base64::Engine;
-    const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    LENIENT.decode(text).ok()
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
 #[cfg(test)]
@@ -366,7 +361,9 @@ mod tests {
         for s in ["", "a", "ab", "abc", "abcd", "🦀 crab"] {
             assert_eq!(base64_decode(&base64_encode(s.as_bytes())).unwrap(), s.as_bytes());
         }
-        assert_eq!(base64_decode("SGk"), Some(b"Hi".to_vec()), "padding is optional");
+        assert_eq!(base64_decode("SGk="), Some(b"Hi".to_vec()));
+        assert_eq!(base64_decode("SGk"), None, "padding is required");
+        assert_eq!(decode_value(b"=?base64?SGVsbG8?=").ok(), None, "SEP-2243's invalid padding case");
         assert_eq!(decode_value(b"=?base64?***?="), Err("invalid base64 between =?base64? and ?="));
         assert_eq!(decode_value(b"=?base64?/w==?="), Err("base64 value is not UTF-8"));
         assert!(decode_value(b"a\x01b").is_err());
