@@ -27,6 +27,7 @@ use crate::upstream::link::{CloseReason, Link};
 mod calls;
 mod listing;
 pub mod overview;
+mod plain_answers;
 mod remote;
 mod status;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
@@ -362,26 +363,6 @@ impl Hosted {
         if let (Some(token), Some(s)) = (&r.token, r.creator.upgrade()) {
             s.discard_progress(token);
         }
-    }
-
-    /// The tool a task calls, if its record names one.
-    pub async fn tool_of(&self, task_id: &str) -> Option<String> {
-        let rec = self.store.get(task_id).await.map_err(|e| self.store_failed(e)).ok()??;
-        rec.tool
-    }
-
-    /// A finished task whose outcome its creator got as a plain answer (it never learned the
-    /// task's id): removed now, so that it takes no place among the owner's tasks or the
-    /// store's. A task still running is left as it is.
-    pub async fn discard_answered(&self, task_id: &str) {
-        if self.runs(task_id) {
-            return;
-        }
-        if let Err(e) = self.store.update(task_id, &mut |r| r.ttl = std::time::Duration::ZERO).await {
-            self.store_failed(e);
-            return;
-        }
-        let _ = self.store.remove_if_expired(task_id, std::time::SystemTime::now()).await;
     }
 
     /// The task's retention counts from its end (a SEP-1391 operation's `keepAlive`).
