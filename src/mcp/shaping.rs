@@ -63,7 +63,7 @@ pub fn tools_list(
         if client < ProtocolVersion::V2025_11_25 {
             for key in ["inputSchema", "outputSchema"] {
                 if let Some(schema) = obj.get_mut(key) {
-                    defs_as_definitions(schema);
+                    inline_defs(schema);
                 }
             }
         }
@@ -81,39 +81,53 @@ pub fn tools_list(
     }
 }
 
-/// A schema's `$defs` (JSON Schema 2019-09 on, the default dialect from 2025-11-25) as
-/// draft-07's `definitions`, its local references with them, for a client of an older
-/// version: its validator may know only draft-07 and fail to resolve `#/$defs/…` (the
-/// TypeScript SDK up to 1.22 does, and then refuses the tool's results). Any reader resolves
-/// the rewritten references the same way. A schema that already has `definitions` is kept
-/// as it is.
-fn defs_as_definitions(schema: &mut Value) {
-    let Some(obj) = schema.as_object_mut() else { return };
-    if obj.contains_key("definitions") {
-        return;
+/// A schema's local references into its `$defs` (JSON Schema 2019-09 on, the default dialect
+/// from 2025-11-25) replaced by what they name, for a client of an older version: its validator
+/// may know only draft-07 and fail to resolve `#/$defs/…` (the TypeScript SDK up to 1.22 does,
+/// with `definitions` as much, and then refuses the tool's results). A schema whose references
+/// cannot all be inlined (one that recurses, names no definition, or grows past
+/// [`MAX_INLINED_BYTES`]) is left as it is.
+fn inline_defs(schema: &mut Value) {
+    let Some(defs) = schema.get("$defs").and_then(Value::as_object).cloned() else { return };
+    let mut inlined = schema.clone();
+    // Bounded in bytes: a definition referenced many times must not multiply what is kept.
+    let mut budget = (schema.to_string().len() * 4).max(MAX_INLINED_BYTES);
+    if inline(&mut inlined, &defs, 0, &mut budget) {
+        if let Some(o) = inlined.as_object_mut() {
+            o.remove("$defs");
+        }
+        *schema = inlined;
     }
-    let Some(defs) = obj.remove("$defs") else { return };
-    obj.insert("definitions".into(), defs);
-    rewrite_refs(schema);
 }
 
-/// Every `$ref` into `#/$defs/` below `v`, pointed at `#/definitions/` instead.
-fn rewrite_refs(v: &mut Value) {
+/// The most bytes of definitions one schema's inlining copies in (or four times the schema's
+/// own size, if more): past it the schema is left as it is.
+const MAX_INLINED_BYTES: usize = 64 * 1024;
+
+/// Replaces each `{"$ref": "#/$defs/Name", …}` below `v` by the definition's keywords beside
+/// its own (its own win); `false` if one cannot be (see [`inline_defs`]).
+fn inline(v: &mut Value, defs: &serde_json::Map<String, Value>, depth: usize, budget: &mut usize) -> bool {
     match v {
         Value::Object(m) => {
-            for (k, child) in m.iter_mut() {
-                match child {
-                    Value::String(r) if k == "$ref" => {
-                        if let Some(rest) = r.strip_prefix("#/$defs/") {
-                            *r = format!("#/definitions/{rest}");
-                        }
-                    }
-                    _ => rewrite_refs(child),
+            if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                let Some(name) = r.strip_prefix("#/$defs/") else { return true };
+                let Some(def) = defs.get(name).filter(|_| depth < 16) else { return false };
+                let Some(left) = budget.checked_sub(def.to_string().len()) else { return false };
+                *budget = left;
+                let mut def = def.clone();
+                if !inline(&mut def, defs, depth + 1, budget) {
+                    return false;
+                }
+                let Value::Object(def) = def else { return false };
+                m.remove("$ref");
+                for (k, v) in def {
+                    m.entry(k).or_insert(v);
                 }
             }
+            m.iter_mut().filter(|(k, _)| *k != "$defs").all(|(_, child)| inline(child, defs, depth, budget))
         }
-        Value::Array(a) => a.iter_mut().for_each(rewrite_refs),
-        _ => {}
+        Value::Array(a) => a.iter_mut().all(|child| inline(child, defs, depth, budget)),
+        _ => true,
     }
 }
 
@@ -156,33 +170,33 @@ mod tests {
     }
 
     #[test]
-    fn defs_become_draft_07_definitions_for_clients_before_2025_11_25() {
+    fn defs_are_inlined_for_clients_before_2025_11_25() {
         let schema = json!({"type": "object", "properties": {
-            "now": {"$ref": "#/$defs/Time"}, "zones": {"type": "array", "items": {"$ref": "#/$defs/Zone"}},
+            "now": {"$ref": "#/$defs/Time", "description": "mine"}, "zones": {"type": "array", "items": {"$ref": "#/$defs/Zone"}},
             "other": {"$ref": "https://example.com/s.json"}},
-            "$defs": {"Time": {"type": "string"}, "Zone": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Zone"}}}}});
+            "$defs": {"Time": {"type": "string", "description": "theirs"}, "Zone": {"type": "object", "properties": {"at": {"$ref": "#/$defs/Time"}}}}});
         let listing = json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": schema}]});
         let mut old = listing.clone();
         tools_list(&mut old, ProtocolVersion::V2025_06_18, true, &|_, _| false);
         let out = &old["tools"][0]["outputSchema"];
         assert!(out.get("$defs").is_none(), "{out}");
-        assert_eq!(out["definitions"]["Time"], json!({"type": "string"}));
-        assert_eq!(out["properties"]["now"]["$ref"], "#/definitions/Time");
-        assert_eq!(out["properties"]["zones"]["items"]["$ref"], "#/definitions/Zone");
-        assert_eq!(
-            out["definitions"]["Zone"]["properties"]["next"]["$ref"], "#/definitions/Zone",
-            "recursive ones too"
-        );
+        assert_eq!(out["properties"]["now"], json!({"type": "string", "description": "mine"}), "its own keywords win");
+        assert_eq!(out["properties"]["zones"]["items"]["properties"]["at"]["type"], "string", "nested too");
         assert_eq!(out["properties"]["other"]["$ref"], "https://example.com/s.json", "not a local one");
         // A 2025-11-25 client reads 2020-12: as it is.
         let mut new = listing.clone();
         tools_list(&mut new, ProtocolVersion::V2025_11_25, true, &|_, _| false);
         assert_eq!(new, listing);
-        // A schema that has `definitions` already is left alone.
-        let both = json!({"tools": [{"name": "t", "inputSchema": {"definitions": {}, "$defs": {"A": {}}, "$ref": "#/$defs/A"}}]});
-        let mut kept = both.clone();
-        tools_list(&mut kept, ProtocolVersion::V2025_03_26, true, &|_, _| false);
-        assert_eq!(kept, both);
+        // One that recurses, or names nothing, is left as it is.
+        for schema in [
+            json!({"$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}, "$ref": "#/$defs/Node"}),
+            json!({"$defs": {}, "properties": {"a": {"$ref": "#/$defs/Missing"}}}),
+        ] {
+            let kept = json!({"tools": [{"name": "t", "inputSchema": schema}]});
+            let mut out = kept.clone();
+            tools_list(&mut out, ProtocolVersion::V2025_03_26, true, &|_, _| false);
+            assert_eq!(out, kept);
+        }
     }
 
     #[test]
