@@ -204,7 +204,11 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
                         Ok(target) if job.direct => target,
                         _ => clients::gateway_target(&servers::upstream_name(server, job.col), kind, &addr),
                     };
-                    let task = clients::task_kind(server, kind).ok().map(|k| (k, &server.task));
+                    // A hosted task is the gateway's: direct, a plain answer is no hosted one.
+                    let task = clients::task_kind(server, kind)
+                        .ok()
+                        .map(|k| if job.direct && k == "hosted" { "hosted, direct" } else { k })
+                        .map(|k| (k, &server.task));
                     let run = clients::run(server, kind, &target, task);
                     drop(own_sse);
                     results.lock().unwrap().push((job.row, job.col, job.direct, run));
