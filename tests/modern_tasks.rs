@@ -478,3 +478,27 @@ async fn a_hosted_round_of_a_gateway_behind_passes_through() {
     let (_, r, _) = call(&c, &request(json!(2), "tools/call", retry, ext())).await;
     assert_eq!(r["result"]["content"][0]["text"], "answer: green", "{r}");
 }
+
+/// A 2026-07-28 client that did not declare the tasks extension, in front of a server of it
+/// whose tool runs only as a task: the call is bridged, as a legacy client's is, and the
+/// client gets the task's result as the call's. A task that asks for input fails its call at
+/// once, saying why: such a client cannot be asked.
+#[tokio::test]
+async fn a_modern_client_without_the_extension_gets_an_extension_task_bridged() {
+    use common::ext_server::{Server, extension_server};
+    let state = std::sync::Arc::new(std::sync::Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let slow = request(json!(1), "tools/call", json!({"name": "slow", "arguments": {}}), json!({}));
+    let (status, r, _) = call(&c, &slow).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "slow done after 3 steps", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let plain = request(json!(2), "tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}), json!({}));
+    let (_, r, _) = call(&c, &plain).await;
+    assert!(r.get("result").is_some(), "a plain tool answers as it is: {r}");
+    let ask = request(json!(3), "tools/call", json!({"name": "ask", "arguments": {}}), json!({"elicitation": {}}));
+    let (_, r, _) = tokio::time::timeout(std::time::Duration::from_secs(20), call(&c, &ask)).await.expect("at once");
+    assert!(r.get("error").is_some(), "{r}");
+}

@@ -279,7 +279,7 @@ impl Session {
     fn plan_of(&self, st: &SessionState) -> Plan {
         st.plan.unwrap_or_else(|| {
             let upstream = UpstreamSide::Legacy(st.upstream_version.unwrap_or(ProtocolVersion::LATEST));
-            Plan::new(self.client_side(st), upstream, &st.upstream_caps, &self.upstream, self.shared)
+            Plan::new(self.client_side(st), upstream, &st.upstream_caps, &self.upstream, (self.shared, false))
         })
     }
 

@@ -59,8 +59,9 @@ pub(super) enum TaskPolicy {
     /// A core-task client in front of an upstream without the extension: its tasks hosted by
     /// the gateway or passed through to the upstream.
     Core,
-    /// A legacy client without core tasks in front of an extension upstream: a blocking call
-    /// the upstream wants as a task is bridged through the extension (`ext::bridged`).
+    /// A client without core tasks in front of an extension upstream (a legacy one, or a
+    /// 2026-07-28 one that did not declare the extension): a blocking call the upstream wants
+    /// as a task is bridged through the extension (`ext::bridged`).
     ExtBridged,
     /// A core-task client in front of an extension upstream: the two dialects translated
     /// (`ext::translated`).
@@ -115,15 +116,18 @@ pub(super) struct Plan {
 
 impl Plan {
     /// The plan for a client of `client` in front of `upstream`, whose capabilities (as the
-    /// session reads them) are `caps`.
+    /// session reads them) are `caps`; `modern_declares_ext`: a modern client's request
+    /// declared the tasks extension.
     pub(super) fn new(
         client: ClientSide,
         upstream: UpstreamSide,
         caps: &serde_json::Value,
         config: &UpstreamConfig,
-        shared: bool,
+        (shared, modern_declares_ext): (bool, bool),
     ) -> Plan {
-        let ext = matches!(upstream, UpstreamSide::Modern { ext_tasks: true }) && client != ClientSide::Modern;
+        let ext_upstream = matches!(upstream, UpstreamSide::Modern { ext_tasks: true });
+        // A modern client that declared the extension speaks it to the upstream itself.
+        let ext = ext_upstream && !(client == ClientSide::Modern && modern_declares_ext);
         let tasks = match (client.has_core_tasks(), ext) {
             (true, true) => TaskPolicy::ExtTranslated,
             (true, false) => TaskPolicy::Core,

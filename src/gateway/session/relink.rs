@@ -169,7 +169,8 @@ impl Session {
             true => UpstreamSide::Modern { ext_tasks: negotiated.ext_tasks },
             false => UpstreamSide::Legacy(negotiated.version),
         };
-        st.plan = Some(Plan::new(self.client_side(&st), upstream, &caps, &self.upstream, self.shared));
+        let declares_ext = self.modern.as_ref().is_some_and(|m| m.declared_extension());
+        st.plan = Some(Plan::new(self.client_side(&st), upstream, &caps, &self.upstream, (self.shared, declares_ext)));
         st.upstream_caps = caps;
         st.upstream_init = negotiated.result.clone();
         // What a previous link listed may not hold for this one: forgotten under the session's
@@ -293,8 +294,13 @@ impl Session {
             // They were made on an extension upstream: so the session takes it to be until
             // its link, opened to ask about them, says otherwise.
             let upstream = UpstreamSide::Modern { ext_tasks: true };
-            let plan =
-                Plan::new(ClientSide::Legacy(version), upstream, &Value::Null, &session.upstream, session.shared);
+            let plan = Plan::new(
+                ClientSide::Legacy(version),
+                upstream,
+                &Value::Null,
+                &session.upstream,
+                (session.shared, false),
+            );
             session.state.lock().unwrap().plan = Some(plan);
         }
         for task in open {

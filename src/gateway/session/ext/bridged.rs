@@ -1,6 +1,6 @@
 //! The session in front of a 2026-07-28 upstream that declares the tasks extension
-//! (`io.modelcontextprotocol/tasks`): a legacy client's blocking `tools/call` goes up without
-//! the extension, and one the upstream refuses with -32021 naming it (or answers with a task
+//! (`io.modelcontextprotocol/tasks`): a blocking `tools/call` of a legacy client, or of a
+//! 2026-07-28 one that did not declare the extension, goes up without the extension, and one the upstream refuses with -32021 naming it (or answers with a task
 //! all the same) is bridged ([`ExtBridge`]): retried declaring the extension, the task
 //! followed to its end, its input requests relayed to the client as requests of the original
 //! call and their answers routed back to it ([`InputWait`]).
@@ -125,6 +125,14 @@ impl ExtTasks {
         key: String,
         answers: mpsc::Sender<(String, Value)>,
     ) -> Result<(), RpcError> {
+        if s.modern.is_some() {
+            // A 2026-07-28 client has no requests from its server: its bridged call cannot
+            // put the task's question to it (it would declare the extension to be asked).
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                "the upstream task asked for input, which a 2026-07-28 client that did not declare the tasks extension cannot give",
+            ));
+        }
         let mut request = request;
         // A request, with an id of the session's given below.
         request["id"] = 0.into();

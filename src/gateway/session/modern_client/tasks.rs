@@ -51,7 +51,7 @@ fn with_id(mut resp: Value, id: &Id) -> Value {
 
 impl ModernClient {
     /// Whether this request declared the tasks extension.
-    pub(super) fn declared_extension(&self) -> bool {
+    pub(in crate::gateway::session) fn declared_extension(&self) -> bool {
         self.meta.has_extension(EXTENSION)
     }
 
