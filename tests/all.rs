@@ -12,6 +12,7 @@ mod bridge;
 mod client_shares;
 mod compatibility;
 mod conformance;
+mod conformance_clients;
 mod dialects;
 mod dialects_review;
 mod docs;

