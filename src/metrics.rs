@@ -109,6 +109,7 @@ pub struct Metrics {
     bytes_out: Counter,
     task_page_listings: Counter,
     task_page_dropped: Counter,
+    long_calls_deferred: Counter,
     upstreams: Mutex<HashMap<String, Arc<UpstreamMetrics>>>,
 }
 
@@ -182,7 +183,14 @@ impl Metrics {
             "Task page viewers dropped because they did not read their stream (unread_timeout)",
             task_page_dropped.clone(),
         );
+        let long_calls_deferred = Counter::default();
+        registry.register(
+            "taskgate_long_calls_deferred",
+            "Plain tool calls answered with a deferred result naming a task (upstream.long_calls)",
+            long_calls_deferred.clone(),
+        );
         Metrics {
+            long_calls_deferred,
             task_page_listings,
             task_page_dropped,
             registry,
@@ -238,6 +246,11 @@ impl Metrics {
         if let Some(i) = TASK_STATES.iter().position(|s| *s == status) {
             self.tasks[i].inc();
         }
+    }
+
+    /// A plain call outlasted `defer_after` and was answered with a deferred result.
+    pub fn long_call_deferred(&self) {
+        self.long_calls_deferred.inc();
     }
 
     /// The task page listed the tasks (once, for all its viewers).

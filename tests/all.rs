@@ -33,6 +33,7 @@ mod interop;
 mod interop_rmcp;
 mod layers;
 mod legacy_sse;
+mod long_calls;
 mod modern_clients;
 mod modern_input;
 mod modern_review;

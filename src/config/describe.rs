@@ -149,6 +149,20 @@ impl Config {
             let _ = writeln!(out, "progress_get = {}", d.progress_get);
             let _ = writeln!(out, "sep1391 = {}", d.sep1391);
             let _ = writeln!(out, "retention = \"{}\"", fmt_duration(d.retention));
+            let l = &u.long_calls;
+            let _ = writeln!(out, "[upstream.long_calls]");
+            match l.defer_after {
+                Some(d) => {
+                    let _ = writeln!(out, "defer_after = \"{}\"", fmt_duration(d));
+                }
+                None => {
+                    let _ = writeln!(out, "# defer_after: off");
+                }
+            }
+            let _ = writeln!(out, "tools = {:?}", l.tools);
+            let _ = writeln!(out, "wait_max = \"{}\"", fmt_duration(l.wait_max));
+            let _ = writeln!(out, "tool_prefix = {:?}", l.tool_prefix);
+            let _ = writeln!(out, "keepalive = \"{}\"", fmt_duration(l.keepalive.unwrap_or_default()));
         }
         out
     }

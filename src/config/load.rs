@@ -248,6 +248,7 @@ pub(super) fn upstream_config(
         Some("modern") => Era::Modern,
         Some(other) => return err(format!("{at}.era: \"{other}\" is not one of \"auto\", \"legacy\", \"modern\"")),
     };
+    let tasks = upstream_tasks(&at, u.tasks)?;
     let authorization =
         super::client_auth::parse(&at, u.authorization.as_deref(), &transport, u.share.unwrap_or(false))?;
     let connect_timeout = duration(&format!("{at}.connect_timeout"), u.connect_timeout, Duration::from_secs(10))?;
@@ -289,7 +290,8 @@ pub(super) fn upstream_config(
             u.max_input_requests,
             DEFAULT_INPUT_REQUESTS,
         )?,
-        tasks: upstream_tasks(&at, u.tasks)?,
+        long_calls: super::long_calls::long_calls(&at, u.long_calls, tasks.hosted != HostedMode::Never)?,
+        tasks,
         dialects: dialects(&at, u.dialects)?,
     })
 }

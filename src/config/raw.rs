@@ -110,6 +110,7 @@ pub(super) struct RawUpstream {
     pub(super) max_input_requests: Option<u64>,
     pub(super) tasks: Option<RawUpstreamTasks>,
     pub(super) dialects: Option<RawDialects>,
+    pub(super) long_calls: Option<super::long_calls::RawLongCalls>,
 }
 
 #[derive(Deserialize)]

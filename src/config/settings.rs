@@ -261,6 +261,7 @@ impl UpstreamConfig {
             max_input_requests: DEFAULT_INPUT_REQUESTS,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
             dialects: Dialects::default(),
+            long_calls: super::LongCalls::default(),
         }
     }
 }
@@ -396,6 +397,7 @@ pub struct UpstreamConfig {
     pub max_input_requests: usize,
     pub tasks: UpstreamTasks,
     pub dialects: Dialects,
+    pub long_calls: super::LongCalls,
 }
 
 /// What an HTTP upstream receives as `Authorization`.

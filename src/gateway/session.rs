@@ -37,6 +37,7 @@ mod by_token;
 mod ext;
 mod from_upstream;
 mod input_rounds;
+mod long_calls;
 mod modern_client;
 pub mod modern_state;
 mod plan;
@@ -86,6 +87,8 @@ pub struct Session {
     shared: bool,
     /// The by-token dialects its upstream enables, for a legacy client (`None`: none).
     by_token: Option<by_token::state::Dialects>,
+    /// Long calls for a legacy client without tasks, where its upstream turns them on.
+    long_calls: Option<long_calls::LongCalls>,
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
@@ -214,7 +217,8 @@ impl Session {
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let dialects = ByToken::of(&upstream, modern.is_some());
-        let first_step = plan::FirstStep::of(modern.is_some(), dialects);
+        let long_calls = long_calls::LongCalls::of(&upstream, modern.is_some());
+        let first_step = plan::FirstStep::of(modern.is_some(), dialects.on() || long_calls.is_some());
         let by_token = by_token::state::Dialects::of(dialects);
         let rounds = input_rounds::InputRounds::new(&upstream);
         Arc::new_cyclic(|me| Session {
@@ -230,6 +234,7 @@ impl Session {
             modern,
             shared,
             by_token,
+            long_calls,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             tools: tools::ToolSupport::default(),

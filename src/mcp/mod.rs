@@ -5,6 +5,7 @@
 //! Every decision that depends on the negotiated protocol version is made from here, so that
 //! adding a generation touches one place.
 
+pub mod long_calls;
 pub mod modern;
 pub mod paging;
 pub mod sep1391;

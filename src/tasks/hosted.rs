@@ -25,6 +25,7 @@ use crate::upstream::client::{ClientSession, Route};
 use crate::upstream::link::{CloseReason, Link};
 
 mod calls;
+mod deferred;
 mod listing;
 pub mod overview;
 mod plain_answers;
@@ -77,6 +78,12 @@ struct Running {
     /// The latest progress numbers (`progress`, and `total` if given), for the task page
     /// (`overview`).
     progress_numbers: Option<(f64, Option<f64>)>,
+    /// When the upstream last sent progress (or the call started): a long call's keep-alive
+    /// speaks only into its silence.
+    heard: tokio::time::Instant,
+    /// The last progress value sent to the client under its token (the upstream's, or a
+    /// keep-alive's): what is sent next rises above it.
+    sent: Option<f64>,
     /// Whether its end is stored (`unstored`): its waiting `tasks/result`s wait for that, as
     /// a store that failed to take it tells them of no change.
     end: tokio::sync::watch::Sender<EndState>,
@@ -309,6 +316,8 @@ impl Hosted {
                 to_creator_later: false,
                 progress: None,
                 progress_numbers: None,
+                heard: tokio::time::Instant::now(),
+                sent: None,
                 end: tokio::sync::watch::channel(EndState::Running).0,
                 shown: None,
             },

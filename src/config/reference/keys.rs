@@ -459,6 +459,33 @@ pub const KEYS: &[KeyDoc] = &[
         "positive, at most half of `connect_timeout`",
         "under `era = \"auto\"`, how long the `server/discover` probe waits before the upstream is initialized as a legacy server",
     ),
+    // [upstream.long_calls]
+    d(
+        "upstream.long_calls.defer_after",
+        "absent: off",
+        "a positive duration, at most `\"10m\"`",
+        "a plain `tools/call` of a client without tasks (before 2025-11-25) still running after this is answered with an ordinary tool result naming a hosted task, and goes on upstream as that task; set it below the clients' own timeouts (60 s for many). See [Long calls](tasks.md#long-calls)",
+    ),
+    k(
+        "upstream.long_calls.tools",
+        "glob patterns (`*`, `?`)",
+        "the tools whose calls may be deferred (of those the gateway hosts, `upstream.tasks.hosted_tools`)",
+    ),
+    k(
+        "upstream.long_calls.wait_max",
+        "a positive duration, at most `\"10m\"`",
+        "the longest one call of the wait tool blocks before it answers that the task still runs",
+    ),
+    k(
+        "upstream.long_calls.tool_prefix",
+        "at most 120 of `A-Z a-z 0-9 _ - .`",
+        "the gateway's tools are this followed by `wait`, `status` and `cancel`; where the upstream lists a tool of the same name, the upstream's is kept and the gateway's is not offered",
+    ),
+    k(
+        "upstream.long_calls.keepalive",
+        "a duration, `\"0ms\"` (off) to `\"10m\"`",
+        "while a deferrable call's upstream is silent this long, a client that sent a `progressToken` gets a progress notification (rising values, a message), so that clients that reset their timeout on progress keep waiting",
+    ),
 ];
 
 /// The tables of the config, each with a line saying what it is for.
@@ -488,5 +515,9 @@ pub const TABLES: &[(&str, &str)] = &[
     (
         "upstream.dialects",
         "Written after the `[[upstream]]` table it belongs to; see [Progress and operations by token](tasks.md#progress-and-operations-by-token).",
+    ),
+    (
+        "upstream.long_calls",
+        "Written after the `[[upstream]]` table it belongs to; see [Long calls](tasks.md#long-calls).",
     ),
 ];

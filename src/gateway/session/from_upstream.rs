@@ -54,6 +54,9 @@ impl Session {
                 if let Some(dialects) = &self.by_token {
                     dialects.listing(self, result);
                 }
+                if let Some(calls) = &self.long_calls {
+                    calls.listing(self, result);
+                }
             }
             Shape::Discover => {
                 // The gateway serves every version it speaks in front of any upstream (a

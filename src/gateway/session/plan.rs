@@ -147,23 +147,26 @@ impl Plan {
 }
 
 /// What a request of this session meets before the plan, decided when the session is made
-/// (a client's era and its upstream's dialects do not change while it lives).
+/// (a client's era and its upstream's settings do not change while it lives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum FirstStep {
-    /// A legacy client whose upstream enables no by-token dialect: straight to the plan.
+    /// A legacy client whose upstream enables no by-token dialect and no long calls:
+    /// straight to the plan.
     None,
     /// A modern client's request: checked, and may be served, by its own strategy
     /// (`modern_client`).
     Modern,
-    /// A legacy client's request may be one of the by-token dialects' (`by_token`).
-    ByToken,
+    /// A legacy client's request may be one of the by-token dialects' (`by_token`) or a
+    /// long call (`long_calls`).
+    Legacy,
 }
 
 impl FirstStep {
-    pub(super) fn of(modern: bool, by_token: ByToken) -> FirstStep {
-        match (modern, by_token.on()) {
+    /// `legacy_strategies`: the upstream enables a by-token dialect or long calls.
+    pub(super) fn of(modern: bool, legacy_strategies: bool) -> FirstStep {
+        match (modern, legacy_strategies) {
             (true, _) => FirstStep::Modern,
-            (false, true) => FirstStep::ByToken,
+            (false, true) => FirstStep::Legacy,
             (false, false) => FirstStep::None,
         }
     }

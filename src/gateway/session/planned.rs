@@ -161,6 +161,9 @@ impl Session {
         if let Some(dialects) = &self.by_token {
             dialects.cancelled(self, &frame).await;
         }
+        if let Some(calls) = &self.long_calls {
+            calls.cancelled(self, &frame).await;
+        }
         // A request waiting on its client's answers to a modern upstream's input requests
         // has nothing upstream to cancel (`input_rounds`), whatever became of the link.
         if self.rounds.cancelled(self, &frame) {
@@ -228,7 +231,7 @@ impl Session {
         let frame = match self.first_step {
             FirstStep::None => frame,
             // Boxed: a plain legacy request's future must not carry the modern paths' state.
-            FirstStep::Modern | FirstStep::ByToken => {
+            FirstStep::Modern | FirstStep::Legacy => {
                 let Some(frame) = Box::pin(self.client_step(&id, frame)).await? else { return Ok(()) };
                 frame
             }
@@ -272,11 +275,16 @@ impl Session {
                 Some(client) => client.request(self, id, frame).await,
                 None => Ok(Some(frame)),
             },
-            FirstStep::ByToken => {
-                let answered = match &self.by_token {
+            FirstStep::Legacy => {
+                let mut answered = match &self.by_token {
                     Some(dialects) => dialects.request(self, id, &frame).await,
                     None => None,
                 };
+                if answered.is_none()
+                    && let Some(calls) = &self.long_calls
+                {
+                    answered = calls.request(self, id, &frame).await;
+                }
                 match answered {
                     Some(answered) => answered.map(|()| None),
                     None => Ok(Some(frame)),
@@ -410,6 +418,17 @@ impl Session {
         }
         let task_id: Arc<str> = rec.id.as_str().into();
         let token = crate::jsonrpc::ProgressToken::of_request(&msg);
+        if token.is_none() {
+            // A token of the gateway's, so that the task's status shows the upstream's
+            // progress; only a client's own token is the client's to hear.
+            let meta = msg
+                .pointer_mut("/params")
+                .and_then(Value::as_object_mut)
+                .map(|p| p.entry("_meta").or_insert_with(|| serde_json::json!({})));
+            if let Some(Value::Object(meta)) = meta {
+                meta.insert("progressToken".into(), Value::String(format!("taskgate-{task_id}")));
+            }
+        }
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
         Ok((task_id, Hosted::create_result(&rec), link, msg))
     }

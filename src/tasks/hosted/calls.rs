@@ -127,6 +127,7 @@ impl TaskCalls for Hosted {
         if let Some(v) = value {
             r.progress_numbers = Some((v, msg.pointer("/params/total").and_then(Value::as_f64)));
         }
+        r.heard = tokio::time::Instant::now();
         if let Some(text) = msg.pointer_mut("/params/message") {
             // Cut where it is kept and where it is sent: a message an upstream sends over
             // and over is what the client's buffers would hold.
@@ -137,13 +138,18 @@ impl TaskCalls for Hosted {
                 r.progress = Some((text.to_string(), crate::clock::wall_now()));
             }
         }
-        // On the stream of a `tasks/result` the creator has pending, else the creator's own.
-        let route = r
-            .result_waiters
-            .iter()
-            .find(|(s, _)| s.ptr_eq(&r.creator))
-            .map(|(_, id)| Route::Related(id.clone()))
-            .unwrap_or(Route::Unrelated);
+        // Only the client's own token is its to hear (the gateway's, sent where it gave
+        // none, is for the status message alone); above what a keep-alive already said.
+        if r.token.is_none() {
+            return;
+        }
+        if let (Some(v), Some(sent)) = (value, r.sent)
+            && v <= sent
+        {
+            msg["params"]["progress"] = serde_json::json!(sent + crate::upstream::progress::MADE_UP_STEP);
+        }
+        r.sent = msg.pointer("/params/progress").and_then(Value::as_f64);
+        let route = Self::progress_route(r);
         let Some(s) = r.creator.upgrade() else { return };
         match crate::jsonrpc::Message::from_value(msg) {
             Ok(msg) => s.to_client(msg, route),

@@ -25,6 +25,8 @@ struct Known {
     support: HashMap<String, TaskSupport>,
     /// A listing marked a tool optional or required.
     marks_tasks: bool,
+    /// The tools listed with an `outputSchema` (their results are checked against it).
+    schema_bound: std::collections::HashSet<String>,
     /// `support` holds the upstream's whole listing: a tool not in it has no task support.
     whole: bool,
 }
@@ -39,6 +41,16 @@ impl ToolSupport {
     /// `tool`'s support as listed; `Forbidden` for a tool no listing showed.
     pub(super) fn listed(&self, tool: &str) -> TaskSupport {
         self.known.lock().unwrap().support.get(tool).copied().unwrap_or(TaskSupport::Forbidden)
+    }
+
+    /// Whether a listing showed `tool`.
+    pub(super) fn lists(&self, tool: &str) -> bool {
+        self.known.lock().unwrap().support.contains_key(tool)
+    }
+
+    /// Whether `tool` was listed with an `outputSchema`.
+    pub(super) fn has_output_schema(&self, tool: &str) -> bool {
+        self.known.lock().unwrap().schema_bound.contains(tool)
     }
 
     /// Every tool listed so far, and its support.
@@ -66,6 +78,9 @@ impl ToolSupport {
             }
             if let Some(name) = t.get("name").and_then(Value::as_str) {
                 k.support.insert(name.to_string(), support);
+                if t.get("outputSchema").is_some_and(Value::is_object) {
+                    k.schema_bound.insert(name.to_string());
+                }
             }
         }
     }
@@ -84,6 +99,7 @@ impl ToolSupport {
     pub(super) fn list_changed(&self) {
         let mut k = self.known.lock().unwrap();
         k.support.clear();
+        k.schema_bound.clear();
         k.whole = false;
     }
 

@@ -1,0 +1,259 @@
+//! Long calls for a legacy client without tasks (`[upstream.long_calls]`; docs/tasks.md,
+//! "Long calls"): the mirror of hosted tasks, in a form any client and any model can use.
+//!
+//! - A plain `tools/call` of a tool the gateway hosts and `tools` covers runs upstream as
+//!   a hosted task from the start. Ended within `defer_after`, it is answered with its
+//!   result, exactly, and the task is forgotten; still running then, it is answered with an
+//!   ordinary tool result naming the task (`mcp::long_calls::still_running`), and goes on.
+//!   Meanwhile the upstream's questions and progress go on the call's own stream, a client
+//!   that sent a progress token hears keep-alive progress while the upstream is silent, and
+//!   a cancel of the call cancels the task.
+//! - The gateway's tools, `<prefix>wait|status|cancel`, listed on the last page of
+//!   `tools/list` unless the upstream lists one of those names itself (the upstream's tool
+//!   is never shadowed): `wait` answers with the call's result, exactly, once it has one
+//!   (at most `wait_max` later), `status` with where it stands, `cancel` stops it. A task
+//!   the client may not see is answered as an unknown one.
+//!
+//! Clients that speak tasks (2025-11-25 with the `tasks` capability declared) get real
+//! tasks instead, and see none of this. The strategy is built with the session when the
+//! upstream turns it on, and is asked as a request is dispatched (after the by-token
+//! dialects), as a listing passes, and as a cancel arrives.
+
+use super::Session;
+use crate::config::UpstreamConfig;
+use crate::jsonrpc::{self, Id, Message, Method, RpcError};
+use crate::mcp::long_calls::{self as shapes, Snapshot, ToolNames};
+use crate::mcp::tasks::TaskStatus;
+use crate::upstream::client::{ClientSession, Route};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// A session's long calls (see the module doc).
+pub(super) struct LongCalls {
+    names: ToolNames,
+    /// Calls within their deferral window, by request id: the task each runs as, so that a
+    /// cancel of the request cancels it. One per request in flight, which `max_in_flight`
+    /// bounds.
+    window: Mutex<HashMap<Id, Arc<str>>>,
+    /// The upstream lists a tool of one of the gateway's names: said once.
+    clash_told: AtomicBool,
+}
+
+/// Removes a call from the window however its wait ends (a dropped request too).
+struct InWindow<'a> {
+    calls: &'a LongCalls,
+    id: Id,
+}
+
+impl Drop for InWindow<'_> {
+    fn drop(&mut self) {
+        self.calls.window.lock().unwrap().remove(&self.id);
+    }
+}
+
+impl LongCalls {
+    pub(super) fn of(upstream: &UpstreamConfig, modern: bool) -> Option<LongCalls> {
+        (!modern && upstream.long_calls.on()).then(|| LongCalls {
+            names: ToolNames::with_prefix(&upstream.long_calls.tool_prefix),
+            window: Mutex::new(HashMap::new()),
+            clash_told: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the session's client is one long calls are for: it has no tasks (a version
+    /// before 2025-11-25, or a 2025-11-25 client that declared no `tasks` capability).
+    fn for_client(&self, s: &Session) -> bool {
+        let st = s.state.lock().unwrap();
+        let declared = st.init_params.as_ref().and_then(|p| p.pointer("/capabilities/tasks")).is_some();
+        !(st.version.is_some_and(|v| v.has_tasks()) && declared)
+    }
+
+    /// A request of the session: a plain call that may be deferred, or a call of one of the
+    /// gateway's tools, is answered here (`Some`).
+    pub(super) async fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+        if frame.method() != Method::ToolsCall || frame.task_param().is_some() || !self.for_client(s) {
+            return None;
+        }
+        let name = frame.tool_name()?.into_owned();
+        let cfg = &s.upstream.long_calls;
+        if let Some(which) = cfg.gateway_tool(&name)
+            && !s.tools.lists(&name)
+        {
+            return Some(Box::pin(self.serve_tool(s, id.clone(), which, frame)).await);
+        }
+        if !cfg.covers(&name) {
+            return None;
+        }
+        match s.tools.hosts(s, &name).await {
+            Ok(true) => Some(Box::pin(self.defer(s, id.clone(), frame.clone(), name)).await),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// A `notifications/cancelled` of a call within its window: its task is cancelled, and
+    /// the call gets no answer.
+    pub(super) async fn cancelled(&self, s: &Session, frame: &Message) {
+        if frame.method() != Method::Cancelled {
+            return;
+        }
+        let Some(request) = frame.request_id_param() else { return };
+        let task = self.window.lock().unwrap().get(&request).cloned();
+        if let Some(task) = task {
+            s.sink.abandon(&request);
+            let _ = s.hosted().cancel(&task).await;
+        }
+    }
+
+    /// The last page of a `tools/list` for a client without tasks gets the gateway's tools,
+    /// unless the upstream lists one of their names.
+    pub(super) fn listing(&self, s: &Session, result: &mut Value) {
+        let last = result.get("nextCursor").is_none_or(Value::is_null);
+        if !last || !self.for_client(s) {
+            return;
+        }
+        if let Some(clash) = self.names.all().into_iter().find(|n| s.tools.lists(n)) {
+            if !self.clash_told.swap(true, Ordering::Relaxed) {
+                tracing::error!(upstream = %s.upstream.name, tool = clash, "the upstream lists a tool named as one of the gateway's long-call tools: the gateway's are not offered (set long_calls.tool_prefix)");
+            }
+            return;
+        }
+        let wait_max = s.upstream.long_calls.wait_max.as_secs().max(1);
+        if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
+            tools.extend(shapes::tool_definitions(&self.names, wait_max));
+        }
+    }
+
+    /// A call that may outlast the client's patience: run as a hosted task, answered with
+    /// its result if it ends within `defer_after`, else with a result naming the task.
+    async fn defer(&self, s: &Session, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
+        let cfg = &s.upstream.long_calls;
+        let schema_bound = s.tools.has_output_schema(&tool);
+        let (task_id, _, link, msg) = s.create_hosted(frame.into_value()).await?;
+        self.window.lock().unwrap().insert(id.clone(), task_id.clone());
+        let _in_window = InWindow { calls: self, id: id.clone() };
+        s.run_hosted(task_id.clone(), link, msg).await;
+        let hosted = s.hosted().clone();
+        let waiter: Weak<dyn ClientSession> = s.me.clone();
+        let started = tokio::time::Instant::now();
+        let deadline = started + cfg.defer_after.unwrap_or_default();
+        // Its questions and progress go on this call's stream while it waits.
+        let result = hosted.result(&task_id, waiter.clone(), &id);
+        tokio::pin!(result);
+        // Checked at half the interval, so that a silence is broken within 1.5 of it.
+        let mut ticks = cfg.keepalive.map(|k| tokio::time::interval_at(started + k / 2, k / 2));
+        let ended = loop {
+            tokio::select! {
+                resp = &mut result => break Some(resp),
+                _ = tokio::time::sleep_until(deadline) => break None,
+                _ = tick(&mut ticks) => {
+                    let quiet = cfg.keepalive.unwrap_or_default();
+                    let said = format!("still running after {} s", started.elapsed().as_secs());
+                    hosted.keep_alive(&task_id, quiet, &said);
+                }
+            }
+        };
+        match ended {
+            Some(resp) => {
+                s.answer(id.clone(), untagged(resp), Some(Method::ToolsCall));
+                // Answered with its result: no one knows the task by its id.
+                hosted.discard_answered(&task_id).await;
+            }
+            None => {
+                hosted.stop_waiting(&task_id, &waiter, &id);
+                hosted.release_token(&task_id);
+                let snap = self.snapshot(s, &task_id).await;
+                crate::metrics::global().long_call_deferred();
+                tracing::debug!(upstream = %s.upstream.name, task = %task_id, tool, "call deferred");
+                let r = shapes::still_running(&snap, &self.names, Some(&tool), schema_bound);
+                s.to_client(Message::made(jsonrpc::result_response(&id, r)), Route::Response(id.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a task stands, for its results (a task that cannot be read now is `working`).
+    async fn snapshot(&self, s: &Session, task_id: &str) -> Snapshot {
+        s.hosted().snapshot(task_id).await.unwrap_or(Snapshot {
+            task_id: task_id.into(),
+            status: TaskStatus::Working,
+            message: None,
+            progress: None,
+        })
+    }
+
+    /// A call of one of the gateway's tools (`which`: `wait`, `status` or `cancel`).
+    /// What goes wrong with the call itself is a tool error the model can read.
+    async fn serve_tool(&self, s: &Session, id: Id, which: &str, frame: &Message) -> Result<(), RpcError> {
+        let result = match shapes::task_id_argument(frame.value().get("params")) {
+            Err(why) => shapes::tool_error(why),
+            // Another client's task is as unknown as one that never was.
+            Ok(task) if !s.hosted().visible_or_failed(&task, &s.owner).await? => shapes::unknown_task(&task),
+            Ok(task) => match which {
+                "wait" => match self.wait(s, &id, &task).await {
+                    Some(resp) => {
+                        s.answer(id, untagged(resp), Some(Method::ToolsCall));
+                        return Ok(());
+                    }
+                    None => shapes::still_running(&self.snapshot(s, &task).await, &self.names, None, false),
+                },
+                "status" => shapes::status(&self.snapshot(s, &task).await, &self.names),
+                _ => match s.hosted().cancel_saying(&task, "cancelled by the client").await {
+                    Ok(_) => shapes::cancelled(&task),
+                    Err(e) => shapes::tool_error(e.message),
+                },
+            },
+        };
+        s.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        Ok(())
+    }
+
+    /// The task's outcome as the call's response, if it ends within `wait_max`.
+    async fn wait(&self, s: &Session, id: &Id, task: &str) -> Option<Value> {
+        let waiter: Weak<dyn ClientSession> = s.me.clone();
+        let hosted = s.hosted().clone();
+        match tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), id)).await {
+            Ok(resp) => Some(resp),
+            Err(_) => {
+                hosted.stop_waiting(task, &waiter, id);
+                None
+            }
+        }
+    }
+}
+
+/// The next keep-alive check, or never.
+async fn tick(ticks: &mut Option<tokio::time::Interval>) {
+    match ticks {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A task's outcome as the plain call's answer: without the related-task tag, which names
+/// a task the client never asked for.
+fn untagged(mut resp: Value) -> Value {
+    crate::mcp::tasks::untag_related(&mut resp, "result");
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_related_task_tag_goes_and_the_rest_stays() {
+        let key = crate::mcp::tasks::RELATED_TASK;
+        let r = untagged(json!({"id": 1, "result": {"content": [], "_meta": {key: {"taskId": "t"}}}}));
+        assert_eq!(r, json!({"id": 1, "result": {"content": []}}));
+        let r = untagged(json!({"id": 1, "result": {"_meta": {key: {}, "x": 1}}}));
+        assert_eq!(r, json!({"id": 1, "result": {"_meta": {"x": 1}}}));
+        let e = json!({"id": 1, "error": {"code": -1, "message": "m"}});
+        assert_eq!(untagged(e.clone()), e);
+    }
+}

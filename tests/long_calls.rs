@@ -1,0 +1,224 @@
+//! Long calls for clients without tasks (`[upstream.long_calls]`): a plain call still
+//! running after `defer_after` is answered with an ordinary tool result naming a task, and
+//! the gateway's tools wait for it, check it and cancel it. The real SDK clients' runs are
+//! in `interop_long_calls`.
+
+use crate::common;
+
+use common::gateway_proc::{signal, start};
+use common::*;
+use serde_json::{Value, json};
+
+fn config(long_calls: &str) -> String {
+    format!("{}[upstream.long_calls]\n{long_calls}\n", builtin_upstream("demo"))
+}
+
+const DEFER: &str = "defer_after = \"300ms\"\nwait_max = \"5s\"\nkeepalive = \"0ms\"";
+
+fn slow(ms: u64, steps: u64) -> Value {
+    json!({"name": "slow", "arguments": {"duration_ms": ms, "steps": steps}})
+}
+
+fn text(out: &Outcome) -> String {
+    out.result()["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// A call deferred: its task id, after checking the answer's shape.
+async fn deferred(c: &mut HttpMcp, call: Value) -> String {
+    let out = c.request("tools/call", call).await;
+    let r = out.result();
+    assert!(r.get("isError").is_none(), "{}", out.response);
+    let id = r["structuredContent"]["taskId"].as_str().unwrap_or_else(|| panic!("{}", out.response)).to_string();
+    assert_eq!(r["structuredContent"]["status"], "working");
+    assert_eq!(r["structuredContent"]["waitTool"], "taskgate_wait");
+    let said = text(&out);
+    assert!(said.contains(&id) && said.contains("taskgate_wait"), "{said}");
+    id
+}
+
+async fn tool(c: &mut HttpMcp, name: &str, task: &str) -> Outcome {
+    c.request("tools/call", json!({"name": name, "arguments": {"taskId": task}})).await
+}
+
+#[tokio::test]
+async fn a_long_call_is_deferred_and_the_wait_tool_gets_its_result_exactly() {
+    let gw = start_gateway(&config(DEFER)).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let listed = c.request("tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for t in ["taskgate_wait", "taskgate_status", "taskgate_cancel", "slow"] {
+        assert!(names.contains(&t), "{t} in {names:?}");
+    }
+
+    let started = std::time::Instant::now();
+    let task = deferred(&mut c, slow(2000, 10)).await;
+    assert!(started.elapsed() < std::time::Duration::from_millis(1500), "answered at defer_after");
+    // The client sent no progress token; the task's status shows the upstream's progress all
+    // the same (the gateway's own token).
+    let mut shown = None;
+    for _ in 0..50 {
+        let st = tool(&mut c, "taskgate_status", &task).await;
+        if st.result()["structuredContent"].get("progress").is_some() {
+            shown = Some(st.result()["structuredContent"].clone());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let shown = shown.expect("the status tool shows progress");
+    assert_eq!(shown["total"], 10, "{shown}");
+    assert!(shown["message"].as_str().unwrap().starts_with("step "), "{shown}");
+
+    let waited = tool(&mut c, "taskgate_wait", &task).await;
+    assert_eq!(waited.result(), &json!({"content": [{"type": "text", "text": "done after 10 steps"}]}));
+    // Kept for its retention: a second wait (a lost answer, a retry) gets the same.
+    let again = tool(&mut c, "taskgate_wait", &task).await;
+    assert_eq!(again.result(), waited.result());
+}
+
+#[tokio::test]
+async fn a_call_that_ends_in_time_is_answered_plainly_and_leaves_no_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = bearer_tokens(&dir, &[("alice", "alice-token-0123456789")]);
+    let gw = start_gateway(&format!("[server]\n{auth}{}", config(DEFER))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some("alice-token-0123456789".into());
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}})).await;
+    assert_eq!(
+        out.result(),
+        &json!({"content": [{"type": "text", "text": "hi"}], "structuredContent": {"arguments": {"text": "hi"}}})
+    );
+    let failed = c.request("tools/call", json!({"name": "fail", "arguments": {}})).await;
+    assert_eq!(failed.result()["isError"], true, "{}", failed.response);
+    let task = deferred(&mut c, slow(5_000, 5)).await;
+    // Alice's tasks, as a client of hers that speaks tasks lists them: the deferred call's
+    // alone; those answered with their results are gone.
+    let mut tasks = HttpMcp::new(&gw.url("demo"));
+    tasks.bearer = Some("alice-token-0123456789".into());
+    tasks.initialize("2025-11-25").await;
+    let listed = tasks.request("tasks/list", json!({})).await;
+    let ids: Vec<&str> =
+        listed.result()["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
+    assert_eq!(ids, [task.as_str()], "{}", listed.response);
+}
+
+#[tokio::test]
+async fn a_wait_that_ends_first_says_it_still_runs_and_cancel_stops_it() {
+    let gw = start_gateway(&config("defer_after = \"200ms\"\nwait_max = \"300ms\"")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2024-11-05").await;
+    let task = deferred(&mut c, slow(30_000, 30)).await;
+    let waited = tool(&mut c, "taskgate_wait", &task).await;
+    assert_eq!(waited.result()["structuredContent"]["taskId"], task.as_str(), "{}", waited.response);
+    assert_eq!(waited.result()["structuredContent"]["status"], "working");
+    let cancelled = tool(&mut c, "taskgate_cancel", &task).await;
+    assert_eq!(cancelled.result()["structuredContent"]["status"], "cancelled", "{}", cancelled.response);
+    let status = tool(&mut c, "taskgate_status", &task).await;
+    assert_eq!(status.result()["structuredContent"]["status"], "cancelled");
+    // The call failed as a cancelled call fails; cancelling again is a tool error.
+    let waited = tool(&mut c, "taskgate_wait", &task).await;
+    assert!(waited.response.get("error").is_some(), "{}", waited.response);
+    let again = tool(&mut c, "taskgate_cancel", &task).await;
+    assert_eq!(again.result()["isError"], true, "{}", again.response);
+}
+
+#[tokio::test]
+async fn another_sessions_task_is_as_unknown_as_one_that_never_was() {
+    let gw = start_gateway(&config(DEFER)).await;
+    let mut alice = HttpMcp::new(&gw.url("demo"));
+    alice.initialize("2025-06-18").await;
+    let mut bob = HttpMcp::new(&gw.url("demo"));
+    bob.initialize("2025-06-18").await;
+    let task = deferred(&mut alice, slow(5_000, 5)).await;
+    let never = "0123456789abcdef0123456789abcdef";
+    for name in ["taskgate_wait", "taskgate_status", "taskgate_cancel"] {
+        let theirs = tool(&mut bob, name, &task).await;
+        let unknown = tool(&mut bob, name, never).await;
+        assert_eq!(theirs.result()["isError"], true, "{}", theirs.response);
+        assert_eq!(text(&theirs).replace(&task, "X"), text(&unknown).replace(never, "X"));
+    }
+    // Bob's cancel changed nothing.
+    let status = tool(&mut alice, "taskgate_status", &task).await;
+    assert_eq!(status.result()["structuredContent"]["status"], "working");
+    let bad = alice.request("tools/call", json!({"name": "taskgate_wait", "arguments": {"taskId": 7}})).await;
+    assert_eq!(bad.result()["isError"], true, "{}", bad.response);
+}
+
+#[tokio::test]
+async fn clients_that_speak_tasks_get_real_tasks_and_none_of_the_tools() {
+    let gw = start_gateway(&config(DEFER)).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    let mut params = init_params("2025-11-25");
+    params["capabilities"]["tasks"] = json!({"list": {}, "cancel": {}});
+    c.initialize_with(params).await;
+    let listed = c.request("tools/list", json!({})).await;
+    assert!(!listed.response.to_string().contains("taskgate_wait"), "{}", listed.response);
+    // A plain call is theirs to make: it blocks until its result.
+    let out = c.request("tools/call", slow(600, 2)).await;
+    assert_eq!(text(&out), "done after 2 steps");
+    let unknown = tool(&mut c, "taskgate_wait", "x").await;
+    assert!(unknown.response.get("error").is_some() || unknown.result()["isError"] == true);
+    assert!(!unknown.response.to_string().contains("still running"), "{}", unknown.response);
+
+    // A 2025-11-25 client that declared no tasks is a client without them.
+    let mut plain = HttpMcp::new(&gw.url("demo"));
+    plain.initialize("2025-11-25").await;
+    let listed = plain.request("tools/list", json!({})).await;
+    assert!(listed.response.to_string().contains("taskgate_wait"), "{}", listed.response);
+    deferred(&mut plain, slow(2000, 2)).await;
+}
+
+#[tokio::test]
+async fn a_silent_upstream_is_kept_alive_by_progress_under_the_clients_token() {
+    let gw = start_gateway(&config("defer_after = \"1500ms\"\nkeepalive = \"200ms\"")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    // One step: the upstream says nothing until the end.
+    let mut call = slow(5_000, 1);
+    call["_meta"] = json!({"progressToken": "k"});
+    let out = c.request("tools/call", call).await;
+    assert!(out.result()["structuredContent"]["taskId"].is_string(), "{}", out.response);
+    let progress: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert!(progress.len() >= 3, "keep-alives in 1.5 s at 200 ms: {progress:?}");
+    let values: Vec<f64> = progress.iter().map(|m| m["params"]["progress"].as_f64().unwrap()).collect();
+    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "k" && m["params"]["message"].is_string()));
+}
+
+#[tokio::test]
+async fn a_deferred_task_is_still_known_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let written = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nsync_interval = \"0ms\"\n{}",
+        config("defer_after = \"300ms\"\nwait_max = \"5s\"")
+    );
+    std::fs::write(&path, written).unwrap();
+    let (gw, addr) = start(&path).await;
+    let mut c = HttpMcp::new(&format!("http://{addr}/mcp/demo"));
+    c.initialize("2025-06-18").await;
+    let running = deferred(&mut c, slow(60_000, 60)).await;
+    signal(gw.pid(), libc::SIGKILL);
+    drop(gw);
+
+    let (_gw, addr) = start(&path).await;
+    // The same client, its session revived by its Mcp-Session-Id.
+    c.url = format!("http://{addr}/mcp/demo");
+    let status = tool(&mut c, "taskgate_status", &running).await;
+    assert_eq!(status.result()["structuredContent"]["status"], "failed", "{}", status.response);
+    assert!(text(&status).contains("restart"), "{}", status.response);
+    let waited = tool(&mut c, "taskgate_wait", &running).await;
+    assert!(waited.response["error"]["message"].as_str().is_some_and(|m| m.contains("restart")), "{}", waited.response);
+}
+
+#[test]
+fn a_config_without_hosting_cannot_defer() {
+    let text = format!(
+        "{}[upstream.tasks]\nhosted = \"never\"\n[upstream.long_calls]\ndefer_after = \"1s\"\n",
+        builtin_upstream("demo")
+    );
+    let err = taskgate::Config::parse(&text, &|_| None).unwrap_err().to_string();
+    assert!(err.contains("long_calls.defer_after"), "{err}");
+}
