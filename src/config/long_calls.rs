@@ -69,7 +69,7 @@ impl LongCalls {
     /// The gateway tool `name` is, if it is one (`wait`, `status` or `cancel`).
     pub fn gateway_tool<'a>(&self, name: &'a str) -> Option<&'a str> {
         let rest = name.strip_prefix(self.tool_prefix.as_str())?;
-        LONG_CALL_TOOLS.iter().any(|t| *t == rest).then_some(rest)
+        LONG_CALL_TOOLS.contains(&rest).then_some(rest)
     }
 
     /// The gateway tool's full name.
