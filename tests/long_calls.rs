@@ -222,3 +222,30 @@ fn a_config_without_hosting_cannot_defer() {
     let err = taskgate::Config::parse(&text, &|_| None).unwrap_err().to_string();
     assert!(err.contains("long_calls.defer_after"), "{err}");
 }
+
+#[tokio::test]
+async fn a_2026_07_28_client_without_the_extension_gets_long_calls_and_one_with_it_gets_tasks() {
+    use common::modern_client::{call, request};
+    let gw = start_gateway(&config(DEFER)).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let listed = call(&c, &request(json!(1), "tools/list", json!({}), json!({}))).await.1;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"taskgate_wait") && names.contains(&"slow"), "{names:?}");
+    assert!(listed["result"]["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()));
+
+    let (_, out, _) = call(&c, &request(json!(2), "tools/call", slow(2000, 4), json!({}))).await;
+    assert_eq!(out["result"]["resultType"], "complete", "{out}");
+    let task = out["result"]["structuredContent"]["taskId"].as_str().unwrap_or_else(|| panic!("{out}")).to_string();
+    let wait = json!({"name": "taskgate_wait", "arguments": {"taskId": task}});
+    let (_, waited, _) = call(&c, &request(json!(3), "tools/call", wait, json!({}))).await;
+    assert_eq!(waited["result"]["content"][0]["text"], "done after 4 steps", "{waited}");
+    assert_eq!(waited["result"]["resultType"], "complete");
+
+    // Declaring the extension: a task of the extension's, and no gateway tools.
+    let ext = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let listed = call(&c, &request(json!(4), "tools/list", json!({}), ext.clone())).await.1;
+    assert!(!listed.to_string().contains("taskgate_wait"), "{listed}");
+    let (_, out, _) = call(&c, &request(json!(5), "tools/call", slow(2000, 4), ext)).await;
+    assert_eq!(out["result"]["resultType"], "task", "{out}");
+}

@@ -217,7 +217,7 @@ impl Session {
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let dialects = ByToken::of(&upstream, modern.is_some());
-        let long_calls = long_calls::LongCalls::of(&upstream, modern.is_some());
+        let long_calls = long_calls::LongCalls::of(&upstream);
         let first_step = plan::FirstStep::of(modern.is_some(), dialects.on() || long_calls.is_some());
         let by_token = by_token::state::Dialects::of(dialects);
         let rounds = input_rounds::InputRounds::new(&upstream);

@@ -10,7 +10,12 @@ Run it with tests/interop/.venv/bin/python:
 Scenarios: everything (against @modelcontextprotocol/server-everything), demo (against
 taskgate's built-in demo, a call given up on included), pyserver (against py_server.py: echo, progress from `slow`),
 pyinput (against py_server.py: `greet` and `trip`, whose elicitations the client answers
-with a name "py" and a city "paris", and whose roots/list it answers with one root).
+with a name "py" and a city "paris", and whose roots/list it answers with one root),
+longcalls (taskgate's long calls in front of its built-in demo, `[upstream.long_calls]` with
+`defer_after` and `wait_max` under 2 s: every request has a 2 s read timeout, a 6 s `slow` call
+is answered with a task id, `taskgate_wait` until its result, `taskgate_cancel`, and a second
+session refused the first one's task id like an unknown one; it prints `figure deferred_ms
+<n>`, `figure waits <n>` and `figure result_ms <n>` lines).
 
 The default mode is the client's own default, "auto": it sends `server/discover` first and
 falls back to `initialize` on a JSON-RPC error or HTTP 4xx. `--expect-protocol` adds a check
@@ -24,18 +29,20 @@ Prints one line per check, `ok <check>` or `FAIL <check>: <why>`, stops at the f
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+import time
 import warnings
 
 import anyio
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
-SCENARIOS = ("everything", "demo", "pyserver", "pyinput")
+SCENARIOS = ("everything", "demo", "pyserver", "pyinput", "longcalls")
 USAGE = (
-    "usage: py_client.py <everything|demo|pyserver|pyinput> [--mode auto|legacy] [--expect-protocol <version>] "
+    "usage: py_client.py <everything|demo|pyserver|pyinput|longcalls> [--mode auto|legacy] [--expect-protocol <version>] "
     "(<url> | --http <url> | --stdio <command> [args...])"
 )
 TIMEOUT_S = int(os.environ.get("INTEROP_TIMEOUT_MS", "60000")) / 1000.0
@@ -112,7 +119,11 @@ async def run(scenario: str, mode: str, expected: str | None, target: object, r:
     connected = False
     try:
         callbacks = INPUT_CALLBACKS if scenario == "pyinput" else {"elicitation_callback": answer_elicitation}
-        async with Client(target, mode=mode, **callbacks) as client:  # type: ignore[arg-type]
+        if scenario == "longcalls":
+            callbacks = {"read_timeout_seconds": LONG_CALLS_TIMEOUT_S}
+        # Another connection like this one (over HTTP another session, over stdio another process).
+        connect = functools.partial(Client, target, mode=mode, **callbacks)  # type: ignore[arg-type]
+        async with connect() as client:
             connected = True
             r.passed += 1
             print("ok connect", flush=True)
@@ -129,7 +140,10 @@ async def run(scenario: str, mode: str, expected: str | None, target: object, r:
 
                 await r.check(f"protocol {expected}", negotiated)
             scenarios = {"everything": everything, "demo": demo, "pyserver": pyserver, "pyinput": pyinput}
-            await scenarios[scenario](client, r)
+            if scenario == "longcalls":
+                await longcalls(client, r, connect)
+            else:
+                await scenarios[scenario](client, r)
     except BaseException as e:
         if connected or isinstance(e, (CheckFailed, anyio.get_cancelled_exc_class())):
             raise
@@ -331,6 +345,123 @@ async def pyinput(client, r: Runner) -> None:
         expect(sorted(ASKED) == sorted(["What is your name?", "roots", "Where to, py?"]), f"asked {ASKED}")
 
     await r.check("tools/call trip (two rounds)", trip)
+
+
+# ---- long calls (taskgate's `[upstream.long_calls]`, for a client without tasks) ----
+
+LONG_CALLS_TIMEOUT_S = 2.0
+LONG_CALL = {"duration_ms": 6000, "steps": 3}
+STILL_LONGER = {"duration_ms": 30000, "steps": 30}
+NO_SUCH_TASK = "taskgate-interop-no-such-task"
+GATEWAY_TOOLS = ("taskgate_wait", "taskgate_status", "taskgate_cancel")
+
+
+def still_running(res, what: str, task: str | None = None) -> dict:
+    """A "still running" answer's structuredContent, its shape checked."""
+    sc = res.structured_content
+    expect(not res.is_error, f"{what}: isError: {brief(texts(res))}")
+    expect(isinstance(sc, dict) and isinstance(sc.get("taskId"), str), f"{what}: no taskId: {brief(res)}")
+    expect(task is None or sc["taskId"] == task, f"{what}: taskId {sc['taskId']}, want {task}")
+    expect(sc.get("status") == "working", f"{what}: status {sc.get('status')}, want working")
+    expect(sc.get("waitTool") == "taskgate_wait", f"{what}: waitTool {sc.get('waitTool')}")
+    expect(sc["taskId"] in texts(res) and "taskgate_wait" in texts(res), f"{what}: text {brief(texts(res))}")
+    return sc
+
+
+async def longcalls(client, r: Runner, connect) -> None:
+    seen: dict = {}
+
+    async def stopped() -> int:
+        res = await client.read_resource("demo://stats", cache_mode="bypass")
+        return json.loads(res.contents[0].text)["cancelled"]
+
+    async def listed():
+        names: list[list[str]] = []
+        cursor = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            names.append([t.name for t in page.tools])
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        every = [n for page in names for n in page]
+        expect("slow" in every, f"slow not listed: {every}")
+        expect(all(t in names[-1] for t in GATEWAY_TOOLS), f"the gateway's tools not on the last page: {names}")
+
+    await r.check("tools/list: slow and the gateway tools, on the last page", listed)
+
+    async def deferred():
+        started = time.monotonic()
+        res = await client.call_tool("slow", LONG_CALL)
+        took = time.monotonic() - started
+        seen.update(task=still_running(res, "the call")["taskId"], started=started)
+        expect(took < LONG_CALLS_TIMEOUT_S, f"answered after {took:.3f} s")
+        print(f"figure deferred_ms {round(took * 1000)}", flush=True)
+
+    await r.check("tools/call slow 6 s: a deferred answer within the 2 s read timeout", deferred)
+
+    async def wait_until_done():
+        for waits in range(1, 21):
+            res = await client.call_tool("taskgate_wait", {"taskId": seen["task"]})
+            if res.structured_content is None:
+                took = time.monotonic() - seen["started"]
+                print(f"figure waits {waits}", flush=True)
+                print(f"figure result_ms {round(took * 1000)}", flush=True)
+                expect(not res.is_error and texts(res) == "done after 3 steps", f"result {brief(res)}")
+                expect(len(res.content) == 1, f"result {brief(res)}")
+                seen["result"] = res
+                return
+            still_running(res, f"wait {waits}", seen["task"])
+        raise CheckFailed("no result after 20 waits")
+
+    await r.check("taskgate_wait until the tool's own result", wait_until_done)
+
+    async def again():
+        res = await client.call_tool("taskgate_wait", {"taskId": seen["task"]})
+        expect(res == seen["result"], f"got {brief(res)}, want {brief(seen['result'])}")
+
+    await r.check("taskgate_wait again: the same result", again)
+
+    async def cancel():
+        before = await stopped()
+        task = still_running(await client.call_tool("slow", STILL_LONGER), "the long call")["taskId"]
+        res = await client.call_tool("taskgate_cancel", {"taskId": task})
+        expect((res.structured_content or {}).get("status") == "cancelled", f"cancel: {brief(res)}")
+        res = await client.call_tool("taskgate_status", {"taskId": task})
+        expect((res.structured_content or {}).get("status") == "cancelled", f"status: {brief(res)}")
+        with anyio.move_on_after(5):
+            while await stopped() <= before:
+                await anyio.sleep(0.05)
+        expect(await stopped() > before, "the demo was not told to stop the call within 5 s")
+        try:
+            res = await client.call_tool("taskgate_wait", {"taskId": task})
+            raise CheckFailed(f"the cancelled call's wait answered {brief(res)}, want a JSON-RPC error")
+        except MCPError as e:
+            print(f"py_client: the cancelled call's wait: {e.code} {e}", file=sys.stderr, flush=True)
+        res = await client.call_tool("taskgate_cancel", {"taskId": task})
+        expect(res.is_error, f"cancel again: {brief(res)}")
+
+    await r.check("taskgate_cancel stops a deferred call (and the upstream call)", cancel)
+
+    async def other_session():
+        task = still_running(await client.call_tool("slow", STILL_LONGER), "a long call")["taskId"]
+        async with connect() as other:
+            for name in GATEWAY_TOOLS:
+                theirs = await other.call_tool(name, {"taskId": task})
+                never = await other.call_tool(name, {"taskId": NO_SUCH_TASK})
+                expect(theirs.is_error and never.is_error, f"{name}: {brief(theirs)} / {brief(never)}")
+                a, b = texts(theirs).replace(task, "X"), texts(never).replace(NO_SUCH_TASK, "X")
+                expect(a == b, f"{name}: {brief(a)} differs from the unknown id's {brief(b)}")
+        res = await client.call_tool("taskgate_status", {"taskId": task})
+        expect((res.structured_content or {}).get("status") == "working", f"status after: {brief(res)}")
+        await client.call_tool("taskgate_cancel", {"taskId": task})
+
+    await r.check("another session: refused as an unknown id", other_session)
+
+    async def ping():
+        await client.send_ping()
+
+    await r.check("ping", ping)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -23,6 +23,13 @@ impl Session {
     fn shape_result(&self, result: &mut Value, shape: Shape) {
         match shape {
             Shape::AsIs | Shape::MayNeedTask => {}
+            Shape::ToolsList if self.modern.is_some() => {
+                // A 2026-07-28 client's listing, as the upstream gave it, for long calls.
+                self.tools.remember(self, result);
+                if let Some(calls) = &self.long_calls {
+                    calls.listing(self, result);
+                }
+            }
             Shape::ToolsList => {
                 for (tool, why) in crate::mcp::modern::headers::drop_invalid_declarations(result) {
                     tracing::warn!(upstream = %self.upstream.name, tool = %tool, "left out of tools/list: {why}");

@@ -54,8 +54,8 @@ impl Drop for InWindow<'_> {
 }
 
 impl LongCalls {
-    pub(super) fn of(upstream: &UpstreamConfig, modern: bool) -> Option<LongCalls> {
-        (!modern && upstream.long_calls.on()).then(|| LongCalls {
+    pub(super) fn of(upstream: &UpstreamConfig) -> Option<LongCalls> {
+        upstream.long_calls.on().then(|| LongCalls {
             names: ToolNames::with_prefix(&upstream.long_calls.tool_prefix),
             window: Mutex::new(HashMap::new()),
             clash_told: AtomicBool::new(false),
@@ -63,8 +63,12 @@ impl LongCalls {
     }
 
     /// Whether the session's client is one long calls are for: it has no tasks (a version
-    /// before 2025-11-25, or a 2025-11-25 client that declared no `tasks` capability).
+    /// before 2025-11-25, a 2025-11-25 client that declared no `tasks` capability, or a
+    /// 2026-07-28 request that did not declare the tasks extension).
     fn for_client(&self, s: &Session) -> bool {
+        if let Some(modern) = &s.modern {
+            return !modern.declared_extension();
+        }
         let st = s.state.lock().unwrap();
         let declared = st.init_params.as_ref().and_then(|p| p.pointer("/capabilities/tasks")).is_some();
         !(st.version.is_some_and(|v| v.has_tasks()) && declared)
@@ -73,7 +77,10 @@ impl LongCalls {
     /// A request of the session: a plain call that may be deferred, or a call of one of the
     /// gateway's tools, is answered here (`Some`).
     pub(super) async fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
-        if frame.method() != Method::ToolsCall || frame.task_param().is_some() || !self.for_client(s) {
+        // A legacy client that asks for a task gets one; a 2026-07-28 client's `params.task`
+        // means nothing in its era.
+        let asks_task = frame.task_param().is_some() && s.modern.is_none();
+        if frame.method() != Method::ToolsCall || asks_task || !self.for_client(s) {
             return None;
         }
         let name = frame.tool_name()?.into_owned();
@@ -168,7 +175,7 @@ impl LongCalls {
                 crate::metrics::global().long_call_deferred();
                 tracing::debug!(upstream = %s.upstream.name, task = %task_id, tool, "call deferred");
                 let r = shapes::still_running(&snap, &self.names, Some(&tool), schema_bound);
-                s.to_client(Message::made(jsonrpc::result_response(&id, r)), Route::Response(id.clone()));
+                self.answer(s, &id, r);
             }
         }
         Ok(())
@@ -206,8 +213,17 @@ impl LongCalls {
                 },
             },
         };
-        s.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        self.answer(s, &id, result);
         Ok(())
+    }
+
+    /// A result of the gateway's making as the answer to `id` (a 2026-07-28 client's names
+    /// its type).
+    fn answer(&self, s: &Session, id: &Id, mut result: Value) {
+        if s.modern.is_some() {
+            result["resultType"] = Value::String("complete".into());
+        }
+        s.to_client(Message::made(jsonrpc::result_response(id, result)), Route::Response(id.clone()));
     }
 
     /// The task's outcome as the call's response, if it ends within `wait_max`.

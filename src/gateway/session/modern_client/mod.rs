@@ -115,6 +115,14 @@ impl ModernClient {
                 return Ok(None);
             }
         }
+        // A call that may outlast the client's patience, of a request without the extension.
+        if frame.method() == Method::ToolsCall
+            && frame.value().pointer("/params/requestState").is_none()
+            && let Some(calls) = &s.long_calls
+            && let Some(answered) = calls.request(s, id, &frame).await
+        {
+            return answered.map(|()| None);
+        }
         match upstream {
             UpstreamSide::Modern { ext_tasks } => self.onto_modern(s, id, frame, ext_tasks).await,
             UpstreamSide::Legacy(_) => self.onto_legacy(s, id, frame).await,
