@@ -30,6 +30,7 @@ mod http_strictness;
 mod http_upstream;
 mod import;
 mod interop;
+mod interop_long_calls;
 mod interop_rmcp;
 mod layers;
 mod legacy_sse;

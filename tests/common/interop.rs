@@ -219,8 +219,9 @@ pub fn start_ts_server() -> (Proc, u16) {
     (p, port)
 }
 
-/// Runs a client script to the end and asserts that it passed every check.
-pub fn run_client(gateway: &Gateway, program: &str, args: &[String]) {
+/// Runs a client script to the end, asserts that it passed every check, and returns its
+/// output (stdout and stderr).
+pub fn run_client(gateway: &Gateway, program: &str, args: &[String]) -> String {
     let mut client = Proc::spawn(Command::new(program).args(args).current_dir(interop_dir()));
     let ok = client.finish(CLIENT_TIMEOUT);
     let out = client.output();
@@ -230,6 +231,7 @@ pub fn run_client(gateway: &Gateway, program: &str, args: &[String]) {
         gateway.proc.output()
     );
     assert!(!out.lines().any(|l| l.starts_with("FAIL ")), "{out}");
+    out
 }
 
 pub fn ts(scenario: &str, transport: &[String]) -> Vec<String> {
