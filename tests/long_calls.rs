@@ -249,3 +249,34 @@ async fn a_2026_07_28_client_without_the_extension_gets_long_calls_and_one_with_
     let (_, out, _) = call(&c, &request(json!(5), "tools/call", slow(2000, 4), ext)).await;
     assert_eq!(out["result"]["resultType"], "task", "{out}");
 }
+
+#[tokio::test]
+async fn a_question_within_the_window_goes_on_the_calls_stream() {
+    let gw = start_gateway(&config("defer_after = \"3s\"")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let started = std::time::Instant::now();
+    let out = c.request("tools/call", json!({"name": "ask", "arguments": {}})).await;
+    assert_eq!(text(&out), "answer: forty-two", "{}", out.response);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered once the question was");
+    assert_eq!(out.others.len(), 1, "{:?}", out.others);
+    assert_eq!(out.others[0]["method"], "elicitation/create");
+}
+
+#[tokio::test]
+async fn a_2026_07_28_clients_question_within_the_window_is_an_input_round() {
+    use common::modern_client::{call, request};
+    let gw = start_gateway(&config(DEFER)).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let caps = json!({"elicitation": {}});
+    let ask = json!({"name": "ask", "arguments": {}});
+    let (_, round, _) = call(&c, &request(json!(2), "tools/call", ask, caps.clone())).await;
+    assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+    let (key, asked) = round["result"]["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
+    let retry = json!({"name": "ask", "arguments": {}, "requestState": round["result"]["requestState"],
+        "inputResponses": {key.as_str(): {"action": "accept", "content": {"answer": "modern"}}}});
+    let (_, out, _) = call(&c, &request(json!(3), "tools/call", retry, caps)).await;
+    assert_eq!(out["result"]["content"][0]["text"], "answer: modern", "{out}");
+    assert_eq!(out["result"]["resultType"], "complete");
+}

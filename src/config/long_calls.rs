@@ -5,7 +5,7 @@
 
 use super::duration::{fmt_duration, parse_duration};
 use super::error::ConfigError;
-use super::settings::glob_match;
+use super::glob::glob_match;
 use serde::Deserialize;
 use std::time::Duration;
 

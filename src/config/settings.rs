@@ -3,6 +3,7 @@
 
 use super::auth::AuthConfig;
 use super::expand::Secret;
+use super::glob::glob_match;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -261,7 +262,7 @@ impl UpstreamConfig {
             max_input_requests: DEFAULT_INPUT_REQUESTS,
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
             dialects: Dialects::default(),
-            long_calls: super::LongCalls::default(),
+            long_calls: super::long_calls::LongCalls::default(),
         }
     }
 }
@@ -270,38 +271,6 @@ impl UpstreamTasks {
     pub fn offers_tool(&self, name: &str) -> bool {
         self.hosted_tools.iter().any(|p| glob_match(p, name))
     }
-}
-
-/// `*` matches any run of characters, `?` any one character. A loop, not recursion: the
-/// name is a client's, of any length (a recursion as deep as the name overflowed the stack).
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    let (mut pi, mut ni) = (0, 0);
-    // The last `*` seen, and where in the name its run ends so far.
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ni));
-                pi += 1;
-            }
-            Some(c) if *c == '?' || *c == n[ni] => {
-                pi += 1;
-                ni += 1;
-            }
-            _ => match star {
-                // The last `*` takes one more character, and the rest is tried again.
-                Some((sp, sn)) => {
-                    star = Some((sp, sn + 1));
-                    pi = sp + 1;
-                    ni = sn + 1;
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
 }
 
 #[derive(Debug, Clone)]
@@ -397,7 +366,7 @@ pub struct UpstreamConfig {
     pub max_input_requests: usize,
     pub tasks: UpstreamTasks,
     pub dialects: Dialects,
-    pub long_calls: super::LongCalls,
+    pub long_calls: super::long_calls::LongCalls,
 }
 
 /// What an HTTP upstream receives as `Authorization`.

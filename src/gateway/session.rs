@@ -88,7 +88,7 @@ pub struct Session {
     /// The by-token dialects its upstream enables, for a legacy client (`None`: none).
     by_token: Option<by_token::state::Dialects>,
     /// Long calls for a legacy client without tasks, where its upstream turns them on.
-    long_calls: Option<long_calls::LongCalls>,
+    long_calls: Option<long_calls::state::LongCalls>,
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
@@ -217,7 +217,7 @@ impl Session {
         let credential: Option<Arc<crate::transport::credential::Credential>> = pass.then(Default::default);
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let dialects = ByToken::of(&upstream, modern.is_some());
-        let long_calls = long_calls::LongCalls::of(&upstream);
+        let long_calls = long_calls::state::LongCalls::of(&upstream);
         let first_step = plan::FirstStep::of(modern.is_some(), dialects.on() || long_calls.is_some());
         let by_token = by_token::state::Dialects::of(dialects);
         let rounds = input_rounds::InputRounds::new(&upstream);

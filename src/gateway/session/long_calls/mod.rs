@@ -20,48 +20,34 @@
 //! dialects), as a listing passes, and as a cancel arrives.
 
 use super::Session;
-use crate::config::UpstreamConfig;
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
-use crate::mcp::long_calls::{self as shapes, Snapshot, ToolNames};
+use crate::mcp::long_calls::{self as shapes, Snapshot};
+use state::LongCalls;
+
+pub(super) mod state;
 use crate::mcp::tasks::TaskStatus;
 use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
-/// A session's long calls (see the module doc).
-pub(super) struct LongCalls {
-    names: ToolNames,
-    /// Calls within their deferral window, by request id: the task each runs as, so that a
-    /// cancel of the request cancels it. One per request in flight, which `max_in_flight`
-    /// bounds.
-    window: Mutex<HashMap<Id, Arc<str>>>,
-    /// The upstream lists a tool of one of the gateway's names: said once.
-    clash_told: AtomicBool,
-}
-
-/// Removes a call from the window however its wait ends (a dropped request too).
-struct InWindow<'a> {
-    calls: &'a LongCalls,
+/// Removes a call from the window however its wait ends (a dropped task too).
+struct InWindow {
+    session: Weak<Session>,
     id: Id,
 }
 
-impl Drop for InWindow<'_> {
+impl Drop for InWindow {
     fn drop(&mut self) {
-        self.calls.window.lock().unwrap().remove(&self.id);
+        if let Some(s) = self.session.upgrade()
+            && let Some(calls) = &s.long_calls
+        {
+            calls.window.lock().unwrap().remove(&self.id);
+        }
     }
 }
 
 impl LongCalls {
-    pub(super) fn of(upstream: &UpstreamConfig) -> Option<LongCalls> {
-        upstream.long_calls.on().then(|| LongCalls {
-            names: ToolNames::with_prefix(&upstream.long_calls.tool_prefix),
-            window: Mutex::new(HashMap::new()),
-            clash_told: AtomicBool::new(false),
-        })
-    }
-
     /// Whether the session's client is one long calls are for: it has no tasks (a version
     /// before 2025-11-25, a 2025-11-25 client that declared no `tasks` capability, or a
     /// 2026-07-28 request that did not declare the tasks extension).
@@ -134,14 +120,30 @@ impl LongCalls {
     }
 
     /// A call that may outlast the client's patience: run as a hosted task, answered with
-    /// its result if it ends within `defer_after`, else with a result naming the task.
+    /// its result if it ends within `defer_after`, else with a result naming the task. The
+    /// wait is a task of its own: the request's handler returns at once, as for any call
+    /// on its way upstream (its stream must carry the keep-alives, the session's other
+    /// messages must go on).
     async fn defer(&self, s: &Session, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
-        let cfg = &s.upstream.long_calls;
         let schema_bound = s.tools.has_output_schema(&tool);
         let (task_id, _, link, msg) = s.create_hosted(frame.into_value()).await?;
         self.window.lock().unwrap().insert(id.clone(), task_id.clone());
-        let _in_window = InWindow { calls: self, id: id.clone() };
+        let in_window = InWindow { session: s.me.clone(), id: id.clone() };
         s.run_hosted(task_id.clone(), link, msg).await;
+        let Some(me) = s.me.upgrade() else { return Ok(()) };
+        tokio::spawn(async move {
+            let _in_window = in_window;
+            if let Some(calls) = &me.long_calls {
+                calls.settle(&me, id, task_id, tool, schema_bound).await;
+            }
+        });
+        Ok(())
+    }
+
+    /// A deferrable call's wait: its result if the task ends within `defer_after`, else a
+    /// result naming the task; keep-alive progress meanwhile.
+    async fn settle(&self, s: &Session, id: Id, task_id: Arc<str>, tool: String, schema_bound: bool) {
+        let cfg = &s.upstream.long_calls;
         let hosted = s.hosted().clone();
         let waiter: Weak<dyn ClientSession> = s.me.clone();
         let started = tokio::time::Instant::now();
@@ -178,7 +180,6 @@ impl LongCalls {
                 self.answer(s, &id, r);
             }
         }
-        Ok(())
     }
 
     /// Where a task stands, for its results (a task that cannot be read now is `working`).
@@ -199,13 +200,16 @@ impl LongCalls {
             // Another client's task is as unknown as one that never was.
             Ok(task) if !s.hosted().visible_or_failed(&task, &s.owner).await? => shapes::unknown_task(&task),
             Ok(task) => match which {
-                "wait" => match self.wait(s, &id, &task).await {
-                    Some(resp) => {
-                        s.answer(id, untagged(resp), Some(Method::ToolsCall));
-                        return Ok(());
-                    }
-                    None => shapes::still_running(&self.snapshot(s, &task).await, &self.names, None, false),
-                },
+                "wait" => {
+                    // A task of its own, as a deferrable call's wait (see `defer`).
+                    let Some(me) = s.me.upgrade() else { return Ok(()) };
+                    tokio::spawn(async move {
+                        if let Some(calls) = &me.long_calls {
+                            calls.wait(&me, id, &task).await;
+                        }
+                    });
+                    return Ok(());
+                }
                 "status" => shapes::status(&self.snapshot(s, &task).await, &self.names),
                 _ => match s.hosted().cancel_saying(&task, "cancelled by the client").await {
                     Ok(_) => shapes::cancelled(&task),
@@ -226,15 +230,17 @@ impl LongCalls {
         s.to_client(Message::made(jsonrpc::result_response(id, result)), Route::Response(id.clone()));
     }
 
-    /// The task's outcome as the call's response, if it ends within `wait_max`.
-    async fn wait(&self, s: &Session, id: &Id, task: &str) -> Option<Value> {
+    /// The wait tool: the task's outcome as the call's response, if it ends within
+    /// `wait_max`, else a result saying it still runs.
+    async fn wait(&self, s: &Session, id: Id, task: &str) {
         let waiter: Weak<dyn ClientSession> = s.me.clone();
         let hosted = s.hosted().clone();
-        match tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), id)).await {
-            Ok(resp) => Some(resp),
+        match tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), &id)).await {
+            Ok(resp) => s.answer(id, untagged(resp), Some(Method::ToolsCall)),
             Err(_) => {
-                hosted.stop_waiting(task, &waiter, id);
-                None
+                hosted.stop_waiting(task, &waiter, &id);
+                let running = shapes::still_running(&self.snapshot(s, task).await, &self.names, None, false);
+                self.answer(s, &id, running);
             }
         }
     }
