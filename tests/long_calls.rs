@@ -280,3 +280,76 @@ async fn a_2026_07_28_clients_question_within_the_window_is_an_input_round() {
     assert_eq!(out["result"]["content"][0]["text"], "answer: modern", "{out}");
     assert_eq!(out["result"]["resultType"], "complete");
 }
+
+/// An upstream with a slow tool bound by an output schema, and a tool of the gateway's name.
+async fn schema_upstream() -> Scripted {
+    Scripted::start(|req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [
+                {"name": "report", "inputSchema": {"type": "object"},
+                 "outputSchema": {"type": "object", "properties": {"rows": {"type": "integer"}}, "required": ["rows"]}},
+                {"name": "taskgate_status", "inputSchema": {"type": "object"}}
+            ]}),
+        )],
+        "tools/call" if req["params"]["name"] == "report" => vec![
+            Step::Sleep(1500),
+            reply(
+                req,
+                json!({"content": [{"type": "text", "text": "{\"rows\":3}"}], "structuredContent": {"rows": 3}}),
+            ),
+        ],
+        "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "the upstream's own"}]}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_schema_bound_tools_deferred_answer_has_nothing_to_check_and_the_upstreams_names_win() {
+    let up = schema_upstream().await;
+    let gw = start_gateway(&format!(
+        "{}[upstream.long_calls]\ndefer_after = \"300ms\"\nwait_max = \"5s\"\n",
+        http_upstream("up", &up.url())
+    ))
+    .await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let listed = c.request("tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    // The upstream lists one of the gateway's names: the gateway offers none of its tools.
+    assert_eq!(names, ["report", "taskgate_status"], "{}", listed.response);
+    let own = tool(&mut c, "taskgate_status", "x").await;
+    assert_eq!(text(&own), "the upstream's own", "{}", own.response);
+
+    let out = c.request("tools/call", json!({"name": "report", "arguments": {}})).await;
+    let r = out.result();
+    assert!(r.get("structuredContent").is_none(), "{}", out.response);
+    assert_eq!(r["isError"], true);
+    let said = text(&out);
+    assert!(said.contains("not an error of the tool") && said.contains("taskgate_wait"), "{said}");
+    // Its task is waited for by the wait tool, which is the gateway's still.
+    let task = said.split("as task ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    let waited = tool(&mut c, "taskgate_wait", &task).await;
+    assert_eq!(waited.result()["structuredContent"], json!({"rows": 3}), "{}", waited.response);
+}
+
+#[tokio::test]
+async fn a_cancel_of_the_call_within_the_window_cancels_its_task_upstream() {
+    let up = schema_upstream().await;
+    let gw = start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"5s\"\n", http_upstream("up", &up.url())))
+        .await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let call =
+        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "report", "arguments": {}}});
+    let pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    assert_eq!(pending.status(), 200);
+    assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 77})).await, 202);
+    let cancelled =
+        poll("the upstream hears the cancel", async || calls_to(&up, "notifications/cancelled").into_iter().next())
+            .await;
+    assert!(cancelled["params"]["requestId"].is_number(), "{cancelled}");
+}
