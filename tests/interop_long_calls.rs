@@ -7,8 +7,9 @@
 //! tests/long_calls.rs; the scenarios are `ts_long_calls.mjs` and `py_client.py longcalls`.
 //!
 //! The Python client runs in `--mode legacy` (an `initialize` session of 2025-11-25 without
-//! the `tasks` capability). Its default mode speaks 2026-07-28 to the gateway, and long calls
-//! are for legacy sessions only: a 2026-07-28 session is shown none of the gateway's tools.
+//! the `tasks` capability) and in its default mode, which speaks 2026-07-28 to the gateway
+//! without the tasks extension: the same flow, but with no session there is no other session
+//! to refuse (such a task is known by its id alone) and the SDK sends no `ping`.
 //!
 //! Each run prints its figures (`figure deferred_ms`, `figure waits`, `figure result_ms`),
 //! shown with `--no-capture`.
@@ -35,6 +36,10 @@ fn ts_long_calls(transport: Vec<String>) -> Vec<String> {
 fn py_legacy(transport: Vec<String>) -> Vec<String> {
     let mode = ["--mode", "legacy", "--expect-protocol", "2025-11-25"].map(String::from).to_vec();
     py("longcalls", &[mode, transport].concat())
+}
+
+fn py_default_mode(transport: Vec<String>) -> Vec<String> {
+    py("longcalls", &modern(transport))
 }
 
 /// The figures a run printed, checked: the deferred answer came after `defer_after` and
@@ -77,4 +82,18 @@ fn python_legacy_client_long_calls_over_stdio() {
     let gw = Gateway::start(LONG_CALLS);
     let out = run_client(&gw, &python(), &py_legacy(stdio(gw.stdio_args("longcalls"))));
     figures("py stdio", &out);
+}
+
+#[test]
+fn python_default_mode_client_long_calls_over_http() {
+    let gw = Gateway::start(LONG_CALLS);
+    let out = run_client(&gw, &python(), &py_default_mode(http(gw.url("longcalls"))));
+    figures("py 2026-07-28 http", &out);
+}
+
+#[test]
+fn python_default_mode_client_long_calls_over_stdio() {
+    let gw = Gateway::start(LONG_CALLS);
+    let out = run_client(&gw, &python(), &py_default_mode(stdio(gw.stdio_args("longcalls"))));
+    figures("py 2026-07-28 stdio", &out);
 }

@@ -13,9 +13,9 @@ pyinput (against py_server.py: `greet` and `trip`, whose elicitations the client
 with a name "py" and a city "paris", and whose roots/list it answers with one root),
 longcalls (taskgate's long calls in front of its built-in demo, `[upstream.long_calls]` with
 `defer_after` and `wait_max` under 2 s: every request has a 2 s read timeout, a 6 s `slow` call
-is answered with a task id, `taskgate_wait` until its result, `taskgate_cancel`, and a second
-session refused the first one's task id like an unknown one; it prints `figure deferred_ms
-<n>`, `figure waits <n>` and `figure result_ms <n>` lines).
+is answered with a task id, `taskgate_wait` until its result, `taskgate_cancel`, and, in a
+legacy session, a second session refused the first one's task id like an unknown one; it
+prints `figure deferred_ms <n>`, `figure waits <n>` and `figure result_ms <n>` lines).
 
 The default mode is the client's own default, "auto": it sends `server/discover` first and
 falls back to `initialize` on a JSON-RPC error or HTTP 4xx. `--expect-protocol` adds a check
@@ -354,6 +354,7 @@ LONG_CALL = {"duration_ms": 6000, "steps": 3}
 STILL_LONGER = {"duration_ms": 30000, "steps": 30}
 NO_SUCH_TASK = "taskgate-interop-no-such-task"
 GATEWAY_TOOLS = ("taskgate_wait", "taskgate_status", "taskgate_cancel")
+MODERN_VERSIONS = ("2026-07-28",)
 
 
 def still_running(res, what: str, task: str | None = None) -> dict:
@@ -400,6 +401,12 @@ async def longcalls(client, r: Runner, connect) -> None:
 
     await r.check("tools/call slow 6 s: a deferred answer within the 2 s read timeout", deferred)
 
+    async def status():
+        res = await client.call_tool("taskgate_status", {"taskId": seen["task"]})
+        expect((res.structured_content or {}).get("status") == "working", f"status: {brief(res)}")
+
+    await r.check("taskgate_status: working", status)
+
     async def wait_until_done():
         for waits in range(1, 21):
             res = await client.call_tool("taskgate_wait", {"taskId": seen["task"]})
@@ -443,19 +450,34 @@ async def longcalls(client, r: Runner, connect) -> None:
 
     await r.check("taskgate_cancel stops a deferred call (and the upstream call)", cancel)
 
+    async def unknown():
+        for name in GATEWAY_TOOLS:
+            res = await client.call_tool(name, {"taskId": NO_SUCH_TASK})
+            expect(res.is_error and NO_SUCH_TASK in texts(res), f"{name}: {brief(res)}")
+
+    await r.check("an unknown task id: a tool error for each tool", unknown)
+
     async def other_session():
         task = still_running(await client.call_tool("slow", STILL_LONGER), "a long call")["taskId"]
+        answers = []
         async with connect() as other:
             for name in GATEWAY_TOOLS:
-                theirs = await other.call_tool(name, {"taskId": task})
-                never = await other.call_tool(name, {"taskId": NO_SUCH_TASK})
-                expect(theirs.is_error and never.is_error, f"{name}: {brief(theirs)} / {brief(never)}")
-                a, b = texts(theirs).replace(task, "X"), texts(never).replace(NO_SUCH_TASK, "X")
-                expect(a == b, f"{name}: {brief(a)} differs from the unknown id's {brief(b)}")
+                answers.append((name, await other.call_tool(name, {"taskId": task})))
+                answers.append((name, await other.call_tool(name, {"taskId": NO_SUCH_TASK})))
+        # Checked out here: a failure inside the client's task group would come out wrapped.
+        for (name, theirs), (_, never) in zip(answers[::2], answers[1::2]):
+            expect(theirs.is_error and never.is_error, f"{name}: {brief(theirs)} / {brief(never)}")
+            a, b = texts(theirs).replace(task, "X"), texts(never).replace(NO_SUCH_TASK, "X")
+            expect(a == b, f"{name}: {brief(a)} differs from the unknown id's {brief(b)}")
         res = await client.call_tool("taskgate_status", {"taskId": task})
         expect((res.structured_content or {}).get("status") == "working", f"status after: {brief(res)}")
         await client.call_tool("taskgate_cancel", {"taskId": task})
 
+    # A 2026-07-28 client has no session: its deferred call's task is known by its id alone
+    # (docs/tasks.md, "Long calls"), and the SDK refuses to send `ping` at that version.
+    if client.protocol_version in MODERN_VERSIONS:
+        print("py_client: 2026-07-28: no other session to refuse, no ping", file=sys.stderr, flush=True)
+        return
     await r.check("another session: refused as an unknown id", other_session)
 
     async def ping():
