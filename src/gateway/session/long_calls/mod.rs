@@ -164,6 +164,13 @@ impl LongCalls {
                 }
             }
         };
+        let ended = match ended {
+            // Ended as the window closed: its result is at hand.
+            None if hosted.status(&task_id).await.is_some_and(|(st, _)| st.is_terminal()) => {
+                Some(hosted.result(&task_id, waiter.clone(), &id).await)
+            }
+            ended => ended,
+        };
         match ended {
             Some(resp) => {
                 s.answer(id.clone(), untagged(resp), Some(Method::ToolsCall));
