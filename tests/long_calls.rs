@@ -353,3 +353,36 @@ async fn a_cancel_of_the_call_within_the_window_cancels_its_task_upstream() {
             .await;
     assert!(cancelled["params"]["requestId"].is_number(), "{cancelled}");
 }
+
+#[tokio::test]
+async fn a_cancelled_wait_is_not_answered_and_its_task_goes_on() {
+    let gw = start_gateway(&config(DEFER)).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let task = deferred(&mut c, slow(1500, 3)).await;
+    let wait = json!({"jsonrpc": "2.0", "id": 91, "method": "tools/call",
+        "params": {"name": "taskgate_wait", "arguments": {"taskId": task}}});
+    let pending = c.post_streaming(serde_json::to_vec(&wait).unwrap(), &[]).await;
+    assert_eq!(pending.status(), 200);
+    assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 91})).await, 202);
+    // The wait's stream ends without an answer to it.
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), read_all(pending)).await.unwrap();
+    assert!(!String::from_utf8_lossy(&got.body).contains("\"id\":91"), "{:?}", got.body);
+    let waited = tool(&mut c, "taskgate_wait", &task).await;
+    assert_eq!(text(&waited), "done after 3 steps", "{}", waited.response);
+}
+
+#[tokio::test]
+async fn past_the_clients_share_of_tasks_a_call_goes_up_plain() {
+    let gw = start_gateway(&format!(
+        "{}[upstream.tasks]\nmax_tasks_per_owner = 1\n[upstream.long_calls]\n{DEFER}\n",
+        builtin_upstream("demo")
+    ))
+    .await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    deferred(&mut c, slow(5_000, 5)).await;
+    // Its share is held by the deferred task: this one is not deferrable, and is answered.
+    let out = c.request("tools/call", slow(600, 2)).await;
+    assert_eq!(text(&out), "done after 2 steps", "{}", out.response);
+}

@@ -22,7 +22,7 @@
 use super::Session;
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::long_calls::{self as shapes, Snapshot};
-use state::LongCalls;
+use state::{LongCalls, Waiting};
 
 pub(super) mod state;
 use crate::mcp::tasks::TaskStatus;
@@ -80,7 +80,15 @@ impl LongCalls {
             return None;
         }
         match s.tools.hosts(s, &name).await {
-            Ok(true) => Some(Box::pin(self.defer(s, id.clone(), frame.clone(), name)).await),
+            Ok(true) => match Box::pin(self.defer(s, id.clone(), frame.clone(), name)).await {
+                // No task could be made for it (the client's share of tasks is full, or the
+                // store is): the call goes up plain, as it would without long calls.
+                Err(e) => {
+                    tracing::debug!(upstream = %s.upstream.name, "call not deferrable, passed on plain: {}", e.message);
+                    None
+                }
+                Ok(()) => Some(Ok(())),
+            },
             Ok(false) => None,
             Err(e) => Some(Err(e)),
         }
@@ -93,10 +101,20 @@ impl LongCalls {
             return;
         }
         let Some(request) = frame.request_id_param() else { return };
-        let task = self.window.lock().unwrap().get(&request).cloned();
-        if let Some(task) = task {
-            s.sink.abandon(&request);
-            let _ = s.hosted().cancel(&task).await;
+        let waiting = self.window.lock().unwrap().remove(&request);
+        match waiting {
+            Some(Waiting::Call(task)) => {
+                s.sink.abandon(&request);
+                let _ = s.hosted().cancel(&task).await;
+            }
+            // A wait cancelled: it ends, and the task goes on.
+            Some(Waiting::Wait(task, wait)) => {
+                wait.abort();
+                s.sink.abandon(&request);
+                let waiter: Weak<dyn ClientSession> = s.me.clone();
+                s.hosted().stop_waiting(&task, &waiter, &request);
+            }
+            None => {}
         }
     }
 
@@ -127,7 +145,7 @@ impl LongCalls {
     async fn defer(&self, s: &Session, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
         let schema_bound = s.tools.has_output_schema(&tool);
         let (task_id, _, link, msg) = s.create_hosted(frame.into_value()).await?;
-        self.window.lock().unwrap().insert(id.clone(), task_id.clone());
+        self.window.lock().unwrap().insert(id.clone(), Waiting::Call(task_id.clone()));
         let in_window = InWindow { session: s.me.clone(), id: id.clone() };
         s.run_hosted(task_id.clone(), link, msg).await;
         let Some(me) = s.me.upgrade() else { return Ok(()) };
@@ -208,13 +226,27 @@ impl LongCalls {
             Ok(task) if !s.hosted().visible_or_failed(&task, &s.owner).await? => shapes::unknown_task(&task),
             Ok(task) => match which {
                 "wait" => {
-                    // A task of its own, as a deferrable call's wait (see `defer`).
+                    // A task of its own, as a deferrable call's wait (see `defer`); a cancel
+                    // of the wait ends it (`cancelled`).
                     let Some(me) = s.me.upgrade() else { return Ok(()) };
-                    tokio::spawn(async move {
+                    let limit = s.gateway.limits().max_in_flight;
+                    let waits = self.window.lock().unwrap().values().filter(|w| matches!(w, Waiting::Wait(..))).count();
+                    if waits >= limit {
+                        return Err(RpcError::new(
+                            crate::jsonrpc::GATEWAY_BUSY,
+                            format!("too many waits in flight for this session (max_in_flight = {limit})"),
+                        ));
+                    }
+                    let task: Arc<str> = task.into();
+                    let in_window = InWindow { session: s.me.clone(), id: id.clone() };
+                    let (waited, request) = (task.clone(), id.clone());
+                    let wait = tokio::spawn(async move {
+                        let _in_window = in_window;
                         if let Some(calls) = &me.long_calls {
-                            calls.wait(&me, id, &task).await;
+                            calls.wait(&me, request, &waited).await;
                         }
                     });
+                    self.window.lock().unwrap().insert(id, Waiting::Wait(task, wait.abort_handle()));
                     return Ok(());
                 }
                 "status" => shapes::status(&self.snapshot(s, &task).await, &self.names),
@@ -242,10 +274,22 @@ impl LongCalls {
     async fn wait(&self, s: &Session, id: Id, task: &str) {
         let waiter: Weak<dyn ClientSession> = s.me.clone();
         let hosted = s.hosted().clone();
-        match tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), &id)).await {
-            Ok(resp) => s.answer(id, untagged(resp), Some(Method::ToolsCall)),
+        let waited =
+            tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), &id)).await;
+        let resp = match waited {
+            Ok(resp) => Some(resp),
             Err(_) => {
                 hosted.stop_waiting(task, &waiter, &id);
+                // Ended as the wait ran out (shown before its end is stored): its result.
+                match hosted.status(task).await {
+                    Some((st, _)) if st.is_terminal() => Some(hosted.result(task, waiter, &id).await),
+                    _ => None,
+                }
+            }
+        };
+        match resp {
+            Some(resp) => s.answer(id, untagged(resp), Some(Method::ToolsCall)),
+            None => {
                 let running = shapes::still_running(&self.snapshot(s, task).await, &self.names, None, false);
                 self.answer(s, &id, running);
             }

@@ -12,12 +12,21 @@ use std::sync::{Arc, Mutex};
 /// module is private, so only the session reaches it.)
 pub(crate) struct LongCalls {
     pub(super) names: ToolNames,
-    /// Calls within their deferral window, by request id: the task each runs as, so that a
-    /// cancel of the request cancels it. One per hosted task of the session's still
-    /// running, which `max_tasks_per_owner` bounds.
-    pub(super) window: Mutex<HashMap<Id, Arc<str>>>,
+    /// Calls within their deferral window, and calls of the wait tool, by request id, so
+    /// that a cancel of the request finds what it cancels. One per hosted task of the
+    /// session's still running (`max_tasks_per_owner` bounds those) and one per wait call
+    /// in flight (`max_in_flight` bounds those, as any request's).
+    pub(super) window: Mutex<HashMap<Id, Waiting>>,
     /// The upstream lists a tool of one of the gateway's names: said once.
     pub(super) clash_told: AtomicBool,
+}
+
+/// What a request of the session waits on.
+pub(super) enum Waiting {
+    /// A call within its deferral window, running as this task: a cancel cancels it.
+    Call(Arc<str>),
+    /// A wait tool's call on this task: a cancel ends the wait, and the task goes on.
+    Wait(Arc<str>, tokio::task::AbortHandle),
 }
 
 impl LongCalls {
