@@ -110,6 +110,7 @@ pub struct Metrics {
     task_page_listings: Counter,
     task_page_dropped: Counter,
     long_calls_deferred: Counter,
+    policy_refusals: Family<Labels, Counter>,
     upstreams: Mutex<HashMap<String, Arc<UpstreamMetrics>>>,
 }
 
@@ -189,7 +190,14 @@ impl Metrics {
             "Plain tool calls answered with a deferred result naming a task (upstream.long_calls)",
             long_calls_deferred.clone(),
         );
+        let policy_refusals = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_policy_refusals",
+            "Requests the operator's policy refused, by upstream and reason (tool_denied)",
+            policy_refusals.clone(),
+        );
         Metrics {
+            policy_refusals,
             long_calls_deferred,
             task_page_listings,
             task_page_dropped,
@@ -251,6 +259,14 @@ impl Metrics {
     /// A plain call outlasted `defer_after` and was answered with a deferred result.
     pub fn long_call_deferred(&self) {
         self.long_calls_deferred.inc();
+    }
+
+    /// The policy refused a request to `upstream` for `reason`. (The upstream label is a
+    /// configured name: bounded.)
+    pub fn policy_refused(&self, upstream: &str, reason: &'static str) {
+        self.policy_refusals
+            .get_or_create(&vec![("upstream", upstream.to_string()), ("reason", reason.to_string())])
+            .inc();
     }
 
     /// The task page listed the tasks (once, for all its viewers).

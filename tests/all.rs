@@ -62,6 +62,7 @@ mod task_page_browser;
 mod task_rules;
 mod task_rules_limits;
 mod tls;
+mod tool_policy;
 mod transports;
 mod upstream_authorization;
 mod upstream_batches;

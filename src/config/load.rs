@@ -292,6 +292,7 @@ pub(super) fn upstream_config(
         )?,
         long_calls: super::long_calls::long_calls(&at, u.long_calls, tasks.hosted != HostedMode::Never)?,
         tasks,
+        tools: super::tool_policy::tool_policy(&at, u.tools)?,
         dialects: dialects(&at, u.dialects)?,
     })
 }

@@ -27,6 +27,7 @@ mod schema;
 mod settings;
 mod store_kind;
 mod task_page;
+mod tool_policy;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use duration::{fmt_duration, parse_duration};
@@ -36,3 +37,4 @@ pub use import::McpServers;
 pub use observe::{OtlpConfig, TlsFiles};
 pub use reference::{markdown as reference, undescribed};
 pub use settings::*;
+pub use tool_policy::ToolRule;

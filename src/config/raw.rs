@@ -111,6 +111,7 @@ pub(super) struct RawUpstream {
     pub(super) tasks: Option<RawUpstreamTasks>,
     pub(super) dialects: Option<RawDialects>,
     pub(super) long_calls: Option<super::long_calls::RawLongCalls>,
+    pub(super) tools: Option<super::tool_policy::RawToolPolicy>,
 }
 
 #[derive(Deserialize)]

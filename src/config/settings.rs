@@ -263,6 +263,7 @@ impl UpstreamConfig {
             tasks: UpstreamTasks { hosted: HostedMode::Never, ..UpstreamTasks::default() },
             dialects: Dialects::default(),
             long_calls: super::long_calls::LongCalls::default(),
+            tools: super::tool_policy::ToolPolicy::default(),
         }
     }
 }
@@ -367,6 +368,8 @@ pub struct UpstreamConfig {
     pub tasks: UpstreamTasks,
     pub dialects: Dialects,
     pub long_calls: super::long_calls::LongCalls,
+    /// Which of its tools are offered (`[upstream.tools]`).
+    pub tools: super::tool_policy::ToolPolicy,
 }
 
 /// What an HTTP upstream receives as `Authorization`.

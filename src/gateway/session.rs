@@ -42,6 +42,7 @@ mod modern_client;
 pub mod modern_state;
 mod plan;
 mod planned;
+mod policy;
 mod principal_tasks;
 mod relink;
 mod state;
@@ -87,8 +88,11 @@ pub struct Session {
     shared: bool,
     /// The by-token dialects its upstream enables, for a legacy client (`None`: none).
     by_token: Option<by_token::state::Dialects>,
-    /// Long calls for a legacy client without tasks, where its upstream turns them on.
+    /// Long calls for a client without tasks, where its upstream turns them on.
     long_calls: Option<long_calls::state::LongCalls>,
+    /// The tools its client is offered (`[upstream.tools]`, its principal's rule); `None`:
+    /// every tool, and nothing is checked.
+    tool_rule: Option<crate::config::ToolRule>,
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
@@ -218,6 +222,11 @@ impl Session {
         let shared = upstream.share || (modern.is_some() && credential.is_none());
         let dialects = ByToken::of(&upstream, modern.is_some());
         let long_calls = long_calls::state::LongCalls::of(&upstream);
+        let principal = client
+            .as_deref()
+            .and_then(|c| c.strip_prefix(PRINCIPAL_PREFIX))
+            .filter(|_| Self::is_principal_owner(&owner));
+        let tool_rule = upstream.tools.rule_for(principal);
         let first_step = plan::FirstStep::of(modern.is_some(), dialects.on() || long_calls.is_some());
         let by_token = by_token::state::Dialects::of(dialects);
         let rounds = input_rounds::InputRounds::new(&upstream);
@@ -235,6 +244,7 @@ impl Session {
             shared,
             by_token,
             long_calls,
+            tool_rule,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             tools: tools::ToolSupport::default(),

@@ -459,6 +459,30 @@ pub const KEYS: &[KeyDoc] = &[
         "positive, at most half of `connect_timeout`",
         "under `era = \"auto\"`, how long the `server/discover` probe waits before the upstream is initialized as a legacy server",
     ),
+    // [upstream.tools]
+    d(
+        "upstream.tools.allow",
+        "absent: every tool",
+        "glob patterns (`*`, `?`), none empty",
+        "the upstream's tools offered to clients; a tool not offered is absent from every `tools/list` page, and a call of it, on any path (plain, task, bridged, hosted, deferred), gets -32602 `unknown tool` with nothing sent upstream. See [Tool policy](operating.md#tool-policy)",
+    ),
+    k("upstream.tools.deny", "glob patterns (`*`, `?`), none empty", "tools never offered; wins over `allow`"),
+    k(
+        "upstream.tools.for",
+        "",
+        "a rule for named principals (with authentication), in place of the upstream's `allow` and `deny`; the first that names a client's principal is its rule",
+    ),
+    k(
+        "upstream.tools.for.principals",
+        "at least one name, none empty",
+        "the principals this rule is for, as authentication names them",
+    ),
+    d("upstream.tools.for.allow", "absent: every tool", "glob patterns", "the tools offered to these principals"),
+    k(
+        "upstream.tools.for.deny",
+        "glob patterns",
+        "the tools never offered to these principals; wins over this rule's `allow`",
+    ),
     // [upstream.long_calls]
     d(
         "upstream.long_calls.defer_after",
@@ -516,6 +540,11 @@ pub const TABLES: &[(&str, &str)] = &[
         "upstream.dialects",
         "Written after the `[[upstream]]` table it belongs to; see [Progress and operations by token](tasks.md#progress-and-operations-by-token).",
     ),
+    (
+        "upstream.tools",
+        "Written after the `[[upstream]]` table it belongs to; see [Tool policy](operating.md#tool-policy).",
+    ),
+    ("upstream.tools.for", "One per rule for named principals (`[[upstream.tools.for]]`)."),
     (
         "upstream.long_calls",
         "Written after the `[[upstream]]` table it belongs to; see [Long calls](tasks.md#long-calls).",

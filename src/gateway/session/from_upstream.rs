@@ -24,8 +24,10 @@ impl Session {
         match shape {
             Shape::AsIs | Shape::MayNeedTask => {}
             Shape::ToolsList if self.modern.is_some() => {
-                // A 2026-07-28 client's listing, as the upstream gave it, for long calls.
+                // A 2026-07-28 client's listing, as the upstream gave it, for the tool
+                // policy and long calls.
                 self.tools.remember(self, result);
+                self.offered_tools(result);
                 if let Some(calls) = &self.long_calls {
                     calls.listing(self, result);
                 }
@@ -48,6 +50,7 @@ impl Session {
                     crate::mcp::task_dialects::caps::tools_for_core(tools);
                 }
                 self.tools.remember(self, result);
+                self.offered_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
                     (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
