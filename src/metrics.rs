@@ -193,7 +193,7 @@ impl Metrics {
         let policy_refusals = Family::<Labels, Counter>::default();
         registry.register(
             "taskgate_policy_refusals",
-            "Requests the operator's policy refused, by upstream and reason (tool_denied)",
+            "Requests the operator's policy refused, by upstream and reason (tool_denied, rate_limited, rate_limited_server)",
             policy_refusals.clone(),
         );
         Metrics {

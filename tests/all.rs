@@ -43,6 +43,7 @@ mod modern_upstream;
 mod ops;
 mod progress;
 mod protocol_headers;
+mod rate_limits;
 mod record_bounds;
 mod relayed_tasks;
 mod replicas;

@@ -10,6 +10,7 @@
 //! types take and `reference` writes docs/configuration.md from it.
 
 mod auth;
+mod call_limits;
 mod client_auth;
 mod describe;
 mod duration;
@@ -30,6 +31,7 @@ mod task_page;
 mod tool_policy;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
+pub use call_limits::CallLimits;
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;

@@ -41,6 +41,7 @@ pub(super) struct RawServer {
     pub(super) otlp: Option<super::observe::RawOtlp>,
     pub(super) cors_origins: Option<Vec<String>>,
     pub(super) task_page: Option<super::task_page::RawTaskPage>,
+    pub(super) limits: Option<super::call_limits::RawCallLimits>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +113,7 @@ pub(super) struct RawUpstream {
     pub(super) dialects: Option<RawDialects>,
     pub(super) long_calls: Option<super::long_calls::RawLongCalls>,
     pub(super) tools: Option<super::tool_policy::RawToolPolicy>,
+    pub(super) limits: Option<super::call_limits::RawCallLimits>,
 }
 
 #[derive(Deserialize)]

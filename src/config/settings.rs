@@ -264,6 +264,7 @@ impl UpstreamConfig {
             dialects: Dialects::default(),
             long_calls: super::long_calls::LongCalls::default(),
             tools: super::tool_policy::ToolPolicy::default(),
+            call_limits: None,
         }
     }
 }
@@ -330,6 +331,8 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// The live task page at `/tasks` (`[server.task_page]`).
     pub task_page: super::task_page::TaskPageConfig,
+    /// How fast one client may call through any upstream (`[server.limits]`; `None`: no limit).
+    pub call_limits: Option<super::call_limits::CallLimits>,
 }
 
 #[derive(Debug, Clone)]
@@ -370,6 +373,8 @@ pub struct UpstreamConfig {
     pub long_calls: super::long_calls::LongCalls,
     /// Which of its tools are offered (`[upstream.tools]`).
     pub tools: super::tool_policy::ToolPolicy,
+    /// How fast one client may call through it (`[upstream.limits]`; `None`: no limit).
+    pub call_limits: Option<super::call_limits::CallLimits>,
 }
 
 /// What an HTTP upstream receives as `Authorization`.
@@ -486,6 +491,7 @@ impl Default for ServerConfig {
             otlp: None,
             cors_origins: Vec::new(),
             task_page: Default::default(),
+            call_limits: None,
         }
     }
 }

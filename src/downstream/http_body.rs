@@ -163,6 +163,29 @@ pub(crate) fn json_response(json: Bytes, session: Option<String>) -> Response<Bo
     r
 }
 
+/// A JSON response, with 429 and `Retry-After` where it is a rate limit's refusal (its
+/// error's `data.retryAfterMs`); looked for only where a limit is set (`limited`).
+pub(crate) fn json_or_limited(json: Bytes, session: Option<String>, limited: bool) -> Response<Body> {
+    let retry_ms = limited.then(|| retry_after_ms(&json)).flatten();
+    let mut r = json_response(json, session);
+    if let Some(ms) = retry_ms {
+        *r.status_mut() = hyper::StatusCode::TOO_MANY_REQUESTS;
+        let secs = ms.div_ceil(1000).max(1);
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
+}
+
+/// The `retryAfterMs` of a rate limit's refusal, if `json` is one.
+fn retry_after_ms(json: &[u8]) -> Option<u64> {
+    let key = crate::gateway::rate_limits::RETRY_AFTER_MS.as_bytes();
+    if !json.windows(key.len()).any(|w| w == key) {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    v.pointer("/error/data")?.get(crate::gateway::rate_limits::RETRY_AFTER_MS)?.as_u64()
+}
+
 pub(crate) fn sse_response(body: SseBody, session: Option<String>) -> Response<Body> {
     event_stream_response(Body::Sse(body), session)
 }

@@ -11,7 +11,7 @@ use crate::config::UpstreamConfig;
 use crate::downstream::auth::authorization;
 use crate::downstream::auth::{Auth, Principal};
 use crate::downstream::http_body::{
-    Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_response, plain, read_body,
+    Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_or_limited, plain, read_body,
     rpc_error, sse_response,
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
@@ -456,10 +456,11 @@ impl HttpServer {
         match first {
             Ok((Some(ev), _)) if ev.is_response => {
                 hs.streams.unbuffer(&ev);
+                let limited = self.gateway.rate_limits.limits(hs.session.upstream_name());
                 if created && !self.keep_new_session(&sid, &hs).await {
-                    return json_response(ev.json, None);
+                    return json_or_limited(ev.json, None, limited);
                 }
-                json_response(ev.json, session_header)
+                json_or_limited(ev.json, session_header, limited)
             }
             Ok((Some(ev), rx)) => {
                 held.push_front(ev);

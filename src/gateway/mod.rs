@@ -10,6 +10,7 @@
 //! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
 
 pub mod eras;
+pub mod rate_limits;
 pub mod readiness;
 pub mod session;
 pub mod shared;
@@ -47,6 +48,8 @@ pub struct Gateway {
     pub readiness: readiness::Readiness,
     /// What era each upstream was found to speak (`era = "auto"`).
     pub eras: eras::Eras,
+    /// Each client's buckets (`[server.limits]`, `[upstream.limits]`).
+    pub rate_limits: rate_limits::RateLimits,
 }
 
 impl Gateway {
@@ -80,6 +83,7 @@ impl Gateway {
             }),
             readiness: Default::default(),
             eras,
+            rate_limits: rate_limits::RateLimits::new(&config),
             metrics: config
                 .upstreams
                 .iter()

@@ -459,6 +459,31 @@ pub const KEYS: &[KeyDoc] = &[
         "positive, at most half of `connect_timeout`",
         "under `era = \"auto\"`, how long the `server/discover` probe waits before the upstream is initialized as a legacy server",
     ),
+    // [server.limits], [upstream.limits]
+    d(
+        "server.limits.calls_per_minute",
+        "absent: no limit",
+        "1 to 1000000",
+        "the calls (`tools/call`, `prompts/get`, `resources/read`; a task-augmented call is one) one client may make per minute through all upstreams together; a client is its principal with authentication, else its session (a 2026-07-28 client without authentication: its address). A call past it gets -32004 with `data.retryAfterMs`, over HTTP with status 429 and `Retry-After`, and nothing goes upstream. See [Rate limits](operating.md#rate-limits)",
+    ),
+    d(
+        "server.limits.burst",
+        "a sixth of `calls_per_minute`, 1 to 100",
+        "1 to 1000000",
+        "the calls one client may make at once before the rate applies",
+    ),
+    d(
+        "upstream.limits.calls_per_minute",
+        "absent: no limit",
+        "1 to 1000000",
+        "as `server.limits.calls_per_minute`, for the calls to this upstream alone (both apply)",
+    ),
+    d(
+        "upstream.limits.burst",
+        "a sixth of `calls_per_minute`, 1 to 100",
+        "1 to 1000000",
+        "as `server.limits.burst`, for this upstream",
+    ),
     // [upstream.tools]
     d(
         "upstream.tools.allow",
@@ -525,6 +550,10 @@ pub const TABLES: &[(&str, &str)] = &[
         "server.otlp",
         "Span export over OTLP/HTTP, in a build with the `otlp` feature (`--features otlp`). See [Tracing](operating.md#tracing).",
     ),
+    (
+        "server.limits",
+        "How fast one client may call through all upstreams together. See [Rate limits](operating.md#rate-limits).",
+    ),
     ("server.task_page", "The live task page at `/tasks`. See [Task page](operating.md#task-page)."),
     ("tasks", "The gateway-wide task store (hosted tasks), and the extension tasks it follows."),
     (
@@ -539,6 +568,10 @@ pub const TABLES: &[(&str, &str)] = &[
     (
         "upstream.dialects",
         "Written after the `[[upstream]]` table it belongs to; see [Progress and operations by token](tasks.md#progress-and-operations-by-token).",
+    ),
+    (
+        "upstream.limits",
+        "Written after the `[[upstream]]` table it belongs to; see [Rate limits](operating.md#rate-limits).",
     ),
     (
         "upstream.tools",

@@ -228,7 +228,7 @@ impl Session {
     /// A request of an initialized session: the client's era has its say first, then the
     /// plan (decided when the link negotiated) serves it, or it is forwarded.
     pub(super) async fn dispatch(&self, id: Id, frame: Message) -> Result<(), RpcError> {
-        if let Some(refused) = self.refused_by_policy(&frame) {
+        if let Some(refused) = self.refused_by_policy(&frame).or_else(|| self.refused_by_rate(&frame)) {
             return Err(refused);
         }
         let frame = match self.first_step {

@@ -1,13 +1,20 @@
-//! The operator's policy over a session's requests (`[upstream.tools]`): decided once, when
-//! the session is made (its principal's rule), checked before any strategy sees a request,
-//! and applied to what the upstream lists. A tool the client is not offered does not exist
-//! for it: absent from every listing page, in every era's shape, and a call of it, plain,
-//! as a task, bridged, hosted, deferred or as an operation, is refused as a call of a tool
-//! no server has.
+//! The operator's policy over a session's requests (`[upstream.tools]`, and the limits of
+//! `[server.limits]` and `[upstream.limits]`): checked before any strategy sees a request.
+//!
+//! - Tool policy, decided once, when the session is made (its principal's rule), and
+//!   applied to what the upstream lists too. A tool the client is not offered does not exist
+//!   for it: absent from every listing page, in every era's shape, and a call of it, plain,
+//!   as a task, bridged, hosted, deferred or as an operation, is refused as a call of a
+//!   tool no server has.
+//! - Rate limits: a call (`tools/call`, `prompts/get`, `resources/read`) past its client's
+//!   bucket is refused with -32004 and `data.retryAfterMs` (HTTP fronts answer it with 429
+//!   and `Retry-After`), and nothing of it goes upstream. A hosted task's call upstream is
+//!   the call that created it, counted once.
 
 use super::Session;
-use crate::jsonrpc::{INVALID_PARAMS, Message, Method, RpcError};
-use serde_json::Value;
+use crate::gateway::rate_limits::{RETRY_AFTER_MS, Scope};
+use crate::jsonrpc::{GATEWAY_BUSY, INVALID_PARAMS, Message, Method, RpcError};
+use serde_json::{Value, json};
 
 impl Session {
     /// A call of a tool the client is not offered: refused (`Some`), as an unknown tool.
@@ -24,6 +31,37 @@ impl Session {
         crate::metrics::global().policy_refused(&self.upstream.name, "tool_denied");
         crate::warn_limit::warn_limited!(upstream = %self.upstream.name, client = %self.client, tool = %name, "refused a call of a tool the tool policy does not offer this client");
         Some(RpcError::new(INVALID_PARAMS, format!("unknown tool {:?}", name.as_ref())))
+    }
+
+    /// A call past its client's bucket: refused (`Some`), saying when to retry.
+    pub(super) fn refused_by_rate(&self, frame: &Message) -> Option<RpcError> {
+        if !matches!(frame.method(), Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
+            return None;
+        }
+        let limits = &self.gateway.rate_limits;
+        if !limits.limits(&self.upstream.name) {
+            return None;
+        }
+        let (scope, wait) = limits.take(&self.upstream.name, self.rate_key()).err()?;
+        let (reason, table) = match scope {
+            Scope::Upstream => ("rate_limited", "upstream.limits"),
+            Scope::Server => ("rate_limited_server", "server.limits"),
+        };
+        crate::metrics::global().policy_refused(&self.upstream.name, reason);
+        let ms = wait.as_millis().max(1) as u64;
+        let mut e = RpcError::new(
+            GATEWAY_BUSY,
+            format!("rate limit: too many calls from this client ({table}); retry after {ms} ms"),
+        );
+        e.data = Some(Box::new(json!({RETRY_AFTER_MS: ms})));
+        Some(e)
+    }
+
+    /// Whose bucket a call takes from: the principal's with authentication, else the
+    /// session's own (a legacy client), or its address (a 2026-07-28 client, which has no
+    /// session).
+    fn rate_key(&self) -> &str {
+        if Self::is_principal_owner(&self.owner) || self.modern.is_some() { &self.client } else { &self.owner }
     }
 
     /// A `tools/list` page as the client may see it: without the tools it is not offered.

@@ -1,0 +1,143 @@
+//! How fast each client may call (`[server.limits]`, `[upstream.limits]`): a token bucket
+//! per client (its principal with authentication, else its session, or for a 2026-07-28
+//! client without a session its address), kept by `governor` on tokio's clock (so tests
+//! pause time). A call past its bucket is refused with the time until the next one fits;
+//! nothing of it goes upstream.
+//!
+//! The buckets of clients that are full again are forgotten whenever more than
+//! [`MAX_CLIENTS`] are kept: a client's state is only what it owes.
+
+use crate::config::{CallLimits, Config};
+use governor::clock::Clock;
+use governor::{Quota, RateLimiter};
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+/// What marks a refusal by a rate limit: its error's `data` carries this (the time until
+/// a call fits, in milliseconds).
+pub const RETRY_AFTER_MS: &str = "retryAfterMs";
+
+/// Buckets kept before the full ones are forgotten.
+pub const MAX_CLIENTS: usize = 4096;
+
+/// Tokio's clock, as `governor` reads time.
+#[derive(Clone)]
+struct TokioClock {
+    start: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
+type Buckets = RateLimiter<
+    String,
+    governor::state::keyed::HashMapStateStore<String>,
+    TokioClock,
+    governor::middleware::NoOpMiddleware<Duration>,
+>;
+
+/// One table's buckets, one per client.
+struct Limit {
+    buckets: Buckets,
+    clock: TokioClock,
+}
+
+impl Limit {
+    fn new(limits: CallLimits) -> Limit {
+        let rate = NonZeroU32::new(limits.calls_per_minute).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(limits.burst).unwrap_or(NonZeroU32::MIN);
+        let clock = TokioClock { start: tokio::time::Instant::now() };
+        Limit {
+            buckets: RateLimiter::hashmap_with_clock(Quota::per_minute(rate).allow_burst(burst), clock.clone()),
+            clock,
+        }
+    }
+
+    /// Takes one call from `client`'s bucket, or says how long until one fits.
+    fn take(&self, client: &str) -> Result<(), Duration> {
+        if self.buckets.len() > MAX_CLIENTS {
+            self.buckets.retain_recent();
+        }
+        self.buckets.check_key(&client.to_string()).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+}
+
+/// Which table refused a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Upstream,
+    Server,
+}
+
+/// Every bucket of the gateway.
+pub struct RateLimits {
+    server: Option<Limit>,
+    upstreams: HashMap<String, Limit>,
+}
+
+impl RateLimits {
+    pub fn new(config: &Config) -> RateLimits {
+        RateLimits {
+            server: config.server.call_limits.map(Limit::new),
+            upstreams: config
+                .upstreams
+                .iter()
+                .filter_map(|u| Some((u.name.clone(), Limit::new(u.call_limits?))))
+                .collect(),
+        }
+    }
+
+    /// Whether any limit is set for calls to `upstream`.
+    pub fn limits(&self, upstream: &str) -> bool {
+        self.server.is_some() || self.upstreams.contains_key(upstream)
+    }
+
+    /// Takes one call of `client` to `upstream` from its buckets (the upstream's, then the
+    /// server's), or says which refused it and how long until a call fits.
+    pub fn take(&self, upstream: &str, client: &str) -> Result<(), (Scope, Duration)> {
+        if let Some(l) = self.upstreams.get(upstream) {
+            l.take(client).map_err(|d| (Scope::Upstream, d))?;
+        }
+        if let Some(l) = &self.server {
+            l.take(client).map_err(|d| (Scope::Server, d))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_then_the_sustained_rate_per_client() {
+        let l = Limit::new(CallLimits { calls_per_minute: 60, burst: 3 });
+        for _ in 0..3 {
+            assert!(l.take("alice").is_ok());
+        }
+        let wait = l.take("alice").unwrap_err();
+        assert!(wait > Duration::from_millis(900) && wait <= Duration::from_secs(1), "{wait:?}");
+        // Bob has his own bucket.
+        assert!(l.take("bob").is_ok());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(l.take("alice").is_ok());
+        assert!(l.take("alice").is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_buckets_are_forgotten_past_the_bound() {
+        let l = Limit::new(CallLimits { calls_per_minute: 60_000, burst: 1 });
+        for i in 0..=MAX_CLIENTS {
+            l.take(&format!("c{i}")).unwrap();
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        l.take("one more").unwrap();
+        assert!(l.buckets.len() <= 2, "{}", l.buckets.len());
+    }
+}
