@@ -113,3 +113,22 @@ fn a_burst_without_a_rate_is_refused() {
     let err = taskgate::Config::parse(&bad, &|_| None).unwrap_err().to_string();
     assert!(err.contains("limits.burst"), "{err}");
 }
+
+#[tokio::test]
+async fn a_2026_07_28_clients_address_has_a_bucket_and_gets_429() {
+    use common::modern_client::{mirrored, post, request};
+    let config = format!("{}[upstream.limits]\ncalls_per_minute = 60\nburst = 1\n", builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let call = request(json!(1), "tools/call", json!({"name": "echo", "arguments": {"text": "x"}}), json!({}));
+    let first = post(&c, &call, &mirrored(&call)).await;
+    assert_eq!(first.status, 200);
+    let second = post(&c, &call, &mirrored(&call)).await;
+    assert_eq!(second.status, 429, "{:?}", String::from_utf8_lossy(&second.body));
+    // The era has no -32004: its code is -32603, the gateway's own kept as `originalCode`.
+    let v = second.json();
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert_eq!(v["error"]["data"]["originalCode"], -32004);
+    assert!(v["error"]["data"]["retryAfterMs"].as_u64().unwrap() <= 1000, "{v}");
+    assert_eq!(second.headers["retry-after"], "1");
+}

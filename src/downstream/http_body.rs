@@ -169,15 +169,19 @@ pub(crate) fn json_or_limited(json: Bytes, session: Option<String>, limited: boo
     let retry_ms = limited.then(|| retry_after_ms(&json)).flatten();
     let mut r = json_response(json, session);
     if let Some(ms) = retry_ms {
-        *r.status_mut() = hyper::StatusCode::TOO_MANY_REQUESTS;
-        let secs = ms.div_ceil(1000).max(1);
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        too_many_requests(&mut r, ms);
     }
     r
 }
 
+/// Makes `r` a 429 whose `Retry-After` is `ms`, in whole seconds.
+pub(crate) fn too_many_requests(r: &mut Response<Body>, ms: u64) {
+    *r.status_mut() = hyper::StatusCode::TOO_MANY_REQUESTS;
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000).max(1)));
+}
+
 /// The `retryAfterMs` of a rate limit's refusal, if `json` is one.
-fn retry_after_ms(json: &[u8]) -> Option<u64> {
+pub(crate) fn retry_after_ms(json: &[u8]) -> Option<u64> {
     let key = crate::gateway::rate_limits::RETRY_AFTER_MS.as_bytes();
     if !json.windows(key.len()).any(|w| w == key) {
         return None;

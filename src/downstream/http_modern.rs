@@ -111,6 +111,7 @@ pub(crate) async fn serve(
     };
     session.present_authorization(authorization(h));
     session.present_param_headers(param_headers(h));
+    let session_limits = gateway.rate_limits.limits(session.upstream_name());
     let stream = match streams.open_single(&id, json_only) {
         Ok(s) => s,
         Err(_) => unreachable!("a new stream set has no request in flight"),
@@ -137,8 +138,12 @@ pub(crate) async fn serve(
     match first {
         Ok((Some(ev), _)) if ev.is_response => {
             let status = status_of(&ev.json, &method);
+            let limited = session_limits.then(|| crate::downstream::http_body::retry_after_ms(&ev.json)).flatten();
             let mut r = json_response(ev.json, None);
             *r.status_mut() = status;
+            if let Some(ms) = limited {
+                crate::downstream::http_body::too_many_requests(&mut r, ms);
+            }
             r
         }
         Ok((Some(ev), rx)) => {
