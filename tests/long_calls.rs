@@ -281,18 +281,19 @@ async fn a_2026_07_28_clients_question_within_the_window_is_an_input_round() {
     assert_eq!(out["result"]["resultType"], "complete");
 }
 
-/// An upstream with a slow tool bound by an output schema, and a tool of the gateway's name.
-async fn schema_upstream() -> Scripted {
-    Scripted::start(|req| match req["method"].as_str().unwrap() {
+/// An upstream with a slow tool bound by an output schema, and (`clash`) a tool of one of
+/// the gateway's names.
+async fn schema_upstream(clash: bool) -> Scripted {
+    Scripted::start(move |req| match req["method"].as_str().unwrap() {
         "initialize" => init_result(req, json!({"tools": {}})),
-        "tools/list" => vec![reply(
-            req,
-            json!({"tools": [
-                {"name": "report", "inputSchema": {"type": "object"},
-                 "outputSchema": {"type": "object", "properties": {"rows": {"type": "integer"}}, "required": ["rows"]}},
-                {"name": "taskgate_status", "inputSchema": {"type": "object"}}
-            ]}),
-        )],
+        "tools/list" => {
+            let mut tools = vec![json!({"name": "report", "inputSchema": {"type": "object"},
+                 "outputSchema": {"type": "object", "properties": {"rows": {"type": "integer"}}, "required": ["rows"]}})];
+            if clash {
+                tools.push(json!({"name": "taskgate_status", "inputSchema": {"type": "object"}}));
+            }
+            vec![reply(req, json!({"tools": tools}))]
+        }
         "tools/call" if req["params"]["name"] == "report" => vec![
             Step::Sleep(1500),
             reply(
@@ -307,8 +308,8 @@ async fn schema_upstream() -> Scripted {
 }
 
 #[tokio::test]
-async fn a_schema_bound_tools_deferred_answer_has_nothing_to_check_and_the_upstreams_names_win() {
-    let up = schema_upstream().await;
+async fn a_schema_bound_tools_deferred_answer_has_nothing_to_check() {
+    let up = schema_upstream(false).await;
     let gw = start_gateway(&format!(
         "{}[upstream.long_calls]\ndefer_after = \"300ms\"\nwait_max = \"5s\"\n",
         http_upstream("up", &up.url())
@@ -316,29 +317,47 @@ async fn a_schema_bound_tools_deferred_answer_has_nothing_to_check_and_the_upstr
     .await;
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2025-06-18").await;
-    let listed = c.request("tools/list", json!({})).await;
-    let names: Vec<&str> =
-        listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    // The upstream lists one of the gateway's names: the gateway offers none of its tools.
-    assert_eq!(names, ["report", "taskgate_status"], "{}", listed.response);
-    let own = tool(&mut c, "taskgate_status", "x").await;
-    assert_eq!(text(&own), "the upstream's own", "{}", own.response);
-
+    c.request("tools/list", json!({})).await;
     let out = c.request("tools/call", json!({"name": "report", "arguments": {}})).await;
     let r = out.result();
     assert!(r.get("structuredContent").is_none(), "{}", out.response);
     assert_eq!(r["isError"], true);
     let said = text(&out);
     assert!(said.contains("not an error of the tool") && said.contains("taskgate_wait"), "{said}");
-    // Its task is waited for by the wait tool, which is the gateway's still.
     let task = said.split("as task ").nth(1).unwrap().split(' ').next().unwrap().to_string();
     let waited = tool(&mut c, "taskgate_wait", &task).await;
     assert_eq!(waited.result()["structuredContent"], json!({"rows": 3}), "{}", waited.response);
 }
 
 #[tokio::test]
+async fn an_upstream_tool_of_a_gateway_tools_name_is_never_shadowed_and_nothing_is_deferred() {
+    let up = schema_upstream(true).await;
+    let gw =
+        start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"300ms\"\n", http_upstream("up", &up.url())))
+            .await;
+    // Called before any listing, and after one.
+    for list_first in [false, true] {
+        let mut c = HttpMcp::new(&gw.url("up"));
+        c.initialize("2025-06-18").await;
+        if list_first {
+            let listed = c.request("tools/list", json!({})).await;
+            let names: Vec<&str> =
+                listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+            assert_eq!(names, ["report", "taskgate_status"], "{}", listed.response);
+        }
+        let own = tool(&mut c, "taskgate_status", "x").await;
+        assert_eq!(text(&own), "the upstream's own", "{}", own.response);
+    }
+    // Its answers would name a tool that is the upstream's: the call runs to its end.
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let out = c.request("tools/call", json!({"name": "report", "arguments": {}})).await;
+    assert_eq!(out.result()["structuredContent"], json!({"rows": 3}), "{}", out.response);
+}
+
+#[tokio::test]
 async fn a_cancel_of_the_call_within_the_window_cancels_its_task_upstream() {
-    let up = schema_upstream().await;
+    let up = schema_upstream(false).await;
     let gw = start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"5s\"\n", http_upstream("up", &up.url())))
         .await;
     let mut c = HttpMcp::new(&gw.url("up"));
@@ -385,4 +404,61 @@ async fn past_the_clients_share_of_tasks_a_call_goes_up_plain() {
     // Its share is held by the deferred task: this one is not deferrable, and is answered.
     let out = c.request("tools/call", slow(600, 2)).await;
     assert_eq!(text(&out), "done after 2 steps", "{}", out.response);
+}
+
+#[tokio::test]
+async fn waits_that_end_at_once_leave_nothing_behind() {
+    let gw = start_gateway(&format!("[server]\nmax_in_flight = 4\n{}", config(DEFER))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let task = deferred(&mut c, slow(400, 2)).await;
+    // Many more waits than the session may hold in flight, each answered at once.
+    for _ in 0..12 {
+        let waited = tool(&mut c, "taskgate_wait", &task).await;
+        assert_eq!(text(&waited), "done after 2 steps", "{}", waited.response);
+    }
+}
+
+#[tokio::test]
+async fn a_progress_token_used_again_after_a_deferred_answer_is_the_new_calls() {
+    let gw = start_gateway(&config(DEFER)).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let mut first = slow(3_000, 3);
+    first["_meta"] = json!({"progressToken": "p"});
+    let task = deferred(&mut c, first).await;
+    let mut second = slow(250, 2);
+    second["_meta"] = json!({"progressToken": "p"});
+    let out = c.request("tools/call", second).await;
+    assert_eq!(text(&out), "done after 2 steps", "{}", out.response);
+    let progress: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert!(!progress.is_empty(), "the second call's own progress reaches it: {:?}", out.others);
+    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "p" && m["params"]["total"] == 2), "{progress:?}");
+    // The first call's task shows its own steps.
+    let mut c2 = HttpMcp::new(&gw.url("demo"));
+    c2.session = c.session.clone();
+    c2.version = c.version.clone();
+    let shown = poll("the first call's progress", async || {
+        let status = tool(&mut c2, "taskgate_status", &task).await;
+        let shown = status.result()["structuredContent"].clone();
+        shown.get("total").is_some().then_some(shown)
+    })
+    .await;
+    assert_eq!(shown["total"], 3, "{shown}");
+}
+
+#[tokio::test]
+async fn a_session_ended_within_the_window_cancels_its_call_upstream() {
+    let up = schema_upstream(false).await;
+    let gw = start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"5s\"\n", http_upstream("up", &up.url())))
+        .await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-06-18").await;
+    let call =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "report", "arguments": {}}});
+    let pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
+    assert_eq!(pending.status(), 200);
+    poll("the call reaches the upstream", async || (!calls_to(&up, "tools/call").is_empty()).then_some(())).await;
+    assert_eq!(c.delete().await, 200);
+    poll("the upstream hears the cancel", async || calls_to(&up, "notifications/cancelled").into_iter().next()).await;
 }

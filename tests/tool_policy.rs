@@ -118,3 +118,33 @@ fn the_policy_keys_are_checked() {
     let err = taskgate::Config::parse(&bad, &|_| None).unwrap_err().to_string();
     assert!(err.contains("upstream \"demo\".tools.allow"), "{err}");
 }
+
+#[tokio::test]
+async fn a_denied_upstream_tool_of_a_long_call_tools_name_stays_denied() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, json!({"tools": {}})),
+        "tools/list" => {
+            vec![reply(req, json!({"tools": [{"name": "taskgate_status", "inputSchema": {"type": "object"}}]}))]
+        }
+        "tools/call" => vec![reply(req, json!({"content": [{"type": "text", "text": "the upstream's own"}]}))],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let config = format!(
+        "{}[upstream.tools]\ndeny = [\"taskgate_status\"]\n[upstream.long_calls]\ndefer_after = \"1s\"\n",
+        http_upstream("up", &up.url())
+    );
+    let gw = start_gateway(&config).await;
+    // Called before any listing, and after one.
+    for list_first in [false, true] {
+        let mut c = HttpMcp::new(&gw.url("up"));
+        c.initialize("2025-06-18").await;
+        if list_first {
+            let listed = c.request("tools/list", json!({})).await;
+            assert_eq!(names(listed.result()), Vec::<String>::new(), "{}", listed.response);
+        }
+        let out = c.request("tools/call", json!({"name": "taskgate_status", "arguments": {"taskId": "x"}})).await;
+        assert_unknown_tool(&out.response, "taskgate_status");
+    }
+    assert!(calls_to(&up, "tools/call").is_empty(), "the denied tool never ran");
+}

@@ -105,9 +105,9 @@ pub(super) fn long_calls(at: &str, raw: Option<RawLongCalls>, hosting: bool) -> 
     let tool_prefix = raw.tool_prefix.unwrap_or(d.tool_prefix);
     // A tool name is 1 to 128 of these (2025-11-25 `Tool.name`); the longest suffix is 6.
     let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    if tool_prefix.len() > 120 || !tool_prefix.chars().all(valid) {
+    if tool_prefix.is_empty() || tool_prefix.len() > 120 || !tool_prefix.chars().all(valid) {
         return Err(ConfigError(format!(
-            "{}: \"{tool_prefix}\" must be at most 120 of A-Z, a-z, 0-9, '_', '-' and '.' (tool names are made from it)",
+            "{}: \"{tool_prefix}\" must be 1 to 120 of A-Z, a-z, 0-9, '_', '-' and '.' (tool names are made from it)",
             key("tool_prefix")
         )));
     }
@@ -169,6 +169,7 @@ mod tests {
         assert!(e.contains("never"), "{e}");
         let e = parse("tool_prefix = \"tg wait\"", true).unwrap_err().0;
         assert!(e.contains("tool_prefix"), "{e}");
+        assert!(parse("tool_prefix = \"\"", true).is_err());
         let e = parse("defer_after = \"1s\"\ntools = [\"taskgate_wait\"]", true).unwrap_err().0;
         assert!(e.contains("gateway's own tool"), "{e}");
         assert_eq!(parse("keepalive = \"0s\"", true).unwrap().keepalive, None);

@@ -443,6 +443,9 @@ impl Session {
         if let Some(dialects) = &self.by_token {
             Box::pin(dialects.end(self)).await;
         }
+        if let Some(calls) = &self.long_calls {
+            Box::pin(calls.end(self)).await;
+        }
         // A bridged call's upstream task is cancelled when its session ends (a client that
         // only disconnected from a stream has not cancelled).
         for c in bridges {

@@ -73,9 +73,14 @@ pub fn tool_definitions(names: &ToolNames, wait_max_secs: u64) -> Vec<Value> {
     ]
 }
 
+/// The longest `taskId` looked up.
+const MAX_TASK_ID: usize = 256;
+
 /// The `taskId` argument of a call of one of the gateway's tools.
 pub fn task_id_argument(params: Option<&Value>) -> Result<String, String> {
     match params.and_then(|p| p.pointer("/arguments/taskId")) {
+        // Task ids are 32 characters; one far longer is no task's, and is not echoed back.
+        Some(Value::String(t)) if t.len() > MAX_TASK_ID => Err(format!("no task has an id of {} bytes", t.len())),
         Some(Value::String(t)) if !t.is_empty() => Ok(t.clone()),
         Some(_) => Err("the argument taskId must be a non-empty string".into()),
         None => Err("the argument taskId is missing: pass the taskId the still-running call answered with".into()),
@@ -206,6 +211,9 @@ mod tests {
         assert!(task_id_argument(Some(&json!({"arguments": {"taskId": 3}}))).is_err());
         assert!(task_id_argument(Some(&json!({"arguments": {}}))).is_err());
         assert!(task_id_argument(None).is_err());
+        let long = "x".repeat(10_000);
+        let why = task_id_argument(Some(&json!({"arguments": {"taskId": long}}))).unwrap_err();
+        assert!(why.len() < 100, "{why}");
     }
 
     #[test]

@@ -527,7 +527,7 @@ pub const KEYS: &[KeyDoc] = &[
     ),
     k(
         "upstream.long_calls.tool_prefix",
-        "at most 120 of `A-Z a-z 0-9 _ - .`",
+        "1 to 120 of `A-Z a-z 0-9 _ - .`",
         "the gateway's tools are this followed by `wait`, `status` and `cancel`; where the upstream lists a tool of the same name, the upstream's is kept and the gateway's is not offered",
     ),
     k(

@@ -421,16 +421,16 @@ impl Session {
         }
         let task_id: Arc<str> = rec.id.as_str().into();
         let token = crate::jsonrpc::ProgressToken::of_request(&msg);
-        if token.is_none() {
-            // A token of the gateway's, so that the task's status shows the upstream's
-            // progress; only a client's own token is the client's to hear.
-            let meta = msg
-                .pointer_mut("/params")
-                .and_then(Value::as_object_mut)
-                .map(|p| p.entry("_meta").or_insert_with(|| serde_json::json!({})));
-            if let Some(Value::Object(meta)) = meta {
-                meta.insert("progressToken".into(), Value::String(format!("taskgate-{task_id}")));
-            }
+        // The upstream hears a token of the gateway's, whether the client sent one or not:
+        // the task's status shows the upstream's progress either way, and the client's
+        // token, which it may use again once its call is answered (a deferred long call),
+        // never names two calls upstream. Its progress reaches the client under its own.
+        let meta = msg
+            .pointer_mut("/params")
+            .and_then(Value::as_object_mut)
+            .map(|p| p.entry("_meta").or_insert_with(|| serde_json::json!({})));
+        if let Some(Value::Object(meta)) = meta {
+            meta.insert("progressToken".into(), Value::String(format!("taskgate-{task_id}")));
         }
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
         Ok((task_id, Hosted::create_result(&rec), link, msg))

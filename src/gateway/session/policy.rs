@@ -25,7 +25,7 @@ impl Session {
             return None;
         }
         let name = frame.tool_name()?;
-        if rule.permits(&name) || self.long_calls.is_some() && self.upstream.long_calls.gateway_tool(&name).is_some() {
+        if rule.permits(&name) || self.long_calls.as_ref().is_some_and(|c| c.serves(self, &name)) {
             return None;
         }
         crate::metrics::global().policy_refused(&self.upstream.name, "tool_denied");
@@ -40,6 +40,13 @@ impl Session {
         }
         let limits = &self.gateway.rate_limits;
         if !limits.limits(&self.upstream.name) {
+            return None;
+        }
+        // The gateway's own long-call tools send nothing upstream.
+        if frame.method() == Method::ToolsCall
+            && let (Some(calls), Some(name)) = (&self.long_calls, frame.tool_name())
+            && calls.serves(self, &name)
+        {
             return None;
         }
         let (scope, wait) = limits.take(&self.upstream.name, self.rate_key()).err()?;

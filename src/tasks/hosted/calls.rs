@@ -138,15 +138,14 @@ impl TaskCalls for Hosted {
                 r.progress = Some((text.to_string(), crate::clock::wall_now()));
             }
         }
-        // Only the client's own token is its to hear (the gateway's, sent where it gave
-        // none, is for the status message alone); above what a keep-alive already said.
-        if r.token.is_none() {
-            return;
-        }
+        // The upstream heard the gateway's token: the client hears its own, if it sent one
+        // (and its call is not answered yet), above what a keep-alive already said.
+        let Some(token) = &r.token else { return };
+        msg["params"]["progressToken"] = token.to_value();
         if let (Some(v), Some(sent)) = (value, r.sent)
             && v <= sent
         {
-            msg["params"]["progress"] = serde_json::json!(sent + crate::upstream::progress::MADE_UP_STEP);
+            msg["params"]["progress"] = serde_json::json!(super::deferred::above(sent));
         }
         r.sent = msg.pointer("/params/progress").and_then(Value::as_f64);
         let route = Self::progress_route(r);

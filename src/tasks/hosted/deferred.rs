@@ -12,6 +12,13 @@ use serde_json::json;
 use std::sync::Weak;
 use std::time::Duration;
 
+/// A progress value just above `v`: by the gateway's made-up step, or where that is below
+/// the spacing of floats that large, by a relative one.
+pub(super) fn above(v: f64) -> f64 {
+    let next = v + MADE_UP_STEP.max(v.abs() * 1e-12);
+    if next > v { next } else { f64::MAX }
+}
+
 impl Hosted {
     /// Where a task's progress goes: on the stream of a request the creator has waiting on
     /// it (a `tasks/result`, or a long call's own), else the creator's own.
@@ -41,7 +48,7 @@ impl Hosted {
         if r.heard.elapsed() < quiet {
             return false;
         }
-        let next = r.sent.unwrap_or(0.0) + MADE_UP_STEP;
+        let next = above(r.sent.unwrap_or(0.0));
         if r.progress_numbers.and_then(|(_, total)| total).is_some_and(|total| next > total) {
             return false;
         }

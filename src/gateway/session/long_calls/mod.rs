@@ -20,21 +20,24 @@
 //! dialects), as a listing passes, and as a cancel arrives.
 
 use super::Session;
-use crate::jsonrpc::{self, Id, Message, Method, RpcError};
+use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::mcp::long_calls::{self as shapes, Snapshot};
-use state::{LongCalls, Waiting};
-
-pub(super) mod state;
 use crate::mcp::tasks::TaskStatus;
 use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;
+use state::{InFlight, LongCalls, Waiting};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use tokio_util::sync::CancellationToken;
 
-/// Removes a call from the window however its wait ends (a dropped task too).
+pub(super) mod state;
+
+/// Removes a request from the window however its wait ends (a dropped task too), if the
+/// entry is still its own (not a cancel's removal, nor a later request's of the same id).
 struct InWindow {
     session: Weak<Session>,
     id: Id,
+    generation: u64,
 }
 
 impl Drop for InWindow {
@@ -42,7 +45,10 @@ impl Drop for InWindow {
         if let Some(s) = self.session.upgrade()
             && let Some(calls) = &s.long_calls
         {
-            calls.window.lock().unwrap().remove(&self.id);
+            let mut window = calls.window.lock().unwrap();
+            if window.get(&self.id).is_some_and(|w| w.generation == self.generation) {
+                window.remove(&self.id);
+            }
         }
     }
 }
@@ -71,18 +77,26 @@ impl LongCalls {
         }
         let name = frame.tool_name()?.into_owned();
         let cfg = &s.upstream.long_calls;
-        if let Some(which) = cfg.gateway_tool(&name)
-            && !s.tools.lists(&name)
-        {
-            return Some(Box::pin(self.serve_tool(s, id.clone(), which, frame)).await);
-        }
-        if !cfg.covers(&name) {
+        let gateway_tool = cfg.gateway_tool(&name);
+        if gateway_tool.is_none() && !cfg.covers(&name) {
             return None;
         }
+        // Where the upstream has a tool of one of the gateway's names, the gateway's tools
+        // are not there (the upstream's is never shadowed), and neither is deferral (its
+        // answers would name a tool that is the upstream's).
+        if self.clashes(s).await {
+            // A call of the upstream's own tool of that name is the tool policy's to judge,
+            // now that its listing is known.
+            return s.refused_by_policy(frame).map(Err);
+        }
+        if let Some(which) = gateway_tool {
+            return Some(Box::pin(self.serve_tool(s, id.clone(), which, frame)).await);
+        }
+        // A listing that cannot be read, or a call no task can be made for (the client's
+        // share of tasks is full, or the store is), goes up plain, as without long calls.
         match s.tools.hosts(s, &name).await {
             Ok(true) => match Box::pin(self.defer(s, id.clone(), frame.clone(), name)).await {
-                // No task could be made for it (the client's share of tasks is full, or the
-                // store is): the call goes up plain, as it would without long calls.
+                Err(e) if e.code == INVALID_REQUEST => Some(Err(e)),
                 Err(e) => {
                     tracing::debug!(upstream = %s.upstream.name, "call not deferrable, passed on plain: {}", e.message);
                     None
@@ -90,7 +104,57 @@ impl LongCalls {
                 Ok(()) => Some(Ok(())),
             },
             Ok(false) => None,
-            Err(e) => Some(Err(e)),
+            Err(e) => {
+                tracing::debug!(upstream = %s.upstream.name, "call not deferrable, passed on plain: {}", e.message);
+                None
+            }
+        }
+    }
+
+    /// Whether the upstream lists a tool of one of the gateway's names (its listing read
+    /// first if the session has not seen it whole; one that cannot be read says no).
+    async fn clashes(&self, s: &Session) -> bool {
+        for name in self.names.all() {
+            if s.tools.support(s, name).await.is_ok() && s.tools.lists(name) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `name` is one of the gateway's tools as this session's client sees them (the
+    /// upstream lists none of that name, as far as the session knows).
+    pub(super) fn serves(&self, s: &Session, name: &str) -> bool {
+        s.upstream.long_calls.gateway_tool(name).is_some() && !self.names.all().into_iter().any(|n| s.tools.lists(n))
+    }
+
+    /// A new request in the window: `false` if its id is already one's there.
+    fn enter(&self, id: &Id, what: Waiting) -> Option<u64> {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let mut window = self.window.lock().unwrap();
+        if window.contains_key(id) {
+            return None;
+        }
+        window.insert(id.clone(), InFlight { generation, what });
+        Some(generation)
+    }
+
+    /// Whether request `id` of `generation` still waits (a cancel took it out).
+    fn still_waits(&self, id: &Id, generation: u64) -> bool {
+        self.window.lock().unwrap().get(id).is_some_and(|w| w.generation == generation)
+    }
+
+    /// The session ends: its calls within their window are cancelled (their tasks were
+    /// never handed to the client), and its waits end.
+    pub(super) async fn end(&self, s: &Session) {
+        let waiting: Vec<InFlight> = self.window.lock().unwrap().drain().map(|(_, w)| w).collect();
+        for w in waiting {
+            match w.what {
+                Waiting::Call(task) => {
+                    let _ = s.hosted().cancel_saying(&task, "the client's session ended").await;
+                }
+                Waiting::Wait(_, wait) => wait.cancel(),
+            }
         }
     }
 
@@ -102,14 +166,14 @@ impl LongCalls {
         }
         let Some(request) = frame.request_id_param() else { return };
         let waiting = self.window.lock().unwrap().remove(&request);
-        match waiting {
+        match waiting.map(|w| w.what) {
             Some(Waiting::Call(task)) => {
                 s.sink.abandon(&request);
                 let _ = s.hosted().cancel(&task).await;
             }
             // A wait cancelled: it ends, and the task goes on.
             Some(Waiting::Wait(task, wait)) => {
-                wait.abort();
+                wait.cancel();
                 s.sink.abandon(&request);
                 let waiter: Weak<dyn ClientSession> = s.me.clone();
                 s.hosted().stop_waiting(&task, &waiter, &request);
@@ -144,15 +208,23 @@ impl LongCalls {
     /// messages must go on).
     async fn defer(&self, s: &Session, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
         let schema_bound = s.tools.has_output_schema(&tool);
-        let (task_id, _, link, msg) = s.create_hosted(frame.into_value()).await?;
-        self.window.lock().unwrap().insert(id.clone(), Waiting::Call(task_id.clone()));
-        let in_window = InWindow { session: s.me.clone(), id: id.clone() };
+        let mut call = frame.into_value();
+        if s.modern.is_some() {
+            // A 2026-07-28 client's `_meta` is not the upstream's to read, as on its plain path.
+            crate::mcp::modern::meta::strip(&mut call);
+        }
+        let (task_id, _, link, msg) = s.create_hosted(call).await?;
+        let Some(generation) = self.enter(&id, Waiting::Call(task_id.clone())) else {
+            let _ = s.hosted().cancel(&task_id).await;
+            return Err(id_in_use(&id));
+        };
+        let in_window = InWindow { session: s.me.clone(), id: id.clone(), generation };
         s.run_hosted(task_id.clone(), link, msg).await;
         let Some(me) = s.me.upgrade() else { return Ok(()) };
         tokio::spawn(async move {
             let _in_window = in_window;
             if let Some(calls) = &me.long_calls {
-                calls.settle(&me, id, task_id, tool, schema_bound).await;
+                calls.settle(&me, (id, generation), task_id, tool, schema_bound).await;
             }
         });
         Ok(())
@@ -160,7 +232,14 @@ impl LongCalls {
 
     /// A deferrable call's wait: its result if the task ends within `defer_after`, else a
     /// result naming the task; keep-alive progress meanwhile.
-    async fn settle(&self, s: &Session, id: Id, task_id: Arc<str>, tool: String, schema_bound: bool) {
+    async fn settle(
+        &self,
+        s: &Session,
+        (id, generation): (Id, u64),
+        task_id: Arc<str>,
+        tool: String,
+        schema_bound: bool,
+    ) {
         let cfg = &s.upstream.long_calls;
         let hosted = s.hosted().clone();
         let waiter: Weak<dyn ClientSession> = s.me.clone();
@@ -189,12 +268,17 @@ impl LongCalls {
             }
             ended => ended,
         };
+        // A call cancelled (or its session ended) is not answered.
+        let answered = self.still_waits(&id, generation);
         match ended {
             Some(resp) => {
-                s.answer(id.clone(), untagged(resp), Some(Method::ToolsCall));
+                if answered {
+                    s.answer(id.clone(), untagged(resp), Some(Method::ToolsCall));
+                }
                 // Answered with its result: no one knows the task by its id.
                 hosted.discard_answered(&task_id).await;
             }
+            None if !answered => hosted.stop_waiting(&task_id, &waiter, &id),
             None => {
                 hosted.stop_waiting(&task_id, &waiter, &id);
                 hosted.release_token(&task_id);
@@ -230,23 +314,29 @@ impl LongCalls {
                     // of the wait ends it (`cancelled`).
                     let Some(me) = s.me.upgrade() else { return Ok(()) };
                     let limit = s.gateway.limits().max_in_flight;
-                    let waits = self.window.lock().unwrap().values().filter(|w| matches!(w, Waiting::Wait(..))).count();
+                    let waits =
+                        self.window.lock().unwrap().values().filter(|w| matches!(w.what, Waiting::Wait(..))).count();
                     if waits >= limit {
                         return Err(RpcError::new(
-                            crate::jsonrpc::GATEWAY_BUSY,
+                            GATEWAY_BUSY,
                             format!("too many waits in flight for this session (max_in_flight = {limit})"),
                         ));
                     }
                     let task: Arc<str> = task.into();
-                    let in_window = InWindow { session: s.me.clone(), id: id.clone() };
-                    let (waited, request) = (task.clone(), id.clone());
-                    let wait = tokio::spawn(async move {
+                    let stop = CancellationToken::new();
+                    let Some(generation) = self.enter(&id, Waiting::Wait(task.clone(), stop.clone())) else {
+                        return Err(id_in_use(&id));
+                    };
+                    let in_window = InWindow { session: s.me.clone(), id: id.clone(), generation };
+                    tokio::spawn(async move {
                         let _in_window = in_window;
                         if let Some(calls) = &me.long_calls {
-                            calls.wait(&me, request, &waited).await;
+                            tokio::select! {
+                                _ = stop.cancelled() => {}
+                                _ = calls.wait(&me, id, &task) => {}
+                            }
                         }
                     });
-                    self.window.lock().unwrap().insert(id, Waiting::Wait(task, wait.abort_handle()));
                     return Ok(());
                 }
                 "status" => shapes::status(&self.snapshot(s, &task).await, &self.names),
@@ -295,6 +385,10 @@ impl LongCalls {
             }
         }
     }
+}
+
+fn id_in_use(id: &Id) -> RpcError {
+    RpcError::new(INVALID_REQUEST, format!("invalid request: id {id} is already in use by a request in flight"))
 }
 
 /// The next keep-alive check, or never.

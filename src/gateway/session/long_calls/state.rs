@@ -5,7 +5,7 @@ use crate::config::UpstreamConfig;
 use crate::jsonrpc::Id;
 use crate::mcp::long_calls::ToolNames;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 /// A session's long calls (see the folder's doc). (`pub(crate)`: the session's `long_calls`
@@ -16,9 +16,17 @@ pub(crate) struct LongCalls {
     /// that a cancel of the request finds what it cancels. One per hosted task of the
     /// session's still running (`max_tasks_per_owner` bounds those) and one per wait call
     /// in flight (`max_in_flight` bounds those, as any request's).
-    pub(super) window: Mutex<HashMap<Id, Waiting>>,
+    pub(super) window: Mutex<HashMap<Id, InFlight>>,
+    /// Tells the window's entries apart across reuses of an id.
+    pub(super) generations: AtomicU64,
     /// The upstream lists a tool of one of the gateway's names: said once.
     pub(super) clash_told: AtomicBool,
+}
+
+/// A request of the session in the window.
+pub(super) struct InFlight {
+    pub(super) generation: u64,
+    pub(super) what: Waiting,
 }
 
 /// What a request of the session waits on.
@@ -26,7 +34,7 @@ pub(super) enum Waiting {
     /// A call within its deferral window, running as this task: a cancel cancels it.
     Call(Arc<str>),
     /// A wait tool's call on this task: a cancel ends the wait, and the task goes on.
-    Wait(Arc<str>, tokio::task::AbortHandle),
+    Wait(Arc<str>, tokio_util::sync::CancellationToken),
 }
 
 impl LongCalls {
@@ -34,6 +42,7 @@ impl LongCalls {
         upstream.long_calls.on().then(|| LongCalls {
             names: ToolNames::with_prefix(&upstream.long_calls.tool_prefix),
             window: Mutex::new(HashMap::new()),
+            generations: AtomicU64::new(0),
             clash_told: AtomicBool::new(false),
         })
     }
