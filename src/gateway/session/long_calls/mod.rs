@@ -69,15 +69,17 @@ impl LongCalls {
     /// A request of the session: a plain call that may be deferred, or a call of one of the
     /// gateway's tools, is answered here (`Some`).
     pub(super) async fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
-        // A legacy client that asks for a task gets one; a 2026-07-28 client's `params.task`
-        // means nothing in its era.
-        let asks_task = frame.task_param().is_some() && s.modern.is_none();
-        if frame.method() != Method::ToolsCall || asks_task || !self.for_client(s) {
+        if frame.method() != Method::ToolsCall || !self.for_client(s) {
             return None;
         }
         let name = frame.tool_name()?.into_owned();
         let cfg = &s.upstream.long_calls;
         let gateway_tool = cfg.gateway_tool(&name);
+        // A legacy client that asks for a task of an upstream tool gets one; a 2026-07-28
+        // client's `params.task` means nothing in its era.
+        if gateway_tool.is_none() && frame.task_param().is_some() && s.modern.is_none() {
+            return None;
+        }
         if gateway_tool.is_none() && !cfg.covers(&name) {
             return None;
         }
