@@ -3,6 +3,15 @@
 /// `*` matches any run of characters, `?` any one character. A loop, not recursion: the
 /// name is a client's, of any length (a recursion as deep as the name overflowed the stack).
 pub fn glob_match(pattern: &str, name: &str) -> bool {
+    // The common shapes without allocating: checked on every call a tool policy judges.
+    if !pattern.contains('?') {
+        match pattern.matches('*').count() {
+            0 => return pattern == name,
+            1 if pattern.ends_with('*') => return name.starts_with(&pattern[..pattern.len() - 1]),
+            1 if pattern.starts_with('*') => return name.ends_with(&pattern[1..]),
+            _ => {}
+        }
+    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     let (mut pi, mut ni) = (0, 0);

@@ -523,6 +523,8 @@ mod tests {
         assert!(glob_match("a?c", "abc"));
         assert!(!glob_match("a?c", "abbc"));
         assert!(!glob_match("echo", "echo2"));
+        assert!(glob_match("read_*", "read_file") && !glob_match("read_*", "rea"));
+        assert!(glob_match("*_delete", "x_delete") && !glob_match("*_delete", "x_delete_y"));
         assert!(glob_match("a*b*c", "axxbyybc") && !glob_match("a*b*c", "axxbyyb") && glob_match("*", ""));
         assert!(glob_match("?*", "x") && !glob_match("?*", "") && glob_match("**a", "ba"));
         // A client's name of any length, without a recursion as deep as it.
