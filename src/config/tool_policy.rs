@@ -39,7 +39,7 @@ impl ToolRule {
 
     /// Whether the rule lets every tool through (then nothing is checked).
     pub fn is_open(&self) -> bool {
-        self.allow.is_none() && self.deny.is_empty()
+        self.allow.as_ref().is_none_or(|a| a.iter().any(|p| p == "*")) && self.deny.is_empty()
     }
 }
 
