@@ -236,3 +236,40 @@ async fn fractional_numeric_dates_are_read_as_such() {
     let (_, first) = stream.next().await.expect("the GET stream is still open");
     assert_eq!(first["method"], "notifications/progress", "{first}");
 }
+
+#[tokio::test]
+async fn a_tool_rule_follows_the_tokens_subject() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("idp.pem");
+    std::fs::write(&pem, key.public_key_pem()).unwrap();
+    let gw = start_gateway(&format!(
+        "[server.auth]\nmode = \"jwt\"\nkey_file = {:?}\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\n{}\
+         [upstream.tools]\nallow = [\"echo\"]\n[[upstream.tools.for]]\nprincipals = [\"carol\"]\nallow = [\"*\"]\ndeny = [\"fail\"]\n",
+        pem.display().to_string(),
+        builtin_upstream("demo")
+    ))
+    .await;
+    let listing = async |sub: &str| {
+        let mut c = HttpMcp::new(&gw.url("demo"));
+        let mut claims = claims(ISSUER, AUDIENCE, now() + 600);
+        claims["sub"] = json!(sub);
+        c.bearer = Some(sign(&key, None, &claims));
+        c.initialize("2025-06-18").await;
+        let listed = c.request("tools/list", json!({})).await;
+        let names: Vec<String> = listed.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        let add = c.request("tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 1}})).await;
+        (names, add.response)
+    };
+    let (names, add) = listing("carol").await;
+    assert_eq!(names, ["echo", "add", "slow", "ask"]);
+    assert_eq!(add["result"]["content"][0]["text"], "2", "{add}");
+    let (names, add) = listing("dave").await;
+    assert_eq!(names, ["echo"]);
+    assert_eq!(add["error"]["message"], "unknown tool \"add\"", "{add}");
+}
