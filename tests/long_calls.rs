@@ -355,17 +355,24 @@ async fn an_upstream_tool_of_a_gateway_tools_name_is_never_shadowed_and_nothing_
     assert_eq!(out.result()["structuredContent"], json!({"rows": 3}), "{}", out.response);
 }
 
-#[tokio::test]
-async fn a_cancel_of_the_call_within_the_window_cancels_its_task_upstream() {
+/// A client of a gateway in front of [`schema_upstream`] (`defer_after` 5 s) whose call of
+/// `report`, request `id`, is on its way.
+async fn report_pending(id: i64) -> (Scripted, Gw, HttpMcp) {
     let up = schema_upstream(false).await;
     let gw = start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"5s\"\n", http_upstream("up", &up.url())))
         .await;
     let mut c = HttpMcp::new(&gw.url("up"));
     c.initialize("2025-06-18").await;
     let call =
-        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "report", "arguments": {}}});
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "report", "arguments": {}}});
     let pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
     assert_eq!(pending.status(), 200);
+    (up, gw, c)
+}
+
+#[tokio::test]
+async fn a_cancel_of_the_call_within_the_window_cancels_its_task_upstream() {
+    let (up, _gw, c) = report_pending(77).await;
     assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 77})).await, 202);
     let cancelled =
         poll("the upstream hears the cancel", async || calls_to(&up, "notifications/cancelled").into_iter().next())
@@ -449,15 +456,7 @@ async fn a_progress_token_used_again_after_a_deferred_answer_is_the_new_calls() 
 
 #[tokio::test]
 async fn a_session_ended_within_the_window_cancels_its_call_upstream() {
-    let up = schema_upstream(false).await;
-    let gw = start_gateway(&format!("{}[upstream.long_calls]\ndefer_after = \"5s\"\n", http_upstream("up", &up.url())))
-        .await;
-    let mut c = HttpMcp::new(&gw.url("up"));
-    c.initialize("2025-06-18").await;
-    let call =
-        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "report", "arguments": {}}});
-    let pending = c.post_streaming(serde_json::to_vec(&call).unwrap(), &[]).await;
-    assert_eq!(pending.status(), 200);
+    let (up, _gw, c) = report_pending(5).await;
     poll("the call reaches the upstream", async || (!calls_to(&up, "tools/call").is_empty()).then_some(())).await;
     assert_eq!(c.delete().await, 200);
     poll("the upstream hears the cancel", async || calls_to(&up, "notifications/cancelled").into_iter().next()).await;
