@@ -4,14 +4,16 @@
 //! pause time). A call past its bucket is refused with the time until the next one fits;
 //! nothing of it goes upstream.
 //!
-//! The buckets of clients that are full again are forgotten whenever more than
-//! [`MAX_CLIENTS`] are kept: a client's state is only what it owes.
+//! The buckets of clients that are full again are forgotten once more than [`MAX_CLIENTS`]
+//! are kept (looked at every [`PRUNE_EVERY`] calls): a client's state is only what it owes.
 
 use crate::config::{CallLimits, Config};
 use governor::clock::Clock;
 use governor::{Quota, RateLimiter};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// What marks a refusal by a rate limit: its error's `data` carries this (the time until
@@ -36,8 +38,8 @@ impl Clock for TokioClock {
 }
 
 type Buckets = RateLimiter<
-    String,
-    governor::state::keyed::HashMapStateStore<String>,
+    Arc<str>,
+    governor::state::keyed::HashMapStateStore<Arc<str>>,
     TokioClock,
     governor::middleware::NoOpMiddleware<Duration>,
 >;
@@ -46,25 +48,28 @@ type Buckets = RateLimiter<
 struct Limit {
     buckets: Buckets,
     clock: TokioClock,
+    /// Calls judged: the buckets kept are counted once per [`PRUNE_EVERY`] of them.
+    judged: AtomicU64,
 }
+
+/// How often the number of buckets kept is looked at.
+const PRUNE_EVERY: u64 = 256;
 
 impl Limit {
     fn new(limits: CallLimits) -> Limit {
         let rate = NonZeroU32::new(limits.calls_per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(limits.burst).unwrap_or(NonZeroU32::MIN);
         let clock = TokioClock { start: tokio::time::Instant::now() };
-        Limit {
-            buckets: RateLimiter::hashmap_with_clock(Quota::per_minute(rate).allow_burst(burst), clock.clone()),
-            clock,
-        }
+        let quota = Quota::per_minute(rate).allow_burst(burst);
+        Limit { buckets: RateLimiter::hashmap_with_clock(quota, clock.clone()), clock, judged: AtomicU64::new(0) }
     }
 
     /// Takes one call from `client`'s bucket, or says how long until one fits.
-    fn take(&self, client: &str) -> Result<(), Duration> {
-        if self.buckets.len() > MAX_CLIENTS {
+    fn take(&self, client: &Arc<str>) -> Result<(), Duration> {
+        if self.judged.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == 0 && self.buckets.len() > MAX_CLIENTS {
             self.buckets.retain_recent();
         }
-        self.buckets.check_key(&client.to_string()).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+        self.buckets.check_key(client).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
     }
 }
 
@@ -100,7 +105,7 @@ impl RateLimits {
 
     /// Takes one call of `client` to `upstream` from its buckets (the upstream's, then the
     /// server's), or says which refused it and how long until a call fits.
-    pub fn take(&self, upstream: &str, client: &str) -> Result<(), (Scope, Duration)> {
+    pub fn take(&self, upstream: &str, client: &Arc<str>) -> Result<(), (Scope, Duration)> {
         if let Some(l) = self.upstreams.get(upstream) {
             l.take(client).map_err(|d| (Scope::Upstream, d))?;
         }
@@ -118,26 +123,29 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_burst_then_the_sustained_rate_per_client() {
         let l = Limit::new(CallLimits { calls_per_minute: 60, burst: 3 });
+        let (alice, bob): (Arc<str>, Arc<str>) = ("alice".into(), "bob".into());
         for _ in 0..3 {
-            assert!(l.take("alice").is_ok());
+            assert!(l.take(&alice).is_ok());
         }
-        let wait = l.take("alice").unwrap_err();
+        let wait = l.take(&alice).unwrap_err();
         assert!(wait > Duration::from_millis(900) && wait <= Duration::from_secs(1), "{wait:?}");
         // Bob has his own bucket.
-        assert!(l.take("bob").is_ok());
+        assert!(l.take(&bob).is_ok());
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(l.take("alice").is_ok());
-        assert!(l.take("alice").is_err());
+        assert!(l.take(&alice).is_ok());
+        assert!(l.take(&alice).is_err());
     }
 
     #[tokio::test(start_paused = true)]
     async fn full_buckets_are_forgotten_past_the_bound() {
         let l = Limit::new(CallLimits { calls_per_minute: 60_000, burst: 1 });
         for i in 0..=MAX_CLIENTS {
-            l.take(&format!("c{i}")).unwrap();
+            l.take(&format!("c{i}").into()).unwrap();
         }
         tokio::time::advance(Duration::from_secs(1)).await;
-        l.take("one more").unwrap();
-        assert!(l.buckets.len() <= 2, "{}", l.buckets.len());
+        for i in 0..PRUNE_EVERY {
+            l.take(&format!("later{i}").into()).unwrap();
+        }
+        assert!(l.buckets.len() <= PRUNE_EVERY as usize + 1, "{}", l.buckets.len());
     }
 }

@@ -93,6 +93,10 @@ pub struct Session {
     /// The tools its client is offered (`[upstream.tools]`, its principal's rule); `None`:
     /// every tool, and nothing is checked.
     tool_rule: Option<crate::config::ToolRule>,
+    /// Whose rate-limit bucket its calls take from: the principal's with authentication,
+    /// else the session's own (a legacy client), or its address (a 2026-07-28 client, which
+    /// has no session).
+    rate_key: Arc<str>,
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
@@ -227,6 +231,10 @@ impl Session {
             .and_then(|c| c.strip_prefix(PRINCIPAL_PREFIX))
             .filter(|_| Self::is_principal_owner(&owner));
         let tool_rule = upstream.tools.rule_for(principal);
+        let rate_key: Arc<str> = match &client {
+            Some(c) if Self::is_principal_owner(&owner) || modern.is_some() => c.as_str().into(),
+            _ => owner.as_str().into(),
+        };
         let first_step = plan::FirstStep::of(modern.is_some(), dialects.on() || long_calls.is_some());
         let by_token = by_token::state::Dialects::of(dialects);
         let rounds = input_rounds::InputRounds::new(&upstream);
@@ -245,6 +253,7 @@ impl Session {
             by_token,
             long_calls,
             tool_rule,
+            rate_key,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             tools: tools::ToolSupport::default(),

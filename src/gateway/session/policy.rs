@@ -49,7 +49,7 @@ impl Session {
         {
             return None;
         }
-        let (scope, wait) = limits.take(&self.upstream.name, self.rate_key()).err()?;
+        let (scope, wait) = limits.take(&self.upstream.name, &self.rate_key).err()?;
         let (reason, table) = match scope {
             Scope::Upstream => ("rate_limited", "upstream.limits"),
             Scope::Server => ("rate_limited_server", "server.limits"),
@@ -62,13 +62,6 @@ impl Session {
         );
         e.data = Some(Box::new(json!({RETRY_AFTER_MS: ms})));
         Some(e)
-    }
-
-    /// Whose bucket a call takes from: the principal's with authentication, else the
-    /// session's own (a legacy client), or its address (a 2026-07-28 client, which has no
-    /// session).
-    fn rate_key(&self) -> &str {
-        if Self::is_principal_owner(&self.owner) || self.modern.is_some() { &self.client } else { &self.owner }
     }
 
     /// A `tools/list` page as the client may see it: without the tools it is not offered.
