@@ -66,7 +66,7 @@ impl Limit {
 
     /// Takes one call from `client`'s bucket, or says how long until one fits.
     fn take(&self, client: &Arc<str>) -> Result<(), Duration> {
-        if self.judged.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == 0 && self.buckets.len() > MAX_CLIENTS {
+        if self.judged.fetch_add(1, Ordering::Relaxed).is_multiple_of(PRUNE_EVERY) && self.buckets.len() > MAX_CLIENTS {
             self.buckets.retain_recent();
         }
         self.buckets.check_key(client).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
