@@ -461,3 +461,27 @@ async fn a_session_ended_within_the_window_cancels_its_call_upstream() {
     assert_eq!(c.delete().await, 200);
     poll("the upstream hears the cancel", async || calls_to(&up, "notifications/cancelled").into_iter().next()).await;
 }
+
+#[tokio::test]
+async fn another_principals_task_is_as_unknown_as_one_that_never_was_and_ones_own_is_known_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = bearer_tokens(&dir, &[("alice", "alice-token-0123456789"), ("bob", "bob-token-0123456789ab")]);
+    let gw = start_gateway(&format!("[server]\n{auth}{}", config(DEFER))).await;
+    let session = async |token: &str| {
+        let mut c = HttpMcp::new(&gw.url("demo"));
+        c.bearer = Some(token.into());
+        c.initialize("2025-06-18").await;
+        c
+    };
+    let mut alice = session("alice-token-0123456789").await;
+    let task = deferred(&mut alice, slow(1_500, 3)).await;
+    let mut bob = session("bob-token-0123456789ab").await;
+    let never = "0123456789abcdef0123456789abcdef";
+    let theirs = tool(&mut bob, "taskgate_wait", &task).await;
+    let unknown = tool(&mut bob, "taskgate_wait", never).await;
+    assert_eq!(text(&theirs).replace(&task, "X"), text(&unknown).replace(never, "X"));
+    // Alice's other session waits on it: the task is the principal's.
+    let mut again = session("alice-token-0123456789").await;
+    let waited = tool(&mut again, "taskgate_wait", &task).await;
+    assert_eq!(text(&waited), "done after 3 steps", "{}", waited.response);
+}
