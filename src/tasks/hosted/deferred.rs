@@ -66,6 +66,22 @@ impl Hosted {
         true
     }
 
+    /// What [`Hosted::result`] answers, if the task has ended already (a wait that runs out
+    /// as it ends sees it ended before its end is stored, and waits for that); `None` if it
+    /// still runs.
+    pub async fn result_if_ended(
+        &self,
+        task_id: &str,
+        waiter: Weak<dyn ClientSession>,
+        id: &Id,
+    ) -> Option<serde_json::Value> {
+        let (status, _) = self.status(task_id).await?;
+        if !status.is_terminal() {
+            return None;
+        }
+        Some(self.result(task_id, waiter, id).await)
+    }
+
     /// Request `id` of `waiter` no longer waits on the task (its answer went without the
     /// result): the task's questions and progress stop going to its stream.
     pub fn stop_waiting(&self, task_id: &str, waiter: &Weak<dyn ClientSession>, id: &Id) {

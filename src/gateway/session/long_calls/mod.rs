@@ -265,9 +265,7 @@ impl LongCalls {
         };
         let ended = match ended {
             // Ended as the window closed: its result is at hand.
-            None if hosted.status(&task_id).await.is_some_and(|(st, _)| st.is_terminal()) => {
-                Some(hosted.result(&task_id, waiter.clone(), &id).await)
-            }
+            None => hosted.result_if_ended(&task_id, waiter.clone(), &id).await,
             ended => ended,
         };
         // A call cancelled (or its session ended) is not answered.
@@ -372,11 +370,8 @@ impl LongCalls {
             Ok(resp) => Some(resp),
             Err(_) => {
                 hosted.stop_waiting(task, &waiter, &id);
-                // Ended as the wait ran out (shown before its end is stored): its result.
-                match hosted.status(task).await {
-                    Some((st, _)) if st.is_terminal() => Some(hosted.result(task, waiter, &id).await),
-                    _ => None,
-                }
+                // Ended as the wait ran out: its result.
+                hosted.result_if_ended(task, waiter, &id).await
             }
         };
         match resp {
