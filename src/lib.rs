@@ -31,12 +31,13 @@ mod warn_limit;
 
 // The gateway, as the binary runs it.
 pub use config::{
-    Config, ConfigError, McpServers, OtlpConfig, ServerConfig, StoreKind, UpstreamConfig, parse_duration,
+    Config, ConfigChange, ConfigError, McpServers, OtlpConfig, ServerConfig, StoreKind, UpstreamConfig, parse_duration,
 };
 // The docs the code writes (docs/configuration.md, docs/versions.md; tests/docs.rs checks them).
 pub use config::{reference as config_reference, undescribed as undescribed_config_keys};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with, raise_open_file_limit};
+pub use downstream::reload::{Reloaded, Reloader, pending as pending_reload};
 pub use downstream::stdio::{StdioError, serve_stdio};
 pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;

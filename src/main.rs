@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use taskgate::{
-    Config, ConfigError, Gateway, HttpServer, McpServers, ServerConfig, StdioError, UpstreamConfig, serve_stdio,
+    Config, ConfigError, Gateway, HttpServer, McpServers, Reloader, ServerConfig, StdioError, UpstreamConfig,
+    serve_stdio,
 };
 
 #[derive(Parser)]
@@ -136,9 +137,12 @@ enum Failure {
     Listen { addr: SocketAddr, cause: std::io::Error },
 }
 
+fn config_path(path: Option<PathBuf>) -> PathBuf {
+    path.unwrap_or_else(|| PathBuf::from("config.toml"))
+}
+
 fn load(path: Option<PathBuf>) -> Result<Config, Failure> {
-    let path = path.unwrap_or_else(|| PathBuf::from("config.toml"));
-    Ok(Config::load(&path)?)
+    Ok(Config::load(&config_path(path))?)
 }
 
 /// Reads an `mcpServers` file; each warning is `warn`ed.
@@ -155,9 +159,11 @@ fn read_mcp_servers(path: &std::path::Path, warn: impl Fn(&str)) -> Result<McpSe
 async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command.unwrap_or(Command::Serve { mcp_servers: None }) {
         Command::Check => {
-            let config = load(cli.config)?;
+            let path = config_path(cli.config);
+            let config = Config::load(&path)?;
             print!("{}", config.describe());
             print!("\n{}", taskgate::eras_report(&config).await);
+            print!("\n{}", taskgate::pending_reload(&path, &config));
             Ok(())
         }
         Command::Versions => {
@@ -170,8 +176,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Serve { mcp_servers } => {
+            // The config file and its text, which a reload reads again.
+            let mut source = None;
             let mut config = match mcp_servers {
-                None => load(cli.config)?,
+                None => {
+                    let path = config_path(cli.config);
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+                    let config = Config::load_text(&path, &text)?;
+                    source = Some((path, text));
+                    config
+                }
                 Some(file) => read_mcp_servers(&file, |w| tracing::warn!("{w}"))?
                     .config(&|k| std::env::var(k).ok())
                     .map_err(|e| ConfigError(format!("{}: {}", file.display(), e.0)))?,
@@ -184,7 +199,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let paths = format!("{}, and each at /sse/<name> over legacy HTTP+SSE", names.join(", "));
             let tls = config.server.tls.as_ref().map(taskgate::tls_acceptor).transpose()?;
             let server = HttpServer::new(Gateway::open(config.clone()).map_err(|e| Failure::Store(e.to_string()))?);
-            serve_http(server, config.server.listen, &paths, tls).await
+            let stop = tokio_util::sync::CancellationToken::new();
+            if let Some((path, text)) = source {
+                let reloader = Reloader::new(path, text, server.clone(), cli.listen);
+                tokio::spawn(reloader.run(config.server.watch_config, stop.clone()));
+            }
+            let served = serve_http(server, config.server.listen, &paths, tls).await;
+            stop.cancel();
+            served
         }
         Command::Stdio { upstream } => {
             let mut config = load(cli.config)?;

@@ -111,6 +111,7 @@ pub struct Metrics {
     task_page_dropped: Counter,
     long_calls_deferred: Counter,
     policy_refusals: Family<Labels, Counter>,
+    reloads: Family<Labels, Counter>,
     upstreams: Mutex<HashMap<String, Arc<UpstreamMetrics>>>,
 }
 
@@ -196,8 +197,15 @@ impl Metrics {
             "Requests the operator's policy refused, by upstream and reason (tool_denied, rate_limited, rate_limited_server)",
             policy_refusals.clone(),
         );
+        let reloads = Family::<Labels, Counter>::default();
+        registry.register(
+            "taskgate_config_reloads",
+            "Config reloads (SIGHUP, or the watched file changed), by outcome (applied, refused)",
+            reloads.clone(),
+        );
         Metrics {
             policy_refusals,
+            reloads,
             long_calls_deferred,
             task_page_listings,
             task_page_dropped,
@@ -267,6 +275,11 @@ impl Metrics {
         self.policy_refusals
             .get_or_create(&vec![("upstream", upstream.to_string()), ("reason", reason.to_string())])
             .inc();
+    }
+
+    /// A reload of the config ended with `outcome` (`applied`, `refused`).
+    pub fn config_reloaded(&self, outcome: &'static str) {
+        self.reloads.get_or_create(&vec![("outcome", outcome.to_string())]).inc();
     }
 
     /// The task page listed the tasks (once, for all its viewers).

@@ -42,17 +42,43 @@ impl WarnLimit {
     /// were left out since the last line; `None` if this one is only counted.
     pub fn hit(&self) -> Option<u64> {
         let now = Instant::now();
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match st.last {
-            Some(last) if now.saturating_duration_since(last) < self.interval => {
-                st.suppressed += 1;
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).hit(now, self.interval)
+    }
+}
+
+impl State {
+    /// One more occurrence at `now` (see [`WarnLimit::hit`]).
+    fn hit(&mut self, now: Instant, interval: Duration) -> Option<u64> {
+        match self.last {
+            Some(last) if now.saturating_duration_since(last) < interval => {
+                self.suppressed += 1;
                 None
             }
             _ => {
-                st.last = Some(now);
-                Some(std::mem::take(&mut st.suppressed))
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
             }
         }
+    }
+}
+
+/// A [`WarnLimit`] per key (a client and a tool, say), for at most `capacity` keys: past it
+/// the key least recently seen is forgotten, and its next occurrence is written at once.
+pub struct KeyedWarnLimit<K: std::hash::Hash + Eq> {
+    interval: Duration,
+    keys: Mutex<lru::LruCache<K, State>>,
+}
+
+impl<K: std::hash::Hash + Eq> KeyedWarnLimit<K> {
+    pub fn new(interval: Duration, capacity: std::num::NonZeroUsize) -> Self {
+        KeyedWarnLimit { interval, keys: Mutex::new(lru::LruCache::new(capacity)) }
+    }
+
+    /// One more occurrence of `key`: as [`WarnLimit::hit`], for that key alone.
+    pub fn hit(&self, key: K) -> Option<u64> {
+        let now = Instant::now();
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.get_or_insert_mut(key, || State { last: None, suppressed: 0 }).hit(now, self.interval)
     }
 }
 
@@ -74,6 +100,19 @@ pub(crate) use warn_limited;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn each_key_has_its_own_interval_and_the_least_recent_is_forgotten() {
+        let limit = KeyedWarnLimit::new(Duration::from_secs(60), std::num::NonZeroUsize::new(2).unwrap());
+        assert_eq!(limit.hit(("alice", "rm")), Some(0));
+        assert_eq!(limit.hit(("alice", "rm")), None);
+        assert_eq!(limit.hit(("bob", "rm")), Some(0), "another client is written at once");
+        assert_eq!(limit.hit(("alice", "ls")), Some(0), "and another tool");
+        // Three keys for two places: alice's "rm" was forgotten, and is written again.
+        assert_eq!(limit.hit(("alice", "rm")), Some(0));
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(limit.hit(("bob", "rm")), Some(0));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn one_line_per_interval_with_the_count_left_out() {

@@ -46,6 +46,7 @@ mod protocol_headers;
 mod rate_limits;
 mod record_bounds;
 mod relayed_tasks;
+mod reload;
 mod replicas;
 mod restart;
 mod revival;

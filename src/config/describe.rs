@@ -32,6 +32,7 @@ impl Config {
         let _ = writeln!(out, "progress_burst = {}", s.progress_burst);
         let _ = writeln!(out, "drain_timeout = \"{}\"", fmt_duration(s.drain_timeout));
         let _ = writeln!(out, "cors_origins = {:?}", s.cors_origins);
+        let _ = writeln!(out, "watch_config = {}", s.watch_config);
         if let Some(t) = &s.tls {
             let _ = writeln!(out, "\n[server.tls]\ncert = {:?}\nkey = {:?}", t.cert.display(), t.key.display());
         }

@@ -5,8 +5,9 @@
 use super::error::{ConfigError, err};
 use std::collections::BTreeMap;
 
-/// A config value that may have come from the environment; printed redacted if so.
-#[derive(Clone)]
+/// A config value that may have come from the environment; printed redacted if so. Two
+/// are equal when their values are (what a reload compares).
+#[derive(Clone, PartialEq)]
 pub struct Secret {
     pub value: String,
     pub from_env: bool,

@@ -15,8 +15,14 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+        Config::load_text(path, &text)
+    }
+
+    /// The config of `text`, read from the file at `path` (a reload reads the text once,
+    /// and keeps it to compare with the next).
+    pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let base = path.parent().unwrap_or(Path::new(""));
-        Config::parse_at(&text, &|k| std::env::var(k).ok(), Some(base))
+        Config::parse_at(text, &|k| std::env::var(k).ok(), Some(base))
             .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
     }
 
@@ -143,6 +149,7 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
         cors_origins: super::observe::cors_origins(r.cors_origins)?,
         task_page: super::task_page::task_page(r.task_page)?,
         call_limits: super::call_limits::call_limits("server.limits", r.limits)?,
+        watch_config: r.watch_config.unwrap_or(false),
     })
 }
 

@@ -5,12 +5,14 @@
 //! printed, and so are a URL's user-info and query.
 //!
 //! [`Config`] and its parts are the effective settings (`settings`); `raw` is the TOML as
-//! written, `load` turns one into the other, `describe` prints the result; `import` reads a
+//! written, `load` turns one into the other, `describe` prints the result, `change` says
+//! what a reload to another would change; `import` reads a
 //! desktop client's `mcpServers` JSON file as upstreams; `schema` lists every key the raw
 //! types take and `reference` writes docs/configuration.md from it.
 
 mod auth;
 mod call_limits;
+mod change;
 mod client_auth;
 mod describe;
 mod duration;
@@ -32,6 +34,7 @@ mod tool_policy;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use call_limits::CallLimits;
+pub use change::{ConfigChange, same_sessions};
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;
@@ -39,4 +42,4 @@ pub use import::McpServers;
 pub use observe::{OtlpConfig, TlsFiles};
 pub use reference::{markdown as reference, undescribed};
 pub use settings::*;
-pub use tool_policy::ToolRule;
+pub use tool_policy::{ToolPolicy, ToolRule};

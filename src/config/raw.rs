@@ -42,6 +42,7 @@ pub(super) struct RawServer {
     pub(super) cors_origins: Option<Vec<String>>,
     pub(super) task_page: Option<super::task_page::RawTaskPage>,
     pub(super) limits: Option<super::call_limits::RawCallLimits>,
+    pub(super) watch_config: Option<bool>,
 }
 
 #[derive(Deserialize)]

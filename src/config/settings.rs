@@ -186,7 +186,7 @@ pub enum RequiredMode {
     Hide,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamTasks {
     pub hosted: HostedMode,
     pub required: RequiredMode,
@@ -333,9 +333,11 @@ pub struct ServerConfig {
     pub task_page: super::task_page::TaskPageConfig,
     /// How fast one client may call through any upstream (`[server.limits]`; `None`: no limit).
     pub call_limits: Option<super::call_limits::CallLimits>,
+    /// Reload the config when its file changes (as on SIGHUP).
+    pub watch_config: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     pub name: String,
     pub transport: Transport,
@@ -427,7 +429,7 @@ impl ClientInfo {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
     Stdio { command: String, args: Vec<Secret>, env: Vec<(String, Secret)>, cwd: Option<PathBuf> },
     Http { url: Secret, headers: Vec<(String, Secret)>, mode: HttpMode },
@@ -492,6 +494,7 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             task_page: Default::default(),
             call_limits: None,
+            watch_config: false,
         }
     }
 }

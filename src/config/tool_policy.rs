@@ -1,6 +1,6 @@
 //! `[upstream.tools]`: which of an upstream's tools are offered, to everyone and per
-//! principal. Parsed and checked here; applied by the session (`gateway::session`), which
-//! takes the rule of its principal once, when it is made.
+//! principal. Parsed and checked here; kept by the gateway's live config (`gateway::live`,
+//! which a reload replaces) and applied by the session at each request.
 
 use super::error::ConfigError;
 use super::glob::glob_match;
@@ -54,10 +54,10 @@ pub struct ToolPolicy {
 impl ToolPolicy {
     /// The rule for a client authenticated as `principal` (`None`: not authenticated);
     /// `None` where it lets every tool through.
-    pub fn rule_for(&self, principal: Option<&str>) -> Option<ToolRule> {
+    pub fn rule_for(&self, principal: Option<&str>) -> Option<&ToolRule> {
         let named = principal.and_then(|p| self.principals.iter().find(|(names, _)| names.iter().any(|n| n == p)));
         let rule = named.map(|(_, r)| r).unwrap_or(&self.everyone);
-        (!rule.is_open()).then(|| rule.clone())
+        (!rule.is_open()).then_some(rule)
     }
 }
 

@@ -111,7 +111,7 @@ pub(crate) async fn serve(
     };
     session.present_authorization(authorization(h));
     session.present_param_headers(param_headers(h));
-    let session_limits = gateway.rate_limits.limits(session.upstream_name());
+    let session_limits = gateway.live().rate_limits.limits(session.upstream_name());
     let stream = match streams.open_single(&id, json_only) {
         Ok(s) => s,
         Err(_) => unreachable!("a new stream set has no request in flight"),

@@ -16,6 +16,7 @@ use crate::downstream::http_body::{
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
 use crate::downstream::legacy_sse::Legacy;
+use crate::downstream::routes::Routes;
 use crate::downstream::streams::Streams;
 use crate::downstream::{http_batch, http_modern};
 use crate::gateway::Gateway;
@@ -43,6 +44,7 @@ mod hangup;
 pub use fds::raise_open_file_limit;
 mod layers;
 mod lifecycle;
+mod retire;
 mod revive;
 
 /// One downstream HTTP session.
@@ -60,7 +62,7 @@ struct HttpSession {
 /// The HTTP front of the gateway: routes, sessions, and their limits.
 pub struct HttpServer {
     gateway: Arc<Gateway>,
-    routes: HashMap<String, Arc<UpstreamConfig>>,
+    routes: crate::downstream::routes::Routes,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     /// When each session may next have idled out (`session_idle_timeout`).
     idle: Deadlines<String>,
@@ -85,27 +87,23 @@ pub struct HttpServer {
     cors: std::sync::OnceLock<Option<tower_http::cors::CorsLayer>>,
     /// The live task page at `/tasks` (`[server.task_page]`).
     task_page: Arc<crate::downstream::task_page::TaskPage>,
+    /// What new connections are served over TLS with (`[server.tls]`; a reload replaces it).
+    tls: arc_swap::ArcSwapOption<crate::downstream::tls::TlsAcceptor>,
 }
 
 impl HttpServer {
-    /// Serves every configured upstream at `/mcp/<name>`, and over the legacy HTTP+SSE
-    /// transport at `/sse/<name>`.
+    /// Serves every upstream of the live config (a reload changes them) at `/mcp/<name>`, and
+    /// over the legacy HTTP+SSE transport at `/sse/<name>`.
     pub fn new(gateway: Arc<Gateway>) -> Arc<HttpServer> {
-        let upstreams: Vec<_> = gateway.config.upstreams.iter().map(|u| Arc::new(u.clone())).collect();
-        let routes = upstreams.iter().map(|u| (format!("/mcp/{}", u.name), u.clone())).collect();
-        Self::build(gateway, routes, upstreams)
+        Self::build(gateway, Routes::Live("/mcp/"), Routes::Live("/sse/"))
     }
 
     /// Serves the given paths over Streamable HTTP only (the demo server uses `/mcp`).
     pub fn with_routes(gateway: Arc<Gateway>, routes: HashMap<String, Arc<UpstreamConfig>>) -> Arc<HttpServer> {
-        Self::build(gateway, routes, Vec::new())
+        Self::build(gateway, Routes::Fixed(routes), Routes::Fixed(HashMap::new()))
     }
 
-    fn build(
-        gateway: Arc<Gateway>,
-        routes: HashMap<String, Arc<UpstreamConfig>>,
-        legacy: Vec<Arc<UpstreamConfig>>,
-    ) -> Arc<HttpServer> {
+    fn build(gateway: Arc<Gateway>, routes: Routes, legacy: Routes) -> Arc<HttpServer> {
         let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
         let stopping = CancellationToken::new();
         let idle = Deadlines::new(gateway.limits().session_idle_timeout, Duration::MAX);
@@ -132,6 +130,7 @@ impl HttpServer {
             busy,
             cors,
             task_page,
+            tls: arc_swap::ArcSwapOption::empty(),
         })
     }
 
@@ -227,7 +226,7 @@ impl HttpServer {
         if self.task_page.owns(&path) {
             return self.task_page.serve(req, &path).await;
         }
-        let upstream = self.routes.get(&path).cloned();
+        let upstream = self.routes.get(&self.gateway, &path);
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
         if upstream.is_none() && legacy.is_none() {
             return self.unrouted(&req, &path);
@@ -456,7 +455,7 @@ impl HttpServer {
         match first {
             Ok((Some(ev), _)) if ev.is_response => {
                 hs.streams.unbuffer(&ev);
-                let limited = self.gateway.rate_limits.limits(hs.session.upstream_name());
+                let limited = self.gateway.live().rate_limits.limits(hs.session.upstream_name());
                 if created && !self.keep_new_session(&sid, &hs).await {
                     return json_or_limited(ev.json, None, limited);
                 }

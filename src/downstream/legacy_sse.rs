@@ -21,6 +21,7 @@ use crate::downstream::http_body::{
     rpc_error,
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
+use crate::downstream::routes::Routes;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
@@ -64,30 +65,25 @@ pub(crate) enum Endpoint {
 pub(crate) struct Legacy {
     gateway: Arc<Gateway>,
     /// `/sse/<name>` → its upstream.
-    routes: HashMap<String, Arc<UpstreamConfig>>,
+    routes: Routes,
     sessions: Mutex<HashMap<String, Arc<LegacySession>>>,
     slots: Arc<SessionSlots>,
     me: Weak<Legacy>,
 }
 
 impl Legacy {
-    /// Serves each of `upstreams` at `/sse/<name>`; sessions take their places from `slots`.
-    pub(crate) fn new(
-        gateway: Arc<Gateway>,
-        upstreams: Vec<Arc<UpstreamConfig>>,
-        slots: Arc<SessionSlots>,
-    ) -> Arc<Legacy> {
-        let routes = upstreams.into_iter().map(|u| (format!("/sse/{}", u.name), u)).collect();
+    /// Serves the upstreams of `routes` (`/sse/<name>`); sessions take their places from `slots`.
+    pub(crate) fn new(gateway: Arc<Gateway>, routes: Routes, slots: Arc<SessionSlots>) -> Arc<Legacy> {
         Arc::new_cyclic(|me| Legacy { gateway, routes, sessions: Mutex::new(HashMap::new()), slots, me: me.clone() })
     }
 
     /// The endpoint `path` (without a trailing `/`) names, if it is one of ours.
     pub(crate) fn route(&self, path: &str) -> Option<Endpoint> {
-        if let Some(u) = self.routes.get(path) {
-            return Some(Endpoint::Stream(u.clone(), path.to_string()));
+        if let Some(u) = self.routes.get(&self.gateway, path) {
+            return Some(Endpoint::Stream(u, path.to_string()));
         }
         let stream = path.strip_suffix("/messages")?;
-        self.routes.contains_key(stream).then(|| Endpoint::Messages(stream.to_string()))
+        self.routes.get(&self.gateway, stream).map(|_| Endpoint::Messages(stream.to_string()))
     }
 
     pub(crate) fn session_count(&self) -> usize {
@@ -319,6 +315,38 @@ impl Legacy {
 
     /// Shutdown: the requests in flight get until `deadline` to be answered, the rest are
     /// answered with `error`, and every stream and session ends.
+    /// Ends the sessions of upstreams `removed` (a reload): each once its requests in flight
+    /// are answered, or at `deadline`, or when shutdown begins.
+    pub(crate) async fn end_sessions_of(
+        &self,
+        removed: &[String],
+        deadline: tokio::time::Instant,
+        stopping: tokio_util::sync::CancellationToken,
+    ) {
+        let ending: Vec<_> = {
+            let mut sessions = self.sessions.lock().unwrap();
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| removed.iter().any(|r| r == s.session.upstream_name()))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter().filter_map(|id| sessions.remove(&id)).collect()
+        };
+        let answered = futures_util::future::join_all(ending.iter().map(|s| s.outbox.all_answered()));
+        tokio::select! {
+            _ = tokio::time::timeout_at(deadline, answered) => {}
+            _ = stopping.cancelled() => {}
+        }
+        let gone = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the upstream was removed from the config");
+        for s in &ending {
+            s.outbox.answer_pending(|id| gone.response(Some(id)));
+            s.outbox.close();
+        }
+        for s in ending {
+            s.session.close().await;
+        }
+    }
+
     pub(crate) async fn shut_down(&self, deadline: tokio::time::Instant, error: &RpcError) {
         let open: Vec<_> = self.sessions.lock().unwrap().values().cloned().collect();
         let drained = futures_util::future::join_all(open.iter().map(|s| s.outbox.all_answered()));

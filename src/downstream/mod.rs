@@ -14,6 +14,8 @@ pub mod http_server;
 mod legacy_sse;
 mod listens;
 mod ops;
+pub mod reload;
+mod routes;
 pub mod stdio;
 mod stdio_modern;
 mod stdout;

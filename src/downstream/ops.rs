@@ -34,7 +34,8 @@ async fn ready(gateway: &Gateway, stopping: bool) -> Response<Body> {
     if stopping {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     }
-    let down = gateway.readiness.unreachable(&gateway.config.upstreams).await;
+    let upstreams = gateway.live().upstreams().to_vec();
+    let down = gateway.readiness.unreachable(&upstreams).await;
     let store = gateway.hosted.store().failing();
     if down.is_empty() && store.is_none() {
         return plain(StatusCode::OK, "ok\n");

@@ -69,8 +69,9 @@ impl Eras {
 
     /// What was found of upstream `cfg`, in this process or (once looked up) the store.
     pub async fn found(&self, cfg: &UpstreamConfig) -> Option<Found> {
+        // An answer found for another command or URL (a reload changed it) does not hold.
         if let Some(f) = self.found.lock().unwrap().get(&cfg.name) {
-            return Some(f.clone());
+            return (f.target == target(cfg)).then(|| f.clone());
         }
         if !self.looked_up.lock().unwrap().insert(cfg.name.clone()) {
             return None;

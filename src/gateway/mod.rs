@@ -10,12 +10,13 @@
 //! A link serves one session, or every session of its upstream ([`shared`], `share = true`).
 
 pub mod eras;
+pub mod live;
 pub mod rate_limits;
 pub mod readiness;
 pub mod session;
 pub mod shared;
 
-use crate::config::{Config, ServerConfig, UpstreamConfig};
+use crate::config::{Config, ConfigChange, ServerConfig, UpstreamConfig};
 use crate::gateway::shared::SharedLinks;
 use crate::jsonrpc::RpcError;
 use crate::tasks::hosted::Hosted;
@@ -23,9 +24,16 @@ use crate::transport::http_client::HttpClient;
 use crate::upstream::link::{Link, LinkEnv, Negotiated};
 use std::sync::Arc;
 
+/// How often one client's calls of one tool the tool policy refuses are logged at most.
+pub const DENIAL_LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What every session and link of one gateway process shares.
 pub struct Gateway {
+    /// The config it started with: what a restart alone changes. The upstreams, their
+    /// policy and the rate limits a reload replaces are in [`Gateway::live`].
     pub config: Config,
+    /// The part of the config a reload replaces (`live`).
+    live: arc_swap::ArcSwap<live::Live>,
     pub http: HttpClient,
     /// The task store and the hosted tasks of every session.
     pub hosted: Arc<Hosted>,
@@ -42,14 +50,15 @@ pub struct Gateway {
     pub followers: Arc<tokio::sync::Semaphore>,
     /// What `progress/get` reads, for the upstreams that enable it.
     pub progress_states: crate::tasks::progress_state::ProgressStates,
+    /// The denied calls logged lately: one line per client and tool per
+    /// [`DENIAL_LOG_WINDOW`], for as many pairs as `max_sessions`.
+    pub denials: crate::warn_limit::KeyedWarnLimit<(Arc<str>, Box<str>)>,
     /// The metric handles of each configured upstream.
     metrics: std::collections::HashMap<String, Arc<crate::metrics::UpstreamMetrics>>,
     /// How the last link open of each upstream ended, for `/readyz`.
     pub readiness: readiness::Readiness,
     /// What era each upstream was found to speak (`era = "auto"`).
     pub eras: eras::Eras,
-    /// Each client's buckets (`[server.limits]`, `[upstream.limits]`).
-    pub rate_limits: rate_limits::RateLimits,
 }
 
 impl Gateway {
@@ -83,7 +92,11 @@ impl Gateway {
             }),
             readiness: Default::default(),
             eras,
-            rate_limits: rate_limits::RateLimits::new(&config),
+            live: arc_swap::ArcSwap::from_pointee(live::Live::new(&config)),
+            denials: crate::warn_limit::KeyedWarnLimit::new(
+                DENIAL_LOG_WINDOW,
+                std::num::NonZeroUsize::new(config.server.max_sessions).unwrap_or(std::num::NonZeroUsize::MIN),
+            ),
             metrics: config
                 .upstreams
                 .iter()
@@ -105,9 +118,36 @@ impl Gateway {
         }
     }
 
-    /// The shared link of upstream `cfg` (`share = true`), opened if none is live.
+    /// The live config: the upstreams served, their tool policy, the rate limits.
+    pub fn live(&self) -> arc_swap::Guard<Arc<live::Live>> {
+        self.live.load()
+    }
+
+    /// A reload: `config`'s upstreams, tool policy and limits replace the live ones, at
+    /// once for every request that begins from now on. Shared links of upstreams changed or
+    /// removed are retired: new sessions get new ones, running sessions keep theirs. Says
+    /// what changed.
+    pub fn apply(&self, config: &Config) -> ConfigChange {
+        let old = self.live.load_full();
+        let change = ConfigChange::between(old.config(), config);
+        self.live.store(Arc::new(old.next(config)));
+        for name in change.changed.iter().chain(&change.removed) {
+            self.shared.retire(name);
+        }
+        change
+    }
+
+    /// The shared link of upstream `cfg` (`share = true`), opened if none is live. A link
+    /// opens with the upstream's config in effect: a session made before a reload changed
+    /// it is relinked as after an upstream restart.
     pub async fn shared_link(&self, cfg: &UpstreamConfig) -> Result<(Arc<Link>, Negotiated), RpcError> {
-        let opened = self.shared.get(self.link_env(), cfg, &self.eras).await;
+        let Some(current) = self.live().upstream(&cfg.name).cloned() else {
+            return Err(RpcError::new(
+                crate::jsonrpc::UPSTREAM_UNAVAILABLE,
+                format!("upstream {:?} is no longer served (the config was reloaded without it)", cfg.name),
+            ));
+        };
+        let opened = self.shared.get(self.link_env(), &current, &self.eras).await;
         self.readiness.note_outcome(&cfg.name, &opened);
         opened
     }

@@ -46,6 +46,7 @@ type Buckets = RateLimiter<
 
 /// One table's buckets, one per client.
 struct Limit {
+    quota: CallLimits,
     buckets: Buckets,
     clock: TokioClock,
     /// Calls judged: the buckets kept are counted once per [`PRUNE_EVERY`] of them.
@@ -61,7 +62,12 @@ impl Limit {
         let burst = NonZeroU32::new(limits.burst).unwrap_or(NonZeroU32::MIN);
         let clock = TokioClock { start: tokio::time::Instant::now() };
         let quota = Quota::per_minute(rate).allow_burst(burst);
-        Limit { buckets: RateLimiter::hashmap_with_clock(quota, clock.clone()), clock, judged: AtomicU64::new(0) }
+        Limit {
+            quota: limits,
+            buckets: RateLimiter::hashmap_with_clock(quota, clock.clone()),
+            clock,
+            judged: AtomicU64::new(0),
+        }
     }
 
     /// Takes one call from `client`'s bucket, or says how long until one fits.
@@ -82,18 +88,27 @@ pub enum Scope {
 
 /// Every bucket of the gateway.
 pub struct RateLimits {
-    server: Option<Limit>,
-    upstreams: HashMap<String, Limit>,
+    server: Option<Arc<Limit>>,
+    upstreams: HashMap<String, Arc<Limit>>,
 }
 
 impl RateLimits {
-    pub fn new(config: &Config) -> RateLimits {
+    /// The buckets of `config`'s limits; those of `was` (the config before a reload) whose
+    /// quota is unchanged are kept, with what each client owes.
+    pub fn new(config: &Config, was: Option<&RateLimits>) -> RateLimits {
+        let kept = |old: Option<&Arc<Limit>>, quota: CallLimits| match old {
+            Some(l) if l.quota == quota => l.clone(),
+            _ => Arc::new(Limit::new(quota)),
+        };
         RateLimits {
-            server: config.server.call_limits.map(Limit::new),
+            server: config.server.call_limits.map(|q| kept(was.and_then(|w| w.server.as_ref()), q)),
             upstreams: config
                 .upstreams
                 .iter()
-                .filter_map(|u| Some((u.name.clone(), Limit::new(u.call_limits?))))
+                .filter_map(|u| {
+                    let old = was.and_then(|w| w.upstreams.get(&u.name));
+                    Some((u.name.clone(), kept(old, u.call_limits?)))
+                })
                 .collect(),
         }
     }
@@ -147,5 +162,27 @@ mod tests {
             l.take(&format!("later{i}").into()).unwrap();
         }
         assert!(l.buckets.len() <= PRUNE_EVERY as usize + 1, "{}", l.buckets.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_keeps_the_buckets_whose_quota_is_unchanged() {
+        let config = |a: u32, b: u32| {
+            crate::config::Config::parse(
+                &format!(
+                    "[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n[upstream.limits]\ncalls_per_minute = {a}\nburst = 1\n\
+                     [[upstream]]\nname = \"b\"\nbuiltin = \"demo\"\n[upstream.limits]\ncalls_per_minute = {b}\nburst = 1\n"
+                ),
+                &|_| None,
+            )
+            .unwrap()
+        };
+        let first = RateLimits::new(&config(60, 60), None);
+        let alice: Arc<str> = "alice".into();
+        first.take("a", &alice).unwrap();
+        first.take("b", &alice).unwrap();
+        // "a" is unchanged: alice still owes its call; "b" has a new quota: a new bucket.
+        let next = RateLimits::new(&config(60, 120), Some(&first));
+        assert_eq!(next.take("a", &alice).unwrap_err().0, Scope::Upstream);
+        assert!(next.take("b", &alice).is_ok());
     }
 }

@@ -16,7 +16,7 @@ use crate::config::{Transport, UpstreamConfig};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -57,7 +57,7 @@ impl Readiness {
     }
 
     /// Each upstream of `upstreams` that cannot be reached now, with why; probed at once.
-    pub async fn unreachable(&self, upstreams: &[UpstreamConfig]) -> Vec<(String, String)> {
+    pub async fn unreachable(&self, upstreams: &[Arc<UpstreamConfig>]) -> Vec<(String, String)> {
         let probes = upstreams.iter().map(|u| async move { probe(u).await.err().map(|why| (u.name.clone(), why)) });
         let mut down: Vec<_> = futures_util::future::join_all(probes).await.into_iter().flatten().collect();
         let failed = self.failed.lock().unwrap();
@@ -108,8 +108,8 @@ fn executable(command: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn parsed(text: &str) -> Vec<UpstreamConfig> {
-        crate::config::Config::parse(text, &|_| None).unwrap().upstreams
+    fn parsed(text: &str) -> Vec<Arc<UpstreamConfig>> {
+        crate::config::Config::parse(text, &|_| None).unwrap().upstreams.into_iter().map(Arc::new).collect()
     }
 
     #[tokio::test]

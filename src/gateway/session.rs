@@ -90,9 +90,9 @@ pub struct Session {
     by_token: Option<by_token::state::Dialects>,
     /// Long calls for a client without tasks, where its upstream turns them on.
     long_calls: Option<long_calls::state::LongCalls>,
-    /// The tools its client is offered (`[upstream.tools]`, its principal's rule); `None`:
-    /// every tool, and nothing is checked.
-    tool_rule: Option<crate::config::ToolRule>,
+    /// Who its client is authenticated as, for the tool policy (`[upstream.tools]`), which
+    /// is read from the gateway's live config at each request (a reload applies at once).
+    principal: Option<Arc<str>>,
     /// Whose rate-limit bucket its calls take from: the principal's with authentication,
     /// else the session's own (a legacy client), or its address (a 2026-07-28 client, which
     /// has no session).
@@ -229,8 +229,8 @@ impl Session {
         let principal = client
             .as_deref()
             .and_then(|c| c.strip_prefix(PRINCIPAL_PREFIX))
-            .filter(|_| Self::is_principal_owner(&owner));
-        let tool_rule = upstream.tools.rule_for(principal);
+            .filter(|_| Self::is_principal_owner(&owner))
+            .map(Arc::from);
         let rate_key: Arc<str> = match &client {
             Some(c) if Self::is_principal_owner(&owner) || modern.is_some() => c.as_str().into(),
             _ => owner.as_str().into(),
@@ -252,7 +252,7 @@ impl Session {
             shared,
             by_token,
             long_calls,
-            tool_rule,
+            principal,
             rate_key,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),

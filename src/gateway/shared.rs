@@ -5,6 +5,10 @@
 //! own client cannot). A link that died is replaced on the next request that needs it, after
 //! a backoff that grows while links keep dying. A session's end does not close it; shutdown
 //! does ([`SharedLinks::close_all`]). It holds one place among `max_links`.
+//!
+//! A reload that changes or removes an upstream retires its link ([`SharedLinks::retire`]):
+//! the next session opens a new one, and the retired link closes once nothing holds it (the
+//! sessions and hosted tasks on it have ended), or at shutdown.
 
 use crate::config::UpstreamConfig;
 use crate::gateway::eras::{Eras, open_detecting};
@@ -27,7 +31,12 @@ pub struct SharedLinks {
     /// Shutdown began: no link opens, and a backoff under way ends at once (it holds the
     /// slot that shutdown waits for).
     stopping: CancellationToken,
+    /// Links retired by a reload, until nothing else holds them.
+    retired: Arc<Mutex<Vec<Arc<Link>>>>,
 }
+
+/// How often a retired link is looked at to see whether anything still holds it.
+const RETIRED_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Slot {
@@ -107,10 +116,38 @@ impl SharedLinks {
         Ok((link, negotiated))
     }
 
+    /// Retires upstream `name`'s link (a reload changed or removed the upstream): sessions
+    /// that hold it keep it; the next to ask gets a new one. It closes once only this holds it.
+    pub fn retire(&self, name: &str) {
+        let Some(slot) = self.slots.lock().unwrap().remove(name) else { return };
+        let (retired, stopping) = (self.retired.clone(), self.stopping.clone());
+        let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+        handle.spawn(async move {
+            // A link being opened now is retired once it is.
+            let Some((link, _)) = slot.lock().await.link.take() else { return };
+            retired.lock().unwrap().push(link.clone());
+            let mut tick = tokio::time::interval(RETIRED_CHECK);
+            // Held here and in `retired`: nothing else holds it.
+            while Arc::strong_count(&link) > 2 && !link.is_closed() {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopping.cancelled() => return,
+                }
+            }
+            retired.lock().unwrap().retain(|l| !Arc::ptr_eq(l, &link));
+            tracing::info!(upstream = %link.upstream_name(), "retired shared link closed: nothing runs on it any more");
+            link.close_because(CloseReason::SessionEnded).await;
+        });
+    }
+
     /// Closes every shared link (the gateway is shutting down): what is in flight on them
     /// fails saying so, and none is opened again.
     pub async fn close_all(&self) {
         self.stopping.cancel();
+        let retired: Vec<_> = std::mem::take(&mut *self.retired.lock().unwrap());
+        for link in retired {
+            link.close_because(CloseReason::ShuttingDown).await;
+        }
         let slots: Vec<_> = self.slots.lock().unwrap().values().cloned().collect();
         for slot in slots {
             let link = slot.lock().await.link.take();

@@ -124,6 +124,12 @@ pub const KEYS: &[KeyDoc] = &[
         "at most 64 entries, each `scheme://host[:port]` (no trailing `/`) or `\"*\"`",
         "origins a browser page may call the gateway from: CORS preflights are answered and `Access-Control-Allow-Origin` is added for them; empty: no CORS at all. See [CORS](operating.md#cors)",
     ),
+    d(
+        "server.watch_config",
+        "`false`",
+        "`true` or `false`",
+        "reload the config when its file changes (looked at every second; written in place or replaced by a rename), as on SIGHUP. See [Reloading the config](operating.md#reloading-the-config)",
+    ),
     // [server.auth]
     d(
         "server.auth.mode",

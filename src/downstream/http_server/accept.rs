@@ -18,8 +18,12 @@ impl HttpServer {
         self.serve_with(listener, None).await
     }
 
-    /// [`HttpServer::serve`], over TLS when `tls` is given.
+    /// [`HttpServer::serve`], over TLS when `tls` is given (and with what a reload puts in
+    /// its place, [`HttpServer::replace_tls`], from then on).
     pub async fn serve_with(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
+        if let Some(tls) = tls {
+            self.tls.store(Some(Arc::new(tls)));
+        }
         tokio::spawn(self.clone().expire_idle());
         let mut last_refusal_logged: Option<tokio::time::Instant> = None;
         let mut reserve = fds::Reserve::new();
@@ -65,7 +69,7 @@ impl HttpServer {
             };
             let _ = tcp.set_nodelay(true);
             let server = self.clone();
-            let tls = tls.clone();
+            let tls = self.tls.load_full();
             tokio::spawn(async move {
                 match tls {
                     None => server.serve_connection(tcp, peer).await,

@@ -95,7 +95,7 @@ impl HttpServer {
         principal: Option<&Principal>,
     ) -> bool {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return false };
-        let Some(upstream) = self.routes.get(path) else { return false };
+        let Some(upstream) = self.routes.get(&self.gateway, path) else { return false };
         let found = self.gateway.hosted.store().get_session(id).await;
         if found.is_none_or(|r| r.path != path || !owned_by(&r, principal, &upstream.name)) {
             return false;

@@ -1,8 +1,8 @@
 //! The operator's policy over a session's requests (`[upstream.tools]`, and the limits of
 //! `[server.limits]` and `[upstream.limits]`): checked before any strategy sees a request.
 //!
-//! - Tool policy, decided once, when the session is made (its principal's rule), and
-//!   applied to what the upstream lists too. A tool the client is not offered does not exist
+//! - Tool policy, its principal's rule as the live config has it at each request (a reload
+//!   applies at once), and applied to what the upstream lists too. A tool the client is not offered does not exist
 //!   for it: absent from every listing page, in every era's shape, and a call of it, plain,
 //!   as a task, bridged, hosted, deferred or as an operation, is refused as a call of a
 //!   tool no server has.
@@ -20,17 +20,25 @@ impl Session {
     /// A call of a tool the client is not offered: refused (`Some`), as an unknown tool.
     /// The gateway's own long-call tools are not the upstream's to offer.
     pub(super) fn refused_by_policy(&self, frame: &Message) -> Option<RpcError> {
-        let rule = self.tool_rule.as_ref()?;
         if frame.method() != Method::ToolsCall {
             return None;
         }
+        let live = self.gateway.live();
+        let rule = live.tool_rule(&self.upstream.name, self.principal.as_deref())?;
         let name = frame.tool_name()?;
         if rule.permits(&name) || self.long_calls.as_ref().is_some_and(|c| c.serves(self, &name)) {
             return None;
         }
         crate::metrics::global().policy_refused(&self.upstream.name, "tool_denied");
-        crate::warn_limit::warn_limited!(upstream = %self.upstream.name, client = %self.client, tool = %name, "refused a call of a tool the tool policy does not offer this client");
+        if let Some(suppressed) = self.gateway.denials.hit((self.rate_key.clone(), name.as_ref().into())) {
+            tracing::warn!(upstream = %self.upstream.name, client = %self.client, tool = %name, suppressed, "refused a call of a tool the tool policy does not offer this client");
+        }
         Some(RpcError::new(INVALID_PARAMS, format!("unknown tool {:?}", name.as_ref())))
+    }
+
+    /// Whether the tool policy offers its client fewer than every tool, now.
+    pub(super) fn has_tool_rule(&self) -> bool {
+        self.gateway.live().tool_rule(&self.upstream.name, self.principal.as_deref()).is_some()
     }
 
     /// A call past its client's bucket: refused (`Some`), saying when to retry.
@@ -38,7 +46,8 @@ impl Session {
         if !matches!(frame.method(), Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
             return None;
         }
-        let limits = &self.gateway.rate_limits;
+        let live = self.gateway.live();
+        let limits = &live.rate_limits;
         if !limits.limits(&self.upstream.name) {
             return None;
         }
@@ -66,7 +75,8 @@ impl Session {
 
     /// A `tools/list` page as the client may see it: without the tools it is not offered.
     pub(super) fn offered_tools(&self, result: &mut Value) {
-        let Some(rule) = &self.tool_rule else { return };
+        let live = self.gateway.live();
+        let Some(rule) = live.tool_rule(&self.upstream.name, self.principal.as_deref()) else { return };
         if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
             tools.retain(|t| t.get("name").and_then(Value::as_str).is_some_and(|n| rule.permits(n)));
         }

@@ -29,7 +29,7 @@ impl Planned<'_> {
     /// 2025-11-25 task marks (it is shaped only where the tool policy or long calls change it).
     pub(in crate::gateway::session) fn listing_shape(&self) -> Shape {
         match self.plan.client {
-            ClientSide::Modern if self.s.long_calls.is_some() || self.s.tool_rule.is_some() => Shape::ToolsList,
+            ClientSide::Modern if self.s.long_calls.is_some() || self.s.has_tool_rule() => Shape::ToolsList,
             ClientSide::Modern => Shape::AsIs,
             ClientSide::Legacy(_) => Shape::ToolsList,
         }

@@ -1,0 +1,384 @@
+//! Reloading the config on the real binary: SIGHUP, and a watched file replaced by a rename
+//! or written in place. Under load, with a client of each era and a hosted task in flight:
+//! nothing is answered twice or lost, no session of an upstream that stays is dropped, the
+//! tool policy and limits apply at once, a removed upstream drains and an added one is
+//! served. An invalid file is refused naming its key, and the running config stays;
+//! `taskgate check` says what a reload would change; new TLS connections take a renewed
+//! certificate.
+
+use crate::common;
+
+use common::gateway_proc::{Proc, serve_command, signal};
+use common::modern_client::{call, request};
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+/// A gateway process with its log lines, read on as they come.
+struct Logged {
+    proc: Proc,
+    addr: String,
+    log: mpsc::UnboundedReceiver<String>,
+}
+
+impl Logged {
+    async fn start(config: &Path) -> Logged {
+        let mut child = serve_command(config).spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
+            let line = line.expect("the gateway exited before listening");
+            let rest = line.split("listening on ").nth(1);
+            if let Some(rest) = rest.and_then(|r| r.strip_prefix("http://").or_else(|| r.strip_prefix("https://"))) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        let (tx, log) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let _ = tx.send(line);
+            }
+        });
+        Logged { proc: Proc(child), addr, log }
+    }
+
+    fn url(&self, upstream: &str) -> String {
+        format!("http://{}/mcp/{upstream}", self.addr)
+    }
+
+    /// The next log line that contains `what` (within a few seconds).
+    async fn logged(&mut self, what: &str) -> String {
+        let found = tokio::time::timeout(STEP, async {
+            while let Some(line) = self.log.recv().await {
+                if line.contains(what) {
+                    return line;
+                }
+            }
+            panic!("the gateway's log ended before {what:?}");
+        });
+        found.await.unwrap_or_else(|_| panic!("no log line with {what:?}"))
+    }
+
+    /// SIGHUP, and the log line of the reload's outcome.
+    async fn reload(&mut self) -> String {
+        signal(self.proc.pid(), libc::SIGHUP);
+        self.logged("config reload").await
+    }
+}
+
+/// `GET path` of the gateway at `addr`: the body, after a 200.
+async fn get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(STEP, tcp.read_to_end(&mut got)).await.expect("GET timed out").unwrap();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// The config file of a test in `dir`: a file store beside it, `server` and `upstreams` as given.
+fn config(dir: &Path, server: &str, upstreams: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    write(&path, &text(server, upstreams));
+    path
+}
+
+fn text(server: &str, upstreams: &str) -> String {
+    format!("[server]\nlisten = \"127.0.0.1:0\"\n{server}\n{upstreams}")
+}
+
+fn names(result: &Value) -> Vec<String> {
+    result["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(String::from)).collect()
+}
+
+fn slow(id: i64, ms: u64, steps: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"duration_ms": ms, "steps": steps}, "_meta": {"progressToken": id}}}))
+    .unwrap()
+}
+
+/// Every response on a call's stream (there must be exactly one), after reading it to its end.
+async fn responses(mut events: SseReader) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some((_, m)) = tokio::time::timeout(Duration::from_secs(20), events.next()).await.expect("stream stalled")
+    {
+        if m.get("method").is_none() {
+            out.push(m);
+        }
+    }
+    out
+}
+
+const BEFORE: &str = "\
+[[upstream]]\nname = \"kept\"\nbuiltin = \"demo\"\n\
+[[upstream]]\nname = \"limited\"\nbuiltin = \"demo\"\n\
+[[upstream]]\nname = \"changed\"\nbuiltin = \"demo\"\n\
+[[upstream]]\nname = \"removed\"\nbuiltin = \"demo\"\n";
+
+const AFTER: &str = "\
+[[upstream]]\nname = \"kept\"\nbuiltin = \"demo\"\n[upstream.tools]\ndeny = [\"add\"]\n\
+[[upstream]]\nname = \"limited\"\nbuiltin = \"demo\"\n[upstream.limits]\ncalls_per_minute = 1\nburst = 1\n\
+[[upstream]]\nname = \"changed\"\nbuiltin = \"demo\"\nrequest_timeout = \"7s\"\n\
+[[upstream]]\nname = \"added\"\nbuiltin = \"demo\"\n";
+
+#[tokio::test]
+async fn a_reload_under_load_drops_no_session_and_no_task_and_applies_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), "drain_timeout = \"5s\"", BEFORE);
+    let mut gw = Logged::start(&path).await;
+
+    // A legacy session on each upstream, and a 2025-11-25 one with a hosted task.
+    let mut legacy = HttpMcp::new(&gw.url("kept"));
+    legacy.initialize("2025-06-18").await;
+    let mut tasked = HttpMcp::new(&gw.url("kept"));
+    tasked.initialize("2025-11-25").await;
+    let mut limited = HttpMcp::new(&gw.url("limited"));
+    limited.initialize("2025-06-18").await;
+    let mut changed = HttpMcp::new(&gw.url("changed"));
+    changed.initialize("2025-06-18").await;
+    let mut removed = HttpMcp::new(&gw.url("removed"));
+    removed.initialize("2025-06-18").await;
+    let modern = HttpMcp::new(&gw.url("kept"));
+
+    // In flight across the reload: a plain call on a kept, a changed and a removed upstream,
+    // and a hosted task.
+    let on_kept = SseReader::new(legacy.post_streaming(slow(10, 1500, 3), &[]).await.into_body());
+    let on_changed = SseReader::new(changed.post_streaming(slow(11, 1500, 3), &[]).await.into_body());
+    let on_removed = SseReader::new(removed.post_streaming(slow(12, 1500, 3), &[]).await.into_body());
+    let task = tasked
+        .request("tools/call", json!({"name": "slow", "arguments": {"duration_ms": 2000, "steps": 2}, "task": {}}))
+        .await;
+    let task_id = task.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
+
+    write(&path, &text("drain_timeout = \"5s\"", AFTER));
+    let outcome = gw.reload().await;
+    assert!(outcome.contains("config reloaded"), "{outcome}");
+    for want in ["added upstreams: \"added\"", "removed upstreams: \"removed\"", "changed upstreams: \"changed\""] {
+        assert!(outcome.contains(want), "{outcome}");
+    }
+    assert!(outcome.contains("took_ms"), "{outcome}");
+
+    // Tool policy, at once, for the sessions already open and for a 2026-07-28 client.
+    let listed = legacy.request("tools/list", json!({})).await;
+    assert!(!names(listed.result()).contains(&"add".to_string()), "{}", listed.response);
+    let denied = legacy.request("tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(denied.response["error"]["message"], "unknown tool \"add\"", "{}", denied.response);
+    let add = json!({"name": "add", "arguments": {"a": 1, "b": 2}});
+    let (_, out, _) = call(&modern, &request(json!(3), "tools/call", add, json!({}))).await;
+    assert_eq!(out["error"]["code"], -32602, "{out}");
+    // The rate limit, at once: one call, then the bucket is empty.
+    let first = limited.request("tools/call", json!({"name": "echo", "arguments": {"text": "a"}})).await;
+    assert_eq!(first.result()["content"][0]["text"], "a");
+    let echo = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "b"}}});
+    let second = limited.post_raw(serde_json::to_vec(&echo).unwrap(), &[]).await;
+    assert_eq!(second.status, 429);
+    assert_eq!(second.json()["error"]["code"], -32004, "{}", second.json());
+
+    // What was in flight is answered once, the removed upstream's call included.
+    for (stream, id) in [(on_kept, 10), (on_changed, 11), (on_removed, 12)] {
+        let got = responses(stream).await;
+        assert_eq!(got.len(), 1, "{id}: {got:?}");
+        assert_eq!(got[0]["id"], id);
+        assert_eq!(got[0]["result"]["content"][0]["text"], "done after 3 steps", "{got:?}");
+    }
+    let result = tasked.request("tasks/result", json!({"taskId": task_id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "done after 2 steps", "{}", result.response);
+
+    // The sessions of upstreams that stay go on; the changed one's too.
+    for c in [&mut legacy, &mut changed] {
+        let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await;
+        assert_eq!(echo.result()["content"][0]["text"], "still here", "{}", echo.response);
+    }
+    // The removed upstream: its session's requests and new sessions get 404.
+    let gone = removed
+        .post_raw(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).unwrap(), &[])
+        .await;
+    assert_eq!(gone.status, 404);
+    let fresh = HttpMcp::new(&gw.url("removed"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(fresh.post_raw(serde_json::to_vec(&init).unwrap(), &[]).await.status, 404);
+    // The added one is served.
+    let mut added = HttpMcp::new(&gw.url("added"));
+    added.initialize("2025-11-25").await;
+    let echo = added.request("tools/call", json!({"name": "echo", "arguments": {"text": "new"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "new");
+    // The removed upstream's session ends once its call was answered.
+    gw.logged("ended 1 sessions of removed upstreams").await;
+}
+
+#[tokio::test]
+async fn an_invalid_file_is_refused_naming_the_key_and_the_running_config_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = "[upstream.tools]\ndeny = [\"add\"]\n";
+    let path = config(dir.path(), "", &format!("{}{policy}", builtin_upstream("demo")));
+    let mut gw = Logged::start(&path).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+
+    for (bad, key) in [
+        (text("max_sessions = 0", &builtin_upstream("demo")), "server.max_sessions"),
+        (text("", &format!("{}[upstream.tools]\nallow = [\"\"]\n", builtin_upstream("demo"))), "tools.allow"),
+        (text("", &format!("{}[upstream.limits]\nburst = 3\n", builtin_upstream("demo"))), "limits.burst"),
+        ("[server\n".to_string(), "config.toml"),
+    ] {
+        write(&path, &bad);
+        let outcome = gw.reload().await;
+        assert!(outcome.contains("config reload refused, the running config stays"), "{outcome}");
+        assert!(outcome.contains(key), "{key}: {outcome}");
+    }
+    // The policy of the running config still holds, and the session is there.
+    let denied = c.request("tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(denied.response["error"]["code"], -32602, "{}", denied.response);
+    let metrics = get(&gw.addr, "/metrics").await;
+    assert!(metrics.contains("taskgate_config_reloads_total{outcome=\"refused\"} 4"), "{metrics}");
+
+    // A good file again: applied.
+    write(&path, &text("", &builtin_upstream("demo")));
+    assert!(gw.reload().await.contains("config reloaded"));
+    let sum = c.request("tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(sum.result()["content"][0]["text"], "3", "{}", sum.response);
+}
+
+#[tokio::test]
+async fn a_watched_file_is_reloaded_when_renamed_over_and_when_written_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), "watch_config = true", &builtin_upstream("demo"));
+    let mut gw = Logged::start(&path).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let offered = async |c: &mut HttpMcp| names(c.request("tools/list", json!({})).await.result());
+    assert!(offered(&mut c).await.contains(&"add".to_string()));
+
+    // Replaced whole, by a rename (as editors and config management do).
+    let tmp = dir.path().join("config.toml.new");
+    let deny = format!("{}[upstream.tools]\ndeny = [\"add\"]\n", builtin_upstream("demo"));
+    write(&tmp, &text("watch_config = true", &deny));
+    std::fs::rename(&tmp, &path).unwrap();
+    let outcome = gw.logged("config reload").await;
+    assert!(outcome.contains("config reloaded") && outcome.contains("the config file changed"), "{outcome}");
+    assert!(!offered(&mut c).await.contains(&"add".to_string()));
+
+    // Written in place.
+    let deny = format!("{}[upstream.tools]\ndeny = [\"add\", \"echo\"]\n", builtin_upstream("demo"));
+    write(&path, &text("watch_config = true", &deny));
+    assert!(gw.logged("config reload").await.contains("config reloaded"));
+    assert_eq!(offered(&mut c).await, ["slow", "fail", "ask"]);
+
+    // Written again with the same text: no reload. Given the watch's time to see it (two
+    // looks, a second apart), the next reload logged is the SIGHUP's.
+    write(&path, &text("watch_config = true", &deny));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let next = gw.reload().await;
+    assert!(next.contains("SIGHUP") && next.contains("no change"), "{next}");
+}
+
+#[tokio::test]
+async fn check_says_what_a_reload_would_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), "", BEFORE);
+    let _gw = Logged::start(&path).await;
+    write(&path, &text("max_sessions = 7", AFTER));
+    let out = std::process::Command::new(bin()).args(["check", "--config", path.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "a reload would change",
+        "added upstreams: \"added\"",
+        "removed upstreams: \"removed\"",
+        "changed upstreams: \"changed\"",
+        "tool policy or limits changed: \"kept\", \"limited\"",
+        "needs a restart (the running value stays): server.max_sessions",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn a_renewed_certificate_is_taken_by_new_connections_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let issue = || {
+        let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), c.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), c.signing_key.serialize_pem()).unwrap();
+        c.cert.der().to_vec()
+    };
+    let first = issue();
+    let tls = "[server.tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n";
+    let path = config(dir.path(), tls, &builtin_upstream("demo"));
+    let mut gw = Logged::start(&path).await;
+    // The certificate a new connection is served, whatever it is (the test trusts any).
+    let served = async |addr: &str| -> Vec<u8> {
+        let tls =
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate))
+                .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let conn = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls)).connect(name, tcp).await.unwrap();
+        conn.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+    };
+    assert_eq!(served(&gw.addr).await, first);
+    let second = issue();
+    assert_ne!(first, second);
+    assert!(gw.reload().await.contains("config reloaded"));
+    assert_eq!(served(&gw.addr).await, second);
+    // A key that does not match: refused, and the certificate in use stays.
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    std::fs::write(dir.path().join("key.pem"), other.signing_key.serialize_pem()).unwrap();
+    let refused = gw.reload().await;
+    assert!(refused.contains("refused") && refused.contains("server.tls"), "{refused}");
+    assert_eq!(served(&gw.addr).await, second);
+}
+
+/// Takes any certificate: the test looks at which one it was served.
+#[derive(Debug)]
+struct AnyCertificate;
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider().signature_verification_algorithms.supported_schemes()
+    }
+}
