@@ -31,6 +31,7 @@ mod http_upstream;
 mod import;
 mod interop;
 mod interop_long_calls;
+mod interop_policy;
 mod interop_rmcp;
 mod layers;
 mod legacy_sse;

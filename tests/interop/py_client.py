@@ -40,7 +40,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 
-SCENARIOS = ("everything", "demo", "pyserver", "pyinput", "longcalls")
+SCENARIOS = ("everything", "demo", "pyserver", "pyinput", "longcalls", "policy")
 USAGE = (
     "usage: py_client.py <everything|demo|pyserver|pyinput|longcalls> [--mode auto|legacy] [--expect-protocol <version>] "
     "(<url> | --http <url> | --stdio <command> [args...])"
@@ -139,7 +139,7 @@ async def run(scenario: str, mode: str, expected: str | None, target: object, r:
                     expect(client.protocol_version == expected, f"negotiated {client.protocol_version}, want {expected}")
 
                 await r.check(f"protocol {expected}", negotiated)
-            scenarios = {"everything": everything, "demo": demo, "pyserver": pyserver, "pyinput": pyinput}
+            scenarios = {"everything": everything, "demo": demo, "pyserver": pyserver, "pyinput": pyinput, "policy": policy}
             if scenario == "longcalls":
                 await longcalls(client, r, connect)
             else:
@@ -301,6 +301,41 @@ async def pyserver(client, r: Runner) -> None:
     await check_tools(client, r, ["echo", "add", "slow", "stats"])
     await check_echo(client, r, {"text": "hello py_server"}, "hello py_server")
     await check_progress(client, r, "slow", {"seconds": 0.6, "steps": 3}, 2)
+
+
+async def policy(client, r: Runner) -> None:
+    """The demo behind `[upstream.tools] deny = ["add"]` and a bucket of 2 calls."""
+
+    async def unlisted():
+        names = [t.name for t in (await client.list_tools(cache_mode="bypass")).tools]
+        expect("echo" in names and "add" not in names, f"tools: {names}")
+
+    await r.check("a denied tool is not listed", unlisted)
+
+    async def unknown():
+        try:
+            res = await client.call_tool("add", {"a": 1, "b": 2})
+        except MCPError as e:
+            expect(e.error.code == -32602 and 'unknown tool "add"' in e.error.message, f"error: {e.error}")
+            return
+        expect(False, f"add answered: {res}")
+
+    await r.check("a denied tool is refused as unknown", unknown)
+
+    async def limited():
+        for text in ("one", "two"):
+            res = await client.call_tool("echo", {"text": text})
+            expect(res.content[0].text == text, f"echo: {res}")
+        try:
+            res = await client.call_tool("echo", {"text": "three"})
+        except MCPError as e:
+            print(f"py_client: past the bucket: {e.error.code} {e.error.message} {e.error.data}", file=sys.stderr)
+            data = e.error.data or {}
+            expect(isinstance(data.get("retryAfterMs"), int) and "rate limit" in e.error.message, f"error: {e.error}")
+            return
+        expect(False, f"the third call answered: {res}")
+
+    await r.check("a call past the bucket is refused, saying when to retry", limited)
 
 
 ASKED: list[str] = []
