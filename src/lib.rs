@@ -37,7 +37,7 @@ pub use config::{
 pub use config::{reference as config_reference, undescribed as undescribed_config_keys};
 pub use demo::serve_stdio as serve_demo_stdio;
 pub use downstream::http_server::{HttpServer, bind as bind_http, bind_with as bind_http_with, raise_open_file_limit};
-pub use downstream::reload::{Reloaded, Reloader, pending as pending_reload};
+pub use downstream::reload::{Reloaded, Reloader, pending as pending_reload, refuse_sighup};
 pub use downstream::stdio::{StdioError, serve_stdio};
 pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;

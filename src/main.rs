@@ -200,9 +200,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let tls = config.server.tls.as_ref().map(taskgate::tls_acceptor).transpose()?;
             let server = HttpServer::new(Gateway::open(config.clone()).map_err(|e| Failure::Store(e.to_string()))?);
             let stop = tokio_util::sync::CancellationToken::new();
-            if let Some((path, text)) = source {
-                let reloader = Reloader::new(path, text, server.clone(), cli.listen);
-                tokio::spawn(reloader.run(config.server.watch_config, stop.clone()));
+            match source {
+                Some((path, text)) => {
+                    let reloader = Reloader::new(path, text, server.clone(), cli.listen);
+                    tokio::spawn(reloader.run(config.server.watch_config, stop.clone()));
+                }
+                None => drop(tokio::spawn(taskgate::refuse_sighup(stop.clone()))),
             }
             let served = serve_http(server, config.server.listen, &paths, tls).await;
             stop.cancel();

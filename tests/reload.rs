@@ -382,3 +382,128 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
         rustls::crypto::ring::default_provider().signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[tokio::test]
+async fn a_removed_upstreams_session_still_takes_its_clients_answer_while_it_drains() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = format!("{}{}", builtin_upstream("stays"), builtin_upstream("goes"));
+    let path = config(dir.path(), "drain_timeout = \"10s\"", &both);
+    let mut gw = Logged::start(&path).await;
+    let mut c = HttpMcp::new(&gw.url("goes"));
+    c.initialize("2025-06-18").await;
+    let ask = json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": {"name": "ask", "arguments": {"question": "where?"}}});
+    let mut call = SseReader::new(c.post_streaming(serde_json::to_vec(&ask).unwrap(), &[]).await.into_body());
+    let (_, question) = call.next().await.unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+
+    write(&path, &text("drain_timeout = \"10s\"", &builtin_upstream("stays")));
+    assert!(gw.reload().await.contains("removed upstreams: \"goes\""));
+    // A new request: 404, as the path now answers.
+    let list = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/list"});
+    assert_eq!(c.post_raw(serde_json::to_vec(&list).unwrap(), &[]).await.status, 404);
+    // The answer to the server's question is taken, and the call it was for ends with its result.
+    let answered = c.post_raw(serde_json::to_vec(&answer(&question)).unwrap(), &[]).await;
+    assert_eq!(answered.status, 202, "{:?}", String::from_utf8_lossy(&answered.body));
+    let got = responses(call).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["result"]["content"][0]["text"], "answer: forty-two", "{got:?}");
+    gw.logged("ended 1 sessions of removed upstreams").await;
+    // Then the session is gone: even an answer gets 404.
+    assert_eq!(c.post_raw(serde_json::to_vec(&answer(&question)).unwrap(), &[]).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_rotated_token_file_is_taken_on_sighup_and_the_old_token_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("alice.tok");
+    write(&tokens, "alice-token-0123456789abcdef\n");
+    let auth =
+        format!("[server.auth]\nmode = \"bearer\"\ntokens = [{{ principal = \"alice\", file = {:?} }}]\n", tokens);
+    let path = config(dir.path(), "", &format!("{}\n{auth}", builtin_upstream("demo")));
+    let mut gw = Logged::start(&path).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.bearer = Some("alice-token-0123456789abcdef".into());
+    c.initialize("2025-06-18").await;
+
+    write(&tokens, "alice-token-rotated-0123456789\n");
+    let outcome = gw.reload().await;
+    assert!(outcome.contains("server.auth changed"), "{outcome}");
+    let list = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})).unwrap();
+    assert_eq!(c.post_raw(list.clone(), &[]).await.status, 401, "the old token is refused");
+    // The new token, on the same session: alice's still.
+    c.bearer = Some("alice-token-rotated-0123456789".into());
+    let r = c.post_raw(list, &[]).await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+}
+
+#[tokio::test]
+async fn a_changed_shared_upstream_gets_a_new_link_and_the_old_closes_once_unheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = format!("{}share = true\n", stdio_demo_upstream("shared"));
+    let path = config(dir.path(), "", &shared);
+    let mut gw = Logged::start(&path).await;
+    let mut old = HttpMcp::new(&gw.url("shared"));
+    old.initialize("2025-06-18").await;
+    let first = gw.logged("shared upstream link open").await;
+    assert!(first.contains("generation=1"), "{first}");
+
+    write(&path, &text("", &format!("{shared}request_timeout = \"9s\"\n")));
+    assert!(gw.reload().await.contains("changed upstreams: \"shared\""));
+    let mut new = HttpMcp::new(&gw.url("shared"));
+    new.initialize("2025-06-18").await;
+    // A new link, whose generation no earlier link of the upstream had.
+    let second = gw.logged("shared upstream link open").await;
+    assert!(second.contains("generation=2"), "{second}");
+    for c in [&mut old, &mut new] {
+        let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "both"}})).await;
+        assert_eq!(echo.result()["content"][0]["text"], "both", "{}", echo.response);
+    }
+    // The old link closes once its last session has ended.
+    assert_eq!(old.delete().await, 200);
+    gw.logged("retired shared link closed").await;
+    let echo = new.request("tools/call", json!({"name": "echo", "arguments": {"text": "new"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "new");
+}
+
+#[tokio::test]
+async fn a_file_written_in_place_in_two_writes_is_read_once_whole() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let both = format!("{}{}", builtin_upstream("first"), builtin_upstream("second"));
+    let path = config(dir.path(), "watch_config = true", &both);
+    let mut gw = Logged::start(&path).await;
+    let mut c = HttpMcp::new(&gw.url("second"));
+    c.initialize("2025-06-18").await;
+    // The same upstreams and a new one; the first write alone would remove "second".
+    let whole = text("watch_config = true", &format!("{both}{}", builtin_upstream("third")));
+    let cut = whole.find("name = \"second\"").unwrap() - "[[upstream]]\n".len();
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+    f.write_all(&whole.as_bytes()[..cut]).unwrap();
+    f.flush().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    f.write_all(&whole.as_bytes()[cut..]).unwrap();
+    drop(f);
+    let outcome = gw.logged("config reload").await;
+    assert!(outcome.contains("added upstreams: \"third\"") && !outcome.contains("removed"), "{outcome}");
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "kept"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "kept");
+}
+
+#[tokio::test]
+async fn check_keeps_naming_a_key_that_waits_for_a_restart_and_a_tls_file_that_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), "", &builtin_upstream("demo"));
+    let mut gw = Logged::start(&path).await;
+    write(&path, &text("max_sessions = 7", &builtin_upstream("demo")));
+    assert!(gw.reload().await.contains("needs a restart (the running value stays): server.max_sessions"));
+    let out = std::process::Command::new(bin()).args(["check", "--config", path.to_str().unwrap()]).output().unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    assert!(out.contains("needs a restart (the running value stays): server.max_sessions"), "{out}");
+
+    // TLS turned on by a reload, with files that are not there: refused (the next start
+    // would fail on them).
+    let tls = "max_sessions = 7\n[server.tls]\ncert = \"missing.pem\"\nkey = \"missing-key.pem\"\n";
+    write(&path, &text(tls, &builtin_upstream("demo")));
+    let refused = gw.reload().await;
+    assert!(refused.contains("refused") && refused.contains("server.tls"), "{refused}");
+}

@@ -34,7 +34,7 @@ struct RawToken {
 }
 
 /// How HTTP clients authenticate (`[server.auth]`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuthConfig {
     pub mode: AuthMode,
     /// The gateway's public base URL (`resource`): the protected resource its metadata
@@ -46,7 +46,7 @@ pub struct AuthConfig {
     pub scopes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub enum AuthMode {
     /// Anyone who reaches the listener: a task is its session's.
     #[default]
@@ -57,7 +57,7 @@ pub enum AuthMode {
     Jwt(JwtSettings),
 }
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct BearerToken {
     pub principal: String,
     pub token: String,
@@ -69,7 +69,7 @@ impl std::fmt::Debug for BearerToken {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JwtSettings {
     pub key: JwtKey,
     /// The `iss` a token must carry.
@@ -84,7 +84,7 @@ pub struct JwtSettings {
     pub scopes: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JwtKey {
     /// A JWKS document, fetched at start and every `refresh` (and, at most once a `refresh`
     /// / 10, when a token names a key id it lacks).

@@ -4,8 +4,9 @@
 //! - Upstreams are matched by name: added, removed, changed (anything its links or sessions
 //!   are made from), or changed in their operator's policy only (`[upstream.tools]`,
 //!   `[upstream.limits]`), which applies to running sessions at once.
-//! - `[server.limits]` applies at once; `[server.tls]` (its files are read again on every
-//!   reload, so renewed certificates are taken) applies to new connections.
+//! - `[server.limits]` and `[server.auth]` (its token and key files read again) apply at
+//!   once; `[server.tls]` (its files are read again on every reload, so renewed certificates
+//!   are taken) applies to new connections.
 //! - Every other `[server]` and `[tasks]` key is read once, at start: a change to one is
 //!   reported as needing a restart, and the running value stays.
 
@@ -27,6 +28,8 @@ pub struct ConfigChange {
     pub policy: Vec<String>,
     /// `[server.limits]` changed (applied at once).
     pub server_limits: bool,
+    /// `[server.auth]` changed, its token and key files included (applied at once).
+    pub auth: bool,
     /// `[server.tls]` is set (its certificate and key are read again).
     pub tls: bool,
     /// Keys whose new value takes effect at the next restart only.
@@ -47,10 +50,12 @@ impl ConfigChange {
         change.removed =
             old.upstreams.iter().filter(|u| new.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect();
         change.server_limits = old.server.call_limits != new.server.call_limits;
+        change.auth = old.server.auth != new.server.auth;
         change.tls = new.server.tls.is_some();
         let (mut s_old, mut s_new) = (old.server.clone(), new.server.clone());
         // Applied live: not a restart's.
         (s_old.call_limits, s_new.call_limits) = (None, None);
+        s_new.auth = s_old.auth.clone();
         if s_old.tls.is_some() == s_new.tls.is_some() {
             s_new.tls = s_old.tls.clone();
         }
@@ -66,6 +71,7 @@ impl ConfigChange {
             && self.changed.is_empty()
             && self.policy.is_empty()
             && !self.server_limits
+            && !self.auth
             && self.restart.is_empty()
     }
 
@@ -100,6 +106,12 @@ impl ConfigChange {
         }
         if self.server_limits {
             let _ = writeln!(out, "server.limits changed (applied at once)");
+        }
+        if self.auth {
+            let _ = writeln!(out, "server.auth changed (applied at once to every request)");
+        }
+        if self.tls {
+            let _ = writeln!(out, "server.tls: the certificate and key read again (new connections get them)");
         }
         if !self.restart.is_empty() {
             let _ = writeln!(out, "needs a restart (the running value stays): {}", self.restart.join(", "));

@@ -53,6 +53,9 @@ impl PartialEq for Principal {
 impl Eq for Principal {}
 
 /// The authenticator of one HTTP server.
+/// The authentication in effect, which a reload replaces whole (`downstream::reload`).
+pub type LiveAuth = std::sync::Arc<arc_swap::ArcSwap<Auth>>;
+
 pub struct Auth {
     check: Check,
     /// The configured public base URL; without one, the listener's scheme and the

@@ -80,7 +80,7 @@ pub struct HttpServer {
     /// Modern clients' `subscriptions/listen` streams, which shutdown ends at once.
     listens: Arc<crate::downstream::listens::OpenListens>,
     /// Who a request comes from (`[server.auth]`).
-    auth: Arc<Auth>,
+    auth: crate::downstream::auth::LiveAuth,
     /// The exchanges in flight, which shutdown drains.
     busy: Arc<crate::downstream::exchanges::Exchanges>,
     /// CORS for `cors_origins`, if any (made by the first connection).
@@ -112,7 +112,10 @@ impl HttpServer {
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
         let cors = std::sync::OnceLock::new();
-        let auth = Auth::new(&gateway.config.server.auth, gateway.config.server.tls.is_some());
+        let auth = Arc::new(arc_swap::ArcSwap::new(Auth::new(
+            &gateway.config.server.auth,
+            gateway.config.server.tls.is_some(),
+        )));
         let busy = Arc::default();
         let task_page = crate::downstream::task_page::TaskPage::new(&gateway, auth.clone(), stopping.clone());
         Arc::new(HttpServer {
@@ -226,7 +229,7 @@ impl HttpServer {
         if self.task_page.owns(&path) {
             return self.task_page.serve(req, &path).await;
         }
-        let upstream = self.routes.get(&self.gateway, &path);
+        let upstream = self.routes.get(&self.gateway, &path).or_else(|| self.draining_route(req.headers(), &path));
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };
         if upstream.is_none() && legacy.is_none() {
             return self.unrouted(&req, &path);
@@ -234,9 +237,10 @@ impl HttpServer {
         if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return refused.into_response();
         }
-        let principal = match self.auth.principal(req.headers()).await {
+        let auth = self.auth.load_full();
+        let principal = match auth.principal(req.headers()).await {
             Ok(p) => p,
-            Err(why) => return self.auth.refusal(&why, req.headers()),
+            Err(why) => return auth.refusal(&why, req.headers()),
         };
         let Some(upstream) = upstream else {
             return self.legacy.handle(req, legacy.expect("routed"), peer, principal).await;
@@ -411,10 +415,16 @@ impl HttpServer {
                         None,
                     );
                 }
+                if hs.session.is_draining() {
+                    return removed_upstream();
+                }
                 let max_batch = self.gateway.limits().max_batch;
                 return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
             }
         };
+        if frame.kind() == Kind::Request && hs.session.is_draining() {
+            return removed_upstream();
+        }
         let Some(request_id) = frame.id().cloned().filter(|_| frame.kind() == Kind::Request) else {
             hs.session.handle(frame).await;
             return empty(StatusCode::ACCEPTED);
@@ -576,4 +586,9 @@ fn counted() -> crate::metrics::SessionCount {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
+}
+
+/// A new request of a session whose upstream a reload removed.
+fn removed_upstream() -> Response<Body> {
+    plain(StatusCode::NOT_FOUND, "not found: the upstream was removed from the config\n")
 }

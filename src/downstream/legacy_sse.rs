@@ -83,7 +83,10 @@ impl Legacy {
             return Some(Endpoint::Stream(u, path.to_string()));
         }
         let stream = path.strip_suffix("/messages")?;
-        self.routes.get(&self.gateway, stream).map(|_| Endpoint::Messages(stream.to_string()))
+        let routed = self.routes.get(&self.gateway, stream).is_some()
+            // A removed upstream's sessions still take their clients' answers while they drain.
+            || self.sessions.lock().unwrap().values().any(|s| s.path == stream && s.session.is_draining());
+        routed.then(|| Endpoint::Messages(stream.to_string()))
     }
 
     pub(crate) fn session_count(&self) -> usize {
@@ -246,6 +249,10 @@ impl Legacy {
     /// Hands one message to the session; a request first becomes owed its response.
     async fn hand_on(&self, ls: &LegacySession, frame: Message) -> Result<(), (StatusCode, RpcError, Option<Id>)> {
         let request = frame.id().cloned().filter(|_| frame.kind() == Kind::Request);
+        if request.is_some() && ls.session.is_draining() {
+            let e = RpcError::new(INVALID_REQUEST, "not found: the upstream was removed from the config");
+            return Err((StatusCode::NOT_FOUND, e, request));
+        }
         if let Some(id) = &request
             && let Err(not) = ls.outbox.expect(id)
         {
@@ -316,27 +323,31 @@ impl Legacy {
     /// Shutdown: the requests in flight get until `deadline` to be answered, the rest are
     /// answered with `error`, and every stream and session ends.
     /// Ends the sessions of upstreams `removed` (a reload): each once its requests in flight
-    /// are answered, or at `deadline`, or when shutdown begins.
+    /// are answered, or at `deadline`, or when shutdown begins. Meanwhile they take their
+    /// clients' answers and notifications, not new requests.
     pub(crate) async fn end_sessions_of(
         &self,
         removed: &[String],
         deadline: tokio::time::Instant,
         stopping: tokio_util::sync::CancellationToken,
     ) {
-        let ending: Vec<_> = {
-            let mut sessions = self.sessions.lock().unwrap();
-            let ids: Vec<String> = sessions
-                .iter()
-                .filter(|(_, s)| removed.iter().any(|r| r == s.session.upstream_name()))
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.into_iter().filter_map(|id| sessions.remove(&id)).collect()
-        };
+        let ending: Vec<_> = self
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| removed.iter().any(|r| r == s.session.upstream_name()))
+            .cloned()
+            .collect();
+        for s in &ending {
+            s.session.drain();
+        }
         let answered = futures_util::future::join_all(ending.iter().map(|s| s.outbox.all_answered()));
         tokio::select! {
             _ = tokio::time::timeout_at(deadline, answered) => {}
             _ = stopping.cancelled() => {}
         }
+        self.sessions.lock().unwrap().retain(|_, s| !ending.iter().any(|e| Arc::ptr_eq(e, s)));
         let gone = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the upstream was removed from the config");
         for s in &ending {
             s.outbox.answer_pending(|id| gone.response(Some(id)));

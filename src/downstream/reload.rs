@@ -24,8 +24,17 @@ use tokio_util::sync::CancellationToken;
 /// The file, in a `file` store's directory, that holds the config text last applied.
 pub const APPLIED: &str = "applied-config.toml";
 
+/// The file beside it that holds the config text the gateway started with: what its
+/// `[server]` and `[tasks]` values are until a restart.
+pub const STARTED: &str = "started-config.toml";
+
 /// How often a watched file is looked at.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a watched file that changed must then stay unchanged before it is read: a file
+/// written in place in several writes is read once whole. (A writer that may pause longer
+/// mid-write writes another file and renames it over the config.)
+pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// How a reload ended.
 #[derive(Debug)]
@@ -51,7 +60,8 @@ impl Reloader {
     /// The reloader of `server`, which was started from the config at `path` whose text was
     /// `text` (recorded now, for `taskgate check`).
     pub fn new(path: PathBuf, text: String, server: Arc<HttpServer>, listen: Option<SocketAddr>) -> Arc<Reloader> {
-        record(&server.gateway().config, &text);
+        record(&server.gateway().config, STARTED, &text);
+        record(&server.gateway().config, APPLIED, &text);
         Arc::new(Reloader { path, server, listen, last: tokio::sync::Mutex::new(Some(text)) })
     }
 
@@ -69,7 +79,7 @@ impl Reloader {
         match outcome {
             Ok((change, text)) => {
                 let took = started.elapsed();
-                record(&self.server.gateway().config, &text);
+                record(&self.server.gateway().config, APPLIED, &text);
                 crate::metrics::global().config_reloaded("applied");
                 // One line in the log: what changed, each kind after a `;`.
                 let what = change.describe().lines().collect::<Vec<_>>().join("; ");
@@ -79,7 +89,9 @@ impl Reloader {
             }
             Err(why) => {
                 crate::metrics::global().config_reloaded("refused");
-                tracing::warn!(cause, "config reload refused, the running config stays: {why}");
+                // One line in the log, however many the parser's message has.
+                let one_line = why.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+                tracing::warn!(cause, "config reload refused, the running config stays: {one_line}");
                 Reloaded::Refused(why)
             }
         }
@@ -91,14 +103,18 @@ impl Reloader {
             config.server.listen = l;
         }
         // The certificate is read before anything changes: a bad one refuses the reload whole.
+        // (Read even when TLS is only to be turned on at the next restart: that start must not fail.)
         let running_tls = self.server.gateway().config.server.tls.is_some();
         let tls = match &config.server.tls {
-            Some(files) if running_tls => Some(crate::downstream::tls::acceptor(files).map_err(|e| e.to_string())?),
-            _ => None,
+            Some(files) => Some(crate::downstream::tls::acceptor(files).map_err(|e| e.to_string())?),
+            None => None,
         };
         let change = self.server.gateway().apply(&config);
-        if let Some(tls) = tls {
+        if let Some(tls) = tls.filter(|_| running_tls) {
             self.server.replace_tls(tls);
+        }
+        if change.auth {
+            self.server.replace_auth(&config.server.auth);
         }
         self.server.end_sessions_of(&change.removed);
         Ok(change)
@@ -143,43 +159,51 @@ impl Reloader {
         }
     }
 
-    /// Waits until the file stops changing (an editor writing it in place), briefly.
+    /// Waits until the file has not changed for [`SETTLE`] (a writer writing it in place, in
+    /// several writes), for at most ten times as long.
     async fn settled(&self, mut now: Option<Stamp>) -> Option<Stamp> {
-        for _ in 0..10 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let step = SETTLE / 10;
+        let mut still = Duration::ZERO;
+        for _ in 0..100 {
+            tokio::time::sleep(step).await;
             let again = stamp(&self.path);
             if again == now {
-                break;
+                still += step;
+                if still >= SETTLE {
+                    break;
+                }
+            } else {
+                (now, still) = (again, Duration::ZERO);
             }
-            now = again;
         }
         now
     }
 }
 
-/// What tells a file's versions apart: its inode (a rename puts another there), length and
-/// modification time.
-type Stamp = (u64, u64, u64, Option<std::time::SystemTime>);
+/// What tells a file's versions apart: its inode (a rename puts another there), length,
+/// and modification and status-change times (the latter moves on `chmod` too, so a file made
+/// readable after a failed read is read again).
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
 
 fn stamp(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
-    Some((m.dev(), m.ino(), m.len(), m.modified().ok()))
+    Some((m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
 }
 
-/// Where the config text applied is recorded: a `file` store's directory; other stores
-/// have none.
-fn applied_path(config: &Config) -> Option<PathBuf> {
+/// Where the config text `name` (`APPLIED`, `STARTED`) is recorded: a `file` store's
+/// directory; other stores have none.
+fn recorded_path(config: &Config, name: &str) -> Option<PathBuf> {
     match &config.tasks.store {
-        StoreKind::File(dir) => Some(dir.join(APPLIED)),
+        StoreKind::File(dir) => Some(dir.join(name)),
         _ => None,
     }
 }
 
-/// Records `text` as the config applied (only its owner may read it: it may hold secrets,
-/// as the config file does). A failure is logged; it costs `taskgate check` its answer only.
-fn record(config: &Config, text: &str) {
-    let Some(path) = applied_path(config) else { return };
+/// Records `text` as `name` (only its owner may read it: it may hold secrets, as the config
+/// file does). A failure is logged; it costs `taskgate check` its answer only.
+fn record(config: &Config, name: &str, text: &str) {
+    let Some(path) = recorded_path(config, name) else { return };
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let tmp = path.with_extension("tmp");
@@ -192,33 +216,50 @@ fn record(config: &Config, text: &str) {
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .and_then(|_| std::fs::rename(&tmp, &path));
     if let Err(e) = written {
-        tracing::warn!("cannot record the config applied in {}: {e}", path.display());
+        tracing::warn!("cannot record the config in {}: {e}", path.display());
     }
 }
 
 /// What reloading the gateway that runs with `config`'s task store to `config` (read from
-/// `path`) would change, as `taskgate check` prints it.
+/// `path`) would change, as `taskgate check` prints it: the upstreams, policy and limits
+/// against the config last applied, the keys that need a restart against the one it started
+/// with. (Files the config names, token and certificate files, are read at each reload and
+/// not compared here.)
 pub fn pending(path: &Path, config: &Config) -> String {
-    let Some(applied) = applied_path(config) else {
+    let (Some(applied), Some(started)) = (recorded_path(config, APPLIED), recorded_path(config, STARTED)) else {
         return "# reload: what a reload would change is known only with a \"file\" task store \
                 (the gateway records the config it applied there)\n"
             .into();
     };
-    let Ok(text) = std::fs::read_to_string(&applied) else {
-        return format!(
-            "# reload: no config applied is recorded in {} (no gateway has run there yet)\n",
-            applied.display()
-        );
-    };
-    match Config::load_text(path, &text) {
-        Ok(running) => {
-            let change = ConfigChange::between(&running, config);
-            let lines: String = change.describe().lines().map(|l| format!("#   {l}\n")).collect();
-            format!(
-                "# reload: against the config last applied ({}), a reload would change:\n{lines}",
-                applied.display()
-            )
+    let read = |p: &Path| match std::fs::read_to_string(p) {
+        Ok(text) => Config::load_text(path, &text).map_err(|e| format!("it no longer loads: {}", e.0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("not there: no gateway has run with this store yet".into())
         }
-        Err(e) => format!("# reload: the config last applied ({}) no longer loads: {}\n", applied.display(), e.0),
+        Err(e) => Err(format!("cannot read it: {e}")),
+    };
+    let (running, start) = match (read(&applied), read(&started)) {
+        (Ok(a), Ok(s)) => (a, s),
+        (Err(why), _) => return format!("# reload: the config last applied ({}): {why}\n", applied.display()),
+        (_, Err(why)) => return format!("# reload: the config started with ({}): {why}\n", started.display()),
+    };
+    let mut change = ConfigChange::between(&running, config);
+    change.restart = ConfigChange::between(&start, config).restart;
+    let lines: String = change.describe().lines().map(|l| format!("#   {l}\n")).collect();
+    format!("# reload: against the config last applied ({}), a reload would change:\n{lines}", applied.display())
+}
+
+/// `taskgate serve` without a config file (`--mcp-servers`): a SIGHUP is logged, not obeyed
+/// (and does not end the process). The handler is installed now.
+pub fn refuse_sighup(stop: CancellationToken) -> impl Future<Output = ()> + Send {
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    async move {
+        let Ok(mut hup) = hup else { return };
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = hup.recv() => tracing::warn!("SIGHUP: nothing to reload (serving an mcpServers file, not a config file)"),
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! one listing per `refresh` (`listing`), filtered for it; one that does not read is
 //! dropped after `unread_timeout` (`events`).
 
-use crate::downstream::auth::{Auth, Principal};
+use crate::downstream::auth::Principal;
 use crate::downstream::http_body::{Body, event_stream_response, plain};
 use crate::downstream::http_guard;
 use crate::gateway::Gateway;
@@ -46,7 +46,7 @@ const PAGE_JS: &str = include_str!("task_page/page.js");
 /// The task page of one HTTP server.
 pub(crate) struct TaskPage {
     gateway: Arc<Gateway>,
-    auth: Arc<Auth>,
+    auth: crate::downstream::auth::LiveAuth,
     /// One permit per open `/tasks/events` stream (`max_viewers`).
     viewers: Arc<tokio::sync::Semaphore>,
     /// The places each principal holds (`max_viewers_per_principal`).
@@ -58,7 +58,11 @@ pub(crate) struct TaskPage {
 }
 
 impl TaskPage {
-    pub(crate) fn new(gateway: &Arc<Gateway>, auth: Arc<Auth>, stopping: CancellationToken) -> Arc<TaskPage> {
+    pub(crate) fn new(
+        gateway: &Arc<Gateway>,
+        auth: crate::downstream::auth::LiveAuth,
+        stopping: CancellationToken,
+    ) -> Arc<TaskPage> {
         let viewers = Arc::new(tokio::sync::Semaphore::new(gateway.config.server.task_page.max_viewers));
         let listings = listing::Listings::new();
         Arc::new(TaskPage { gateway: gateway.clone(), auth, viewers, places: Default::default(), stopping, listings })
@@ -109,9 +113,10 @@ impl TaskPage {
     /// Who asks, and so what they see, and when their credential expires; the 401 if they
     /// cannot be told.
     async fn viewer(&self, req: &Request<Incoming>) -> Result<(Viewer, Option<tokio::time::Instant>), Response<Body>> {
-        let principal = match self.auth.principal(req.headers()).await {
+        let auth = self.auth.load_full();
+        let principal = match auth.principal(req.headers()).await {
             Ok(p) => p,
-            Err(why) => return Err(self.auth.refusal(&why, req.headers())),
+            Err(why) => return Err(auth.refusal(&why, req.headers())),
         };
         let operators = &self.gateway.config.server.task_page.operators;
         let until = principal.as_ref().and_then(Principal::stream_deadline);

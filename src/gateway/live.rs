@@ -42,6 +42,7 @@ impl Live {
         let mut running = self.config.clone();
         running.upstreams = config.upstreams.clone();
         running.server.call_limits = config.server.call_limits;
+        running.server.auth = config.server.auth.clone();
         if running.server.tls.is_some() == config.server.tls.is_some() {
             running.server.tls = config.server.tls.clone();
         }

@@ -119,6 +119,9 @@ pub struct Session {
     /// so the upstream hears the client's latest token. Such a session never rides a shared
     /// link: what goes up on it speaks for this client only.
     credential: Option<Arc<crate::transport::credential::Credential>>,
+    /// Its upstream was removed by a reload: the fronts take no new request of it, only
+    /// what finishes those in flight (see [`Session::drain`]).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -263,11 +266,28 @@ impl Session {
             link: Mutex::new(None),
             relink: tokio::sync::Mutex::new(()),
             credential,
+            draining: Default::default(),
         })
     }
 
     pub fn upstream_name(&self) -> &str {
         &self.upstream.name
+    }
+
+    /// The settings it was made with (a reload may have changed its upstream's since).
+    pub fn upstream_config(&self) -> &Arc<UpstreamConfig> {
+        &self.upstream
+    }
+
+    /// Its upstream was removed by a reload: from now on its fronts refuse its client's new
+    /// requests (404), and take only answers, notifications and streams, until the requests
+    /// in flight are answered and the session ends.
+    pub fn drain(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The client's negotiated version, once `initialize` has been answered.

@@ -33,6 +33,8 @@ pub struct SharedLinks {
     stopping: CancellationToken,
     /// Links retired by a reload, until nothing else holds them.
     retired: Arc<Mutex<Vec<Arc<Link>>>>,
+    /// The last generation given to a shared link, of any upstream.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 /// How often a retired link is looked at to see whether anything still holds it.
@@ -86,8 +88,11 @@ impl SharedLinks {
         }
         let slot = &mut *slot;
         // A shared link serves modern clients too: a dual-era upstream is used in 2026-07-28.
+        let generations = &self.generations;
         let opened = open_detecting(eras, cfg, false, |era, legacy_client| {
-            slot.generation += 1;
+            // Counted across the slots a reload replaces: an upstream's relayed task ids name
+            // the link's generation, and one of a retired link must never name the new one.
+            slot.generation = generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             let generation = slot.generation;
             let env = env.clone();
             async move {

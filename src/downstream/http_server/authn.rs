@@ -11,12 +11,13 @@ use hyper::{Method, Request, Response, StatusCode};
 impl HttpServer {
     /// A request for a path no upstream is served at.
     pub(super) fn unrouted(&self, req: &Request<Incoming>, path: &str) -> Response<Body> {
-        if self.auth.enabled() && is_metadata_path(path) && req.method() == Method::GET {
+        let auth = self.auth.load();
+        if auth.enabled() && is_metadata_path(path) && req.method() == Method::GET {
             // Its `resource` may come from `Host`: checked as for the MCP paths.
             if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
                 return refused.into_response();
             }
-            return self.auth.metadata(req.headers(), path);
+            return auth.metadata(req.headers(), path);
         }
         plain(StatusCode::NOT_FOUND, "not found: upstreams are served at /mcp/<name> and /sse/<name>\n")
     }

@@ -1,10 +1,14 @@
 //! What a reload changes in the HTTP front: the sessions of upstreams it removed end once
-//! what they have in flight is answered (their new requests already get 404: the path is no
-//! longer routed), and new connections take the certificate read again.
+//! what they have in flight is answered (meanwhile their new requests get 404, as the path
+//! does; answers to the server's questions, notifications and streams still reach them), and
+//! new connections take the certificate read again.
 
 use super::HttpServer;
+use crate::config::UpstreamConfig;
 use crate::downstream::tls::TlsAcceptor;
 use crate::jsonrpc::{self, RpcError};
+use crate::transport::mcp_http::SESSION_HEADER;
+use hyper::header::HeaderMap;
 use std::sync::Arc;
 
 impl HttpServer {
@@ -19,46 +23,69 @@ impl HttpServer {
         self.tls.store(Some(Arc::new(tls)));
     }
 
+    /// Requests from now on are authenticated by `[server.auth]` as `config` has it (a reload
+    /// read it, its token and key files included); sessions stay bound to their principals.
+    pub fn replace_auth(&self, config: &crate::config::AuthConfig) {
+        let https = self.gateway.config.server.tls.is_some();
+        self.auth.store(crate::downstream::auth::Auth::new(config, https));
+    }
+
     /// Ends the sessions of the upstreams `removed` (both transports): each once its requests
     /// in flight are answered, or `drain_timeout` has passed (the rest answered with -32000),
-    /// or shutdown begins. Their hosted tasks run on to their end.
+    /// or shutdown begins. Meanwhile they take answers and notifications, not new requests
+    /// ([`Session::drain`](crate::gateway::session::Session::drain)). Their hosted tasks run
+    /// on to their end.
     pub fn end_sessions_of(self: &Arc<Self>, removed: &[String]) {
         if removed.is_empty() {
             return;
         }
-        let ending: Vec<_> = {
-            let mut sessions = self.sessions.lock().unwrap();
-            let ids: Vec<String> = sessions
-                .iter()
-                .filter(|(_, hs)| removed.iter().any(|r| r == hs.session.upstream_name()))
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.into_iter().filter_map(|id| sessions.remove(&id).map(|hs| (id, hs))).collect()
-        };
+        let ending: Vec<_> = self
+            .all_sessions()
+            .into_iter()
+            .filter(|hs| removed.iter().any(|r| r == hs.session.upstream_name()))
+            .collect();
+        for hs in &ending {
+            hs.session.drain();
+        }
         let me = self.clone();
         let removed = removed.to_vec();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + me.gateway.limits().drain_timeout;
             let legacy = me.legacy.end_sessions_of(&removed, deadline, me.stopping.clone());
             let http = async {
-                let answered = futures_util::future::join_all(ending.iter().map(|(_, hs)| hs.streams.all_answered()));
+                let answered = futures_util::future::join_all(ending.iter().map(|hs| hs.streams.all_answered()));
                 tokio::select! {
                     _ = tokio::time::timeout_at(deadline, answered) => {}
                     _ = me.stopping.cancelled() => {}
                 }
                 let gone = RpcError::new(jsonrpc::UPSTREAM_UNAVAILABLE, "the upstream was removed from the config");
-                for (id, hs) in &ending {
-                    me.idle.remove(id);
+                let mut ended = 0;
+                for hs in &ending {
+                    let id =
+                        me.sessions.lock().unwrap().iter().find(|(_, s)| Arc::ptr_eq(s, hs)).map(|(id, _)| id.clone());
+                    // Gone already if its client deleted it, or it idled out.
+                    let Some(id) = id else { continue };
+                    me.sessions.lock().unwrap().remove(&id);
+                    me.idle.remove(&id);
                     hs.streams.answer_pending(|rid| gone.response(Some(rid)));
                     hs.streams.close();
-                    me.forget(id).await;
+                    me.forget(&id).await;
                     hs.session.close().await;
+                    ended += 1;
                 }
-                if !ending.is_empty() {
-                    tracing::info!(upstreams = ?removed, "ended {} sessions of removed upstreams", ending.len());
+                if ended > 0 {
+                    tracing::info!(upstreams = ?removed, "ended {ended} sessions of removed upstreams");
                 }
             };
             tokio::join!(legacy, http);
         });
+    }
+
+    /// The upstream of the session a request names on `path`, if that session is draining
+    /// (its upstream was removed): its client may still answer and stream.
+    pub(super) fn draining_route(&self, headers: &HeaderMap, path: &str) -> Option<Arc<UpstreamConfig>> {
+        let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
+        let hs = self.sessions.lock().unwrap().get(id).cloned()?;
+        (hs.path == path && hs.session.is_draining()).then(|| hs.session.upstream_config().clone())
     }
 }
