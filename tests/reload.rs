@@ -8,13 +8,12 @@
 
 use crate::common;
 
-use common::gateway_proc::{Proc, serve_command, signal};
+use common::gateway_proc::{Proc, listening_logged, serve_command, signal};
 use common::modern_client::{call, request};
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 /// A gateway process with its log lines, read on as they come.
@@ -26,23 +25,8 @@ struct Logged {
 
 impl Logged {
     async fn start(config: &Path) -> Logged {
-        let mut child = serve_command(config).spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
-            let line = line.expect("the gateway exited before listening");
-            let rest = line.split("listening on ").nth(1);
-            if let Some(rest) = rest.and_then(|r| r.strip_prefix("http://").or_else(|| r.strip_prefix("https://"))) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        let (tx, log) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                let _ = tx.send(line);
-            }
-        });
-        Logged { proc: Proc(child), addr, log }
+        let (proc, addr, log) = listening_logged(serve_command(config).spawn().unwrap()).await;
+        Logged { proc, addr, log }
     }
 
     fn url(&self, upstream: &str) -> String {

@@ -62,7 +62,16 @@ pub async fn start_with(args: &[&str]) -> (Proc, String) {
 
 /// Waits until `child` (the gateway binary, its stderr piped) listens, and returns it with
 /// its address. Its log is read on and dropped.
-pub async fn listening(mut child: tokio::process::Child) -> (Proc, String) {
+pub async fn listening(child: tokio::process::Child) -> (Proc, String) {
+    let (proc, addr, mut log) = listening_logged(child).await;
+    tokio::spawn(async move { while log.recv().await.is_some() {} });
+    (proc, addr)
+}
+
+/// [`listening`], with the rest of its log, line by line, as it comes.
+pub async fn listening_logged(
+    mut child: tokio::process::Child,
+) -> (Proc, String, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("no listening line").unwrap();
@@ -72,8 +81,13 @@ pub async fn listening(mut child: tokio::process::Child) -> (Proc, String) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (Proc(child), addr)
+    let (tx, log) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    (Proc(child), addr, log)
 }
 
 /// `GET /readyz` of the gateway at `addr`: its status and body.
