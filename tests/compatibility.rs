@@ -1,9 +1,9 @@
 //! The compatibility matrix of published servers (issue 24, item 3): every server of
 //! `compatibility/servers.rs` behind one `taskgate serve` with the default configuration (one
 //! upstream per server), driven by a client of every generation (`compatibility/clients.rs`),
-//! each cell run through the gateway and direct. Writes docs/compatibility.md
-//! (`compatibility/report.rs`) and fails when a step that passes direct fails through the
-//! gateway.
+//! each cell run through the gateway and direct. Fails when a step that passes direct fails
+//! through the gateway, and when docs/compatibility.md (`compatibility/report.rs`) is not what
+//! the run found, with the lines that differ (`UPDATE_DOCS=1` writes it instead).
 //!
 //! The peers are installed by `scripts/setup-compat` (servers) and `scripts/setup-interop`
 //! (clients, the rmcp server), which the test command runs first; a missing peer fails the
@@ -241,13 +241,18 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
         })
         .collect();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/compatibility.md");
-    let doc = report::render(&servers, &cells) + &report::kept(&std::fs::read_to_string(&path).unwrap_or_default());
-    // Written whole and renamed into place: tests/docs.rs and tests/conformance.rs may be
-    // reading it meanwhile.
-    let part = path.with_extension("md.part");
-    std::fs::write(&part, &doc).unwrap();
-    std::fs::rename(&part, &path).unwrap();
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    let doc = report::render(&servers, &cells) + &report::kept(&written);
     eprintln!("compatibility matrix: {} runs in {:.1} s", results.len(), started.elapsed().as_secs_f64());
+    let differs = (doc != written).then(|| report::diff(&written, &doc));
+    if differs.is_some() && std::env::var_os("UPDATE_DOCS").is_some() {
+        // Written whole and renamed into place: tests/docs.rs and tests/conformance.rs may be
+        // reading it meanwhile.
+        let part = path.with_extension("md.part");
+        std::fs::write(&part, &doc).unwrap();
+        std::fs::rename(&part, &path).unwrap();
+        eprintln!("docs/compatibility.md: rewritten");
+    }
 
     let mut lost = Vec::new();
     for (server, row) in servers.iter().zip(&cells) {
@@ -267,4 +272,10 @@ fn published_servers_through_the_gateway_pass_what_they_pass_direct() {
     }
     drop((gateway, sse, rmcp));
     assert!(lost.is_empty(), "cells that pass direct fail through the gateway:\n{}", lost.join("\n"));
+    if let Some(diff) = differs.filter(|_| std::env::var_os("UPDATE_DOCS").is_none()) {
+        panic!(
+            "docs/compatibility.md is not what this run found (- the file, + this run):\n{diff}\n\
+             If the change is meant, write it with: UPDATE_DOCS=1 cargo nextest run --test all -E 'test(/compatibility::/)'"
+        );
+    }
 }

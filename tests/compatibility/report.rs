@@ -111,8 +111,9 @@ pub fn kept(old: &str) -> String {
 pub fn render(servers: &[Server], cells: &[Vec<Cell>]) -> String {
     let mut out = String::from(
         "# Compatibility matrix\n\n\
-         Written by `tests/compatibility.rs` (run by `scripts/test`; do not edit by hand; the last\n\
-         section, [Conformance](#conformance), is kept as written and checked by `tests/conformance.rs`). Published\n\
+         Checked by `tests/compatibility.rs` (run by `scripts/test`): a run that finds otherwise fails\n\
+         with the lines that differ, and `UPDATE_DOCS=1` writes what it found. The last section,\n\
+         [Conformance](#conformance), is kept as written and checked by `tests/conformance.rs`. Published\n\
          MCP servers, pinned in `tests/compat/` (npm, PyPI) and `tests/interop/rmcp_server` (crates.io),\n\
          each behind one taskgate gateway with the default configuration (one upstream per server, no\n\
          other key), driven by one client of each generation: the official TypeScript SDK at four\n\
@@ -149,6 +150,20 @@ pub fn render(servers: &[Server], cells: &[Vec<Cell>]) -> String {
     out.push_str("\n## Left out\n\n");
     for (what, why) in LEFT_OUT {
         out.push_str(&format!("- {what}: {why}.\n"));
+    }
+    out
+}
+
+/// The lines of `new` that `old` lacks (`+`) and those of `old` that `new` lacks (`-`), in
+/// order: enough to say what a run changed in a table of whole-line cells.
+pub fn diff(old: &str, new: &str) -> String {
+    let (old_lines, new_lines): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let mut out = String::new();
+    for l in old_lines.iter().filter(|l| !new_lines.contains(l)) {
+        out.push_str(&format!("- {l}\n"));
+    }
+    for l in new_lines.iter().filter(|l| !old_lines.contains(l)) {
+        out.push_str(&format!("+ {l}\n"));
     }
     out
 }
