@@ -59,6 +59,9 @@ async fn tokens_are_verified_against_a_local_key() {
     assert_eq!(initialize_status(&gw, &sign(&key, None, &claims(ISSUER, AUDIENCE, later))).await.0, 200);
     let mut no_sub = claims(ISSUER, AUDIENCE, later);
     no_sub.as_object_mut().unwrap().remove("sub");
+    // `iss` is one StringOrURI (RFC 7519): an array holding the issuer is not it.
+    let mut iss_array = claims(ISSUER, AUDIENCE, later);
+    iss_array["iss"] = json!([ISSUER, "https://evil.test"]);
     // HS256 keyed with the public key's own bytes: a verifier that let the token choose
     // would take it.
     let confused = encode(
@@ -73,6 +76,7 @@ async fn tokens_are_verified_against_a_local_key() {
         ("for another audience", sign(&key, None, &claims(ISSUER, "https://elsewhere.test", later))),
         ("from another issuer", sign(&key, None, &claims("https://evil.test", AUDIENCE, later))),
         ("without a principal", sign(&key, None, &no_sub)),
+        ("with iss as an array", sign(&key, None, &iss_array)),
         ("HS256 with the public key as secret", confused),
         ("not a JWT", "not.a.jwt".to_string()),
     ] {

@@ -85,6 +85,10 @@ impl Verifier {
         v.leeway = self.settings.leeway.as_secs();
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &keys[i].key, &v)
             .map_err(|e| format!("token refused: {e}"))?;
+        // The library takes an array holding the issuer as well; RFC 7519 says one string.
+        if !data.claims.get("iss").is_some_and(Value::is_string) {
+            return Err("token refused: its iss claim is not one string".into());
+        }
         if let Some(missing) = self.settings.scopes.iter().find(|s| !has_scope(&data.claims, s)) {
             return Err(format!("the token lacks scope {missing:?}"));
         }
