@@ -87,6 +87,43 @@ async fn an_unsupported_version_is_refused_on_every_request_of_a_session() {
 
 /// A legacy server with one tool whose `region` a modern client mirrors as
 /// `Mcp-Param-Region`; its calls answer with the region they got.
+/// A request naming two different versions is 400, on a session and for a 2026-07-28 client
+/// alike; the same version twice is one version.
+#[tokio::test]
+async fn two_different_version_headers_on_one_request_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = start_gateway(&builtin_upstream("demo")).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-11-25").await;
+    let session = c.session.clone().unwrap();
+    let status = async |versions: &[&str], session: Option<&str>| -> String {
+        let call = body(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}}));
+        let mut head = format!(
+            "POST /mcp/demo HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n",
+            call.len()
+        );
+        if let Some(s) = session {
+            head.push_str(&format!("mcp-session-id: {s}\r\n"));
+        }
+        for v in versions {
+            head.push_str(&format!("mcp-protocol-version: {v}\r\n"));
+        }
+        let mut tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        tcp.write_all(format!("{head}\r\n").as_bytes()).await.unwrap();
+        tcp.write_all(&call).await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(STEP, tcp.read_to_end(&mut got)).await.unwrap().unwrap();
+        String::from_utf8_lossy(&got).lines().next().unwrap_or_default().to_string()
+    };
+    let two = status(&["2025-11-25", "2025-06-18"], Some(&session)).await;
+    assert!(two.starts_with("HTTP/1.1 400"), "{two}");
+    let modern = status(&["2026-07-28", "2025-11-25"], None).await;
+    assert!(modern.starts_with("HTTP/1.1 400"), "{modern}");
+    let same = status(&["2025-11-25", "2025-11-25"], Some(&session)).await;
+    assert!(same.starts_with("HTTP/1.1 200"), "{same}");
+}
+
 fn legacy_regional(req: &Value) -> Vec<Step> {
     match req["method"].as_str().unwrap_or("") {
         "initialize" => init_result(req, json!({"tools": {}})),

@@ -56,6 +56,21 @@ pub(crate) fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal>
     }
 }
 
+/// A request that names two different protocol versions (`MCP-Protocol-Version` twice):
+/// 400, before anything reads either.
+pub(crate) fn check_one_version(headers: &HeaderMap) -> Result<(), Refusal> {
+    let mut values = headers.get_all(VERSION_HEADER).iter();
+    let Some(first) = values.next() else { return Ok(()) };
+    if values.all(|v| v == first) {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        StatusCode::BAD_REQUEST,
+        INVALID_REQUEST,
+        "bad request: MCP-Protocol-Version is given more than once, with different values",
+    ))
+}
+
 /// The versions a legacy session may name, for the refusal's message.
 fn spoken() -> String {
     ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")

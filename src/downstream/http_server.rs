@@ -237,6 +237,9 @@ impl HttpServer {
         if let Err(refused) = http_guard::check_host_and_origin(self.gateway.limits(), req.headers()) {
             return refused.into_response();
         }
+        if let Err(refused) = http_guard::check_one_version(req.headers()) {
+            return refused.into_response();
+        }
         let auth = self.auth.load_full();
         let principal = match auth.principal(req.headers()).await {
             Ok(p) => p,
