@@ -250,7 +250,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "tasks.max_store_bytes",
         POSITIVE,
-        "the results kept by all tasks together; a result that does not fit fails its task, and a full store refuses new tasks (-32603)",
+        "the task records kept together, whole: ids, owner, upstream, tool name, status message and the stored result, plus 256 bytes a record; a result that does not fit fails its task, and a new task that would not fit is refused (-32603, \"task store is full\"). See [Data and retention](operating.md#data-and-retention)",
     ),
     k(
         "tasks.max_followed",
