@@ -21,6 +21,7 @@ mod eras;
 mod extension_tasks;
 mod faults;
 mod full_disk;
+mod held_inputs;
 mod hosted_tasks;
 mod http_batches;
 mod http_downstream;

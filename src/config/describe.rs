@@ -55,6 +55,7 @@ impl Config {
         let _ = writeln!(out, "max_status_message_bytes = {}", self.tasks.max_status_message_bytes);
         let _ = writeln!(out, "max_list_page_bytes = {}", self.tasks.max_list_page_bytes);
         let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);
+        let _ = writeln!(out, "max_held_input_bytes = {}", self.tasks.max_held_input_bytes);
         let _ = writeln!(out, "store_outage_wait = \"{}\"", fmt_duration(self.tasks.store_outage_wait));
         match &self.tasks.store {
             StoreKind::Memory => {

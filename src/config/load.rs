@@ -81,6 +81,11 @@ impl Config {
                     max_status_message_bytes,
                     max_list_page_bytes,
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,
+                    max_held_input_bytes: positive(
+                        "tasks.max_held_input_bytes",
+                        t.max_held_input_bytes,
+                        d.max_held_input_bytes,
+                    )?,
                     store: store_kind(&t, base, env)?,
                     store_chosen: t.store.is_some() || t.path.is_some(),
                     durability: durability(&t)?,

@@ -41,6 +41,10 @@ pub struct TasksConfig {
     /// that their 2025-11-25 clients get status notifications without waiting in
     /// `tasks/result`; 0: none followed.
     pub max_followed: usize,
+    /// The questions upstreams asked during tasks that wait for a client (elicitation,
+    /// sampling, roots), all together, in bytes of their JSON: past it, an upstream's next
+    /// question is refused (JSON-RPC -32603 to the upstream), and nothing else changes.
+    pub max_held_input_bytes: usize,
     /// Where the task store keeps tasks (`store`, `path`).
     pub store: StoreKind,
     /// `store` was named in the config (not a default): `taskgate stdio` keeps a defaulted
@@ -140,6 +144,7 @@ impl Default for TasksConfig {
             max_status_message_bytes: DEFAULT_MAX_STATUS_MESSAGE_BYTES,
             max_list_page_bytes: DEFAULT_MAX_LIST_PAGE_BYTES,
             max_followed: 1000,
+            max_held_input_bytes: 16 * 1024 * 1024,
             store: StoreKind::Memory,
             store_chosen: false,
             sync_interval: Duration::from_millis(10),

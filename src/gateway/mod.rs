@@ -74,6 +74,7 @@ impl Gateway {
         let store = crate::tasks::file_store::open_configured(&config.tasks)?;
         let eras = eras::Eras::new(store.clone());
         let hosted = Hosted::new(&config.tasks, store);
+        let held_bytes = hosted.held_bytes().clone();
         if tokio::runtime::Handle::try_current().is_ok() {
             hosted.start_sweeper();
         }
@@ -82,7 +83,11 @@ impl Gateway {
             hosted,
             links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
             shared: SharedLinks::default(),
-            relayed: crate::tasks::relayed::RelayedTasks::new(config.tasks.max_tasks, config.server.max_in_flight),
+            relayed: crate::tasks::relayed::RelayedTasks::new(
+                config.tasks.max_tasks,
+                config.server.max_in_flight,
+                held_bytes,
+            ),
             upstream_owners: crate::tasks::upstream_owners::UpstreamOwners::new(config.tasks.max_tasks),
             followers: Arc::new(tokio::sync::Semaphore::new(config.tasks.max_followed)),
             progress_states: crate::tasks::progress_state::ProgressStates::new(crate::tasks::progress_state::Limits {

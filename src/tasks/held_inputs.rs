@@ -9,6 +9,69 @@ use crate::mcp::tasks as mcp_tasks;
 use crate::upstream::link::Link;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The bytes of every question held, all tasks together (`[tasks] max_held_input_bytes`):
+/// a question counts by its JSON text from when it is held until it is answered or dropped.
+pub struct HeldBytes {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl HeldBytes {
+    pub fn new(max: usize) -> Arc<HeldBytes> {
+        Arc::new(HeldBytes { used: AtomicUsize::new(0), max })
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// `n` more bytes, if they fit.
+    fn reserve(self: &Arc<Self>, n: usize) -> Option<Reserved> {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_add(n).filter(|t| *t <= self.max))
+            .ok()?;
+        Some(Reserved { budget: self.clone(), n })
+    }
+}
+
+/// One question's bytes, given back when it is dropped.
+struct Reserved {
+    budget: Arc<HeldBytes>,
+    n: usize,
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.n, Ordering::Relaxed);
+    }
+}
+
+/// Why a question was not held.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotHeld {
+    /// The task holds its most questions already.
+    Count,
+    /// Held questions fill `max_held_input_bytes`.
+    Bytes,
+}
+
+impl NotHeld {
+    /// The refusal the upstream gets.
+    pub fn refusal(&self) -> jsonrpc::RpcError {
+        match self {
+            NotHeld::Count => {
+                jsonrpc::RpcError::new(jsonrpc::INTERNAL_ERROR, "too many questions waiting for the client")
+            }
+            NotHeld::Bytes => jsonrpc::RpcError::new(
+                jsonrpc::INTERNAL_ERROR,
+                "the questions waiting for clients fill the gateway's room for them (tasks.max_held_input_bytes)",
+            ),
+        }
+    }
+}
 
 /// One question of the upstream's, waiting for the client.
 pub struct HeldInput {
@@ -19,6 +82,7 @@ pub struct HeldInput {
     /// The request as the upstream sent it.
     pub msg: Value,
     pub key: String,
+    _bytes: Reserved,
 }
 
 /// The questions held for one task.
@@ -30,15 +94,25 @@ pub struct HeldInputs {
 }
 
 impl HeldInputs {
-    /// Holds a question under a new key; `None` (nothing held) past `limit` of them.
-    pub fn hold(&mut self, link: &Arc<Link>, upstream_id: Id, msg: Value, limit: usize) -> Option<String> {
+    /// Holds a question under a new key; nothing is held past `limit` of them, or past the
+    /// bytes `budget` has room for.
+    pub fn hold(
+        &mut self,
+        link: &Arc<Link>,
+        upstream_id: Id,
+        msg: Value,
+        limit: usize,
+        budget: &Arc<HeldBytes>,
+    ) -> Result<String, NotHeld> {
         if self.held.len() >= limit {
-            return None;
+            return Err(NotHeld::Count);
         }
+        let size = serde_json::to_vec(&msg).map_or(usize::MAX, |t| t.len());
+        let bytes = budget.reserve(size).ok_or(NotHeld::Bytes)?;
         self.count += 1;
         let key = format!("input-{}", self.count);
-        self.held.push(HeldInput { link: link.clone(), upstream_id, msg, key: key.clone() });
-        Some(key)
+        self.held.push(HeldInput { link: link.clone(), upstream_id, msg, key: key.clone(), _bytes: bytes });
+        Ok(key)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,4 +181,23 @@ pub fn undeclared(msg: &Value) -> jsonrpc::RpcError {
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
     let why = format!("the client did not declare that it supports {method}");
     jsonrpc::RpcError::new(jsonrpc::METHOD_NOT_FOUND, why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_counts_until_dropped_and_refuses_past_it() {
+        let budget = HeldBytes::new(100);
+        let a = budget.reserve(60).unwrap();
+        assert!(budget.reserve(41).is_none(), "past the budget");
+        let b = budget.reserve(40).unwrap();
+        assert_eq!(budget.used(), 100);
+        drop(a);
+        assert_eq!(budget.used(), 40);
+        drop(b);
+        assert_eq!(budget.used(), 0);
+        assert!(budget.reserve(usize::MAX).is_none());
+    }
 }

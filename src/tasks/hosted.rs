@@ -121,6 +121,9 @@ pub struct Hosted {
     /// With a shared store, the sessions this replica holds, by owner, so that it can tell
     /// them of status changes other replicas make (`remote`).
     held_sessions: Mutex<HashMap<String, Vec<Weak<dyn ClientSession>>>>,
+    /// The bytes of the questions held for clients (`max_held_input_bytes`), shared with the
+    /// relayed tasks.
+    held_bytes: Arc<crate::tasks::held_inputs::HeldBytes>,
 }
 
 /// The prefix of the gateway's own `tasks/list` cursors.
@@ -154,7 +157,13 @@ impl Hosted {
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
             writes: tokio_util::task::TaskTracker::new(),
             held_sessions: Mutex::new(HashMap::new()),
+            held_bytes: crate::tasks::held_inputs::HeldBytes::new(cfg.max_held_input_bytes),
         })
+    }
+
+    /// The bytes of the questions held for clients, all tasks together.
+    pub fn held_bytes(&self) -> &Arc<crate::tasks::held_inputs::HeldBytes> {
+        &self.held_bytes
     }
 
     /// The store the tasks are kept in.

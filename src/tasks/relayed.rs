@@ -92,15 +92,22 @@ pub struct RelayedTasks {
     st: Mutex<State>,
     /// Questions held per task, and per upstream in all.
     max_inputs: usize,
+    /// The bytes of questions held, shared with the hosted tasks.
+    held_bytes: Arc<crate::tasks::held_inputs::HeldBytes>,
     me: Weak<RelayedTasks>,
 }
 
 impl RelayedTasks {
-    pub fn new(capacity: usize, max_inputs: usize) -> Arc<RelayedTasks> {
+    pub fn new(
+        capacity: usize,
+        max_inputs: usize,
+        held_bytes: Arc<crate::tasks::held_inputs::HeldBytes>,
+    ) -> Arc<RelayedTasks> {
         let cap = NonZeroUsize::new(capacity.max(1)).expect("at least one");
         Arc::new_cyclic(|me| RelayedTasks {
             st: Mutex::new(State { ids: LruCache::new(cap), by_upstream: HashMap::new(), held: HashMap::new() }),
             max_inputs,
+            held_bytes,
             me: me.clone(),
         })
     }
@@ -248,9 +255,12 @@ impl RelayedTaskEvents for RelayedTasks {
                 Some(_) if total >= self.max_inputs => {
                     Some(RpcError::new(GATEWAY_BUSY, "too many questions waiting for clients"))
                 }
-                Some(r) => match r.inputs.hold(link, upstream_id.clone(), msg, self.max_inputs) {
-                    None => Some(RpcError::new(GATEWAY_BUSY, "too many questions waiting for the client")),
-                    Some(_) => {
+                Some(r) => match r.inputs.hold(link, upstream_id.clone(), msg, self.max_inputs, &self.held_bytes) {
+                    Err(crate::tasks::held_inputs::NotHeld::Count) => {
+                        Some(RpcError::new(GATEWAY_BUSY, "too many questions waiting for the client"))
+                    }
+                    Err(bytes) => Some(bytes.refusal()),
+                    Ok(_) => {
                         // Watchers see the task wait for the question.
                         r.seen.send_modify(|seen| {
                             if let Some(t) = seen.as_mut() {
@@ -284,7 +294,7 @@ mod tests {
 
     #[test]
     fn only_what_was_handed_out_on_the_same_link_and_bounded() {
-        let r = RelayedTasks::new(2, 4);
+        let r = RelayedTasks::new(2, 4, crate::tasks::held_inputs::HeldBytes::new(1 << 20));
         let a = r.mint("a", 1, "up-1", json!({}), "o");
         assert_ne!(a, "up-1");
         assert_eq!(r.resolve(&a, "a", 1, "o").as_deref(), Some("up-1"));
@@ -309,7 +319,7 @@ mod tests {
 
     #[test]
     fn watchers_see_what_changed_and_an_ended_task_keeps_no_questions() {
-        let r = RelayedTasks::new(4, 4);
+        let r = RelayedTasks::new(4, 4, crate::tasks::held_inputs::HeldBytes::new(1 << 20));
         let a = r.mint("a", 1, "up-1", json!({}), "o");
         let mut w = r.watch(&a).unwrap();
         assert!(w.borrow().is_none(), "nothing heard yet");

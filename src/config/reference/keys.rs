@@ -257,6 +257,11 @@ pub const KEYS: &[KeyDoc] = &[
         "0 or more",
         "extension tasks of 2025-11-25 clients followed in the background at once, all sessions together, for their status notifications (see [Tasks across eras](tasks.md#tasks-across-eras)); `0`: none, and such a client hears of status changes only while its `tasks/result` waits",
     ),
+    k(
+        "tasks.max_held_input_bytes",
+        POSITIVE,
+        "the questions upstreams asked during tasks that wait for a client to read them (elicitation, sampling, roots: held for a client without the capability yet, a session gone, a `tasks/result` not yet called), all tasks together, in bytes of their JSON; past it an upstream's next question is refused with JSON-RPC -32603 naming this key, and its task goes on as the upstream decides",
+    ),
     d(
         "tasks.store",
         "`\"file\"` for a config read from a file (`taskgate serve --config`), `\"memory\"` for one parsed from text (tests, `Config::parse`), for `taskgate demo-server`, and for `taskgate stdio` unless `store` or `path` is set",

@@ -166,6 +166,7 @@ impl TaskCalls for Hosted {
             Hold,
             Nobody,
             Undeclared,
+            NotHeld(crate::tasks::held_inputs::NotHeld),
         }
         let target = {
             let mut running = self.running.lock().unwrap();
@@ -181,9 +182,15 @@ impl TaskCalls for Hosted {
                         }
                         // Held, also when the creator is gone: a client may come back with
                         // the task id in a new session and call tasks/result.
-                        _ => match r.held_inputs.hold(link, upstream_id.clone(), msg.clone(), r.max_held) {
-                            Some(_) => Target::Hold,
-                            None => Target::Nobody,
+                        _ => match r.held_inputs.hold(
+                            link,
+                            upstream_id.clone(),
+                            msg.clone(),
+                            r.max_held,
+                            &self.held_bytes,
+                        ) {
+                            Ok(_) => Target::Hold,
+                            Err(not) => Target::NotHeld(not),
                         },
                     }
                 }
@@ -208,6 +215,7 @@ impl TaskCalls for Hosted {
                 link.refuse(upstream_id, RpcError::new(jsonrpc::INTERNAL_ERROR, "no client can answer for this task"));
             }
             Target::Undeclared => link.refuse(upstream_id, undeclared(&msg)),
+            Target::NotHeld(not) => link.refuse(upstream_id, not.refusal()),
         }
     }
 
