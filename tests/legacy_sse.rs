@@ -473,3 +473,36 @@ async fn an_initialize_whose_post_goes_away_may_be_sent_again() {
     assert_eq!(again["protocolVersion"], "2024-11-05");
     still_works(&mut c).await;
 }
+
+/// A body of many tiny values (what parsing multiplies most) is refused before it is parsed,
+/// on both transports, with the session and other requests unaffected.
+#[tokio::test]
+async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
+    let gw = start_gateway(&format!("[server]\nmax_body_values = 10000\n{}", builtin_upstream("demo"))).await;
+    let call = |n: usize| {
+        let pad = vec!["{}"; n].join(",");
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x","pad":[{pad}]}}}}}}"#
+        )
+        .into_bytes()
+    };
+    // Streamable HTTP.
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    c.initialize("2025-06-18").await;
+    let r = c.post_raw(call(6000), &[]).await;
+    assert_eq!(r.status, 400, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["code"], -32600);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("server.max_body_values"), "{}", r.json());
+    let within = c.post_raw(call(2000), &[]).await;
+    assert_eq!(first_message(&within)["result"]["content"][0]["text"], "x");
+    let echo = c.request("tools/call", json!({"name": "echo", "arguments": {"text": "after"}})).await;
+    assert_eq!(echo.result()["content"][0]["text"], "after");
+    // Legacy HTTP+SSE.
+    let mut l = Legacy::open(&gw, "demo").await;
+    l.initialize("2024-11-05").await;
+    let endpoint = l.endpoint.clone();
+    let r = l.post_to(&endpoint, call(6000), &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("server.max_body_values"), "{}", r.json());
+    still_works(&mut l).await;
+}

@@ -326,6 +326,10 @@ pub struct ServerConfig {
     pub event_buffer_bytes: usize,
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
+    /// JSON values (objects, arrays, strings, numbers, ...) one client request body may hold:
+    /// what its parsed form costs grows with them, tens of bytes each, whatever its size in
+    /// bytes.
+    pub max_body_values: usize,
     /// Who may use the gateway over HTTP (`[server.auth]`).
     pub auth: AuthConfig,
     /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
@@ -493,6 +497,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
+            max_body_values: 256 * 1024,
             auth: AuthConfig::default(),
             tls: None,
             otlp: None,

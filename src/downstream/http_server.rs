@@ -331,6 +331,9 @@ impl HttpServer {
             Ok(b) => b,
             Err(resp) => return resp,
         };
+        if !jsonrpc::within_values(&body, limits.max_body_values) {
+            return rpc_error(StatusCode::BAD_REQUEST, &too_many_values(limits.max_body_values), None);
+        }
         // One message is read once, here; a batch is split, each read in `http_batch`.
         let parsed = match jsonrpc::parse_body(body) {
             Ok(jsonrpc::Body::Single(m)) => match Message::parse(m) {
@@ -594,4 +597,12 @@ fn short(id: &str) -> &str {
 /// A new request of a session whose upstream a reload removed.
 fn removed_upstream() -> Response<Body> {
     plain(StatusCode::NOT_FOUND, "not found: the upstream was removed from the config\n")
+}
+
+/// A body past `max_body_values`, refused before it is parsed.
+pub(crate) fn too_many_values(max: usize) -> RpcError {
+    RpcError::new(
+        INVALID_REQUEST,
+        format!("invalid request: the body holds more than {max} JSON values (server.max_body_values)"),
+    )
 }

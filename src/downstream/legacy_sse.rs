@@ -199,6 +199,10 @@ impl Legacy {
             Ok(b) => b,
             Err(resp) => return resp,
         };
+        if !jsonrpc::within_values(&body, limits.max_body_values) {
+            let e = crate::downstream::http_server::too_many_values(limits.max_body_values);
+            return rpc_error(StatusCode::BAD_REQUEST, &e, None);
+        }
         ls.session.present_authorization(authorization(&parts.headers));
         let frame = match jsonrpc::parse_body(body) {
             Ok(jsonrpc::Body::Single(m)) => match Message::parse(m) {

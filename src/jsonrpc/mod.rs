@@ -53,6 +53,40 @@ pub fn parse_body(bytes: Bytes) -> Result<Body, RpcError> {
     }
 }
 
+/// Whether JSON text `bytes` holds at most `max` values (each object, array, string, number,
+/// `true`, `false` and `null` one), counted without parsing: what parsing it would cost grows
+/// with them. Counted from the structure: an opening bracket and a separator each begin a
+/// value (an empty container counts as one more), and what is inside strings is skipped. Text
+/// of at most `max` bytes is not read: each count takes a byte.
+pub fn within_values(bytes: &[u8], max: usize) -> bool {
+    if bytes.len() <= max {
+        return true;
+    }
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b',' => {
+                values += 1;
+                if values > max {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
 /// A response read as its outcome: `Ok` with its `result`, taken out rather than copied, or
 /// `Err` with its `error` object as an [`RpcError`] (`what` as the message when the error
 /// says none, or the response has neither).
@@ -118,6 +152,21 @@ pub fn progress_token(msg: &Value) -> Option<&Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn values_are_counted_from_the_structure_outside_strings() {
+        let many = format!("[{}]", vec!["{}"; 100].join(","));
+        assert!(!within_values(many.as_bytes(), 150), "100 objects and their separators");
+        assert!(within_values(many.as_bytes(), 250));
+        // Brackets and commas inside strings are text, escaped quotes included.
+        let text = format!(r#"{{"a":"{}\"{}"}}"#, "[,{".repeat(100), ",".repeat(100));
+        assert!(within_values(text.as_bytes(), 2));
+        let numbers = format!("[{}]", (0..100).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        assert!(within_values(numbers.as_bytes(), 101) && !within_values(numbers.as_bytes(), 99));
+        // Nested brackets count one a byte; text no longer than the bound is not read.
+        assert!(!within_values(b"[[[[[[[[[[]]]]]]]]]]", 9));
+        assert!(within_values(b"[[[[[[[[[[]]]]]]]]]]", 20));
+    }
 
     #[test]
     fn classifies_the_three_kinds() {

@@ -120,6 +120,11 @@ pub const KEYS: &[KeyDoc] = &[
         "requests in one JSON-RPC batch (2025-03-26 sessions only); a longer batch is refused whole with JSON-RPC -32600 (HTTP 400). Also the most messages in a batch from an upstream: a longer one is dropped, failing the requests it answered",
     ),
     k(
+        "server.max_body_values",
+        POSITIVE,
+        "JSON values (objects, arrays, strings, numbers, `true`, `false`, `null`) one request body of a client may hold, over Streamable HTTP and legacy HTTP+SSE; a body with more is refused before it is parsed, with JSON-RPC -32600 (HTTP 400), and nothing else changes. Parsed, each value costs tens of bytes: this bounds what a body of tiny values (`[{},{},…]`) can make the gateway hold, as `max_body_bytes` bounds its bytes. A body of at most this many bytes is not counted (it cannot hold more)",
+    ),
+    k(
         "server.cors_origins",
         "at most 64 entries, each `scheme://host[:port]` (no trailing `/`) or `\"*\"`",
         "origins a browser page may call the gateway from: CORS preflights are answered and `Access-Control-Allow-Origin` is added for them; empty: no CORS at all. See [CORS](operating.md#cors)",
