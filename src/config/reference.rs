@@ -3,6 +3,7 @@
 //! config (what `taskgate check` prints), and its bounds and meaning from `keys`.
 
 mod keys;
+mod tables;
 
 use super::schema::{self, Kind};
 use super::settings::Config;
@@ -20,7 +21,7 @@ pub fn markdown() -> String {
             _ => format!("[{table}]"),
         };
         let _ = writeln!(out, "### `{heading}`\n");
-        if let Some((_, intro)) = keys::TABLES.iter().find(|(t, _)| t == table) {
+        if let Some((_, intro)) = tables::TABLES.iter().find(|(t, _)| t == table) {
             let _ = writeln!(out, "{intro}\n");
         }
         out.push_str("| key | type | default | bounds | what it does |\n|---|---|---|---|---|\n");

@@ -271,3 +271,16 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, Response<Bo
         }
     }
 }
+
+/// A body past `max_body_values`, refused before it is parsed.
+pub(crate) fn too_many_values(max: usize) -> RpcError {
+    RpcError::new(
+        INVALID_REQUEST,
+        format!("invalid request: the body holds more than {max} JSON values (server.max_body_values)"),
+    )
+}
+
+/// A new request of a session whose upstream a reload removed (the path answers the same).
+pub(crate) fn removed_upstream() -> Response<Body> {
+    plain(StatusCode::NOT_FOUND, "not found: the upstream was removed from the config\n")
+}

@@ -332,7 +332,11 @@ impl HttpServer {
             Err(resp) => return resp,
         };
         if !jsonrpc::within_values(&body, limits.max_body_values) {
-            return rpc_error(StatusCode::BAD_REQUEST, &too_many_values(limits.max_body_values), None);
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &crate::downstream::http_body::too_many_values(limits.max_body_values),
+                None,
+            );
         }
         // One message is read once, here; a batch is split, each read in `http_batch`.
         let parsed = match jsonrpc::parse_body(body) {
@@ -422,14 +426,14 @@ impl HttpServer {
                     );
                 }
                 if hs.session.is_draining() {
-                    return removed_upstream();
+                    return crate::downstream::http_body::removed_upstream();
                 }
                 let max_batch = self.gateway.limits().max_batch;
                 return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
             }
         };
         if frame.kind() == Kind::Request && hs.session.is_draining() {
-            return removed_upstream();
+            return crate::downstream::http_body::removed_upstream();
         }
         let Some(request_id) = frame.id().cloned().filter(|_| frame.kind() == Kind::Request) else {
             hs.session.handle(frame).await;
@@ -592,17 +596,4 @@ fn counted() -> crate::metrics::SessionCount {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
-}
-
-/// A new request of a session whose upstream a reload removed.
-fn removed_upstream() -> Response<Body> {
-    plain(StatusCode::NOT_FOUND, "not found: the upstream was removed from the config\n")
-}
-
-/// A body past `max_body_values`, refused before it is parsed.
-pub(crate) fn too_many_values(max: usize) -> RpcError {
-    RpcError::new(
-        INVALID_REQUEST,
-        format!("invalid request: the body holds more than {max} JSON values (server.max_body_values)"),
-    )
 }

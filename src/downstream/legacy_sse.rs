@@ -200,7 +200,7 @@ impl Legacy {
             Err(resp) => return resp,
         };
         if !jsonrpc::within_values(&body, limits.max_body_values) {
-            let e = crate::downstream::http_server::too_many_values(limits.max_body_values);
+            let e = crate::downstream::http_body::too_many_values(limits.max_body_values);
             return rpc_error(StatusCode::BAD_REQUEST, &e, None);
         }
         ls.session.present_authorization(authorization(&parts.headers));
