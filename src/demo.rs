@@ -113,7 +113,7 @@ async fn serve<R: AsyncRead + Unpin>(input: R, out: Arc<OutQueue>, how: Serving)
 /// one (so that the request fails now, not at its timeout), else under none.
 fn unreadable(bad: &BadLine) -> Value {
     let code = match bad.kind {
-        BadKind::TooLong(_) => jsonrpc::INVALID_REQUEST,
+        BadKind::TooLong(_) | BadKind::TooManyValues(_) => jsonrpc::INVALID_REQUEST,
         BadKind::InvalidUtf8 | BadKind::NotJson(_) => jsonrpc::PARSE_ERROR,
     };
     let id = bad.id.as_ref().filter(|_| bad.has_method);

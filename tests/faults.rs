@@ -103,6 +103,22 @@ async fn taskgate_stdio_answers_a_line_that_is_not_utf8_and_goes_on() {
     assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
 }
 
+#[tokio::test]
+async fn taskgate_stdio_refuses_a_line_of_too_many_values_under_its_id_and_goes_on() {
+    let config = format!("[server]\nmax_body_values = 1000\n{}", builtin_upstream("up"));
+    let mut c = StdioMcp::start(&config, "up").await;
+    c.initialize("2025-06-18").await;
+    let pad = vec!["{}"; 800].join(",");
+    c.send_line(&format!(r#"{{"jsonrpc":"2.0","id":52,"method":"ping","params":{{"pad":[{pad}]}}}}"#)).await;
+    let err = c.recv().await;
+    assert_eq!((err["id"].clone(), err["error"]["code"].clone()), (json!(52), json!(-32600)), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("max_body_values"), "names the limit: {err}");
+    let pad = vec!["{}"; 300].join(",");
+    c.send_line(&format!(r#"{{"jsonrpc":"2.0","id":53,"method":"ping","params":{{"pad":[{pad}]}}}}"#)).await;
+    assert_eq!(c.recv().await["result"], json!({}));
+    assert!(c.child.try_wait().unwrap().is_none(), "taskgate stdio exited");
+}
+
 /// The client's answer to a server request, too long to read, fails that request at once
 /// (the upstream gets an error response) instead of leaving it waiting for request_timeout.
 #[tokio::test]

@@ -326,7 +326,8 @@ pub struct ServerConfig {
     pub event_buffer_bytes: usize,
     /// Requests in one JSON-RPC batch (2025-03-26 sessions); a longer batch is refused whole.
     pub max_batch: usize,
-    /// JSON values (objects, arrays, strings, numbers, ...) one client request body may hold:
+    /// JSON values (objects, arrays, strings, numbers, ...) one client request body or stdio
+    /// line may hold:
     /// what its parsed form costs grows with them, tens of bytes each, whatever its size in
     /// bytes.
     pub max_body_values: usize,

@@ -51,7 +51,8 @@ pub async fn serve_stdio(
     let modern = ModernCalls::new(gateway.clone(), cfg, sink.clone());
     let mut legacy = false;
     let max_in_flight = gateway.limits().max_in_flight;
-    let mut lines = LineReader::new(own_stdio::stdin(), gateway.limits().max_body_bytes);
+    let limits = gateway.limits();
+    let mut lines = LineReader::new(own_stdio::stdin(), limits.max_body_bytes).with_max_values(limits.max_body_values);
     let reply = |e: RpcError, id: Option<&jsonrpc::Id>| {
         sink.deliver(e.response_message(id), Route::Unrelated);
     };
@@ -90,10 +91,13 @@ pub async fn serve_stdio(
                     continue;
                 }
                 match (&bad.kind, &bad.id) {
-                    (BadKind::TooLong(_), Some(id)) if bad.has_method => reply(
+                    (BadKind::TooLong(_) | BadKind::TooManyValues(_), Some(id)) if bad.has_method => reply(
                         RpcError::new(INVALID_REQUEST, format!("invalid request: the message {}", bad.kind)),
                         Some(id),
                     ),
+                    (BadKind::TooManyValues(_), _) => {
+                        reply(RpcError::new(INVALID_REQUEST, format!("invalid request: the line {}", bad.kind)), None)
+                    }
                     _ => reply(RpcError::new(PARSE_ERROR, format!("parse error: the line {}", bad.kind)), None),
                 }
                 continue;

@@ -130,6 +130,8 @@ impl From<BadKind> for Error {
     fn from(kind: BadKind) -> Error {
         match kind {
             BadKind::TooLong(limit) => Error::TooLarge { limit },
+            // (Upstream lines are not counted: a client's only.)
+            kind @ BadKind::TooManyValues(_) => Error::NotJson(kind.to_string()),
             BadKind::InvalidUtf8 => Error::NotUtf8,
             BadKind::NotJson(e) => Error::NotJson(e),
         }

@@ -22,6 +22,8 @@ pub struct Line {
 pub enum BadKind {
     /// Longer than the limit (the limit, in bytes).
     TooLong(usize),
+    /// More JSON values than the limit (the limit; see `jsonrpc::within_values`).
+    TooManyValues(usize),
     InvalidUtf8,
     NotJson(String),
 }
@@ -48,6 +50,7 @@ impl fmt::Display for BadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BadKind::TooLong(limit) => write!(f, "exceeds max_body_bytes ({limit} bytes)"),
+            BadKind::TooManyValues(limit) => write!(f, "holds more than {limit} JSON values (max_body_values)"),
             BadKind::InvalidUtf8 => f.write_str("is not valid UTF-8"),
             BadKind::NotJson(e) => write!(f, "is not JSON ({e})"),
         }
@@ -84,6 +87,8 @@ pub async fn read_messages<R: AsyncRead + Unpin>(
 pub struct LineReader<R> {
     r: BufReader<R>,
     max_line: usize,
+    /// The most JSON values a line may hold (a client's; unbounded for an upstream's).
+    max_values: usize,
     line: Vec<u8>,
     /// Some while the rest of an over-long line goes by.
     overflow: Option<IdScan>,
@@ -95,10 +100,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         LineReader {
             r: BufReader::with_capacity(64 * 1024, reader),
             max_line,
+            max_values: usize::MAX,
             line: Vec::new(),
             overflow: None,
             ended: false,
         }
+    }
+
+    /// Lines holding more than `max` JSON values are reported, not parsed (a client's lines:
+    /// what parsing costs grows with them).
+    pub fn with_max_values(mut self, max: usize) -> LineReader<R> {
+        self.max_values = max;
+        self
     }
 
     /// The next non-blank line, parsed or reported; None at end of input or a read error.
@@ -117,7 +130,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.ended = true;
                 return match self.overflow.take() {
                     Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
-                    None => parse_line(std::mem::take(&mut self.line)),
+                    None => parse_line(std::mem::take(&mut self.line), self.max_values),
                 };
             }
             let newline = buf.iter().position(|&b| b == b'\n');
@@ -139,7 +152,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if newline.is_some() {
                 let out = match self.overflow.take() {
                     Some(scan) => Some(Err(scan.into_bad(BadKind::TooLong(self.max_line)))),
-                    None => parse_line(std::mem::take(&mut self.line)),
+                    None => parse_line(std::mem::take(&mut self.line), self.max_values),
                 };
                 if out.is_some() {
                     return out;
@@ -177,13 +190,18 @@ pub async fn read_log_lines<R: AsyncRead + Unpin>(reader: R, max_line: usize, mu
     }
 }
 
-fn parse_line(line: Vec<u8>) -> Option<Result<Line, BadLine>> {
+fn parse_line(line: Vec<u8>, max_values: usize) -> Option<Result<Line, BadLine>> {
     let mut line = Bytes::from(line);
     if line.last() == Some(&b'\r') {
         line.truncate(line.len() - 1);
     }
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
+    }
+    if !jsonrpc::within_values(&line, max_values) {
+        let mut scan = IdScan::default();
+        scan.feed(&line);
+        return Some(Err(scan.into_bad(BadKind::TooManyValues(max_values))));
     }
     let bad = |line: &[u8], e: &str| {
         let kind = if std::str::from_utf8(line).is_err() { BadKind::InvalidUtf8 } else { BadKind::NotJson(e.into()) };

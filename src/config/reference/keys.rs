@@ -122,7 +122,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "server.max_body_values",
         POSITIVE,
-        "JSON values (objects, arrays, strings, numbers, `true`, `false`, `null`) one request body of a client may hold, over Streamable HTTP and legacy HTTP+SSE; a body with more is refused before it is parsed, with JSON-RPC -32600 (HTTP 400), and nothing else changes. Parsed, each value costs tens of bytes: this bounds what a body of tiny values (`[{},{},…]`) can make the gateway hold, as `max_body_bytes` bounds its bytes. A body of at most this many bytes is not counted (it cannot hold more)",
+        "JSON values (objects, arrays, strings, numbers, `true`, `false`, `null`) one request body (or stdio line) of a client may hold; a body with more is refused before it is parsed, with JSON-RPC -32600 (HTTP 400; under its id where a scan finds one), and nothing else changes. Parsed, each value costs tens of bytes: this bounds what a body of tiny values (`[{},{},…]`) can make the gateway hold, as `max_body_bytes` bounds its bytes. A body of at most this many bytes is not counted (it cannot hold more)",
     ),
     k(
         "server.cors_origins",
