@@ -52,14 +52,10 @@ impl ConfigChange {
         change.server_limits = old.server.call_limits != new.server.call_limits;
         change.auth = old.server.auth != new.server.auth;
         change.tls = new.server.tls.is_some();
-        let (mut s_old, mut s_new) = (old.server.clone(), new.server.clone());
-        // Applied live: not a restart's.
-        (s_old.call_limits, s_new.call_limits) = (None, None);
-        s_new.auth = s_old.auth.clone();
-        if s_old.tls.is_some() == s_new.tls.is_some() {
-            s_new.tls = s_old.tls.clone();
-        }
-        change.restart = changed_fields("server", &format!("{s_old:#?}"), &format!("{s_new:#?}"));
+        // What a reload cannot apply is what differs between the new config and the one it
+        // would be in effect.
+        let effect = in_effect(old, new);
+        change.restart = changed_fields("server", &format!("{:#?}", effect.server), &format!("{:#?}", new.server));
         change.restart.extend(changed_fields("tasks", &format!("{:#?}", old.tasks), &format!("{:#?}", new.tasks)));
         change
     }
@@ -121,6 +117,20 @@ impl ConfigChange {
         }
         out
     }
+}
+
+/// The config in effect after reloading `running` to `new`: `new`'s upstreams and what applies
+/// live (`[server.limits]`, `[server.auth]`, `[server.tls]` unless it is turned on or off),
+/// `running`'s values for everything a restart alone changes.
+pub fn in_effect(running: &Config, new: &Config) -> Config {
+    let mut effect = running.clone();
+    effect.upstreams = new.upstreams.clone();
+    effect.server.call_limits = new.server.call_limits;
+    effect.server.auth = new.server.auth.clone();
+    if effect.server.tls.is_some() == new.server.tls.is_some() {
+        effect.server.tls = new.server.tls.clone();
+    }
+    effect
 }
 
 /// Whether sessions and links of `a` and `b` are made alike: all but the operator's policy

@@ -34,7 +34,7 @@ mod tool_policy;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
 pub use call_limits::CallLimits;
-pub use change::{ConfigChange, same_sessions};
+pub use change::{ConfigChange, in_effect, same_sessions};
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;

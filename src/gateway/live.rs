@@ -8,7 +8,7 @@
 //! and shared link are keyed by; the policy is read from here, never from that config. A
 //! bucket whose quota is unchanged is kept, so a reload gives no client a fresh burst.
 
-use crate::config::{Config, ToolPolicy, ToolRule, UpstreamConfig, same_sessions};
+use crate::config::{Config, ToolPolicy, ToolRule, UpstreamConfig, in_effect, same_sessions};
 use crate::gateway::rate_limits::RateLimits;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,14 +39,7 @@ impl Live {
                 _ => Arc::new(u.clone()),
             })
             .collect();
-        let mut running = self.config.clone();
-        running.upstreams = config.upstreams.clone();
-        running.server.call_limits = config.server.call_limits;
-        running.server.auth = config.server.auth.clone();
-        if running.server.tls.is_some() == config.server.tls.is_some() {
-            running.server.tls = config.server.tls.clone();
-        }
-        Live::made(running, upstreams, Some(&self.rate_limits))
+        Live::made(in_effect(&self.config, config), upstreams, Some(&self.rate_limits))
     }
 
     fn made(config: Config, upstreams: Vec<Arc<UpstreamConfig>>, was: Option<&RateLimits>) -> Live {
