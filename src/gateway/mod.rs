@@ -94,6 +94,7 @@ impl Gateway {
                 max_states: config.tasks.max_tasks,
                 max_result_bytes: config.tasks.max_result_bytes,
                 max_bytes: config.tasks.max_store_bytes,
+                max_message_bytes: config.tasks.max_status_message_bytes,
             }),
             readiness: Default::default(),
             eras,

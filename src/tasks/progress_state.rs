@@ -4,17 +4,22 @@
 //!
 //! A request that reuses a token whose state is still open (`working`, or `input-required`
 //! waiting for the client's next turn) continues that state; a token whose request has
-//! ended starts over. Bounded: states per owner and in all by the task store's counts, kept
-//! results by its bytes. An ended state is forgotten when its retention passes, or earlier,
-//! oldest first, to make room; an open one never is (a new token then goes untracked).
+//! ended starts over. Bounded: states per owner and in all by the task store's counts, and
+//! in bytes by its byte limits, each state counted whole (its token, message, error and kept
+//! result): one state is at most `max_result_bytes` (a larger result is not kept; a token too
+//! long for it is not followed), all of them `max_store_bytes`. Progress messages are cut like
+//! status messages, and progress values are kept only as the numbers they are. An ended state
+//! is forgotten when its retention passes, or earlier, oldest first, to make room; an open
+//! one never is (a new token then goes untracked).
 //! Retentions are timed by the clock's [`Deadlines`]: a task removes each ended state when
 //! its retention passes, instead of sweeping on every access.
 
 use crate::clock::{Deadlines, wall_now};
 use crate::jsonrpc::{ProgressToken, RpcError};
 use crate::tasks::store::rfc3339;
+use crate::tasks::text_bounds::bounded;
 use lru::LruCache;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Number, Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -56,10 +61,15 @@ impl State {
     }
 }
 
+/// What a state costs beyond the text it keeps: its fields, its place in the maps.
+const ENTRY_OVERHEAD: usize = 256;
+
 struct Entry {
     state: State,
-    progress: Option<Value>,
-    total: Option<Value>,
+    /// The token's bytes, counted twice: it keys the owner's map and the ended order.
+    token_bytes: usize,
+    progress: Option<Number>,
+    total: Option<Number>,
     message: Option<String>,
     updated: SystemTime,
     /// Requests in flight under the token.
@@ -75,9 +85,10 @@ struct Entry {
 }
 
 impl Entry {
-    fn new() -> Entry {
+    fn new(token: &ProgressToken) -> Entry {
         Entry {
             state: State::Working,
+            token_bytes: token_bytes(token),
             progress: None,
             total: None,
             message: None,
@@ -90,8 +101,13 @@ impl Entry {
         }
     }
 
+    /// The whole state: what [`Limits`] count.
     fn bytes(&self) -> usize {
-        self.result.as_ref().map_or(0, |r| r.len())
+        ENTRY_OVERHEAD
+            + 2 * self.token_bytes
+            + self.message.as_ref().map_or(0, String::len)
+            + self.error.as_ref().map_or(0, json_bytes)
+            + self.result.as_ref().map_or(0, |r| r.len())
     }
 
     /// `_meta.progress` as the proposal defines it, with the latest progress values.
@@ -104,13 +120,25 @@ impl Entry {
             m.insert("message".into(), msg.clone().into());
         }
         if let Some(p) = &self.progress {
-            m.insert("progress".into(), p.clone());
+            m.insert("progress".into(), p.clone().into());
         }
         if let Some(t) = &self.total {
-            m.insert("total".into(), t.clone());
+            m.insert("total".into(), t.clone().into());
         }
         Value::Object(m)
     }
+}
+
+/// The bytes of a token's text (its digits for a number).
+fn token_bytes(token: &ProgressToken) -> usize {
+    match token {
+        ProgressToken::Str(s) => s.len(),
+        ProgressToken::Num(n) => n.to_string().len(),
+    }
+}
+
+fn json_bytes(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(0, |t| t.len())
 }
 
 type Key = (Arc<str>, ProgressToken);
@@ -157,8 +185,12 @@ impl Inner {
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub max_states: usize,
+    /// One state, whole.
     pub max_result_bytes: usize,
+    /// All states, whole.
     pub max_bytes: usize,
+    /// A progress or error message (longer ones are cut).
+    pub max_message_bytes: usize,
 }
 
 pub struct ProgressStates {
@@ -202,6 +234,11 @@ impl ProgressStates {
             return true;
         }
         inner.remove(owner, token);
+        let entry = Entry::new(token);
+        let cost = entry.bytes();
+        if cost > self.limits.max_result_bytes {
+            return false;
+        }
         loop {
             let own = inner.by_owner.get(owner).map_or(0, HashMap::len);
             if own >= per_owner {
@@ -209,7 +246,7 @@ impl ProgressStates {
                 let oldest = inner.ended().iter().rev().find(|((o, _), _)| o == owner).map(|(k, _)| k.clone());
                 let Some((o, t)) = oldest else { return false };
                 inner.remove(&o, &t);
-            } else if inner.count >= self.limits.max_states {
+            } else if inner.count >= self.limits.max_states || inner.bytes + cost > self.limits.max_bytes {
                 if !inner.evict_oldest() {
                     return false;
                 }
@@ -217,24 +254,36 @@ impl ProgressStates {
                 break;
             }
         }
-        inner.by_owner.entry(owner.clone()).or_default().insert(token.clone(), Entry::new());
+        inner.by_owner.entry(owner.clone()).or_default().insert(token.clone(), entry);
         inner.count += 1;
+        inner.bytes += cost;
         true
     }
 
     /// Progress under the token: the latest values and message.
+    /// The message, cut to `max_message_bytes`, replaces the last one only where the state's
+    /// bytes stay within the limits (else the last one stays).
     pub fn progress(&self, owner: &Arc<str>, token: &ProgressToken, progress: &Value) {
         let mut inner = self.inner.lock().unwrap();
+        let limits = self.limits;
+        let free = limits.max_bytes.saturating_sub(inner.bytes);
         let Some(e) = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token)) else { return };
         if !e.state.is_open() {
             return;
         }
-        e.progress = progress.get("progress").cloned();
-        e.total = progress.get("total").cloned();
+        let before = e.bytes();
+        e.progress = progress.get("progress").and_then(Value::as_number).cloned();
+        e.total = progress.get("total").and_then(Value::as_number).cloned();
         if let Some(m) = progress.get("message").and_then(Value::as_str) {
-            e.message = Some(m.to_string());
+            let m = bounded(m, limits.max_message_bytes);
+            let old = e.message.as_ref().map_or(0, String::len);
+            if before - old + m.len() <= limits.max_result_bytes.min(free + before) {
+                e.message = Some(m.into_owned());
+            }
         }
         e.updated = wall_now();
+        let after = e.bytes();
+        inner.bytes = inner.bytes - before + after;
     }
 
     /// The upstream asked the client something for the token's request.
@@ -273,19 +322,36 @@ impl ProgressStates {
         let e = inner.by_owner.get_mut(owner).and_then(|s| s.get_mut(token))?;
         e.requests = e.requests.saturating_sub(1);
         let before = e.bytes();
+        // What the state may grow to: its own bound, and the room left in all.
+        let room = limits.max_result_bytes.min(free + before);
         if let Some(err) = resp.get("error") {
-            e.error = Some(err.clone());
             e.result = None;
+            e.error = None;
+            let message = err.get("message").and_then(Value::as_str).map(|m| bounded(m, limits.max_message_bytes));
             if e.requests == 0 {
                 e.state = State::Failed;
-                e.message = err.get("message").and_then(Value::as_str).map(str::to_string);
+                e.message = message.as_deref().map(str::to_string);
+            }
+            // The error whole if it fits; else its code and cut message (its data is dropped).
+            e.error = Some(err.clone());
+            if e.bytes() > room {
+                let mut kept = Map::new();
+                if let Some(code) = err.get("code") {
+                    kept.insert("code".into(), code.clone());
+                }
+                kept.insert("message".into(), message.unwrap_or_default().into_owned().into());
+                e.error = Some(Value::Object(kept));
+                if e.bytes() > room {
+                    e.error = None;
+                }
             }
         } else if let Some(result) = resp.get("result") {
             // An upstream that speaks the proposal says itself whether it is done.
             let said = result.pointer("/_meta/progress/state").and_then(Value::as_str).and_then(State::parse);
             let text = serde_json::to_string(result).expect("values serialize");
             e.error = None;
-            e.result = if text.len() <= limits.max_result_bytes && text.len() <= free + before {
+            e.result = None;
+            e.result = if e.bytes() + text.len() <= room {
                 Some(text.into())
             } else {
                 e.message = Some(format!("the result ({} bytes) was too large to keep", text.len()));
@@ -323,9 +389,10 @@ impl ProgressStates {
             inner.remove(owner, token);
         }
         let e = inner.by_owner.get(owner).and_then(|s| s.get(token)).ok_or_else(|| {
+            let token = token.to_string();
             RpcError::new(
                 crate::jsonrpc::INVALID_PARAMS,
-                format!("no progress state for token {token}: unknown, or its retention has passed"),
+                format!("no progress state for token {}: unknown, or its retention has passed", bounded(&token, 200)),
             )
         })?;
         let mut result = e
@@ -355,7 +422,7 @@ impl ProgressStates {
         }
     }
 
-    /// States kept, and bytes of kept results (for tests and metrics).
+    /// States kept, and their bytes, each counted whole (for tests and metrics).
     pub fn usage(&self) -> (usize, usize) {
         let inner = self.inner.lock().unwrap();
         (inner.count, inner.bytes)
@@ -401,7 +468,15 @@ mod tests {
     }
 
     fn store(max_states: usize, per_owner: usize) -> Store {
-        Store(ProgressStates::new(Limits { max_states, max_result_bytes: 1000, max_bytes: 10_000 }), per_owner)
+        Store(
+            ProgressStates::new(Limits {
+                max_states,
+                max_result_bytes: 1000,
+                max_bytes: 10_000,
+                max_message_bytes: 64,
+            }),
+            per_owner,
+        )
     }
 
     fn tok(s: &str) -> ProgressToken {
@@ -503,9 +578,52 @@ mod tests {
         let got = s.get(&o, &tok("big")).unwrap();
         assert_eq!(got["_meta"]["progress"]["state"], "completed");
         assert!(got["_meta"]["progress"]["message"].as_str().unwrap().contains("too large"));
-        assert_eq!(s.usage().1, 0);
+        assert!(s.usage().1 < 1000, "the state without its result: {:?}", s.usage());
         s.drop_owner(&o);
         assert_eq!(s.usage(), (0, 0));
+    }
+
+    #[test]
+    fn a_state_is_counted_whole_token_message_and_error_included() {
+        let s = store(100, 100);
+        let o: Arc<str> = "a".into();
+        // A token too long for one state's bound is not followed.
+        assert!(!s.begin(&o, &tok(&"t".repeat(400))));
+        assert_eq!(s.usage(), (0, 0));
+        // Tokens count toward the bytes of all states: open states of 700 bytes each fill
+        // 10 000 in 14; the 15th finds no room, then takes an ended one's.
+        for i in 0..14 {
+            assert!(s.begin(&o, &tok(&format!("{i:0>222}"))), "state {i}");
+        }
+        assert!(s.usage().1 <= 10_000);
+        assert!(!s.begin(&o, &tok(&format!("{:0>222}", 14))), "no room: all open");
+        s.ended(&o, &tok(&format!("{:0>222}", 0)), &json!({"result": {}}), KEEP);
+        assert!(s.begin(&o, &tok(&format!("{:0>222}", 14))));
+        assert!(s.get(&o, &tok(&format!("{:0>222}", 0))).is_err(), "the ended one made room");
+        assert!(s.usage().1 <= 10_000);
+
+        let s = store(100, 100);
+        s.begin(&o, &tok("t"));
+        let before = s.usage().1;
+        // A progress message is cut; progress values that are not numbers are not kept.
+        s.progress(&o, &tok("t"), &json!({"progress": "x".repeat(5000), "total": 9, "message": "m".repeat(5000)}));
+        let got = s.get(&o, &tok("t")).unwrap();
+        let meta = &got["_meta"]["progress"];
+        assert!(meta.get("progress").is_none());
+        assert_eq!(meta["total"], 9);
+        assert!(meta["message"].as_str().unwrap().len() <= 64);
+        assert!(s.usage().1 <= before + 64);
+        // An error whose data does not fit keeps its code and cut message.
+        let err = json!({"error": {"code": -32603, "message": "e".repeat(5000), "data": "d".repeat(5000)}});
+        s.ended(&o, &tok("t"), &err, KEEP);
+        let got = s.get(&o, &tok("t")).unwrap();
+        assert_eq!(got["error"]["code"], -32603);
+        assert!(got["error"].get("data").is_none());
+        assert!(got["error"]["message"].as_str().unwrap().len() <= 64);
+        assert!(s.usage().1 <= 1000);
+        // The answer for an unknown token does not repeat a long token whole.
+        let unknown = s.get(&o, &tok(&"u".repeat(5000))).unwrap_err();
+        assert!(unknown.message.len() < 400, "{}", unknown.message.len());
     }
 
     #[tokio::test(start_paused = true)]
