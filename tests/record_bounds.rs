@@ -110,3 +110,25 @@ async fn an_upstreams_long_messages_are_cut_and_a_list_page_is_bounded_in_bytes(
     made.sort();
     assert_eq!(listed, made, "every task listed once");
 }
+
+/// An `initialize` past `max_initialize_bytes` (its params are what the session keeps for its
+/// life, and the store to revive it) is refused naming the key, and no session is made; one
+/// within it is served.
+#[tokio::test]
+async fn an_initialize_past_its_bound_is_refused_and_makes_no_session() {
+    let gw = start_gateway(&format!("[server]\nmax_initialize_bytes = 4096\n{}", builtin_upstream("demo"))).await;
+    let mut c = HttpMcp::new(&gw.url("demo"));
+    let mut params = init_params("2025-11-25");
+    params["capabilities"]["experimental"] = json!({"pad": "x".repeat(5000)});
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
+    let resp = c.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    let out = first_message(&resp);
+    assert_eq!(out["error"]["code"], -32602, "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("max_initialize_bytes"), "names the key: {out}");
+    assert!(resp.headers.get("mcp-session-id").is_none(), "no session was made: {:?}", resp.headers);
+    assert_eq!(gw.server.session_count(), 0);
+    // Within the bound, served.
+    params["capabilities"]["experimental"] = json!({"pad": "x".repeat(2000)});
+    c.initialize_with(params).await;
+    assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
+}

@@ -149,6 +149,7 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
         max_body_values: positive("server.max_body_values", r.max_body_values, d.max_body_values)?,
+        max_initialize_bytes: positive("server.max_initialize_bytes", r.max_initialize_bytes, d.max_initialize_bytes)?,
         auth: super::auth::AuthConfig::default(),
         tls: super::observe::tls(r.tls, base)?,
         otlp: super::observe::otlp(r.otlp)?,

@@ -37,6 +37,7 @@ pub(super) struct RawServer {
     pub(super) event_buffer_bytes: Option<u64>,
     pub(super) max_batch: Option<u64>,
     pub(super) max_body_values: Option<u64>,
+    pub(super) max_initialize_bytes: Option<u64>,
     pub(super) auth: Option<super::auth::RawAuth>,
     pub(super) tls: Option<super::observe::RawTls>,
     pub(super) otlp: Option<super::observe::RawOtlp>,

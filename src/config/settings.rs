@@ -331,6 +331,9 @@ pub struct ServerConfig {
     /// what its parsed form costs grows with them, tens of bytes each, whatever its size in
     /// bytes.
     pub max_body_values: usize,
+    /// The largest `initialize` a client may send: its params are what a session keeps for
+    /// its life (and the store to revive it), so they are bounded apart from other requests.
+    pub max_initialize_bytes: usize,
     /// Who may use the gateway over HTTP (`[server.auth]`).
     pub auth: AuthConfig,
     /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
@@ -499,6 +502,7 @@ impl Default for ServerConfig {
             event_buffer_bytes: 8 * 1024 * 1024,
             max_batch: 64,
             max_body_values: 256 * 1024,
+            max_initialize_bytes: 64 * 1024,
             auth: AuthConfig::default(),
             tls: None,
             otlp: None,

@@ -125,6 +125,11 @@ pub const KEYS: &[KeyDoc] = &[
         "JSON values (objects, arrays, strings, numbers, `true`, `false`, `null`) one request body (or stdio line) of a client may hold; a body with more is refused before it is parsed, with JSON-RPC -32600 (HTTP 400; under its id where a scan finds one), and nothing else changes. Parsed, each value costs tens of bytes: this bounds what a body of tiny values (`[{},{},…]`) can make the gateway hold, as `max_body_bytes` bounds its bytes. A body of at most this many bytes is not counted (it cannot hold more)",
     ),
     k(
+        "server.max_initialize_bytes",
+        POSITIVE,
+        "the largest `initialize` request a legacy client may send, in bytes: its params (capabilities, client info) are what a session keeps while it lives and what the task store keeps to revive it after a restart. A larger one is refused with JSON-RPC -32602 naming the key; the session stays uninitialized, and the client may initialize again",
+    ),
+    k(
         "server.cors_origins",
         "at most 64 entries, each `scheme://host[:port]` (no trailing `/`) or `\"*\"`",
         "origins a browser page may call the gateway from: CORS preflights are answered and `Access-Control-Allow-Origin` is added for them; empty: no CORS at all. See [CORS](operating.md#cors)",

@@ -104,6 +104,17 @@ impl Session {
             .and_then(jsonrpc::as_str)
             .and_then(|v| ProtocolVersion::parse(&v))
             .unwrap_or(ProtocolVersion::LATEST);
+        // What the session keeps for its life, and the store with it: bounded on its own.
+        let max = self.gateway.limits().max_initialize_bytes;
+        if msg.bytes().len() > max {
+            return Err(RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                format!(
+                    "initialize is {} bytes; this gateway keeps at most {max} ([server] max_initialize_bytes)",
+                    msg.bytes().len()
+                ),
+            ));
+        }
         {
             let mut st = self.state.lock().unwrap();
             if st.init_params.is_some() {
