@@ -598,3 +598,60 @@ async fn a_task_made_past_the_limit_is_refused_and_cancelled_upstream() {
     let got = c.request("tasks/get", json!({"taskId": kept})).await;
     assert_eq!(got.result()["taskId"], kept.as_str(), "{}", got.response);
 }
+
+/// A hostile extension upstream: every task it shows carries a 100 kB status message and a
+/// 100 kB member of its own, and `longid`'s task has an id of 100 kB. A core-tasks client
+/// is shown each task within `[tasks]`'s bounds, what the store keeps of its session stays
+/// small, and a task whose id is too long is refused (and cancelled upstream).
+#[tokio::test]
+async fn a_hostile_extension_upstreams_tasks_are_kept_within_their_bytes() {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let inner = extension_server(state.clone());
+    let up = Scripted::start(move |req| {
+        let long = req["params"]["name"] == "longid";
+        let mut req = req.clone();
+        if long {
+            req["params"]["name"] = "slow".into();
+        }
+        let mut steps = inner(&req);
+        for step in &mut steps {
+            if let Step::Send(m) = step
+                && let Some(r) = m.get_mut("result").filter(|r| r.get("taskId").is_some())
+            {
+                r["statusMessage"] = "m".repeat(100_000).into();
+                r["x-pad"] = "p".repeat(100_000).into();
+                if long {
+                    r["taskId"] = "i".repeat(100_000).into();
+                }
+            }
+        }
+        steps
+    })
+    .await;
+    let gw = start_gateway(&format!("[tasks]\nmax_followed = 0\n{}", http_upstream("up", &up.url()))).await;
+    let s = Setup { up, state, gw };
+    let mut c = core_client(&s).await;
+    let created = c.request("tools/call", task_call("slow")).await;
+    let task = &created.result()["task"];
+    assert!(task["statusMessage"].as_str().unwrap().len() <= 4096, "cut at max_status_message_bytes");
+    assert!(
+        task.get("x-pad").is_none(),
+        "a huge member of the upstream's is not kept: {}",
+        created.response.to_string().len()
+    );
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let got = c.request("tasks/get", json!({"taskId": id})).await;
+    assert!(got.response.to_string().len() < 6000, "tasks/get is {} bytes", got.response.to_string().len());
+    assert_eq!(got.result()["taskId"], id.as_str());
+    // The long id: refused, naming the key, and the upstream is told to drop the task.
+    let refused = c.request("tools/call", task_call("longid")).await;
+    assert_eq!(refused.error_code(), -32603, "{}", refused.response);
+    assert!(refused.response["error"]["message"].as_str().unwrap().contains("max_task_id_bytes"));
+    eventually("the long-id task is cancelled upstream", async || {
+        cancelled_ids(&s.up).iter().any(|i| i.len() == 100_000)
+    })
+    .await;
+    let listed = c.request("tasks/list", json!({})).await;
+    assert_eq!(listed.result()["tasks"].as_array().unwrap().len(), 1, "only the first is listed");
+    assert!(listed.response.to_string().len() < 6000);
+}

@@ -54,6 +54,7 @@ impl Config {
         let _ = writeln!(out, "max_result_bytes = {}", self.tasks.max_result_bytes);
         let _ = writeln!(out, "max_store_bytes = {}", self.tasks.max_store_bytes);
         let _ = writeln!(out, "max_tool_name_bytes = {}", self.tasks.max_tool_name_bytes);
+        let _ = writeln!(out, "max_task_id_bytes = {}", self.tasks.max_task_id_bytes);
         let _ = writeln!(out, "max_status_message_bytes = {}", self.tasks.max_status_message_bytes);
         let _ = writeln!(out, "max_list_page_bytes = {}", self.tasks.max_list_page_bytes);
         let _ = writeln!(out, "max_followed = {}", self.tasks.max_followed);

@@ -72,12 +72,19 @@ impl Config {
             Some(t) => {
                 let d = TasksConfig::default();
                 let (max_tool_name_bytes, max_status_message_bytes, max_list_page_bytes) = record_bounds::of(&t, &d)?;
+                let max_task_id_bytes = record_bounds::bytes_within(
+                    "tasks.max_task_id_bytes",
+                    t.max_task_id_bytes,
+                    d.max_task_id_bytes,
+                    record_bounds::TASK_ID_RANGE,
+                )?;
                 TasksConfig {
                     max_tasks: positive("tasks.max_tasks", t.max_tasks, d.max_tasks)?,
                     list_page_size: positive("tasks.list_page_size", t.list_page_size, d.list_page_size)?,
                     max_result_bytes: positive("tasks.max_result_bytes", t.max_result_bytes, d.max_result_bytes)?,
                     max_store_bytes: positive("tasks.max_store_bytes", t.max_store_bytes, d.max_store_bytes)?,
                     max_tool_name_bytes,
+                    max_task_id_bytes,
                     max_status_message_bytes,
                     max_list_page_bytes,
                     max_followed: count("tasks.max_followed", t.max_followed, d.max_followed)?,

@@ -55,6 +55,7 @@ pub(super) struct RawTasks {
     pub(super) max_result_bytes: Option<u64>,
     pub(super) max_store_bytes: Option<u64>,
     pub(super) max_tool_name_bytes: Option<u64>,
+    pub(super) max_task_id_bytes: Option<u64>,
     pub(super) max_status_message_bytes: Option<u64>,
     pub(super) max_held_input_bytes: Option<u64>,
     pub(super) max_list_page_bytes: Option<u64>,

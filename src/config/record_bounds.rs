@@ -10,6 +10,7 @@ use super::settings::TasksConfig;
 pub const TOOL_NAME_RANGE: (usize, usize) = (16, 64 * 1024);
 pub const STATUS_MESSAGE_RANGE: (usize, usize) = (64, 1024 * 1024);
 pub const LIST_PAGE_RANGE: (usize, usize) = (4096, 256 * 1024 * 1024);
+pub const TASK_ID_RANGE: (usize, usize) = (64, 64 * 1024);
 
 /// `max_tool_name_bytes`, `max_status_message_bytes` and `max_list_page_bytes` of `[tasks]`
 /// `t`, each checked (or `d`'s).

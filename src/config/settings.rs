@@ -31,6 +31,9 @@ pub struct TasksConfig {
     /// The longest tool name a task-augmented call may name (-32602 past it, before any
     /// task is made).
     pub max_tool_name_bytes: usize,
+    /// The longest task id of an upstream's the gateway keeps (extension tasks it follows for
+    /// 2025-11-25 clients, tasks it binds to a principal): a longer one is refused.
+    pub max_task_id_bytes: usize,
     /// The longest status or progress message kept or shown for a task: longer ones from an
     /// upstream are cut, with a marker saying so.
     pub max_status_message_bytes: usize,
@@ -141,6 +144,7 @@ impl Default for TasksConfig {
             max_result_bytes: 4 * 1024 * 1024,
             max_store_bytes: 256 * 1024 * 1024,
             max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
+            max_task_id_bytes: 1024,
             max_status_message_bytes: DEFAULT_MAX_STATUS_MESSAGE_BYTES,
             max_list_page_bytes: DEFAULT_MAX_LIST_PAGE_BYTES,
             max_followed: 1000,

@@ -459,6 +459,11 @@ pub const KEYS: &[KeyDoc] = &[
         "a task-augmented `tools/call` naming a longer tool gets -32602 and no task is made",
     ),
     k(
+        "tasks.max_task_id_bytes",
+        "64 to 65536",
+        "the longest task id of an upstream's the gateway keeps: the 2026-07-28 extension tasks it follows for 2025-11-25 clients, and the tasks it binds to an authenticated principal. A task created with a longer id is not kept, and the client's call gets -32603 naming this key",
+    ),
+    k(
         "tasks.max_status_message_bytes",
         "64 to 1 MiB",
         "longer status, error and progress messages from an upstream are cut, ending with `… [cut by the gateway]`",

@@ -50,17 +50,29 @@ impl PrincipalTasks<'_> {
 
     /// A response of the modern upstream on its way to the client: a task it created is the
     /// owner's from now on.
-    pub(super) fn note_task(&self, msg: &Message) {
+    /// An id longer than `max_id` is not kept: the client gets the error instead (a task it
+    /// could not reach).
+    pub(super) fn note_task(&self, msg: &Message, max_id: usize) -> Result<(), RpcError> {
         if msg.is_error() {
-            return;
+            return Ok(());
         }
-        let Some(task_id) = msg.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str) else { return };
-        let Some(result) = msg.value().get("result") else { return };
+        let Some(task_id) = msg.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str) else { return Ok(()) };
+        let Some(result) = msg.value().get("result") else { return Ok(()) };
         if ResultType::of(result) != Ok(ResultType::Task) {
-            return;
+            return Ok(());
+        }
+        if task_id.len() > max_id {
+            return Err(RpcError::new(
+                jsonrpc::INTERNAL_ERROR,
+                format!(
+                    "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {max_id})",
+                    task_id.len()
+                ),
+            ));
         }
         let per_owner = self.upstream.tasks.max_tasks_per_owner;
         self.owners.remember(&self.upstream.name, &task_id, self.owner, per_owner);
+        Ok(())
     }
 
     /// Whether a modern upstream's notification on a request's stream may reach the client:

@@ -152,7 +152,7 @@ impl Session {
 
     /// What a (new) link negotiated becomes the session's view of the upstream.
     pub(super) fn adopt(&self, negotiated: &Negotiated) {
-        self.ext.set_limit(self.upstream.tasks.max_tasks_per_owner);
+        self.ext.set_limit(self.upstream.tasks.max_tasks_per_owner, ext_bytes(&self.gateway));
         let mut st = self.state.lock().unwrap();
         st.upstream_version = Some(negotiated.version);
         let mut caps = negotiated.capabilities().clone();
@@ -289,7 +289,11 @@ impl Session {
         };
         let ext_tasks = !rec.upstream_tasks.is_empty();
         let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
-        let open = session.ext.revive(session.upstream.tasks.max_tasks_per_owner, &rec.upstream_tasks);
+        let open = session.ext.revive(
+            session.upstream.tasks.max_tasks_per_owner,
+            ext_bytes(&session.gateway),
+            &rec.upstream_tasks,
+        );
         if ext_tasks {
             // They were made on an extension upstream: so the session takes it to be until
             // its link, opened to ask about them, says otherwise.
@@ -322,4 +326,9 @@ impl Drop for Opening {
             rt.spawn(async move { link.close().await });
         }
     }
+}
+
+/// What one extension task a session follows may hold, in bytes (`[tasks]`).
+fn ext_bytes(gateway: &Gateway) -> super::ext::table::Bytes {
+    super::ext::table::Bytes::of(&gateway.config.tasks)
 }

@@ -55,9 +55,9 @@ impl ExtTasks {
         self.state.lock().unwrap()
     }
 
-    /// The bound of the extension task table, from the upstream's configuration.
-    pub(super) fn set_limit(&self, limit: usize) {
-        self.lock().table.set_limit(limit);
+    /// The bounds of the extension task table: tasks (the upstream's configuration), bytes.
+    pub(super) fn set_limit(&self, limit: usize, bytes: table::Bytes) {
+        self.lock().table.set_limit(limit, bytes);
     }
 
     /// What the store keeps of the extension tasks the session follows.
@@ -67,10 +67,10 @@ impl ExtTasks {
 
     /// The extension tasks of a session from before a restart, its table bounded by `limit`
     /// (see `relink`): the tasks that have not ended for the client, to follow again.
-    pub(super) fn revive(&self, limit: usize, tasks: &[FollowedTask]) -> Vec<String> {
+    pub(super) fn revive(&self, limit: usize, bytes: table::Bytes, tasks: &[FollowedTask]) -> Vec<String> {
         let mut st = self.lock();
         if !tasks.is_empty() {
-            st.table.set_limit(limit);
+            st.table.set_limit(limit, bytes);
             st.table.revive(tasks);
         }
         st.table.open_tasks()

@@ -18,7 +18,12 @@
 //!
 //! Bounded: at most `limit` tasks (the upstream's `max_tasks_per_owner`, a session being
 //! one owner); when full, the oldest terminal task goes, and with none terminal a new task
-//! is refused.
+//! is refused. Each in bytes ([`Bytes`], from `[tasks]`): an id longer than
+//! `max_task_id_bytes` is refused; the snapshot's status message is cut to
+//! `max_status_message_bytes` (for the client as for what is kept), and a snapshot whose
+//! other members would still make it larger keeps the core `Task` members only; a result
+//! larger than `max_result_bytes` fails the task, saying so, and an error that large keeps
+//! its code and cut message.
 
 use crate::jsonrpc::{GATEWAY_BUSY, RpcError};
 use crate::mcp::paging;
@@ -84,6 +89,86 @@ pub struct ExtTable {
     /// Ids, oldest first.
     order: VecDeque<String>,
     limit: usize,
+    bytes: Bytes,
+}
+
+/// What one task of the table may hold, in bytes (`[tasks]`).
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes {
+    pub id: usize,
+    pub message: usize,
+    pub result: usize,
+}
+
+impl Bytes {
+    pub fn of(tasks: &crate::config::TasksConfig) -> Bytes {
+        Bytes { id: tasks.max_task_id_bytes, message: tasks.max_status_message_bytes, result: tasks.max_result_bytes }
+    }
+}
+
+impl Default for Bytes {
+    fn default() -> Bytes {
+        Bytes::of(&crate::config::TasksConfig::default())
+    }
+}
+
+/// The core `Task` members: what a snapshot too large with the upstream's others keeps.
+const CORE_MEMBERS: [&str; 7] =
+    ["taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"];
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(usize::MAX, |t| t.len())
+}
+
+impl Bytes {
+    /// `task` as the table keeps and shows it: its status message cut; if its members still
+    /// make it larger than a cut message and some room, the core members only.
+    fn snapshot(&self, mut task: Map<String, Value>) -> Map<String, Value> {
+        if let Some(Value::String(m)) = task.get_mut("statusMessage")
+            && m.len() > self.message
+        {
+            *m = crate::tasks::text_bounds::bounded(m, self.message).into_owned();
+        }
+        let members: usize = task.iter().map(|(k, v)| k.len() + json_len(v)).sum();
+        if members > self.message + self.id + 1024 {
+            task.retain(|k, _| CORE_MEMBERS.contains(&k.as_str()));
+            for k in ["createdAt", "lastUpdatedAt"] {
+                if task.get(k).is_some_and(|v| json_len(v) > 64) {
+                    task.remove(k);
+                }
+            }
+        }
+        task
+    }
+
+    /// An outcome as the table keeps it: a result too large fails the task, an error too
+    /// large keeps its code and cut message.
+    fn outcome(&self, outcome: Outcome) -> Outcome {
+        let too_large = |v: &Value| json_len(v) > self.result;
+        match outcome {
+            Outcome::Result(r) if too_large(&r) => Outcome::Error(
+                RpcError::new(
+                    crate::jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "the task's result ({} bytes) is larger than this gateway keeps ([tasks] max_result_bytes = {})",
+                        json_len(&r),
+                        self.result
+                    ),
+                )
+                .to_value(),
+            ),
+            Outcome::Error(e) if too_large(&e) || e.get("message").and_then(Value::as_str).is_some_and(|m| m.len() > self.message) => {
+                let mut kept = Map::new();
+                if let Some(code) = e.get("code") {
+                    kept.insert("code".into(), code.clone());
+                }
+                let message = e.get("message").and_then(Value::as_str).unwrap_or_default();
+                kept.insert("message".into(), crate::tasks::text_bounds::bounded(message, self.message).into_owned().into());
+                Outcome::Error(Value::Object(kept))
+            }
+            other => other,
+        }
+    }
 }
 
 impl Default for ExtTable {
@@ -94,12 +179,13 @@ impl Default for ExtTable {
 
 impl ExtTable {
     pub fn new(limit: usize) -> ExtTable {
-        ExtTable { tasks: HashMap::new(), order: VecDeque::new(), limit: limit.max(1) }
+        ExtTable { tasks: HashMap::new(), order: VecDeque::new(), limit: limit.max(1), bytes: Bytes::default() }
     }
 
-    /// The bound, from the upstream's configuration.
-    pub fn set_limit(&mut self, limit: usize) {
+    /// The bounds, from the configuration: tasks (the upstream's), and bytes.
+    pub fn set_limit(&mut self, limit: usize, bytes: Bytes) {
         self.limit = limit.max(1);
+        self.bytes = bytes;
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -112,12 +198,23 @@ impl ExtTable {
     }
 
     /// A task the upstream created (its `CreateTaskResult`, translated): refused when the
-    /// table is full of running tasks.
-    pub fn insert(&mut self, task: Map<String, Value>, inline: Inline) -> Result<(), RpcError> {
+    /// table is full of running tasks, or its id is too long. Returns the task as the client
+    /// is to be shown it.
+    pub fn insert(&mut self, task: Map<String, Value>, inline: Inline) -> Result<Map<String, Value>, RpcError> {
         let view = TaskView::of_map(&task);
         let Some(id) = view.id().map(str::to_string) else {
             return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "the upstream's task has no taskId"));
         };
+        if id.len() > self.bytes.id {
+            return Err(RpcError::new(
+                crate::jsonrpc::INTERNAL_ERROR,
+                format!(
+                    "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {})",
+                    id.len(),
+                    self.bytes.id
+                ),
+            ));
+        }
         if self.tasks.len() >= self.limit && !self.tasks.contains_key(&id) {
             let Some(pos) = self.order.iter().position(|k| self.tasks.get(k).is_some_and(|e| e.outcome.is_some()))
             else {
@@ -145,8 +242,7 @@ impl ExtTable {
             revived: false,
         };
         self.tasks.insert(id.clone(), entry);
-        self.observe(&id, task, inline);
-        Ok(())
+        Ok(self.observe(&id, task, inline).unwrap_or_default())
     }
 
     /// The task's snapshot if its status is not the one the client was last shown (which it
@@ -212,6 +308,14 @@ impl ExtTable {
             }
             _ => None,
         };
+        let mut task = self.bytes.snapshot(task);
+        let outcome = outcome.map(|o| self.bytes.outcome(o));
+        if matches!(&outcome, Some(Outcome::Error(_)))
+            && task.get("status").and_then(Value::as_str) == Some("completed")
+        {
+            // A result too large to keep: the task failed, for the client.
+            task.insert("status".into(), TaskStatus::Failed.as_str().into());
+        }
         e.outcome = outcome;
         e.snapshot = task;
         Some(e.snapshot.clone())
@@ -227,6 +331,7 @@ impl ExtTable {
 
     /// The client cancelled the task: `cancelled` (the snapshot given) from now on.
     pub fn cancel(&mut self, id: &str, cancelled: Map<String, Value>) {
+        let cancelled = self.bytes.snapshot(cancelled);
         if let Some(e) = self.tasks.get_mut(id) {
             // The client is answered with it: no notification repeats it.
             e.announced = TaskView::of_map(&cancelled).status_text().map(str::to_string);
@@ -424,6 +529,39 @@ mod tests {
         let mut small = ExtTable::new(2);
         small.revive(&kept);
         assert!(!small.contains("a") && small.contains("b") && small.contains("c"), "the newest are kept");
+    }
+
+    #[test]
+    fn what_an_upstream_sends_is_kept_within_its_bytes() {
+        let mut t = ExtTable::new(10);
+        t.set_limit(10, Bytes { id: 64, message: 100, result: 1000 });
+        // An id too long is refused, naming the key.
+        let e = t.insert(task(&"i".repeat(65), "working"), Inline::None).unwrap_err();
+        assert!(e.message.contains("max_task_id_bytes = 64"), "{}", e.message);
+        assert!(t.list(None).unwrap().0.is_empty());
+        // A long status message is cut; huge unknown members leave the core ones only.
+        let mut big = task("a", "working");
+        big.insert("statusMessage".into(), "m".repeat(10_000).into());
+        big.insert("x-pad".into(), "p".repeat(10_000).into());
+        let shown = t.insert(big.clone(), Inline::None).unwrap();
+        assert!(shown["statusMessage"].as_str().unwrap().len() <= 100);
+        assert!(shown.get("x-pad").is_none() && shown["taskId"] == "a");
+        // Small unknown members pass.
+        let mut small = task("b", "working");
+        small.insert("x-note".into(), "kept".into());
+        assert_eq!(t.insert(small, Inline::None).unwrap()["x-note"], "kept");
+        // A result too large fails the task, saying so; an error too large is cut.
+        let seen = t.observe("a", task("a", "completed"), Inline::Result(json!({"text": "r".repeat(2000)}))).unwrap();
+        assert_eq!(seen["status"], "failed");
+        let Some(Outcome::Error(e)) = t.outcome("a") else { panic!("{:?}", t.outcome("a")) };
+        assert!(e["message"].as_str().unwrap().contains("max_result_bytes = 1000"), "{e}");
+        let err = json!({"code": -32000, "message": "e".repeat(5000), "data": "d".repeat(5000)});
+        t.observe("b", task("b", "failed"), Inline::Error(err));
+        let Some(Outcome::Error(e)) = t.outcome("b") else { panic!() };
+        assert!(e.get("data").is_none() && e["code"] == -32000 && e["message"].as_str().unwrap().len() <= 100);
+        // What the store keeps of them is as small.
+        let kept = serde_json::to_string(&t.followed()).unwrap();
+        assert!(kept.len() < 1000, "{}", kept.len());
     }
 
     #[test]

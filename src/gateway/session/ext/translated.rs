@@ -114,13 +114,19 @@ impl ExtTasks {
                 false => st.table.insert(task, inline),
             }
         };
-        if let Err(e) = recorded {
-            // Nobody would follow it: the upstream is told to drop it.
-            if !task_id.is_empty() {
-                self.cancel_upstream(s, task_id);
+        let shown = match recorded {
+            Ok(shown) => shown,
+            Err(e) => {
+                // Nobody would follow it: the upstream is told to drop it.
+                if !task_id.is_empty() {
+                    self.cancel_upstream(s, task_id);
+                }
+                return e.response(Some(id));
             }
-            return e.response(Some(id));
-        }
+        };
+        // As the table keeps it (its message cut): what the client sees of it from now on.
+        let mut created = created;
+        created["task"] = Value::Object(shown);
         tracing::debug!(upstream = %s.upstream.name, task = %task_id, "an extension task for a core client");
         s.remember_followed().await;
         self.follow(s, task_id);

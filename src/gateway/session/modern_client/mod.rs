@@ -251,8 +251,11 @@ impl ModernClient {
             Kind::Response => {
                 if upstream_modern {
                     // The server's own result, of the era already (a task it made, its owner's).
-                    if let Some(p) = s.principal_tasks() {
-                        p.note_task(&msg);
+                    if let Some(p) = s.principal_tasks()
+                        && let Err(e) = p.note_task(&msg, s.gateway.config.tasks.max_task_id_bytes)
+                    {
+                        let answer = Message::made(e.response(msg.id()));
+                        return Some((answer, route));
                     }
                     return Some((msg, route));
                 }
