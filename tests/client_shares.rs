@@ -75,3 +75,46 @@ async fn one_principal_holding_its_share_does_not_starve_another() {
     .await;
     assert!(back.is_some(), "alice's share never came back: {answer}");
 }
+
+/// A hosted task's background call holds its creator's share as a direct call does: alice's
+/// two running tasks leave her no place for a third call, and bob's call goes through.
+#[tokio::test]
+async fn hosted_tasks_count_against_their_creators_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = String::from("[server]\nmax_in_flight = 4\n");
+    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
+    config.push_str(&builtin_upstream("demo"));
+    config.push_str("share = true\nmax_in_flight_per_client = 2\n");
+    let gw = start_gateway(&config).await;
+    let mut alice = client(&gw, ALICE);
+    alice.initialize("2025-11-25").await;
+    for _ in 0..2 {
+        let args = json!({"name": "slow", "arguments": {"duration_ms": 60_000, "steps": 1}, "task": {}});
+        let created = alice.request("tools/call", args).await;
+        assert_eq!(created.result()["task"]["status"], "working", "{}", created.response);
+    }
+    let refused = alice.request("tools/call", json!({"name": "echo", "arguments": {"text": "x"}})).await;
+    assert_eq!(refused.error_code(), -32004, "{}", refused.response);
+    assert!(refused.response["error"]["message"].as_str().unwrap().contains("max_in_flight_per_client"));
+    let mut bob = client(&gw, BOB);
+    bob.initialize("2025-11-25").await;
+    let out = bob.request("tools/call", json!({"name": "echo", "arguments": {"text": "hi bob"}})).await;
+    assert_eq!(out.result()["content"][0]["text"], "hi bob", "{}", out.response);
+}
+
+/// Without authentication, a 2026-07-28 client's requests (each a session of its own) count
+/// against the share of its address: past it, refused at once, naming the key.
+#[tokio::test]
+async fn anonymous_modern_requests_share_their_address() {
+    let config = format!("[server]\nmax_in_flight = 4\n{}max_in_flight_per_client = 2\n", builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    let anonymous = HttpMcp::new(&gw.url("demo"));
+    let reqs: Vec<Value> = (1..=3).map(slow).collect();
+    let mut calls: FuturesUnordered<_> = reqs.iter().map(|r| modern::call(&anonymous, r)).collect();
+    let (_, answer, _) = tokio::time::timeout(Duration::from_secs(20), calls.next())
+        .await
+        .expect("the call past the address's share is refused at once")
+        .unwrap();
+    assert_eq!(answer["error"]["data"]["originalCode"], -32004, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("max_in_flight_per_client"), "{answer}");
+}

@@ -477,7 +477,7 @@ pub const KEYS: &[KeyDoc] = &[
         "upstream.max_in_flight_per_client",
         "half of `server.max_in_flight`, rounded up",
         "1 to `server.max_in_flight`",
-        "how many requests one client (a principal, else a session) may hold in flight on a shared link (`share = true`, and every 2026-07-28 request); past it -32004",
+        "how many requests one client may hold in flight on a shared link (`share = true`, and every 2026-07-28 request); past it -32004. A client is a principal; without authentication, a session, or for 2026-07-28 requests over HTTP (which have none) the client's address. The background calls of the client's hosted tasks count too, as its direct calls do",
     ),
     d(
         "upstream.probe_timeout",

@@ -453,6 +453,7 @@ impl Session {
             limits: self.rounds.limits(),
             answer_within: self.upstream.request_timeout,
             max_time: self.upstream.max_request_time,
+            share: Some(self.share_key()),
         }
     }
 
@@ -462,7 +463,7 @@ impl Session {
         if self.plan().upstream.is_modern() {
             self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
         }
-        match link.start_task_call(task_id.clone(), msg).await {
+        match link.start_task_call(task_id.clone(), msg, Some(self.share_key())).await {
             Ok(up) => {
                 self.hosted().started(&task_id, up);
             }

@@ -225,10 +225,14 @@ impl Session {
     }
 
     /// Whose share of a shared link's requests in flight the session's count against: its
-    /// principal's, else its own.
+    /// principal's; else, for a 2026-07-28 request over HTTP (a session of its own), its
+    /// client's address, the only identity it has; else the session's own (a stdio client
+    /// is the only one: its requests are all the process's).
     pub(super) fn share_key(&self) -> Arc<str> {
         if self.client.starts_with(PRINCIPAL_PREFIX) {
             self.client.as_str().into()
+        } else if self.modern.is_some() && self.client != self.owner {
+            format!("address:{}", self.client).into()
         } else {
             format!("session:{}", self.tag).into()
         }

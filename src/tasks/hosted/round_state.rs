@@ -10,13 +10,17 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::DropGuard;
 
 /// How a hosted task's call on a modern link may go on with input rounds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RoundPolicy {
     pub limits: InputLimits,
     /// The client's time to answer one round (`request_timeout`).
     pub answer_within: Duration,
     /// The whole call, every round together (`max_request_time`).
     pub max_time: Duration,
+    /// Whose share of a shared link each retry counts against (see [`Link::start_task_call`]).
+    ///
+    /// [`Link::start_task_call`]: crate::upstream::link::Link::start_task_call
+    pub share: Option<Arc<str>>,
 }
 
 /// What a task keeps to retry its call.

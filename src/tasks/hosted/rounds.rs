@@ -166,7 +166,7 @@ impl Hosted {
 
     /// Sends round `round`'s retry: the call again, with the answers.
     async fn retry(&self, task_id: Arc<str>, round: u32) {
-        let (link, msg, _asked) = {
+        let (link, msg, share, _asked) = {
             let mut running = self.running.lock().unwrap();
             let Some(r) = running.get_mut(&*task_id) else { return };
             let Some(rounds) = r.rounds.as_mut().filter(|x| x.done == round) else { return };
@@ -174,11 +174,11 @@ impl Hosted {
             let mut msg = rounds.call.clone();
             input::retry(&mut msg, asking.responses.clone(), asking.state.as_deref());
             // `asking` keeps the link open until the retry holds it.
-            (r.link.clone(), msg, asking)
+            (r.link.clone(), msg, rounds.policy.share.clone(), asking)
         };
         self.input_answered(&task_id).await;
         tracing::debug!(task = %task_id, round, "retrying the call with the answers");
-        match link.start_task_call(task_id.clone(), msg).await {
+        match link.start_task_call(task_id.clone(), msg, share).await {
             Ok(up) if !self.started(&task_id, up) => link.cancel(up, "the task was cancelled").await,
             Ok(_) => {}
             Err(e) => self.outcome(&task_id, e.response(None)),

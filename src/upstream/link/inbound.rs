@@ -95,7 +95,7 @@ impl LinkCore {
                         ev.response(client.id.clone(), Message::made(err.response(Some(&client.id))), shape, None);
                     }
                 }
-                Waiter::Task { task_id } => self.tasks.outcome(&task_id, err.response(None)),
+                Waiter::Task { task_id, .. } => self.tasks.outcome(&task_id, err.response(None)),
                 Waiter::Internal { .. } => {}
             }
         }
@@ -126,7 +126,7 @@ impl LinkCore {
                         ev.response(client.id.clone(), Message::made(err.response(Some(&client.id))), shape, None);
                     }
                 }
-                Waiter::Task { task_id } => {
+                Waiter::Task { task_id, .. } => {
                     tracing::warn!(upstream = %core.upstream, task = %task_id, "hosted task's call timed out: {why}");
                     core.tasks.outcome(&task_id, err.response(None));
                 }
@@ -252,7 +252,7 @@ impl InboundSink for LinkCore {
                             ev.response(client.id, msg, shape, answers);
                         }
                     }
-                    Waiter::Task { task_id } => {
+                    Waiter::Task { task_id, .. } => {
                         // A round of input requests keeps the link (`TaskCalls::outcome`)
                         // before this call's slot goes.
                         self.tasks.outcome(&task_id, frame.into_value());

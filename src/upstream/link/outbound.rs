@@ -94,7 +94,7 @@ impl Link {
         // owner is asked of its subscriber before the link's lock is taken.
         let by_elimination = self.core.shared && self.core.infer_related.load(std::sync::atomic::Ordering::Relaxed);
         let task_owner = match &waiter {
-            Waiter::Task { task_id } if by_elimination => self.core.tasks.owner(task_id),
+            Waiter::Task { task_id, .. } if by_elimination => self.core.tasks.owner(task_id),
             _ => None,
         };
         let mut st = self.core.state.lock().unwrap();
@@ -112,6 +112,7 @@ impl Link {
         // On a shared link, one client holds at most its share of the requests in flight.
         let client_key = match (&waiter, st.shared.as_ref()) {
             (Waiter::Client { client, .. }, Some(shared)) => shared.client_keys.get(&client.session).cloned(),
+            (Waiter::Task { share, .. }, Some(_)) => share.clone(),
             _ => None,
         };
         if let Some(k) = &client_key {
@@ -132,7 +133,7 @@ impl Link {
                 st.by_client_id.insert(client.clone(), up_id);
                 Some(Dest::Client(client.clone()))
             }
-            Waiter::Task { task_id } => {
+            Waiter::Task { task_id, .. } => {
                 st.tasks_running += 1;
                 Some(Dest::Task(task_id.clone()))
             }
@@ -263,10 +264,17 @@ impl Link {
     }
 
     /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
-    /// Returns the upstream id, for cancellation.
-    pub async fn start_task_call(&self, task_id: Arc<str>, msg: Value) -> Result<i64, RpcError> {
+    /// Returns the upstream id, for cancellation. On a shared link it counts against the
+    /// share of `share` (the creator's principal or session), as the creator's own requests
+    /// do: a client cannot hold more of the link through tasks than directly.
+    pub async fn start_task_call(
+        &self,
+        task_id: Arc<str>,
+        msg: Value,
+        share: Option<Arc<str>>,
+    ) -> Result<i64, RpcError> {
         let msg = Self::outgoing(msg)?;
-        let (up_id, msg) = self.register(Waiter::Task { task_id }, msg)?;
+        let (up_id, msg) = self.register(Waiter::Task { task_id, share }, msg)?;
         self.send_registered(up_id, msg).await?;
         Ok(up_id)
     }

@@ -108,7 +108,7 @@ impl LinkCore {
     pub(super) fn dest_of(st: &LinkState, up_id: i64) -> Option<Dest> {
         match &st.pending.get(&up_id)?.waiter {
             Waiter::Client { client, .. } => Some(Dest::Client(client.clone())),
-            Waiter::Task { task_id } => Some(Dest::Task(task_id.clone())),
+            Waiter::Task { task_id, .. } => Some(Dest::Task(task_id.clone())),
             Waiter::Internal { on_behalf_of, .. } => on_behalf_of.clone().map(Dest::Client),
         }
     }

@@ -130,8 +130,8 @@ pub(super) enum Waiter {
     /// A client request: the session and id to restore, how to shape its response, and its
     /// method if the version table rewrites its result.
     Client { client: ClientRef, shape: Shape, answers: Option<crate::jsonrpc::Method> },
-    /// The background call of a hosted task.
-    Task { task_id: Arc<str> },
+    /// The background call of a hosted task, and whose share of a shared link it holds.
+    Task { task_id: Arc<str>, share: Option<Arc<str>> },
     /// A request the gateway made itself; what arrives related to it belongs to the client
     /// request `on_behalf_of`, if any (a bridged call's `tasks/result`).
     Internal { tx: oneshot::Sender<Value>, on_behalf_of: Option<ClientRef> },
