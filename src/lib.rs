@@ -15,6 +15,7 @@
 //! What is exported is what the binary, the tests, the benchmarks, the examples and the
 //! fuzz targets use; everything else is private to the crate.
 
+mod client_slots;
 mod clock;
 mod config;
 mod demo;

@@ -118,3 +118,57 @@ async fn anonymous_modern_requests_share_their_address() {
     assert_eq!(answer["error"]["data"]["originalCode"], -32004, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("max_in_flight_per_client"), "{answer}");
 }
+
+/// One principal cannot hold every session or every upstream link: past
+/// `max_sessions_per_client` its initialize gets 429, and past `max_links_per_client` (links
+/// its deleted sessions' hosted tasks still run on included) -32004, each naming the key;
+/// another principal is served.
+#[tokio::test]
+async fn one_principal_cannot_hold_every_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = String::from("[server]\nmax_sessions = 4\nmax_links = 4\n");
+    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
+    config.push_str(&builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    // Bob's two sessions each start an hour-long hosted task, then are deleted: their links
+    // stay open for the tasks.
+    for _ in 0..2 {
+        let mut bob = client(&gw, BOB);
+        bob.initialize("2025-11-25").await;
+        let args = json!({"name": "slow", "arguments": {"duration_ms": 3_600_000, "steps": 1}, "task": {}});
+        let created = bob.request("tools/call", args).await;
+        assert_eq!(created.result()["task"]["status"], "working", "{}", created.response);
+        assert_eq!(bob.delete().await, 200);
+    }
+    let bob = client(&gw, BOB);
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+    let refused = bob.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    let out = first_message(&refused);
+    assert_eq!(out["error"]["code"], -32004, "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("max_links_per_client"), "{out}");
+    // Alice is served.
+    let mut alice = client(&gw, ALICE);
+    alice.initialize("2025-11-25").await;
+}
+
+#[tokio::test]
+async fn one_principal_cannot_hold_every_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = String::from("[server]\nmax_sessions = 4\nmax_links = 8\n");
+    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
+    config.push_str(&builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    for _ in 0..2 {
+        client(&gw, BOB).initialize("2025-11-25").await;
+    }
+    let bob = client(&gw, BOB);
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params("2025-11-25")});
+    let refused = bob.post_raw(serde_json::to_vec(&msg).unwrap(), &[]).await;
+    assert_eq!(refused.status, 429, "{:?}", String::from_utf8_lossy(&refused.body));
+    assert!(String::from_utf8_lossy(&refused.body).contains("max_sessions_per_client"));
+    // Alice is served, twice.
+    for _ in 0..2 {
+        client(&gw, ALICE).initialize("2025-11-25").await;
+    }
+    assert_eq!(gw.server.session_count(), 4);
+}

@@ -223,7 +223,11 @@ builtin = "demo"
         assert_eq!(c.changed, ["a"]);
         assert_eq!(c.policy, ["b"]);
         assert!(c.server_limits);
-        assert_eq!(c.restart, ["server.max_sessions", "server.max_links"], "max_links follows max_sessions");
+        assert_eq!(
+            c.restart,
+            ["server.max_sessions", "server.max_links", "server.max_sessions_per_client", "server.max_links_per_client"],
+            "max_links follows max_sessions, and the per-client caps both"
+        );
         let text = c.describe();
         for want in
             ["added upstreams: \"d\"", "removed upstreams: \"c\"", "changed upstreams: \"a\"", "needs a restart"]

@@ -121,13 +121,16 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
         return err("server.allowed_hosts: must not be empty (use [\"*\"] to accept any Host)");
     }
     let max_sessions = positive("server.max_sessions", r.max_sessions, d.max_sessions)?;
+    let max_links = positive("server.max_links", r.max_links, max_sessions)?;
     Ok(ServerConfig {
         listen,
         allowed_origins: r.allowed_origins.unwrap_or(d.allowed_origins),
         allowed_hosts,
         max_body_bytes: positive("server.max_body_bytes", r.max_body_bytes, d.max_body_bytes)?,
         max_sessions,
-        max_links: positive("server.max_links", r.max_links, max_sessions)?,
+        max_links,
+        max_sessions_per_client: per_client("server.max_sessions_per_client", r.max_sessions_per_client, max_sessions)?,
+        max_links_per_client: per_client("server.max_links_per_client", r.max_links_per_client, max_links)?,
         session_idle_timeout: duration("server.session_idle_timeout", r.session_idle_timeout, d.session_idle_timeout)?,
         event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
@@ -464,3 +467,14 @@ fn duration(key: &str, v: Option<String>, default: Duration) -> Result<Duration,
 
 #[cfg(test)]
 mod tests;
+
+/// A per-client cap of `max` places: 1 to `max`, half of it (rounded up) when not set.
+fn per_client(key: &str, v: Option<u64>, max: usize) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(max.div_ceil(2)),
+        Some(n) if n == 0 || n > max as u64 => {
+            err(format!("{key}: {n} is outside 1 ..= {max} (the limit of all clients)"))
+        }
+        Some(n) => Ok(n as usize),
+    }
+}

@@ -338,6 +338,13 @@ pub struct ServerConfig {
     /// The largest `initialize` a client may send: its params are what a session keeps for
     /// its life (and the store to revive it), so they are bounded apart from other requests.
     pub max_initialize_bytes: usize,
+    /// Sessions one client (a principal, else an address) may hold open, both HTTP transports
+    /// together: one client cannot take every place of `max_sessions`.
+    pub max_sessions_per_client: usize,
+    /// Upstream links one client's sessions may hold open (links of ended sessions that
+    /// hosted tasks still run on included): one client cannot take every place of
+    /// `max_links`.
+    pub max_links_per_client: usize,
     /// Who may use the gateway over HTTP (`[server.auth]`).
     pub auth: AuthConfig,
     /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
@@ -507,6 +514,8 @@ impl Default for ServerConfig {
             max_batch: 64,
             max_body_values: 256 * 1024,
             max_initialize_bytes: 64 * 1024,
+            max_sessions_per_client: 512,
+            max_links_per_client: 512,
             auth: AuthConfig::default(),
             tls: None,
             otlp: None,

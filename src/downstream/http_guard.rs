@@ -2,6 +2,7 @@
 //! DNS rebinding), the `Origin` of browser requests, the `MCP-Protocol-Version` a request
 //! names, and how many sessions may be open at once.
 
+use crate::client_slots::{ClientSlots, Full};
 use crate::config::ServerConfig;
 use crate::downstream::http_body::Refusal;
 use crate::jsonrpc::{GATEWAY_BUSY, INVALID_REQUEST};
@@ -10,7 +11,6 @@ use crate::transport::mcp_http::VERSION_HEADER;
 use hyper::StatusCode;
 use hyper::header::{self, HeaderMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) fn check_host_and_origin(limits: &ServerConfig, headers: &HeaderMap) -> Result<(), Refusal> {
     if !limits.allowed_hosts.iter().any(|h| h == "*") {
@@ -76,37 +76,44 @@ fn spoken() -> String {
     ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// The open sessions of both transports, counted against `max_sessions`.
-pub(crate) struct SessionSlots {
-    open: AtomicUsize,
-    max: usize,
-}
+/// The open sessions of both transports, counted against `max_sessions` and, per client (a
+/// principal, else an address), `max_sessions_per_client`.
+pub(crate) struct SessionSlots(Arc<ClientSlots>);
 
-/// One session's place among `max_sessions`, given back when it is dropped (with the last
-/// reference to its session).
-pub(crate) struct Slot(Arc<SessionSlots>);
+/// One session's place, given back when it is dropped (with the last reference to its
+/// session).
+pub(crate) struct Slot(#[allow(dead_code)] crate::client_slots::Slot);
 
 impl SessionSlots {
-    pub(crate) fn new(max: usize) -> Arc<SessionSlots> {
-        Arc::new(SessionSlots { open: AtomicUsize::new(0), max })
+    pub(crate) fn new(max: usize, per_client: usize) -> Arc<SessionSlots> {
+        Arc::new(SessionSlots(ClientSlots::new(max, per_client)))
     }
 
-    /// A place for a new session, or 503 when `max_sessions` are open.
-    pub(crate) fn take(self: &Arc<Self>) -> Result<Slot, Refusal> {
-        match self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)) {
-            Ok(_) => Ok(Slot(self.clone())),
-            Err(_) => Err(Refusal::new(
+    /// A place for a new session of `client`: 503 when `max_sessions` are open, 429 when
+    /// the client holds `max_sessions_per_client`.
+    pub(crate) fn take(&self, client: &str) -> Result<Slot, Refusal> {
+        match self.0.take(Some(client)) {
+            Ok(slot) => Ok(Slot(slot)),
+            Err(Full::All(max)) => Err(Refusal::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 GATEWAY_BUSY,
-                format!("too many sessions (limit {}, server.max_sessions)", self.max),
+                format!("too many sessions (limit {max}, server.max_sessions)"),
+            )),
+            Err(Full::Client(max)) => Err(Refusal::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                GATEWAY_BUSY,
+                format!("too many sessions for this client (limit {max}, server.max_sessions_per_client)"),
             )),
         }
     }
 }
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+/// Who a session's client is, for per-client limits: its principal, else its address (as
+/// `Session::client` names it).
+pub(crate) fn client_of(principal: Option<&crate::downstream::auth::Principal>, peer: std::net::IpAddr) -> String {
+    match principal {
+        Some(p) => crate::gateway::session::Session::principal_client(&p.name),
+        None => peer.to_string(),
     }
 }
 
@@ -166,11 +173,13 @@ mod tests {
 
     #[test]
     fn slots_are_given_back() {
-        let slots = SessionSlots::new(2);
-        let a = slots.take().unwrap();
-        let _b = slots.take().unwrap();
-        assert_eq!(slots.take().err().unwrap().status, StatusCode::SERVICE_UNAVAILABLE);
+        let slots = SessionSlots::new(3, 2);
+        let a = slots.take("a").unwrap();
+        let _b = slots.take("a").unwrap();
+        assert_eq!(slots.take("a").err().unwrap().status, StatusCode::TOO_MANY_REQUESTS);
+        let _c = slots.take("c").unwrap();
+        assert_eq!(slots.take("d").err().unwrap().status, StatusCode::SERVICE_UNAVAILABLE);
         drop(a);
-        assert!(slots.take().is_ok());
+        assert!(slots.take("a").is_ok());
     }
 }

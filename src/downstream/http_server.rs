@@ -107,7 +107,7 @@ impl HttpServer {
         let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
         let stopping = CancellationToken::new();
         let idle = Deadlines::new(gateway.limits().session_idle_timeout, Duration::MAX);
-        let slots = SessionSlots::new(gateway.limits().max_sessions);
+        let slots = SessionSlots::new(gateway.limits().max_sessions, gateway.limits().max_sessions_per_client);
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();

@@ -136,7 +136,7 @@ impl Legacy {
         if let Err(refused) = http_guard::check_protocol_version(req.headers()) {
             return refused.into_response();
         }
-        let slot = match self.slots.take() {
+        let slot = match self.slots.take(&http_guard::client_of(principal.as_ref(), peer.ip())) {
             Ok(s) => s,
             Err(refused) => return refused.into_response(),
         };

@@ -39,7 +39,7 @@ pub struct Gateway {
     pub hosted: Arc<Hosted>,
     /// One permit per open upstream link (`max_links`): a link outlives its session while
     /// hosted tasks run on it, so sessions alone do not bound upstream processes.
-    pub links: Arc<tokio::sync::Semaphore>,
+    pub links: Arc<crate::client_slots::ClientSlots>,
     /// The links of upstreams with `share = true`, one each.
     shared: SharedLinks,
     /// Upstream task ids handed to modern clients (the only ones they may ask about).
@@ -81,7 +81,7 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             http: HttpClient::new(config.server.max_body_bytes, connect_timeout),
             hosted,
-            links: Arc::new(tokio::sync::Semaphore::new(config.server.max_links)),
+            links: crate::client_slots::ClientSlots::new(config.server.max_links, config.server.max_links_per_client),
             shared: SharedLinks::default(),
             relayed: crate::tasks::relayed::RelayedTasks::new(
                 config.tasks.max_tasks,
@@ -117,6 +117,7 @@ impl Gateway {
         LinkEnv {
             http: &self.http,
             permits: &self.links,
+            client: None,
             limits: &self.config.server,
             tasks: self.hosted.clone(),
             relayed: self.relayed.clone(),
@@ -176,6 +177,6 @@ impl Gateway {
 
     /// Upstream links open now.
     pub fn open_links(&self) -> usize {
-        self.config.server.max_links - self.links.available_permits()
+        self.links.taken()
     }
 }

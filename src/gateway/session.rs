@@ -191,6 +191,11 @@ impl Session {
         Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
     }
 
+    /// The client identity of principal `principal`'s sessions (for per-client limits).
+    pub fn principal_client(principal: &str) -> String {
+        format!("{PRINCIPAL_PREFIX}{principal}")
+    }
+
     /// Whether `owner` is a principal's (see [`Session::owner_of`]).
     pub fn is_principal_owner(owner: &str) -> bool {
         owner.starts_with(PRINCIPAL_PREFIX)

@@ -53,6 +53,18 @@ pub const KEYS: &[KeyDoc] = &[
         "concurrent downstream HTTP sessions, Streamable HTTP and legacy HTTP+SSE together (HTTP 503 above it)",
     ),
     d(
+        "server.max_sessions_per_client",
+        "half of `max_sessions`, rounded up",
+        "1 to `max_sessions`",
+        "sessions one client may hold open, both HTTP transports together; its next `initialize` (or legacy SSE stream) gets HTTP 429 naming this key, and other clients are unaffected. A client is a principal with `[server.auth]`, else a remote address: every client on one machine, or behind one proxy, is one client without authentication",
+    ),
+    d(
+        "server.max_links_per_client",
+        "half of `max_links`, rounded up",
+        "1 to `max_links`",
+        "upstream links one client's sessions may hold open, including those of its ended sessions that hosted tasks still run on; a session of that client that needs another gets JSON-RPC -32004 naming this key. A shared link counts for nobody's share. A client is as for `max_sessions_per_client`",
+    ),
+    d(
         "server.max_links",
         "`max_sessions`",
         POSITIVE,

@@ -51,7 +51,7 @@ impl HttpServer {
         peer: SocketAddr,
         principal: Option<Principal>,
     ) -> Result<(String, Arc<HttpSession>), Refusal> {
-        let slot = self.slots.take()?;
+        let slot = self.slots.take(&http_guard::client_of(principal.as_ref(), peer.ip()))?;
         let limits = self.gateway.limits();
         let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
         let (gateway, sink) = (self.gateway.clone(), streams.clone());

@@ -62,7 +62,7 @@ impl HttpServer {
             if let Some(hs) = sessions.get(id) {
                 return if hs.path == path { Ok((id.to_string(), hs.clone())) } else { Err(unknown) };
             }
-            let slot = self.slots.take()?;
+            let slot = self.slots.take(&rec.client)?;
             let limits = self.gateway.limits();
             let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
             let Some(session) = Session::revive(self.gateway.clone(), upstream.clone(), streams.clone(), &rec) else {

@@ -203,6 +203,7 @@ impl Session {
         };
         let mut env = self.gateway.link_env();
         env.credential = self.credential.clone();
+        env.client = Some(&self.client);
         let link = Link::connect(env, &self.upstream, generation, false).await?;
         let events: Weak<dyn LinkEvents> = self.me.clone();
         link.attach(self.tag, events, self.share_key());

@@ -129,12 +129,13 @@ async fn an_end_the_store_failed_to_take_is_written_again() {
 /// A link to the in-process demo server, reporting to `h`.
 async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
     let http = crate::transport::http_client::HttpClient::new(1 << 20, Duration::from_secs(5));
-    let permits = Arc::new(tokio::sync::Semaphore::new(4));
+    let permits = crate::client_slots::ClientSlots::new(4, 4);
     let limits = crate::config::ServerConfig::default();
     let relayed = crate::tasks::relayed::RelayedTasks::new(10, 10, crate::tasks::held_inputs::HeldBytes::new(1 << 20));
     let env = crate::upstream::link::LinkEnv {
         http: &http,
         permits: &permits,
+        client: None,
         limits: &limits,
         tasks: h.clone(),
         relayed,

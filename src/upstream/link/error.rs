@@ -38,6 +38,9 @@ pub(crate) enum LinkError {
     /// `max_links` links are open.
     #[error("too many upstream links open (max_links {0}); try again when running tasks have ended")]
     TooManyLinks(usize),
+    /// The client's sessions hold `max_links_per_client` links.
+    #[error("too many upstream links for this client (limit {0}, server.max_links_per_client)")]
+    TooManyLinksForClient(usize),
     /// The upstream answered the gateway's `initialize` with an error.
     #[error("upstream '{upstream}' refused to initialize: {error}")]
     InitRefused { upstream: Arc<str>, error: String },
@@ -116,7 +119,10 @@ impl LinkError {
             | LinkError::UnknownVersion { .. }
             | LinkError::InitTimedOut { .. } => UPSTREAM_UNAVAILABLE,
             LinkError::TimedOut { .. } | LinkError::NoAnswer { .. } => REQUEST_TIMEOUT,
-            LinkError::InFlight { .. } | LinkError::ClientShare { .. } | LinkError::TooManyLinks(_) => GATEWAY_BUSY,
+            LinkError::InFlight { .. }
+            | LinkError::ClientShare { .. }
+            | LinkError::TooManyLinks(_)
+            | LinkError::TooManyLinksForClient(_) => GATEWAY_BUSY,
             LinkError::IdInUse(_) => INVALID_REQUEST,
         }
     }

@@ -4,6 +4,7 @@
 
 use super::error::{CloseReason, LinkError};
 use super::types::*;
+use crate::client_slots::Full;
 use crate::clock::Deadlines;
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{self, Id, Message, Method, ProgressToken, RpcError, TaskId};
@@ -25,8 +26,10 @@ impl Link {
         generation: u64,
         shared: bool,
     ) -> Result<Arc<Link>, RpcError> {
-        let permit =
-            env.permits.clone().try_acquire_owned().map_err(|_| LinkError::TooManyLinks(env.limits.max_links))?;
+        let permit = env.permits.take(env.client.filter(|_| !shared)).map_err(|full| match full {
+            Full::All(max) => LinkError::TooManyLinks(max),
+            Full::Client(max) => LinkError::TooManyLinksForClient(max),
+        })?;
         let state = LinkState { next_id: 1, shared: shared.then(Default::default), ..Default::default() };
         let core = Arc::new(LinkCore {
             generation,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// How a forwarded request's response is shaped on its way back: the session's choice,
@@ -107,8 +107,10 @@ pub trait TaskFollower: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct LinkEnv<'a> {
     pub http: &'a HttpClient,
-    /// One permit per open link (`max_links`).
-    pub permits: &'a Arc<Semaphore>,
+    /// One place per open link (`max_links`, and `max_links_per_client` for `client`).
+    pub permits: &'a Arc<crate::client_slots::ClientSlots>,
+    /// Whose the link is, for `max_links_per_client` (`None`: nobody's, a shared link).
+    pub client: Option<&'a str>,
     pub limits: &'a ServerConfig,
     /// Where hosted tasks' calls report.
     pub tasks: Arc<dyn TaskCalls>,
@@ -248,7 +250,7 @@ pub struct LinkCore {
     /// Passed-through tasks whose progress route is kept at once.
     pub(super) max_task_routes: usize,
     /// This link's place among `max_links`, given back when it closes.
-    pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    pub(super) permit: Mutex<Option<crate::client_slots::Slot>>,
     /// `request_timeout` and `max_request_time` of the requests in flight, by upstream id.
     pub(super) deadlines: Arc<Deadlines<i64>>,
     /// Progress the gate holds back, by token: sent when its interval has passed.
