@@ -37,6 +37,11 @@
 //!   whose heartbeat lapsed fails it with [`ORPHANED`] (its `tasks/result` is that error),
 //!   once Redis has been reachable for longer than the heartbeat's life (so that an outage,
 //!   which lets every heartbeat lapse, fails no live replica's tasks).
+//! - **A store that went back in time.** Each replica knows the tasks it runs (inserted, not
+//!   yet ended by it). A task that `running` maps to this replica but that it does not run
+//!   had its end lost by Redis (restored from an older snapshot, failed over to a replica
+//!   that had not heard it): the replica fails it with [`LOST_END`] at its next sweep, so
+//!   that no `tasks/result` waits for an end that already came.
 
 mod background;
 mod codec;
@@ -70,6 +75,10 @@ const MAX_ATTEMPTS: usize = 64;
 /// The status message (and error) of a task whose replica stopped while running it.
 pub const ORPHANED: &str = "the gateway replica running the task stopped";
 
+/// The status message (and error) of a task whose end the store lost.
+pub const LOST_END: &str =
+    "the task store lost this task's end (Redis went back to an older state); the gateway no longer runs it";
+
 /// How long a replica's heartbeat key lives: a replica not heard of for this long is taken
 /// as gone, and the tasks it was running are failed with [`ORPHANED`] by another.
 pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
@@ -93,6 +102,9 @@ pub struct Core {
     timing: Timing,
     /// Why the last heartbeat failed, until one succeeds (`/readyz` reports it).
     unreachable: std::sync::Mutex<Option<String>>,
+    /// The tasks this replica runs: inserted by it, and not yet ended by it (at most
+    /// `max_tasks`, as the store admits no more).
+    mine: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 pub struct RedisStore {
@@ -153,6 +165,7 @@ impl RedisStore {
             scripts,
             timing,
             unreachable: std::sync::Mutex::new(None),
+            mine: std::sync::Mutex::default(),
         });
         // Alive from the start, so that no replica takes this one's tasks for orphans.
         core.heartbeat().await?;
@@ -215,6 +228,11 @@ impl Core {
         let mut alive: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
         for (id, replica) in running {
             if replica == self.fanout.origin {
+                // Running here by the store's account: if not by this replica's own, the store
+                // lost the end this replica wrote.
+                if !self.mine.lock().unwrap().contains(&id) {
+                    self.fail_running(&id, LOST_END).await;
+                }
                 continue;
             }
             let live = match alive.get(&replica) {
@@ -226,26 +244,30 @@ impl Core {
                     l
                 }
             };
-            if live {
-                continue;
+            if !live {
+                self.fail_running(&id, ORPHANED).await;
             }
-            let now = crate::clock::wall_now();
-            let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": ORPHANED}});
-            let err: Arc<str> = err.to_string().into();
-            let res = self
-                .do_update(&id, &mut |r| {
-                    if !r.status.is_terminal() {
-                        r.status = TaskStatus::Failed;
-                        r.status_message = Some(ORPHANED.into());
-                        r.outcome = Some(err.clone());
-                        r.last_updated_at = now;
-                    }
-                })
-                .await;
-            match res {
-                Ok(_) => tracing::warn!(task = %id, %replica, "{ORPHANED}: task failed"),
-                Err(e) => tracing::warn!(task = %id, error = %e, "redis task store: cannot fail an orphaned task"),
-            }
+        }
+    }
+
+    /// Fails running task `id` with `why` (a task already ended stays as it ended).
+    async fn fail_running(&self, id: &str, why: &str) {
+        let now = crate::clock::wall_now();
+        let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": why}});
+        let err: Arc<str> = err.to_string().into();
+        let res = self
+            .do_update(id, &mut |r| {
+                if !r.status.is_terminal() {
+                    r.status = TaskStatus::Failed;
+                    r.status_message = Some(why.into());
+                    r.outcome = Some(err.clone());
+                    r.last_updated_at = now;
+                }
+            })
+            .await;
+        match res {
+            Ok(_) => tracing::warn!(task = %id, "{why}: task failed"),
+            Err(e) => tracing::warn!(task = %id, error = %e, "redis task store: cannot fail a task"),
         }
     }
 
@@ -270,7 +292,13 @@ impl Core {
         let len = rec.stored_len();
         let acct = format!("{len}\n{}\n{}", rec.client, rec.owner);
         let mut c = self.conn.clone();
-        let seq: i64 = bounded(
+        // Known as this replica's before the store maps it here, so no sweep in between
+        // takes it for a task whose end was lost.
+        let running_here = !rec.status.is_terminal();
+        if running_here {
+            self.mine.lock().unwrap().insert(rec.id.clone());
+        }
+        let seq: Result<i64, StoreError> = bounded(
             self.scripts
                 .insert
                 .key(k.k("count"))
@@ -292,8 +320,11 @@ impl Core {
                 .arg(len)
                 .invoke_async(&mut c),
         )
-        .await?;
-        match seq {
+        .await;
+        if running_here && !matches!(seq, Ok(s) if s > 0) {
+            self.mine.lock().unwrap().remove(&rec.id);
+        }
+        match seq? {
             -1 => Err(StoreError::Full { limit: self.max_tasks }),
             -2 => Err(StoreError::BytesFull { limit: self.max_bytes }),
             -3 => Err(StoreError::ClientFull { limit: client_limit }),
@@ -305,14 +336,30 @@ impl Core {
     }
 
     async fn do_update(&self, id: &str, f: Edit<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        // An outcome that would take the store past max_store_bytes (counted with what other
+        // replicas wrote meanwhile, and with ends written after an outage) is replaced by the
+        // error saying so, as `Hosted::finish` does where it can see the whole store.
+        let mut bytes_full: Option<usize> = None;
         for _ in 0..MAX_ATTEMPTS {
-            let Some((mut rec, ver)) = self.read(id).await? else { return Ok(None) };
+            let Some((mut rec, ver)) = self.read(id).await? else {
+                self.mine.lock().unwrap().remove(id);
+                return Ok(None);
+            };
             let (before, outcome, before_len) = (rec.status, rec.outcome.clone(), rec.stored_len());
             f(&mut rec);
             if before.is_terminal() {
                 // A terminal task stays terminal, and keeps its outcome.
                 rec.status = before;
                 rec.outcome = outcome;
+            } else if let (Some(len), Some(_)) = (bytes_full, &rec.outcome) {
+                let why = format!(
+                    "task store is full: the result ({len} bytes) does not fit in max_store_bytes ({})",
+                    self.max_bytes
+                );
+                let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": why}});
+                rec.status = TaskStatus::Failed;
+                rec.status_message = Some(why);
+                rec.outcome = Some(err.to_string().into());
             }
             let after_len = rec.stored_len();
             let acct = if after_len != before_len {
@@ -333,7 +380,7 @@ impl Core {
             };
             let k = &self.keys;
             let mut c = self.conn.clone();
-            let new_ver: u64 = bounded(
+            let new_ver: i64 = bounded(
                 self.scripts
                     .update
                     .key(k.task(id))
@@ -352,11 +399,23 @@ impl Core {
                     .arg(id)
                     .arg(k.channel())
                     .arg(message)
+                    .arg(if bytes_full.is_none() && rec.outcome.is_some() {
+                        self.max_bytes.to_string()
+                    } else {
+                        String::new()
+                    })
                     .invoke_async(&mut c),
             )
             .await?;
-            if new_ver != 0 {
-                self.fanout.show(id, Some(rec.status), new_ver);
+            if new_ver == -2 {
+                bytes_full = Some(rec.outcome.as_ref().map_or(0, |o| o.len()));
+                continue;
+            }
+            if new_ver > 0 {
+                if rec.status.is_terminal() {
+                    self.mine.lock().unwrap().remove(id);
+                }
+                self.fanout.show(id, Some(rec.status), new_ver as u64);
                 return Ok(Some(rec));
             }
         }
@@ -378,13 +437,16 @@ impl Core {
         )
         .await?;
         let more = ids.len() > limit;
+        // Summaries: a listing shows no outcome, and reading each would cost a page of tasks
+        // their results' bytes.
         let mut pipe = redis::pipe();
         for id in ids.iter().take(limit) {
-            pipe.cmd("HMGET").arg(self.keys.task(id)).arg(&["m", "seq", "ver", "out"]);
+            pipe.cmd("HMGET").arg(self.keys.task(id)).arg(&["m", "seq"]);
         }
-        let rows: Vec<Fields> = if ids.is_empty() { Vec::new() } else { bounded(pipe.query_async(&mut c)).await? };
+        let rows: Vec<(Option<String>, Option<u64>)> =
+            if ids.is_empty() { Vec::new() } else { bounded(pipe.query_async(&mut c)).await? };
         // A task whose hash expired by itself before a sweep removed it is left out.
-        let page = rows.into_iter().filter_map(|(m, seq, _, out)| decode(&m?, seq.unwrap_or(0), out)).collect();
+        let page = rows.into_iter().filter_map(|(m, seq)| decode(&m?, seq.unwrap_or(0), None)).collect();
         Ok((page, more))
     }
 

@@ -229,7 +229,8 @@ pub trait TaskStore: Send + Sync {
     /// process changed the task in between): what its last run made is stored.
     fn update<'a>(&'a self, id: &'a str, f: Edit<'a>) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// The owner's tasks with `seq` greater than `after`, oldest first, at most `limit`; and
-    /// whether more follow.
+    /// whether more follow. Listings are summaries: a store may leave each record's outcome
+    /// out (a remote one does, so that a page costs no results' bytes), and no caller reads it.
     fn list<'a>(
         &'a self,
         owner: &'a str,

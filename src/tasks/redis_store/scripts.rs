@@ -32,10 +32,14 @@ return seq
 /// KEYS: task hash, bytes, expiry index, accounting hash, running tasks.
 /// ARGV: version read, new meta, outcome ('' and ARGV[4] = '0': none), has outcome,
 /// record bytes delta (`TaskRecord::stored_len`), accounting entry ('' : unchanged), expires at (ms; '' : running),
-/// key expiry at (ms), id, channel, message ('' : no status change).
-/// Returns the new version, or 0 if the record changed (or went) since it was read.
+/// key expiry at (ms), id, channel, message ('' : no status change), max_store_bytes ('' : not
+/// checked).
+/// Returns the new version, 0 if the record changed (or went) since it was read, or -2 if it
+/// grows past max_store_bytes (checked with the other replicas' writes, in one step).
 pub(super) const UPDATE: &str = r#"
 if redis.call('HGET', KEYS[1], 'ver') ~= ARGV[1] then return 0 end
+if ARGV[12] ~= '' and tonumber(ARGV[5]) > 0
+  and tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(ARGV[5]) > tonumber(ARGV[12]) then return -2 end
 local ver = tonumber(ARGV[1]) + 1
 redis.call('HSET', KEYS[1], 'm', ARGV[2], 'ver', ver)
 if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'out', ARGV[3]) else redis.call('HDEL', KEYS[1], 'out') end

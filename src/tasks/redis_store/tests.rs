@@ -153,3 +153,135 @@ async fn the_running_tasks_of_a_replica_that_stopped_are_failed_by_another_and_n
     assert!(rec.outcome.as_deref().unwrap().contains(super::ORPHANED), "its tasks/result is an error saying so");
     assert_eq!(b.get("on-b").await.unwrap().unwrap().status, TaskStatus::Working, "the living replica's task runs on");
 }
+
+/// A listing reads summaries: a page of tasks with large results costs none of their bytes
+/// (the task page lists every refresh), while `get` still reads the result.
+#[tokio::test]
+async fn listings_do_not_read_outcomes() {
+    let server = RedisServer::start();
+    let s = replica(&server.url(), "l:").await;
+    let big: std::sync::Arc<str> = format!("{{\"result\":\"{}\"}}", "r".repeat(100_000)).into();
+    for i in 0..5 {
+        s.insert(rec(&format!("t{i}")), 10).await.unwrap();
+        let out = big.clone();
+        s.update(&format!("t{i}"), &mut |r| {
+            r.status = TaskStatus::Completed;
+            r.outcome = Some(out.clone());
+        })
+        .await
+        .unwrap();
+    }
+    let (page, _) = s.list("o", 0, 10).await.unwrap();
+    assert_eq!(page.len(), 5);
+    assert!(page.iter().all(|r| r.outcome.is_none() && r.status == TaskStatus::Completed));
+    let (all, _) = s.list_all(0, 10).await.unwrap();
+    assert!(all.iter().all(|r| r.outcome.is_none()));
+    assert_eq!(s.get("t0").await.unwrap().unwrap().outcome.as_deref(), Some(&*big));
+}
+
+/// Redis went back to an older state (a restored snapshot) after a task had ended: the
+/// replica the store says runs it knows it does not, and fails it saying so, rather than
+/// leaving it `working` with a `tasks/result` waiting for ever. Its running tasks are kept.
+#[tokio::test]
+async fn a_task_whose_end_the_store_lost_is_failed_by_its_replica() {
+    let server = RedisServer::start();
+    let timing = super::Timing { sweep_every: Duration::from_millis(100), heartbeat_ttl: Duration::from_millis(300) };
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"b:\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
+        server.url()
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    let a = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    a.insert(rec("ended"), 10).await.unwrap();
+    a.insert(rec("runs"), 10).await.unwrap();
+    // The state before the end, as a snapshot would have it.
+    let mut c = a.conn.clone();
+    let key = a.keys.task("ended");
+    let (m, ver): (String, u64) = redis::cmd("HMGET").arg(&key).arg(&["m", "ver"]).query_async(&mut c).await.unwrap();
+    a.update("ended", &mut |r| {
+        r.status = TaskStatus::Completed;
+        r.outcome = Some("{\"result\":{}}".into());
+    })
+    .await
+    .unwrap();
+    // Restored: working again, mapped to the replica that ran it, its end gone.
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg(&key)
+        .arg("m")
+        .arg(&m)
+        .arg("ver")
+        .arg(ver)
+        .ignore()
+        .cmd("HDEL")
+        .arg(&key)
+        .arg("out")
+        .ignore()
+        .cmd("HSET")
+        .arg(a.keys.k("running"))
+        .arg("ended")
+        .arg(&a.fanout.origin)
+        .ignore()
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(a.get("ended").await.unwrap().unwrap().status, TaskStatus::Working);
+    let deadline = Instant::now() + WAIT;
+    let failed = loop {
+        if let Some(r) = a.get("ended").await.unwrap().filter(|r| r.status == TaskStatus::Failed) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the lost end was never noticed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(failed.status_message.as_deref(), Some(super::LOST_END));
+    assert!(failed.outcome.as_deref().unwrap().contains(super::LOST_END));
+    assert_eq!(a.get("runs").await.unwrap().unwrap().status, TaskStatus::Working, "what runs here runs on");
+}
+
+/// Results ending at once on two replicas stay within `max_store_bytes` together: each write
+/// is checked against the bytes the store holds in the step that makes it, and one that does
+/// not fit ends its task with the error saying so.
+#[tokio::test]
+async fn results_ending_at_once_on_two_replicas_stay_within_max_store_bytes() {
+    let server = RedisServer::start();
+    let text = format!(
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"x:\"\nmax_store_bytes = 65536\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
+        server.url()
+    );
+    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
+    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
+    let a = RedisStore::open(settings, &config.tasks).await.unwrap();
+    let b = RedisStore::open(settings, &config.tasks).await.unwrap();
+    let ids: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+    for id in &ids {
+        a.insert(rec(id), 100).await.unwrap();
+    }
+    let result: std::sync::Arc<str> = format!("{{\"result\":\"{}\"}}", "r".repeat(20_000)).into();
+    let ends = ids.iter().enumerate().map(|(i, id)| {
+        let store = if i % 2 == 0 { &a } else { &b };
+        let out = result.clone();
+        async move {
+            store
+                .update(id, &mut |r| {
+                    r.status = TaskStatus::Completed;
+                    r.outcome = Some(out.clone());
+                })
+                .await
+                .unwrap()
+        }
+    });
+    futures_util::future::join_all(ends).await;
+    let stored = a.stored_bytes().await;
+    assert!(stored <= 65536, "{stored} bytes stored");
+    let mut full = 0;
+    for id in &ids {
+        let r = a.get(id).await.unwrap().unwrap();
+        if r.status == TaskStatus::Failed {
+            assert!(r.status_message.as_deref().unwrap().contains("max_store_bytes"), "{:?}", r.status_message);
+            full += 1;
+        }
+    }
+    assert!((1..10).contains(&full), "{full} of 10 did not fit");
+}
