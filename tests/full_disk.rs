@@ -196,6 +196,20 @@ async fn a_full_disk_refuses_what_it_cannot_keep_recovers_and_loses_no_acknowled
 
     disk.fill(gw.pid(), &db);
     unacked += until_refused(&mut c, &mut acked, "full", 400).await;
+    // An end not on disk is not listed as one: a crash would undo it.
+    let mut cursor = None;
+    loop {
+        let params = cursor.map_or(json!({}), |c| json!({"cursor": c}));
+        let listed = c.request("tasks/list", params).await;
+        for t in listed.result()["tasks"].as_array().unwrap() {
+            let kept = acked.iter().any(|(id, _)| t["taskId"] == id.as_str());
+            assert!(kept || t["status"] != "completed", "listed as ended, not on disk: {t}");
+        }
+        match listed.result()["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
     let (status, body) = readyz(&addr).await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("task store failing") && body.contains("tasks.redb"), "{body}");

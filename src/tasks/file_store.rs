@@ -7,8 +7,9 @@
 //!   comes back `failed`, with [`RESTARTED`] as its status message and as the error its
 //!   `tasks/result` gives; a finished one whose ttl has passed is dropped. A `get` of a task
 //!   whose end is queued but not yet durable waits for its commit (at most the sync
-//!   interval): `tasks/get` and `tasks/result` never show an end a crash could still undo
-//!   (`tasks/list` and a status watch may see it that moment sooner).
+//!   interval): `tasks/get` and `tasks/result` never show an end a crash could still undo,
+//!   and `tasks/list` shows such a task still `working` (a status watch may see the end that
+//!   moment sooner).
 //! - **Writes** go to memory first, then, in the same order (a lock held across both), to
 //!   one writer thread, which keeps the last write of each task until its next commit. Every
 //!   commit is durable (one fsync; redb 4.6 keeps a `Durability::None` commit in memory
@@ -239,6 +240,24 @@ impl FileStore {
         }
     }
 
+    /// A listing's page as it may be shown: a task whose end is not durable yet (its commit
+    /// pending, or failing on a full disk) is still running, as a crash would leave it.
+    fn without_undurable_ends(&self, mut page: Vec<TaskRecord>) -> Vec<TaskRecord> {
+        let synced = self.health.borrow().synced;
+        let q = self.writer.lock().unwrap();
+        if q.ends.is_empty() {
+            return page;
+        }
+        for r in &mut page {
+            if q.ends.get(&r.id).is_some_and(|&seq| seq > synced) {
+                r.status = TaskStatus::Working;
+                r.status_message = None;
+                r.outcome = None;
+            }
+        }
+        page
+    }
+
     /// The end queued as job `seq` is durable: reads no longer wait for it.
     fn forget_end(&self, id: &str, seq: u64) {
         let mut q = self.writer.lock().unwrap();
@@ -368,11 +387,13 @@ impl TaskStore for FileStore {
         after: u64,
         limit: usize,
     ) -> StoreFuture<'a, Result<(Vec<TaskRecord>, bool), StoreError>> {
-        Box::pin(std::future::ready(Ok(self.mem.list(owner, after, limit))))
+        let (page, more) = self.mem.list(owner, after, limit);
+        Box::pin(std::future::ready(Ok((self.without_undurable_ends(page), more))))
     }
 
     fn list_all(&self, after: u64, limit: usize) -> StoreFuture<'_, Result<(Vec<TaskRecord>, bool), StoreError>> {
-        Box::pin(std::future::ready(Ok(self.mem.list_where(None, after, limit))))
+        let (page, more) = self.mem.list_where(None, after, limit);
+        Box::pin(std::future::ready(Ok((self.without_undurable_ends(page), more))))
     }
 
     fn watch<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Option<watch::Receiver<TaskStatus>>, StoreError>> {
