@@ -225,7 +225,12 @@ builtin = "demo"
         assert!(c.server_limits);
         assert_eq!(
             c.restart,
-            ["server.max_sessions", "server.max_links", "server.max_sessions_per_client", "server.max_links_per_client"],
+            [
+                "server.max_sessions",
+                "server.max_links",
+                "server.max_sessions_per_client",
+                "server.max_links_per_client"
+            ],
             "max_links follows max_sessions, and the per-client caps both"
         );
         let text = c.describe();

@@ -5,7 +5,7 @@
 //! given up for a moment, lets the accept loop take such a connection and refuse it at once
 //! (a 503, then close), as it refuses one past `max_connections`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -66,11 +66,26 @@ pub(super) fn out_of_fds(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
+/// The most bytes of a refused client's request read before the close.
+const DRAIN_BYTES: usize = 64 * 1024;
+
 /// Answers `tcp` with a 503 if its send buffer takes it at once, and closes it.
 pub(super) fn refuse(tcp: TcpStream) {
     if let Ok(mut s) = tcp.into_std() {
         // Non-blocking: a fresh connection's send buffer takes these few bytes, or nothing.
         let _ = s.write(REFUSAL);
+        // A client that wrote its request while it waited in the backlog: closing with that
+        // request unread would send a reset, which may reach the client before it reads the
+        // 503. What has arrived is read (without waiting), so the close is an orderly one.
+        let mut buf = [0u8; 4096];
+        let mut read = 0;
+        while read < DRAIN_BYTES {
+            match s.read(&mut buf) {
+                Ok(n) if n > 0 => read += n,
+                _ => break,
+            }
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
     }
 }
 

@@ -19,12 +19,7 @@ impl Store {
 
 fn store(max_states: usize, per_owner: usize) -> Store {
     Store(
-        ProgressStates::new(Limits {
-            max_states,
-            max_result_bytes: 1000,
-            max_bytes: 10_000,
-            max_message_bytes: 64,
-        }),
+        ProgressStates::new(Limits { max_states, max_result_bytes: 1000, max_bytes: 10_000, max_message_bytes: 64 }),
         per_owner,
     )
 }
