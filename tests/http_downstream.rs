@@ -118,7 +118,7 @@ async fn origin_and_host_are_checked() {
 #[tokio::test]
 async fn session_limit_and_idle_timeout() {
     let gw = start_gateway(&format!(
-        "[server]\nmax_sessions = 2\nmax_sessions_per_client = 2\nmax_links_per_client = 2\nsession_idle_timeout = \"300ms\"\n{}",
+        "[server]\nmax_sessions = 2\nsession_idle_timeout = \"300ms\"\n{}",
         stdio_demo_upstream("demo")
     ))
     .await;

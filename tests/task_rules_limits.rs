@@ -355,9 +355,7 @@ async fn an_oversized_result_fails_its_task_and_the_store_is_bounded_in_bytes() 
 
 #[tokio::test]
 async fn links_kept_open_by_running_tasks_count_against_max_links() {
-    // One client (the test's address) may hold every place here.
-    let per_client = "max_sessions_per_client = 2\nmax_links_per_client = 2\n";
-    let gw = start_gateway(&format!("[server]\nmax_sessions = 2\n{per_client}{}", stdio_demo_upstream("demo"))).await;
+    let gw = start_gateway(&format!("[server]\nmax_sessions = 2\n{}", stdio_demo_upstream("demo"))).await;
     for _ in 0..2 {
         let mut c = HttpMcp::new(&gw.url("demo"));
         c.initialize("2025-11-25").await;

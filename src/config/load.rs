@@ -45,7 +45,8 @@ impl Config {
             None => ServerConfig::default(),
             Some(mut s) => {
                 let auth = super::auth::auth_config(s.auth.take(), env, base)?;
-                ServerConfig { auth, ..server_config(s, base)? }
+                let anonymous = matches!(auth.mode, super::auth::AuthMode::None);
+                ServerConfig { auth, ..server_config(s, base, anonymous)? }
             }
         };
         if raw.upstream.is_empty() {
@@ -108,7 +109,7 @@ impl Config {
     }
 }
 
-fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, ConfigError> {
+fn server_config(r: RawServer, base: Option<&Path>, anonymous: bool) -> Result<ServerConfig, ConfigError> {
     let d = ServerConfig::default();
     let listen = match r.listen {
         None => d.listen,
@@ -129,8 +130,13 @@ fn server_config(r: RawServer, base: Option<&Path>) -> Result<ServerConfig, Conf
         max_body_bytes: positive("server.max_body_bytes", r.max_body_bytes, d.max_body_bytes)?,
         max_sessions,
         max_links,
-        max_sessions_per_client: per_client("server.max_sessions_per_client", r.max_sessions_per_client, max_sessions)?,
-        max_links_per_client: per_client("server.max_links_per_client", r.max_links_per_client, max_links)?,
+        max_sessions_per_client: per_client(
+            "server.max_sessions_per_client",
+            r.max_sessions_per_client,
+            max_sessions,
+            anonymous,
+        )?,
+        max_links_per_client: per_client("server.max_links_per_client", r.max_links_per_client, max_links, anonymous)?,
         session_idle_timeout: duration("server.session_idle_timeout", r.session_idle_timeout, d.session_idle_timeout)?,
         event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
@@ -468,9 +474,12 @@ fn duration(key: &str, v: Option<String>, default: Duration) -> Result<Duration,
 #[cfg(test)]
 mod tests;
 
-/// A per-client cap of `max` places: 1 to `max`, half of it (rounded up) when not set.
-fn per_client(key: &str, v: Option<u64>, max: usize) -> Result<usize, ConfigError> {
+/// A per-client cap of `max` places: 1 to `max`. When not set, half of it (rounded up) with
+/// authentication; without, all of it: a client is then an address, and every client on one
+/// machine or behind one proxy is one.
+fn per_client(key: &str, v: Option<u64>, max: usize, anonymous: bool) -> Result<usize, ConfigError> {
     match v {
+        None if anonymous => Ok(max),
         None => Ok(max.div_ceil(2)),
         Some(n) if n == 0 || n > max as u64 => {
             err(format!("{key}: {n} is outside 1 ..= {max} (the limit of all clients)"))

@@ -514,8 +514,9 @@ impl Default for ServerConfig {
             max_batch: 64,
             max_body_values: 256 * 1024,
             max_initialize_bytes: 64 * 1024,
-            max_sessions_per_client: 512,
-            max_links_per_client: 512,
+            // No authentication by default: every place (see `load::per_client`).
+            max_sessions_per_client: 1024,
+            max_links_per_client: 1024,
             auth: AuthConfig::default(),
             tls: None,
             otlp: None,

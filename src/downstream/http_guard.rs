@@ -113,7 +113,24 @@ impl SessionSlots {
 pub(crate) fn client_of(principal: Option<&crate::downstream::auth::Principal>, peer: std::net::IpAddr) -> String {
     match principal {
         Some(p) => crate::gateway::session::Session::principal_client(&p.name),
-        None => peer.to_string(),
+        None => address_of(peer),
+    }
+}
+
+/// An anonymous client's identity: its IPv4 address, or its IPv6 address's /64 (one host
+/// commonly has a whole /64, and could otherwise be as many clients as it likes); an
+/// IPv4-mapped IPv6 address is its IPv4 one.
+pub(crate) fn address_of(ip: std::net::IpAddr) -> String {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
     }
 }
 
@@ -169,6 +186,17 @@ mod tests {
             let refused = check_protocol_version(&with(bad)).unwrap_err();
             assert_eq!((refused.status, refused.error.code), (StatusCode::BAD_REQUEST, INVALID_REQUEST), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64() {
+        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        assert_eq!(address_of(a), address_of(b));
+        assert_eq!(address_of(a), "2001:db8:1:2::/64");
+        assert_ne!(address_of("2001:db8:1:3::1".parse().unwrap()), address_of(a));
+        assert_eq!(address_of("::ffff:10.0.0.1".parse().unwrap()), "10.0.0.1");
+        assert_eq!(address_of("127.0.0.1".parse().unwrap()), "127.0.0.1");
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub(crate) async fn serve(
         None => {
             let who = match principal {
                 Some(p) => Requester::Principal(p),
-                None => Requester::Anonymous(Some(peer.ip().to_string())),
+                None => Requester::Anonymous(Some(crate::downstream::http_guard::address_of(peer.ip()))),
             };
             let (sink, parked) = (streams.clone(), parked.clone());
             Session::for_modern_request(gateway.clone(), upstream, sink, who, request_meta, id.clone(), parked)

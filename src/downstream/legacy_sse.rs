@@ -147,7 +147,9 @@ impl Legacy {
         let session = match &principal {
             Some(p) => Session::for_principal(gateway, upstream, sink, &p.name),
             // A client is its remote address (as over Streamable HTTP).
-            None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
+            None => {
+                Session::for_client(gateway, upstream, sink, Some(crate::downstream::http_guard::address_of(peer.ip())))
+            }
         };
         let id = crate::random::id128();
         tracing::info!(upstream = session.upstream_name(), "legacy SSE session {} opened", short(&id));
@@ -324,8 +326,16 @@ impl Legacy {
         Some(ls)
     }
 
-    /// Shutdown: the requests in flight get until `deadline` to be answered, the rest are
-    /// answered with `error`, and every stream and session ends.
+    /// The sessions of upstreams `names`.
+    pub(crate) fn sessions_of(&self, names: &[String]) -> Vec<Arc<Session>> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions
+            .values()
+            .filter(|s| names.iter().any(|n| n == s.session.upstream_name()))
+            .map(|s| s.session.clone())
+            .collect()
+    }
+
     /// Ends the sessions of upstreams `removed` (a reload): each once its requests in flight
     /// are answered, or at `deadline`, or when shutdown begins. Meanwhile they take their
     /// clients' answers and notifications, not new requests.

@@ -95,6 +95,7 @@ impl Gateway {
                 max_result_bytes: config.tasks.max_result_bytes,
                 max_bytes: config.tasks.max_store_bytes,
                 max_message_bytes: config.tasks.max_status_message_bytes,
+                max_token_bytes: config.tasks.max_task_id_bytes,
             }),
             readiness: Default::default(),
             eras,

@@ -6,8 +6,8 @@
 //! waiting for the client's next turn) continues that state; a token whose request has
 //! ended starts over. Bounded: states per owner and in all by the task store's counts, and
 //! in bytes by its byte limits, each state counted whole (its token, message, error and kept
-//! result): one state is at most `max_result_bytes` (a larger result is not kept; a token too
-//! long for it is not followed), all of them `max_store_bytes`. Progress messages are cut like
+//! result): one state is at most `max_result_bytes` (a larger result is not kept), all of
+//! them `max_store_bytes`; a token longer than `max_task_id_bytes` is not followed. Progress messages are cut like
 //! status messages, and progress values are kept only as the numbers they are. An ended state
 //! is forgotten when its retention passes, or earlier, oldest first, to make room; an open
 //! one never is (a new token then goes untracked).
@@ -191,6 +191,9 @@ pub struct Limits {
     pub max_bytes: usize,
     /// A progress or error message (longer ones are cut).
     pub max_message_bytes: usize,
+    /// A token followed (a longer one is not): so that one client's few requests cannot
+    /// hold the whole budget with their tokens.
+    pub max_token_bytes: usize,
 }
 
 pub struct ProgressStates {
@@ -236,7 +239,7 @@ impl ProgressStates {
         inner.remove(owner, token);
         let entry = Entry::new(token);
         let cost = entry.bytes();
-        if cost > self.limits.max_result_bytes {
+        if entry.token_bytes > self.limits.max_token_bytes || cost > self.limits.max_result_bytes {
             return false;
         }
         loop {
@@ -360,6 +363,10 @@ impl ProgressStates {
             if e.requests == 0 {
                 e.state = said.unwrap_or(State::Completed);
             }
+        }
+        // A message the room left cannot take goes (the state, its error and result stay).
+        if e.bytes() > room {
+            e.message = None;
         }
         e.updated = wall_now();
         let after = e.bytes();

@@ -47,6 +47,7 @@ mod background;
 mod codec;
 mod conn;
 mod fanout;
+mod replicas;
 mod scripts;
 
 use crate::config::{RedisSettings, TasksConfig};
@@ -206,71 +207,6 @@ impl RedisStore {
 }
 
 impl Core {
-    /// This replica is alive, for [`Timing::heartbeat_ttl`].
-    async fn heartbeat(&self) -> Result<(), StoreError> {
-        let mut c = self.conn.clone();
-        let key = self.keys.k(&format!("replica:{}", self.fanout.origin));
-        bounded(c.pset_ex(key, 1, self.timing.heartbeat_ttl.as_millis() as u64)).await
-    }
-
-    /// Fails the running tasks of replicas whose heartbeat lapsed (a failure is logged; the
-    /// next sweep tries again). Each is failed by a compare-and-set like any change: if two
-    /// replicas notice at once, one fails it and the other finds it terminal.
-    async fn fail_orphans(&self) {
-        let mut c = self.conn.clone();
-        let running: Vec<(String, String)> = match bounded(c.hgetall(self.keys.k("running"))).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "redis task store: cannot list running tasks");
-                return;
-            }
-        };
-        let mut alive: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-        for (id, replica) in running {
-            if replica == self.fanout.origin {
-                // Running here by the store's account: if not by this replica's own, the store
-                // lost the end this replica wrote.
-                if !self.mine.lock().unwrap().contains(&id) {
-                    self.fail_running(&id, LOST_END).await;
-                }
-                continue;
-            }
-            let live = match alive.get(&replica) {
-                Some(l) => *l,
-                None => {
-                    let key = self.keys.k(&format!("replica:{replica}"));
-                    let Ok(l) = bounded(c.exists::<_, bool>(key)).await else { return };
-                    alive.insert(replica.clone(), l);
-                    l
-                }
-            };
-            if !live {
-                self.fail_running(&id, ORPHANED).await;
-            }
-        }
-    }
-
-    /// Fails running task `id` with `why` (a task already ended stays as it ended).
-    async fn fail_running(&self, id: &str, why: &str) {
-        let now = crate::clock::wall_now();
-        let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::jsonrpc::INTERNAL_ERROR, "message": why}});
-        let err: Arc<str> = err.to_string().into();
-        let res = self
-            .do_update(id, &mut |r| {
-                if !r.status.is_terminal() {
-                    r.status = TaskStatus::Failed;
-                    r.status_message = Some(why.into());
-                    r.outcome = Some(err.clone());
-                    r.last_updated_at = now;
-                }
-            })
-            .await;
-        match res {
-            Ok(_) => tracing::warn!(task = %id, "{why}: task failed"),
-            Err(e) => tracing::warn!(task = %id, error = %e, "redis task store: cannot fail a task"),
-        }
-    }
-
     fn sweeper(&self) -> Sweeper {
         Sweeper { conn: self.conn.clone(), keys: self.keys.clone(), scripts: self.scripts.clone() }
     }
@@ -284,6 +220,10 @@ impl Core {
         let (m, seq, ver, out) = self.fields(id).await?;
         let Some(m) = m else { return Ok(None) };
         let rec = decode(&m, seq.unwrap_or(0), out).ok_or_else(|| backend(format!("task {id}: unreadable record")))?;
+        if rec.status.is_terminal() {
+            // Ended, whoever ended it (a cancel on another replica too): not run here.
+            self.mine.lock().unwrap().remove(id);
+        }
         Ok(Some((rec, ver.unwrap_or(0))))
     }
 

@@ -54,13 +54,13 @@ pub const KEYS: &[KeyDoc] = &[
     ),
     d(
         "server.max_sessions_per_client",
-        "half of `max_sessions`, rounded up",
+        "with `[server.auth]`, half of `max_sessions`, rounded up; without, `max_sessions`",
         "1 to `max_sessions`",
-        "sessions one client may hold open, both HTTP transports together; its next `initialize` (or legacy SSE stream) gets HTTP 429 naming this key, and other clients are unaffected. A client is a principal with `[server.auth]`, else a remote address: every client on one machine, or behind one proxy, is one client without authentication",
+        "sessions one client may hold open, both HTTP transports together; its next `initialize` (or legacy SSE stream) gets HTTP 429 naming this key, and other clients are unaffected. A client is a principal with `[server.auth]`, else a remote address (an IPv6 address by its /64): every client on one machine, or behind one proxy, is one client without authentication, which is why the cap is then all of `max_sessions` unless set",
     ),
     d(
         "server.max_links_per_client",
-        "half of `max_links`, rounded up",
+        "with `[server.auth]`, half of `max_links`, rounded up; without, `max_links`",
         "1 to `max_links`",
         "upstream links one client's sessions may hold open, including those of its ended sessions that hosted tasks still run on; a session of that client that needs another gets JSON-RPC -32004 naming this key. A shared link counts for nobody's share. A client is as for `max_sessions_per_client`",
     ),
@@ -139,7 +139,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "server.max_initialize_bytes",
         POSITIVE,
-        "the largest `initialize` request a legacy client may send, in bytes: its params (capabilities, client info) are what a session keeps while it lives and what the task store keeps to revive it after a restart. A larger one is refused with JSON-RPC -32602 naming the key; the session stays uninitialized, and the client may initialize again",
+        "the largest `initialize` request a legacy client may send, in bytes: its params (capabilities, client info) are what a session keeps while it lives and what the task store keeps to revive it after a restart. A larger one is refused with JSON-RPC -32602 naming the key, and nothing is kept: over HTTP no session is made (the client may initialize again), and a stdio session stays uninitialized",
     ),
     k(
         "server.cors_origins",
@@ -473,7 +473,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "tasks.max_task_id_bytes",
         "64 to 65536",
-        "the longest task id of an upstream's the gateway keeps: the 2026-07-28 extension tasks it follows for 2025-11-25 clients, and the tasks it binds to an authenticated principal. A task created with a longer id is not kept, and the client's call gets -32603 naming this key",
+        "the longest task id of an upstream's the gateway keeps: the 2026-07-28 extension tasks it follows for 2025-11-25 clients, and the tasks it binds to an authenticated principal. A task created with a longer id is not kept: it is cancelled upstream, and the client's call gets -32603 naming this key. Also the longest progress token `progress/get` follows",
     ),
     k(
         "tasks.max_status_message_bytes",

@@ -59,7 +59,9 @@ impl HttpServer {
             Some(p) => Session::for_principal(gateway, upstream, sink, &p.name),
             // Without authentication a client is its remote address: per-client limits hold
             // across all its sessions.
-            None => Session::for_client(gateway, upstream, sink, Some(peer.ip().to_string())),
+            None => {
+                Session::for_client(gateway, upstream, sink, Some(crate::downstream::http_guard::address_of(peer.ip())))
+            }
         };
         let id = crate::random::id128();
         let hs = Arc::new(HttpSession { session, streams, path, principal, _slot: slot, _counted: counted() });

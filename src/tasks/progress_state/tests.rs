@@ -19,7 +19,13 @@ impl Store {
 
 fn store(max_states: usize, per_owner: usize) -> Store {
     Store(
-        ProgressStates::new(Limits { max_states, max_result_bytes: 1000, max_bytes: 10_000, max_message_bytes: 64 }),
+        ProgressStates::new(Limits {
+            max_states,
+            max_result_bytes: 1000,
+            max_bytes: 10_000,
+            max_message_bytes: 64,
+            max_token_bytes: 300,
+        }),
         per_owner,
     )
 }
@@ -132,8 +138,8 @@ fn retention_passes_and_large_results_are_not_kept() {
 fn a_state_is_counted_whole_token_message_and_error_included() {
     let s = store(100, 100);
     let o: Arc<str> = "a".into();
-    // A token too long for one state's bound is not followed.
-    assert!(!s.begin(&o, &tok(&"t".repeat(400))));
+    // A token too long is not followed (past max_token_bytes, or one state's bound).
+    assert!(!s.begin(&o, &tok(&"t".repeat(301))));
     assert_eq!(s.usage(), (0, 0));
     // Tokens count toward the bytes of all states: open states of 700 bytes each fill
     // 10 000 in 14; the 15th finds no room, then takes an ended one's.

@@ -121,9 +121,17 @@ fn json_len(v: &Value) -> usize {
 }
 
 impl Bytes {
-    /// `task` as the table keeps and shows it: its status message cut; if its members still
-    /// make it larger than a cut message and some room, the core members only.
-    fn snapshot(&self, mut task: Map<String, Value>) -> Map<String, Value> {
+    /// `task` (the table's task `id`) as the table keeps and shows it: its id the table's
+    /// (an answer naming another is not believed), its times numbers or nothing, its status
+    /// message cut; if its members still make it larger than a cut message and some room,
+    /// the core members only.
+    fn snapshot(&self, id: &str, mut task: Map<String, Value>) -> Map<String, Value> {
+        task.insert("taskId".into(), id.into());
+        for k in ["ttl", "pollInterval"] {
+            if task.get(k).is_some_and(|v| !v.is_number() && !v.is_null()) {
+                task.remove(k);
+            }
+        }
         if let Some(Value::String(m)) = task.get_mut("statusMessage")
             && m.len() > self.message
         {
@@ -308,7 +316,7 @@ impl ExtTable {
             }
             _ => None,
         };
-        let mut task = self.bytes.snapshot(task);
+        let mut task = self.bytes.snapshot(id, task);
         let outcome = outcome.map(|o| self.bytes.outcome(o));
         if matches!(&outcome, Some(Outcome::Error(_)))
             && task.get("status").and_then(Value::as_str) == Some("completed")
@@ -331,7 +339,7 @@ impl ExtTable {
 
     /// The client cancelled the task: `cancelled` (the snapshot given) from now on.
     pub fn cancel(&mut self, id: &str, cancelled: Map<String, Value>) {
-        let cancelled = self.bytes.snapshot(cancelled);
+        let cancelled = self.bytes.snapshot(id, cancelled);
         if let Some(e) = self.tasks.get_mut(id) {
             // The client is answered with it: no notification repeats it.
             e.announced = TaskView::of_map(&cancelled).status_text().map(str::to_string);
@@ -546,6 +554,13 @@ mod tests {
         let shown = t.insert(big.clone(), Inline::None).unwrap();
         assert!(shown["statusMessage"].as_str().unwrap().len() <= 100);
         assert!(shown.get("x-pad").is_none() && shown["taskId"] == "a");
+        // An answer naming another id, or with times that are not numbers, is not believed.
+        let mut odd = task("a", "working");
+        odd.insert("taskId".into(), "x".repeat(10_000).into());
+        odd.insert("ttl".into(), "t".repeat(10_000).into());
+        let seen = t.observe("a", odd, Inline::None).unwrap();
+        assert_eq!(seen["taskId"], "a");
+        assert!(seen.get("ttl").is_none());
         // Small unknown members pass.
         let mut small = task("b", "working");
         small.insert("x-note".into(), "kept".into());

@@ -254,6 +254,8 @@ impl ModernClient {
                     if let Some(p) = s.principal_tasks()
                         && let Err(e) = p.note_task(&msg, s.gateway.config.tasks.max_task_id_bytes)
                     {
+                        // Nobody could reach the task: the upstream is told to drop it.
+                        self.cancel_unkept(s, &msg);
                         let answer = Message::made(e.response(msg.id()));
                         return Some((answer, route));
                     }
@@ -262,5 +264,24 @@ impl ModernClient {
                 Some((msg.edit(|m| modern::for_modern(m, answers)), route))
             }
         }
+    }
+}
+
+impl ModernClient {
+    /// Cancels upstream the task `created` (a result of `resultType: "task"`) made, which the
+    /// gateway could not keep: sent on the session's link, declaring the client's
+    /// capabilities, not awaited beyond `request_timeout`.
+    fn cancel_unkept(&self, s: &Session, created: &Message) {
+        let Some(task_id) =
+            created.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str).map(|t| t.into_owned())
+        else {
+            return;
+        };
+        let Some(link) = s.link.lock().unwrap().clone() else { return };
+        let (timeout, caps) = (s.upstream.request_timeout, self.meta.capabilities.clone());
+        tokio::spawn(async move {
+            let req = jsonrpc::request(&Id::Num(0), Method::TasksCancel, json!({"taskId": task_id}));
+            let _ = tokio::time::timeout(timeout, link.request_for_declaring(req, None, Some(caps))).await;
+        });
     }
 }
