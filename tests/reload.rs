@@ -143,6 +143,8 @@ async fn a_reload_under_load_drops_no_session_and_no_task_and_applies_at_once() 
         .request("tools/call", json!({"name": "slow", "arguments": {"duration_ms": 2000, "steps": 2}, "task": {}}))
         .await;
     let task_id = task.result()["task"]["taskId"].as_str().expect("a hosted task").to_string();
+    // The legacy session's stream for what is not a response: it hears of the new policy.
+    let mut unrelated = SseReader::new(legacy.get_raw(&[]).await.into_body());
 
     write(&path, &text("drain_timeout = \"5s\"", AFTER));
     let outcome = gw.reload().await;
@@ -152,7 +154,10 @@ async fn a_reload_under_load_drops_no_session_and_no_task_and_applies_at_once() 
     }
     assert!(outcome.contains("took_ms"), "{outcome}");
 
-    // Tool policy, at once, for the sessions already open and for a 2026-07-28 client.
+    // Tool policy, at once, for the sessions already open and for a 2026-07-28 client; the
+    // open session is told its list changed.
+    let (_, note) = tokio::time::timeout(STEP, unrelated.next()).await.unwrap().expect("the GET stream ended");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
     let listed = legacy.request("tools/list", json!({})).await;
     assert!(!names(listed.result()).contains(&"add".to_string()), "{}", listed.response);
     let denied = legacy.request("tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;

@@ -117,6 +117,7 @@ impl Reloader {
             self.server.replace_auth(&config.server.auth);
         }
         self.server.end_sessions_of(&change.removed);
+        self.server.announce_tool_changes(&change.policy);
         Ok(change)
     }
 

@@ -368,6 +368,19 @@ impl Session {
 
     /// Everything for the client passes here (requests first through
     /// [`Session::relay_server_request`]): translated to the client's version, and shaped.
+    /// The gateway changed what the client may see of the tools (a reload of the tool
+    /// policy): an initialized legacy session is sent `notifications/tools/list_changed`.
+    /// `false` when there is nobody to tell (not initialized yet, draining, or a 2026-07-28
+    /// request, which lists afresh each time).
+    pub fn tools_changed(&self) -> bool {
+        if self.modern.is_some() || self.version().is_none() || self.is_draining() {
+            return false;
+        }
+        let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        self.to_client(Message::made(note), Route::Unrelated);
+        true
+    }
+
     pub fn to_client(&self, msg: Message, route: Route) {
         self.to_client_answering(msg, route, None);
     }

@@ -30,6 +30,23 @@ impl HttpServer {
         self.auth.store(crate::downstream::auth::Auth::new(config, https));
     }
 
+    /// The tool policy of upstreams `changed` changed: their open sessions (both transports)
+    /// are told their tool list changed, so that clients list again and see what they may
+    /// call now.
+    pub fn announce_tool_changes(&self, changed: &[String]) {
+        if changed.is_empty() {
+            return;
+        }
+        let mut told = 0;
+        let http = self.all_sessions().into_iter().map(|hs| hs.session.clone());
+        for s in http.chain(self.legacy.sessions_of(changed)) {
+            if changed.iter().any(|c| c == s.upstream_name()) && s.tools_changed() {
+                told += 1;
+            }
+        }
+        tracing::info!(upstreams = ?changed, sessions = told, "told open sessions their tool list changed");
+    }
+
     /// Ends the sessions of the upstreams `removed` (both transports): each once its requests
     /// in flight are answered, or `drain_timeout` has passed (the rest answered with -32000),
     /// or shutdown begins. Meanwhile they take answers and notifications, not new requests
