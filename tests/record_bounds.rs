@@ -132,3 +132,39 @@ async fn an_initialize_past_its_bound_is_refused_and_makes_no_session() {
     c.initialize_with(params).await;
     assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
 }
+
+/// A task server whose task id is longer than `max_task_id_bytes`: the client's call gets
+/// -32603 naming the key (a task nobody could keep track of), and the upstream is told to
+/// drop the task.
+#[tokio::test]
+async fn an_upstream_task_id_past_its_bound_is_refused_and_cancelled() {
+    let up = Scripted::start(|req| match req["method"].as_str().unwrap() {
+        "initialize" => init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [{"name": "crunch", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}),
+        )],
+        "tools/call" => vec![reply(
+            req,
+            json!({"task": {"taskId": "i".repeat(2000), "status": "working", "createdAt": "2026-01-01T00:00:00Z",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": null}}),
+        )],
+        _ => vec![reply(req, json!({}))],
+    })
+    .await;
+    let gw = start_gateway(&http_upstream("up", &up.url())).await;
+    let mut c = HttpMcp::new(&gw.url("up"));
+    c.initialize("2025-11-25").await;
+    c.request("tools/list", json!({})).await;
+    let out = c.request("tools/call", json!({"name": "crunch", "arguments": {}, "task": {}})).await;
+    assert_eq!(out.error_code(), -32603, "{}", out.response);
+    assert!(out.response["error"]["message"].as_str().unwrap().contains("max_task_id_bytes"), "{}", out.response);
+    eventually("the upstream is told to drop the task", async || {
+        up.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"].as_str().is_some_and(|t| t.len() == 2000))
+    })
+    .await;
+}

@@ -473,7 +473,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "tasks.max_task_id_bytes",
         "64 to 65536",
-        "the longest task id of an upstream's the gateway keeps: the 2026-07-28 extension tasks it follows for 2025-11-25 clients, and the tasks it binds to an authenticated principal. A task created with a longer id is not kept: it is cancelled upstream, and the client's call gets -32603 naming this key. Also the longest progress token `progress/get` follows",
+        "the longest task id of an upstream's the gateway keeps: the 2026-07-28 extension tasks it follows for 2025-11-25 clients, the tasks it binds to an authenticated principal, and a 2025-11-25 upstream's tasks it passes to a session. A task created with a longer id is not kept: it is cancelled upstream, and the client's call gets -32603 naming this key. Also the longest progress token `progress/get` follows",
     ),
     k(
         "tasks.max_status_message_bytes",
