@@ -96,6 +96,12 @@ async fn hosted_tasks_count_against_their_creators_share() {
     let refused = alice.request("tools/call", json!({"name": "echo", "arguments": {"text": "x"}})).await;
     assert_eq!(refused.error_code(), -32004, "{}", refused.response);
     assert!(refused.response["error"]["message"].as_str().unwrap().contains("max_in_flight_per_client"));
+    // A third task is refused as the call would be, not made to fail at once.
+    let args = json!({"name": "slow", "arguments": {"duration_ms": 60_000, "steps": 1}, "task": {}});
+    let refused = alice.request("tools/call", args).await;
+    assert_eq!(refused.error_code(), -32004, "{}", refused.response);
+    let listed = alice.request("tasks/list", json!({})).await;
+    assert_eq!(listed.result()["tasks"].as_array().unwrap().len(), 2, "no third task: {}", listed.response);
     let mut bob = client(&gw, BOB);
     bob.initialize("2025-11-25").await;
     let out = bob.request("tools/call", json!({"name": "echo", "arguments": {"text": "hi bob"}})).await;

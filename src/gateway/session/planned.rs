@@ -417,6 +417,7 @@ impl Session {
     pub(super) async fn create_hosted(&self, mut msg: Value) -> Result<(Arc<str>, Value, Arc<Link>, Value), RpcError> {
         let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
         let link = self.link().await?;
+        link.admits(&self.share_key())?;
         if let Some((client, upstream)) = self.versions()
             && let crate::mcp::translate::Verdict::Refuse(e) =
                 crate::mcp::translate::translate(&mut msg, None, client, upstream)

@@ -266,6 +266,25 @@ impl Link {
         self.send_registered_declaring(up_id, msg, capabilities, client_params).await
     }
 
+    /// Whether a request counted against `share` would be admitted now: a hosted task asks
+    /// before it is made, so that a client past its share is refused at once instead of
+    /// being given a task that fails at once. (Not a reservation: the call itself is
+    /// checked again.)
+    pub fn admits(&self, share: &str) -> Result<(), RpcError> {
+        let st = self.core.state.lock().unwrap();
+        if st.pending.len() >= self.max_in_flight {
+            return Err(LinkError::InFlight { upstream: self.core.upstream.clone(), limit: self.max_in_flight }.into());
+        }
+        if let Some(shared) = &st.shared
+            && shared.in_flight_by_client.get(share).copied().unwrap_or(0) >= self.client_share
+        {
+            return Err(
+                LinkError::ClientShare { upstream: self.core.upstream.clone(), limit: self.client_share }.into()
+            );
+        }
+        Ok(())
+    }
+
     /// Starts the background call of a hosted task; what comes of it goes to [`TaskCalls`].
     /// Returns the upstream id, for cancellation. On a shared link it counts against the
     /// share of `share` (the creator's principal or session), as the creator's own requests
