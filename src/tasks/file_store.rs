@@ -54,7 +54,7 @@
 use crate::config::Durability;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
-use crate::tasks::store::{Edit, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
+use crate::tasks::store::{Edit, RECORD_OVERHEAD, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
 pub use codec::RESTARTED;
 use codec::{backend, encode};
 use std::collections::HashMap;
@@ -94,6 +94,9 @@ pub struct FileStore {
     restored: Mutex<Vec<TaskRecord>>,
     /// The sessions remembered from before the restart whose owners still have tasks.
     sessions: Mutex<HashMap<String, SessionRecord>>,
+    /// What each session record on disk counts against `max_store_bytes`, with the tasks'
+    /// (its JSON and [`RECORD_OVERHEAD`]): at most one per session open or remembered.
+    session_bytes: Mutex<HashMap<String, usize>>,
     /// The era found for each upstream (`gateway::eras`), read at opening: one short entry
     /// per upstream name ever configured.
     eras: Mutex<HashMap<String, String>>,
@@ -192,6 +195,12 @@ impl FileStore {
         let mem = MemoryStore::new(max_tasks, max_bytes);
         let opening::Opened { db, restored, sessions, eras, fixes } =
             opening::open(&path, &mem, crate::clock::wall_now())?;
+        let mut session_bytes = HashMap::new();
+        for (id, rec) in &sessions {
+            let len = session_len(rec);
+            mem.account_other(0, len, true);
+            session_bytes.insert(id.clone(), len);
+        }
         let mut pending = Pending::default();
         pending.add(fixes);
         pending.commit(&db, &path).map_err(backend)?;
@@ -213,6 +222,7 @@ impl FileStore {
             durability: Durability::End,
             restored: Mutex::new(restored),
             sessions: Mutex::new(sessions),
+            session_bytes: Mutex::new(session_bytes),
             eras: Mutex::new(eras),
             path,
             thread: Some(thread),
@@ -422,8 +432,22 @@ impl TaskStore for FileStore {
         Box::pin(std::future::ready(self.mem.len()))
     }
 
+    /// Counted with the tasks against `max_store_bytes`: a record that does not fit is not
+    /// written (the session goes on, but is not revived after a restart), and says so.
     fn put_session(&self, rec: SessionRecord) -> StoreFuture<'_, ()> {
         let bytes = serde_json::to_vec(&rec).expect("records serialize");
+        let len = bytes.len() + RECORD_OVERHEAD;
+        let mut sizes = self.session_bytes.lock().unwrap();
+        let before = sizes.get(&rec.id).copied().unwrap_or(0);
+        if !self.mem.account_other(before, len, false) {
+            tracing::warn!(
+                bytes = len,
+                "task store is full (max_store_bytes): a session's record is not written, and the session would not be revived after a restart"
+            );
+            return Box::pin(std::future::ready(()));
+        }
+        sizes.insert(rec.id.clone(), len);
+        drop(sizes);
         self.writer.lock().unwrap().send(vec![Op::PutSession(rec.id, bytes)], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
@@ -440,6 +464,9 @@ impl TaskStore for FileStore {
 
     fn remove_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
         self.sessions.lock().unwrap().remove(id);
+        if let Some(before) = self.session_bytes.lock().unwrap().remove(id) {
+            self.mem.account_other(before, 0, false);
+        }
         self.writer.lock().unwrap().send(vec![Op::DeleteSession(id.to_string())], Due::Lazy);
         Box::pin(std::future::ready(()))
     }
@@ -479,4 +506,9 @@ pub fn open_configured(cfg: &crate::config::TasksConfig) -> Result<Arc<dyn TaskS
         ),
         StoreKind::Redis(r) => crate::tasks::redis_store::RedisStore::open_blocking(r, cfg)?,
     })
+}
+
+/// What a session record counts against `max_store_bytes`.
+fn session_len(rec: &SessionRecord) -> usize {
+    serde_json::to_vec(rec).map_or(0, |b| b.len()) + RECORD_OVERHEAD
 }

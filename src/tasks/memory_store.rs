@@ -90,6 +90,20 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Records of another kind kept beside the tasks (a durable store's session records)
+    /// change from `before` to `after` bytes, counted with the tasks' against `max_bytes`:
+    /// `false` (nothing counted) when growing would pass it. `restored`: put back from
+    /// before a restart, counted whatever the limit says.
+    pub fn account_other(&self, before: usize, after: usize, restored: bool) -> bool {
+        let mut st = self.inner.lock().unwrap();
+        let others = st.stored_bytes.saturating_sub(before);
+        if after > before && others + after > self.max_bytes && !restored {
+            return false;
+        }
+        st.stored_bytes = others + after;
+        true
+    }
 }
 
 impl Inner {

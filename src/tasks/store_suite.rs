@@ -278,6 +278,42 @@ async fn a_reopened_file_store_remembers_the_sessions_that_still_have_tasks() {
     assert!(s.get_session("followed-expired").await.is_none(), "its only upstream task is past its ttl");
 }
 
+/// Session records count with the tasks against `max_store_bytes`, whole: one that does not
+/// fit is not written (nor remembered at the reopening), a removed one gives its bytes back,
+/// and those remembered at a reopening are counted again.
+#[tokio::test]
+async fn a_file_stores_session_records_count_against_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = |id: &str, owner: &str, n: usize| SessionRecord {
+        init_params: format!("{{\"pad\":\"{}\"}}", "p".repeat(n)),
+        ..session(id, owner)
+    };
+    {
+        let s = FileStore::open(dir.path(), 100, 4000).unwrap();
+        s.put_session(big("a", "o1", 1500)).await;
+        let held = s.stored_bytes().await;
+        assert!(held > 1500, "{held}");
+        // A second that does not fit is not written.
+        s.put_session(big("b", "o2", 3000)).await;
+        assert_eq!(s.stored_bytes().await, held);
+        // A task takes what is left; one more record of the first session's size does not fit.
+        s.insert(rec("t1", "o1"), 10).await.unwrap();
+        s.insert(rec("t2", "o2"), 10).await.unwrap();
+        s.put_session(big("c", "o3", 3000)).await;
+        let with_tasks = s.stored_bytes().await;
+        // Removed: its bytes come back.
+        s.put_session(big("d", "o4", 100)).await;
+        let with_d = s.stored_bytes().await;
+        assert!(with_d > with_tasks);
+        s.remove_session("d").await;
+        assert_eq!(s.stored_bytes().await, with_tasks);
+    }
+    let s = FileStore::open(dir.path(), 100, 4000).unwrap();
+    assert!(s.get_session("a").await.is_some());
+    assert!(s.get_session("b").await.is_none(), "never written");
+    assert!(s.stored_bytes().await > 1500, "the remembered record is counted again");
+}
+
 #[tokio::test]
 async fn a_reopened_file_store_keeps_finished_tasks_and_fails_running_ones() {
     let dir = tempfile::tempdir().unwrap();

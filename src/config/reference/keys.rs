@@ -272,7 +272,7 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "tasks.max_store_bytes",
         POSITIVE,
-        "the task records kept together, whole: ids, owner, upstream, tool name, status message and the stored result, plus 256 bytes a record; a result that does not fit fails its task, and a new task that would not fit is refused (-32603, \"task store is full\"). The states `progress/get` keeps have a budget of the same size of their own, counted the same way (token, message, error and kept result; a state at most `max_result_bytes`). See [Data and retention](operating.md#data-and-retention)",
+        "the task records kept together, whole: ids, owner, upstream, tool name, status message and the stored result, plus 256 bytes a record; a result that does not fit fails its task, and a new task that would not fit is refused (-32603, \"task store is full\"). With the `file` store the session records (what revives an HTTP session after a restart) count too, each its JSON plus 256 bytes: one that does not fit is not written, and that session would not be revived. The states `progress/get` keeps have a budget of the same size of their own, counted the same way (token, message, error and kept result; a state at most `max_result_bytes`). See [Data and retention](operating.md#data-and-retention)",
     ),
     k(
         "tasks.max_followed",
