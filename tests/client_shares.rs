@@ -178,3 +178,34 @@ async fn one_principal_cannot_hold_every_session() {
     }
     assert_eq!(gw.server.session_count(), 4);
 }
+
+/// A listen holds a connection as long as its client wants: past `max_listens_per_client`
+/// (half of `max_connections` with authentication) a principal's next listen gets 429 naming
+/// the key, and another principal listens.
+#[tokio::test]
+async fn one_principal_cannot_hold_every_listen_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = String::from("[server]\nmax_connections = 8\n");
+    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
+    config.push_str(&builtin_upstream("demo"));
+    let gw = start_gateway(&config).await;
+    let alice = client(&gw, ALICE);
+    let listen = |id: u64| {
+        modern::request(
+            json!(id),
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+            json!({}),
+        )
+    };
+    let mut held = Vec::new();
+    for id in 1..=4 {
+        held.push(modern::listen_stream(&alice, &listen(id)).await);
+    }
+    let (status, answer, _) = modern::call(&alice, &listen(5)).await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"]["data"]["originalCode"], -32004, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("max_listens_per_client"), "{answer}");
+    let _bob = modern::listen_stream(&client(&gw, BOB), &listen(6)).await;
+    drop(held);
+}

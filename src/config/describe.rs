@@ -30,6 +30,7 @@ impl Config {
         let _ = writeln!(out, "max_initialize_bytes = {}", s.max_initialize_bytes);
         let _ = writeln!(out, "max_sessions_per_client = {}", s.max_sessions_per_client);
         let _ = writeln!(out, "max_links_per_client = {}", s.max_links_per_client);
+        let _ = writeln!(out, "max_listens_per_client = {}", s.max_listens_per_client);
         let _ = writeln!(out, "sse_keepalive = \"{}\"", fmt_duration(s.sse_keepalive));
         let _ = writeln!(out, "json_response_window = \"{}\"", fmt_duration(s.json_response_window));
         let _ = writeln!(out, "progress_min_interval = \"{}\"", fmt_duration(s.progress_min_interval));

@@ -123,6 +123,12 @@ fn server_config(r: RawServer, base: Option<&Path>, anonymous: bool) -> Result<S
     }
     let max_sessions = positive("server.max_sessions", r.max_sessions, d.max_sessions)?;
     let max_links = positive("server.max_links", r.max_links, max_sessions)?;
+    let max_connections = match positive("server.max_connections", r.max_connections, d.max_connections)? {
+        n if n > MAX_CONNECTIONS => {
+            return err(format!("server.max_connections: {n} is more than the limit of {MAX_CONNECTIONS}"));
+        }
+        n => n,
+    };
     Ok(ServerConfig {
         listen,
         allowed_origins: r.allowed_origins.unwrap_or(d.allowed_origins),
@@ -137,6 +143,12 @@ fn server_config(r: RawServer, base: Option<&Path>, anonymous: bool) -> Result<S
             anonymous,
         )?,
         max_links_per_client: per_client("server.max_links_per_client", r.max_links_per_client, max_links, anonymous)?,
+        max_listens_per_client: per_client(
+            "server.max_listens_per_client",
+            r.max_listens_per_client,
+            max_connections,
+            anonymous,
+        )?,
         session_idle_timeout: duration("server.session_idle_timeout", r.session_idle_timeout, d.session_idle_timeout)?,
         event_buffer: positive("server.event_buffer", r.event_buffer, d.event_buffer)?,
         max_in_flight: positive("server.max_in_flight", r.max_in_flight, d.max_in_flight)?,
@@ -156,12 +168,7 @@ fn server_config(r: RawServer, base: Option<&Path>, anonymous: bool) -> Result<S
         drain_timeout: at_most_a_day("server.drain_timeout", r.drain_timeout, d.drain_timeout)?,
         header_read_timeout: at_most_a_day("server.header_read_timeout", r.header_read_timeout, d.header_read_timeout)?,
         body_read_timeout: at_most_a_day("server.body_read_timeout", r.body_read_timeout, d.body_read_timeout)?,
-        max_connections: match positive("server.max_connections", r.max_connections, d.max_connections)? {
-            n if n > MAX_CONNECTIONS => {
-                return err(format!("server.max_connections: {n} is more than the limit of {MAX_CONNECTIONS}"));
-            }
-            n => n,
-        },
+        max_connections,
         event_buffer_bytes: positive("server.event_buffer_bytes", r.event_buffer_bytes, d.event_buffer_bytes)?,
         max_batch: positive("server.max_batch", r.max_batch, d.max_batch)?,
         max_body_values: positive("server.max_body_values", r.max_body_values, d.max_body_values)?,

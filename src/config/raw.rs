@@ -40,6 +40,7 @@ pub(super) struct RawServer {
     pub(super) max_initialize_bytes: Option<u64>,
     pub(super) max_sessions_per_client: Option<u64>,
     pub(super) max_links_per_client: Option<u64>,
+    pub(super) max_listens_per_client: Option<u64>,
     pub(super) auth: Option<super::auth::RawAuth>,
     pub(super) tls: Option<super::observe::RawTls>,
     pub(super) otlp: Option<super::observe::RawOtlp>,

@@ -345,6 +345,9 @@ pub struct ServerConfig {
     /// hosted tasks still run on included): one client cannot take every place of
     /// `max_links`.
     pub max_links_per_client: usize,
+    /// `subscriptions/listen` streams one client may hold open: each holds a connection
+    /// (and its descriptor) for as long as the client wants.
+    pub max_listens_per_client: usize,
     /// Who may use the gateway over HTTP (`[server.auth]`).
     pub auth: AuthConfig,
     /// Serve HTTPS with this certificate and key (`[server.tls]`); plain HTTP without.
@@ -517,6 +520,7 @@ impl Default for ServerConfig {
             // No authentication by default: every place (see `load::per_client`).
             max_sessions_per_client: 1024,
             max_links_per_client: 1024,
+            max_listens_per_client: 1024,
             auth: AuthConfig::default(),
             tls: None,
             otlp: None,

@@ -93,6 +93,29 @@ pub(crate) async fn serve(
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &e.to_rpc(), Some(&id)),
     };
     let method = frame.method_name().to_string();
+    let listens = jsonrpc::Method::parse(&method) == jsonrpc::Method::SubscriptionsListen;
+    // A listen holds its connection as long as its client wants: one client holds at most
+    // its share of them.
+    let listen_slot = match listens {
+        true => {
+            let client = match principal {
+                Some(p) => Session::principal_client(p),
+                None => crate::downstream::http_guard::address_of(peer.ip()),
+            };
+            match open_listens.reserve(&client) {
+                Ok(slot) => Some(slot),
+                Err(e) => {
+                    let mut answer = e.response(Some(&id));
+                    crate::mcp::modern::client::error_for_modern(&mut answer);
+                    let body = Bytes::from(serde_json::to_vec(&answer).expect("values serialize"));
+                    let mut r = json_response(body, None);
+                    *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                    return r;
+                }
+            }
+        }
+        false => None,
+    };
     let limits = gateway.limits();
     let streams = Arc::new(Streams::with_limits(limits.event_buffer, limits.event_buffer_bytes));
     // A retry of a request waiting for this client's input goes on in that request's session.
@@ -118,13 +141,12 @@ pub(crate) async fn serve(
     };
     // This round ends with this POST, however it ends (and the session with it, unless the
     // request waits for the client's input).
-    let mut ends = EndsWithPost(Some(session.clone()), id.clone(), None);
+    let mut ends = EndsWithPost(Some(session.clone()), id.clone(), None, listen_slot);
     match resumed {
         Some(s) => s.resume(streams.clone(), frame).await,
         None => session.handle(frame).await,
     }
     // A listen stream (acknowledged by now) is ended by shutdown: at once if it has begun.
-    let listens = jsonrpc::Method::parse(&method) == jsonrpc::Method::SubscriptionsListen;
     if listens {
         ends.2 = open_listens.hold(&session);
     }
@@ -205,8 +227,8 @@ fn status_of(json: &Bytes, method: &str) -> StatusCode {
 
 /// Ends a modern request's round when dropped: after its answer, or when its client hung
 /// up (its request is then cancelled upstream, unless it waits for the client's input).
-/// A listen's place among the open ones goes with it.
-struct EndsWithPost(Option<Arc<Session>>, Id, Option<Held>);
+/// A listen's place among the open ones, and its client's, go with it.
+struct EndsWithPost(Option<Arc<Session>>, Id, Option<Held>, #[allow(dead_code)] Option<crate::client_slots::Slot>);
 
 impl Drop for EndsWithPost {
     fn drop(&mut self) {

@@ -8,8 +8,7 @@
 
 use crate::clock::Deadlines;
 use crate::config::UpstreamConfig;
-use crate::downstream::auth::authorization;
-use crate::downstream::auth::{Auth, Principal};
+use crate::downstream::auth::{Auth, Principal, authorization};
 use crate::downstream::http_body::{
     Body, Refusal, SseBody, accepts_event_stream, check_json_content_type, empty, json_or_limited, plain, read_body,
     rpc_error, sse_response,
@@ -104,10 +103,12 @@ impl HttpServer {
     }
 
     fn build(gateway: Arc<Gateway>, routes: Routes, legacy: Routes) -> Arc<HttpServer> {
-        let connections = Arc::new(tokio::sync::Semaphore::new(gateway.limits().max_connections));
+        let l = gateway.limits();
+        let connections = Arc::new(tokio::sync::Semaphore::new(l.max_connections));
         let stopping = CancellationToken::new();
-        let idle = Deadlines::new(gateway.limits().session_idle_timeout, Duration::MAX);
-        let slots = SessionSlots::new(gateway.limits().max_sessions, gateway.limits().max_sessions_per_client);
+        let idle = Deadlines::new(l.session_idle_timeout, Duration::MAX);
+        let slots = SessionSlots::new(l.max_sessions, l.max_sessions_per_client);
+        let listens = crate::downstream::listens::OpenListens::new(l.max_connections, l.max_listens_per_client);
         let legacy = Legacy::new(gateway.clone(), legacy, slots.clone());
         let sessions = Mutex::new(HashMap::new());
         let parked = ParkedRequests::new();
@@ -128,7 +129,7 @@ impl HttpServer {
             slots,
             legacy,
             parked,
-            listens: Arc::default(),
+            listens,
             auth,
             busy,
             cors,

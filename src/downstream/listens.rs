@@ -2,15 +2,18 @@
 //! as long as its client wants, so a shutdown that waited for it would wait the whole
 //! `drain_timeout`; instead each ends at once with the answer that says the server ended it
 //! on purpose (`Session::end_listen_for_shutdown`). One entry per listen request in flight,
-//! gone with it: bounded by the front's requests in flight.
+//! gone with it: bounded by the front's requests in flight. Each client (a principal, else
+//! an address) holds at most `max_listens_per_client` of them: a listen holds a connection,
+//! and one client must not take every descriptor.
 
 use crate::gateway::session::Session;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-#[derive(Default)]
 pub(crate) struct OpenListens {
     st: Mutex<State>,
+    /// The listens each client holds (at most `max_connections` in all).
+    per_client: Arc<crate::client_slots::ClientSlots>,
 }
 
 #[derive(Default)]
@@ -33,6 +36,28 @@ impl Drop for Held {
 }
 
 impl OpenListens {
+    pub(crate) fn new(max: usize, per_client: usize) -> Arc<OpenListens> {
+        Arc::new(OpenListens {
+            st: Mutex::default(),
+            per_client: crate::client_slots::ClientSlots::new(max, per_client),
+        })
+    }
+
+    /// A place for a listen of `client`, held while its stream is open; the error names the
+    /// cap its client reached.
+    pub(crate) fn reserve(&self, client: &str) -> Result<crate::client_slots::Slot, crate::jsonrpc::RpcError> {
+        use crate::client_slots::Full;
+        self.per_client.take(Some(client)).map_err(|full| {
+            let why = match full {
+                Full::Client(n) => {
+                    format!("too many listen streams for this client (limit {n}, server.max_listens_per_client)")
+                }
+                Full::All(n) => format!("too many listen streams open (limit {n}, server.max_connections)"),
+            };
+            crate::jsonrpc::RpcError::new(crate::jsonrpc::GATEWAY_BUSY, why)
+        })
+    }
+
     /// `session` serves a listen that is open now (acknowledged, or still being answered):
     /// it is ended at shutdown while the returned place is held. Once shutdown has begun, it
     /// is ended here and then (`None`).

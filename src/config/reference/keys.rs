@@ -65,6 +65,12 @@ pub const KEYS: &[KeyDoc] = &[
         "upstream links one client's sessions may hold open, including those of its ended sessions that hosted tasks still run on; a session of that client that needs another gets JSON-RPC -32004 naming this key. A shared link counts for nobody's share. A client is as for `max_sessions_per_client`",
     ),
     d(
+        "server.max_listens_per_client",
+        "with `[server.auth]`, half of `max_connections`, rounded up; without, `max_connections`",
+        "1 to `max_connections`",
+        "`subscriptions/listen` streams one 2026-07-28 client may hold open at once (each holds a connection, and its file descriptor, for as long as the client wants); its next gets HTTP 429 with -32603 (`data.originalCode` -32004) naming this key. A client is as for `max_sessions_per_client`",
+    ),
+    d(
         "server.max_links",
         "`max_sessions`",
         POSITIVE,
