@@ -9,12 +9,20 @@ use std::time::{Duration, Instant};
 use crate::tasks::store_suite::redis_server::RedisServer;
 
 async fn replica(url: &str, prefix: &str) -> RedisStore {
+    replica_with(url, prefix, "", None).await
+}
+
+/// A replica with `tasks` (more `[tasks]` keys) and, if given, `timing`.
+async fn replica_with(url: &str, prefix: &str, tasks: &str, timing: Option<super::Timing>) -> RedisStore {
     let text = format!(
-        "[tasks]\nstore = \"redis\"\nredis_url = \"{url}\"\nredis_prefix = \"{prefix}\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n"
+        "[tasks]\nstore = \"redis\"\nredis_url = \"{url}\"\nredis_prefix = \"{prefix}\"\n{tasks}[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n"
     );
     let config = crate::config::Config::parse(&text, &|_| None).unwrap();
     let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
-    RedisStore::open(settings, &config.tasks).await.unwrap()
+    match timing {
+        Some(t) => RedisStore::open_timed(settings, &config.tasks, t).await.unwrap(),
+        None => RedisStore::open(settings, &config.tasks).await.unwrap(),
+    }
 }
 
 fn rec(id: &str) -> TaskRecord {
@@ -130,14 +138,8 @@ async fn redis_going_away_is_a_prompt_backend_error_and_its_return_heals() {
 async fn the_running_tasks_of_a_replica_that_stopped_are_failed_by_another_and_no_others() {
     let server = RedisServer::start();
     let timing = super::Timing { sweep_every: Duration::from_millis(100), heartbeat_ttl: Duration::from_millis(400) };
-    let text = format!(
-        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"h:\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
-        server.url()
-    );
-    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
-    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
-    let a = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
-    let b = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    let a = replica_with(&server.url(), "h:", "", Some(timing)).await;
+    let b = replica_with(&server.url(), "h:", "", Some(timing)).await;
     a.insert(rec("on-a"), 10).await.unwrap();
     b.insert(rec("on-b"), 10).await.unwrap();
     // Both alive for several heartbeat lifetimes: nothing is failed.
@@ -186,13 +188,7 @@ async fn listings_do_not_read_outcomes() {
 async fn a_task_whose_end_the_store_lost_is_failed_by_its_replica() {
     let server = RedisServer::start();
     let timing = super::Timing { sweep_every: Duration::from_millis(100), heartbeat_ttl: Duration::from_millis(300) };
-    let text = format!(
-        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"b:\"\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
-        server.url()
-    );
-    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
-    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
-    let a = RedisStore::open_timed(settings, &config.tasks, timing).await.unwrap();
+    let a = replica_with(&server.url(), "b:", "", Some(timing)).await;
     a.insert(rec("ended"), 10).await.unwrap();
     a.insert(rec("runs"), 10).await.unwrap();
     // The state before the end, as a snapshot would have it.
@@ -246,14 +242,8 @@ async fn a_task_whose_end_the_store_lost_is_failed_by_its_replica() {
 #[tokio::test]
 async fn results_ending_at_once_on_two_replicas_stay_within_max_store_bytes() {
     let server = RedisServer::start();
-    let text = format!(
-        "[tasks]\nstore = \"redis\"\nredis_url = \"{}\"\nredis_prefix = \"x:\"\nmax_store_bytes = 65536\n[[upstream]]\nname = \"a\"\nbuiltin = \"demo\"\n",
-        server.url()
-    );
-    let config = crate::config::Config::parse(&text, &|_| None).unwrap();
-    let crate::config::StoreKind::Redis(settings) = &config.tasks.store else { unreachable!() };
-    let a = RedisStore::open(settings, &config.tasks).await.unwrap();
-    let b = RedisStore::open(settings, &config.tasks).await.unwrap();
+    let a = replica_with(&server.url(), "x:", "max_store_bytes = 65536\n", None).await;
+    let b = replica_with(&server.url(), "x:", "max_store_bytes = 65536\n", None).await;
     let ids: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
     for id in &ids {
         a.insert(rec(id), 100).await.unwrap();
