@@ -17,10 +17,16 @@ const BOB: &str = "bob-token-0123456789abcdef";
 /// The gateway in front of the demo, `max_in_flight = 4` per link and 2 per client, with
 /// bearer tokens for alice and bob (their files in `dir`).
 async fn gateway(dir: &tempfile::TempDir) -> Gw {
-    let mut config = String::from("[server]\nmax_in_flight = 4\n");
+    principals(dir, "max_in_flight = 4\n", "max_in_flight_per_client = 2\n").await
+}
+
+/// The gateway with `server` keys, the demo upstream with `upstream` keys, and bearer tokens
+/// for alice and bob (their files in `dir`).
+async fn principals(dir: &tempfile::TempDir, server: &str, upstream: &str) -> Gw {
+    let mut config = format!("[server]\n{server}");
     config.push_str(&bearer_tokens(dir, &[("alice", ALICE), ("bob", BOB)]));
     config.push_str(&builtin_upstream("demo"));
-    config.push_str("max_in_flight_per_client = 2\n");
+    config.push_str(upstream);
     start_gateway(&config).await
 }
 
@@ -81,11 +87,7 @@ async fn one_principal_holding_its_share_does_not_starve_another() {
 #[tokio::test]
 async fn hosted_tasks_count_against_their_creators_share() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = String::from("[server]\nmax_in_flight = 4\n");
-    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
-    config.push_str(&builtin_upstream("demo"));
-    config.push_str("share = true\nmax_in_flight_per_client = 2\n");
-    let gw = start_gateway(&config).await;
+    let gw = principals(&dir, "max_in_flight = 4\n", "share = true\nmax_in_flight_per_client = 2\n").await;
     let mut alice = client(&gw, ALICE);
     alice.initialize("2025-11-25").await;
     for _ in 0..2 {
@@ -132,10 +134,7 @@ async fn anonymous_modern_requests_share_their_address() {
 #[tokio::test]
 async fn one_principal_cannot_hold_every_link() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = String::from("[server]\nmax_sessions = 4\nmax_links = 4\n");
-    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
-    config.push_str(&builtin_upstream("demo"));
-    let gw = start_gateway(&config).await;
+    let gw = principals(&dir, "max_sessions = 4\nmax_links = 4\n", "").await;
     // Bob's two sessions each start an hour-long hosted task, then are deleted: their links
     // stay open for the tasks.
     for _ in 0..2 {
@@ -160,10 +159,7 @@ async fn one_principal_cannot_hold_every_link() {
 #[tokio::test]
 async fn one_principal_cannot_hold_every_session() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = String::from("[server]\nmax_sessions = 4\nmax_links = 8\n");
-    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
-    config.push_str(&builtin_upstream("demo"));
-    let gw = start_gateway(&config).await;
+    let gw = principals(&dir, "max_sessions = 4\nmax_links = 8\n", "").await;
     for _ in 0..2 {
         client(&gw, BOB).initialize("2025-11-25").await;
     }
@@ -185,10 +181,7 @@ async fn one_principal_cannot_hold_every_session() {
 #[tokio::test]
 async fn one_principal_cannot_hold_every_listen_stream() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = String::from("[server]\nmax_connections = 8\n");
-    config.push_str(&bearer_tokens(&dir, &[("alice", ALICE), ("bob", BOB)]));
-    config.push_str(&builtin_upstream("demo"));
-    let gw = start_gateway(&config).await;
+    let gw = principals(&dir, "max_connections = 8\n", "").await;
     let alice = client(&gw, ALICE);
     let listen = |id: u64| {
         modern::request(
