@@ -18,6 +18,7 @@ mod dialects_review;
 mod docs;
 mod dual_era;
 mod eras;
+mod extension_core_tasks;
 mod extension_tasks;
 mod faults;
 mod full_disk;

@@ -11,8 +11,10 @@
 //! knows; then come the `notifications/tasks` of every task it has (the granted ones first:
 //! a careless server, which a gateway must not rely on to keep tasks apart), and a log
 //! message saying they were sent.
+//!
+//! [`Setup`] is the gateway in front of it; [`requests`] and the like say what it heard.
 
-use super::{Step, reply};
+use super::{Gw, Scripted, Step, http_upstream, reply, start_gateway};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -216,4 +218,48 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
             _ => error(req, -32601, "method not found", None),
         }
     }
+}
+
+// ---- the gateway in front of it, and what the server heard ----
+
+/// The gateway in front of the scripted server.
+pub struct Setup {
+    pub up: Scripted,
+    pub state: Arc<Mutex<Server>>,
+    pub gw: Gw,
+}
+
+pub async fn setup() -> Setup {
+    setup_with("").await
+}
+
+/// The gateway in front of the scripted server, with `config` before the upstream's table
+/// (e.g. `[tasks]` keys).
+pub async fn setup_with(config: &str) -> Setup {
+    let state = Arc::new(Mutex::new(Server::default()));
+    let up = Scripted::start(extension_server(state.clone())).await;
+    let gw = start_gateway(&format!("{config}{}", http_upstream("up", &up.url()))).await;
+    Setup { up, state, gw }
+}
+
+pub fn requests(up: &Scripted, method: &str) -> Vec<Value> {
+    up.received.lock().unwrap().iter().filter(|m| m["method"] == method).cloned().collect()
+}
+
+/// The `tasks/get` the upstream has had for task `id`.
+pub fn gets_of(up: &Scripted, id: &str) -> usize {
+    requests(up, "tasks/get").iter().filter(|g| g["params"]["taskId"] == id).count()
+}
+
+/// The ids of the tasks the upstream was asked to cancel, in order.
+pub fn cancelled_ids(up: &Scripted) -> Vec<String> {
+    requests(up, "tasks/cancel").iter().map(|c| c["params"]["taskId"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// The `notifications/tasks/status` among `msgs`, by status.
+pub fn statuses(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| m["method"] == "notifications/tasks/status")
+        .map(|m| m["params"]["status"].as_str().unwrap_or("").to_string())
+        .collect()
 }
