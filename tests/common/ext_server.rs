@@ -1,5 +1,5 @@
 //! A scripted 2026-07-28 server of the tasks extension (`io.modelcontextprotocol/tasks`),
-//! for the tests of legacy clients in front of one (`tests/extension_tasks.rs`).
+//! for the tests of legacy clients in front of one (`tests/extension_tasks.rs`, `tests/extension_core_tasks.rs`).
 //!
 //! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
 //! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
