@@ -1,6 +1,8 @@
 //! Text a peer sends, cut to what the gateway keeps of it: a task's status message (an
 //! upstream's error message, a progress message, a canceller's name) is at most
-//! `max_status_message_bytes`, ending with [`CUT_MARKER`] when it was cut.
+//! `max_status_message_bytes`, ending with [`CUT_MARKER`] when it was cut. An upstream's task
+//! id is not cut (it would name another task): one past `max_task_id_bytes` is refused
+//! ([`task_id_within`]).
 
 use std::borrow::Cow;
 
@@ -23,6 +25,21 @@ pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
         out.push_str(CUT_MARKER);
     }
     Cow::Owned(out)
+}
+
+/// `id` (an upstream's task id) if it has at most `max` bytes (`[tasks] max_task_id_bytes`);
+/// else the error its client gets (the task is not kept).
+pub fn task_id_within(id: &str, max: usize) -> Result<&str, crate::jsonrpc::RpcError> {
+    if id.len() <= max {
+        return Ok(id);
+    }
+    Err(crate::jsonrpc::RpcError::new(
+        crate::jsonrpc::INTERNAL_ERROR,
+        format!(
+            "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {max})",
+            id.len()
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -288,20 +288,15 @@ impl LinkEvents for Session {
         }
         if let Some((task_id, _)) = mcp_tasks::created_task(&msg) {
             let max = self.gateway.config.tasks.max_task_id_bytes;
-            if task_id.as_str().len() > max {
+            if let Err(refused) = crate::tasks::text_bounds::task_id_within(task_id.as_str(), max) {
                 // Not kept: the client is told so, and the upstream to drop the task.
-                let why = format!(
-                    "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {max})",
-                    task_id.as_str().len()
-                );
                 if let Some(link) = self.link.lock().unwrap().clone() {
                     let id = task_id.as_str().to_string();
                     tokio::spawn(async move {
                         let _ = link.request(Method::TasksCancel, serde_json::json!({"taskId": id})).await;
                     });
                 }
-                let refused = RpcError::new(jsonrpc::INTERNAL_ERROR, why).response(Some(&client_id));
-                self.to_client(Message::made(refused), Route::Response(client_id));
+                self.to_client(Message::made(refused.response(Some(&client_id))), Route::Response(client_id));
                 return;
             }
             let mut st = self.state.lock().unwrap();

@@ -61,15 +61,7 @@ impl PrincipalTasks<'_> {
         if ResultType::of(result) != Ok(ResultType::Task) {
             return Ok(());
         }
-        if task_id.len() > max_id {
-            return Err(RpcError::new(
-                jsonrpc::INTERNAL_ERROR,
-                format!(
-                    "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {max_id})",
-                    task_id.len()
-                ),
-            ));
-        }
+        crate::tasks::text_bounds::task_id_within(&task_id, max_id)?;
         let per_owner = self.upstream.tasks.max_tasks_per_owner;
         self.owners.remember(&self.upstream.name, &task_id, self.owner, per_owner);
         Ok(())

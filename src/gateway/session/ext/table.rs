@@ -100,12 +100,6 @@ pub struct Bytes {
     pub result: usize,
 }
 
-impl Bytes {
-    pub fn of(tasks: &crate::config::TasksConfig) -> Bytes {
-        Bytes { id: tasks.max_task_id_bytes, message: tasks.max_status_message_bytes, result: tasks.max_result_bytes }
-    }
-}
-
 impl Default for Bytes {
     fn default() -> Bytes {
         Bytes::of(&crate::config::TasksConfig::default())
@@ -121,6 +115,10 @@ fn json_len(v: &Value) -> usize {
 }
 
 impl Bytes {
+    pub fn of(tasks: &crate::config::TasksConfig) -> Bytes {
+        Bytes { id: tasks.max_task_id_bytes, message: tasks.max_status_message_bytes, result: tasks.max_result_bytes }
+    }
+
     /// `task` (the table's task `id`) as the table keeps and shows it: its id the table's
     /// (an answer naming another is not believed), its times numbers or nothing, its status
     /// message cut; if its members still make it larger than a cut message and some room,
@@ -213,16 +211,7 @@ impl ExtTable {
         let Some(id) = view.id().map(str::to_string) else {
             return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "the upstream's task has no taskId"));
         };
-        if id.len() > self.bytes.id {
-            return Err(RpcError::new(
-                crate::jsonrpc::INTERNAL_ERROR,
-                format!(
-                    "the upstream's task id is {} bytes, longer than this gateway keeps ([tasks] max_task_id_bytes = {})",
-                    id.len(),
-                    self.bytes.id
-                ),
-            ));
-        }
+        crate::tasks::text_bounds::task_id_within(&id, self.bytes.id)?;
         if self.tasks.len() >= self.limit && !self.tasks.contains_key(&id) {
             let Some(pos) = self.order.iter().position(|k| self.tasks.get(k).is_some_and(|e| e.outcome.is_some()))
             else {
