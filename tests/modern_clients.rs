@@ -387,6 +387,55 @@ async fn a_listen_stream_ends_when_cancelled_and_task_ids_need_the_extension() {
     assert_eq!((status, r["error"]["code"].as_i64()), (400, Some(-32021)), "{r}");
 }
 
+/// A 2026-07-28 stdio upstream serves `subscriptions/listen` itself: its acknowledgement and
+/// what it tags for the stream reach the client that listens, under the client's own id (the
+/// tag, not a stream, is what ties them to the request over stdio), and no other client.
+#[tokio::test]
+async fn a_modern_stdio_upstreams_listen_stream_reaches_its_client() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen) echo "$id" >> "$LOG"
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+    change) for l in $(cat "$LOG"); do
+          printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$l"
+        done
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let table =
+        format!("{}request_timeout = \"1s\"\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let gw = start_gateway(&table).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let open = async |id: &str| {
+        let listen =
+            request(json!(id), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
+        let h = mirrored(&listen);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
+        assert_eq!(resp.status(), 200);
+        let mut events = SseReader::new(resp.into_body());
+        let (_, ack) = tokio::time::timeout(STEP, events.next()).await.expect("acknowledged in time").unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+        assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id, "{ack}");
+        events
+    };
+    let mut first = open("L1").await;
+    let mut second = open("L2").await;
+    // Longer than request_timeout: a quiet listen stream is not a request that timed out.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (_, r, _) =
+        call(&c, &request(json!(1), "tools/call", json!({"name": "change", "arguments": {}}), json!({}))).await;
+    assert!(r["result"]["content"].is_array(), "{r}");
+    for (events, id) in [(&mut first, "L1"), (&mut second, "L2")] {
+        let (_, m) = tokio::time::timeout(STEP, events.next()).await.expect("the change in time").unwrap();
+        assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+        assert_eq!(m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id, "its own stream's: {m}");
+        let more = tokio::time::timeout(std::time::Duration::from_millis(300), events.next()).await;
+        assert!(more.is_err(), "one change per stream, not the other's too: {more:?}");
+    }
+}
+
 /// A listen stream whose upstream link is lost ends saying so (`notifications/cancelled` with
 /// its id), so that the client listens again on the new one.
 #[tokio::test]

@@ -367,9 +367,13 @@ pub const KEYS: &[KeyDoc] = &[
     k(
         "upstream.request_timeout",
         DURATION,
-        "a forwarded request fails (-32001) when neither its result nor progress came for this long",
+        "a forwarded request fails (-32001) when neither its result nor progress came for this long (not a `subscriptions/listen` a 2026-07-28 upstream serves: that stream lasts as long as its client keeps it)",
     ),
-    k("upstream.max_request_time", DURATION, "a forwarded request fails (-32001) after this long in all"),
+    k(
+        "upstream.max_request_time",
+        DURATION,
+        "a forwarded request fails (-32001) after this long in all (not a `subscriptions/listen`, as for `request_timeout`)",
+    ),
     k(
         "upstream.share",
         "",

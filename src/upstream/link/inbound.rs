@@ -295,9 +295,20 @@ impl InboundSink for LinkCore {
                 }
             }
             Kind::Notification => {
+                if frame.method() == Method::Progress {
+                    return self.on_progress(frame);
+                }
+                // A listen stream's notification is its client's, tagged with the client's id.
+                if let Some(client) = self.listener_of(&frame) {
+                    let subscription = client.id.to_value();
+                    let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));
+                    if let Some(ev) = self.events_of(client.session) {
+                        ev.notification(frame, Some(client.id));
+                    }
+                    return;
+                }
                 let mut ended_status = None;
                 match frame.method() {
-                    Method::Progress => return self.on_progress(frame),
                     // On a shared link these are about the server's state, not the request
                     // whose stream carried them: they go to every session or to the
                     // subscribers, whichever stream they came on.

@@ -191,8 +191,9 @@ impl Link {
             }
             _ => None,
         };
-        // The gateway's own requests have deadlines of their own (their caller's).
-        if !matches!(waiter, Waiter::Internal { .. }) {
+        // The gateway's own requests have deadlines of their own (their caller's); a listen
+        // stream lasts as long as its client wants, however quiet the server is.
+        if !matches!(waiter, Waiter::Internal { .. }) && msg.method() != Method::SubscriptionsListen {
             self.core.deadlines.insert(up_id);
         }
         let owner = match &waiter {

@@ -138,6 +138,21 @@ impl LinkCore {
         .or(by_token)
     }
 
+    /// The client whose `subscriptions/listen` stream a 2026-07-28 server's notification is
+    /// on, by its `_meta` subscriptionId: the id the link gave that request. Over stdio this
+    /// tag is the only thing that ties the notification to its stream (over HTTP the stream
+    /// does too). `None` for an untagged notification, or one of the gateway's own listens.
+    pub(super) fn listener_of(&self, msg: &Message) -> Option<ClientRef> {
+        // Most notifications carry no tag: their bytes are looked at, not their tree.
+        memchr::memmem::find(msg.bytes(), b"subscriptionId")?;
+        let meta = msg.value().pointer("/params/_meta")?;
+        let up_id = meta.get(crate::mcp::modern::key::SUBSCRIPTION_ID)?.as_i64()?;
+        match &self.state.lock().unwrap().pending.get(&up_id)?.waiter {
+            Waiter::Client { client, .. } => Some(client.clone()),
+            Waiter::Task { .. } | Waiter::Internal { .. } => None,
+        }
+    }
+
     pub(super) fn deliver_to(&self, dest: &Dest, msg: Message) {
         match dest {
             Dest::Client(c) => {
