@@ -70,24 +70,10 @@ struct Expected {
     why: &'static str,
 }
 
-const SUBSCRIBE_SHARED: &str = "on the shared stdio link the gateway speaks 2026-07-28 to the server, even for a \
-                                legacy client's resources/subscribe, which that era does not have (-32601)";
-
 /// The server scenarios known to pass direct and fail through the gateway: (version, way,
 /// scenario, why). Remove an entry when the gateway is fixed: the test fails while an entry here
 /// passes.
-const EXPECTED: &[Expected] = &[
-    // A legacy client's resource subscriptions on the stdio upstream's shared link, which
-    // speaks 2026-07-28 for every client.
-    x("2025-06-18", Way::Stdio, "resources-subscribe", SUBSCRIBE_SHARED),
-    x("2025-06-18", Way::Stdio, "resources-unsubscribe", SUBSCRIBE_SHARED),
-    x("2025-11-25", Way::Stdio, "resources-subscribe", SUBSCRIBE_SHARED),
-    x("2025-11-25", Way::Stdio, "resources-unsubscribe", SUBSCRIBE_SHARED),
-];
-
-const fn x(version: &'static str, way: Way, scenario: &'static str, why: &'static str) -> Expected {
-    Expected { version, way, scenario, why }
-}
+const EXPECTED: &[Expected] = &[];
 
 /// A tasks scenario known to fail through the gateway, or (`unstable`) to fail in some runs
 /// and pass in others: such a one fails the test neither way, and is left out of the figures.

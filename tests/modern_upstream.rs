@@ -25,7 +25,8 @@ async fn a_modern_only_server_serves_legacy_clients_of_every_version() {
         let caps = &init["capabilities"];
         assert!(caps["tools"].is_object() && caps["prompts"].is_object(), "{caps}");
         assert!(caps.get("extensions").is_none(), "{caps}");
-        assert!(caps["tools"].get("listChanged").is_none() && caps["resources"].get("subscribe").is_none(), "{caps}");
+        assert!(caps["tools"].get("listChanged").is_none(), "no listen holds list changes: {caps}");
+        assert_eq!(caps["resources"]["subscribe"], true, "the link's listen holds them: {caps}");
 
         let tools = c.request("tools/list", json!({})).await;
         assert_eq!(tools.result()["tools"][0]["name"], "echo", "{version}");
@@ -57,7 +58,10 @@ async fn a_modern_only_server_serves_legacy_clients_of_every_version() {
 
         // What 2026-07-28 removed.
         assert_eq!(c.request("ping", json!({})).await.result(), &json!({}));
-        assert_eq!(c.request("resources/subscribe", json!({"uri": "mem://a"})).await.error_code(), -32601);
+        // Kept by the link's subscriptions/listen, which this server does not serve.
+        let sub = c.request("resources/subscribe", json!({"uri": "mem://a"})).await;
+        assert_eq!(sub.error_code(), -32603, "{}", sub.response);
+        assert!(sub.response["error"]["message"].as_str().unwrap().contains("refused the subscriptions/listen"));
         c.notify("notifications/roots/list_changed", json!({})).await;
     }
     let methods = up.received_methods();
@@ -152,4 +156,72 @@ async fn era_legacy_sends_no_probe_and_era_modern_sends_no_initialize() {
     let out = c.request_owned("initialize", init_params("2025-06-18")).await;
     assert_eq!(out.error_code(), -32000, "no modern server behind it");
     assert_eq!(up.received_methods()[before..], ["server/discover"]);
+}
+
+/// Legacy clients' resource subscriptions in front of a 2026-07-28 server, which has no
+/// `resources/subscribe`: the shared stdio link listens upstream (`subscriptions/listen`) for
+/// the uris its sessions hold, opening the listen again as the set changes, and each update
+/// reaches the sessions holding its uri only, untagged.
+#[tokio::test]
+async fn legacy_subscriptions_are_held_by_the_links_listen() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen) echo "$line" >> "$LOG"; echo "$id" > "$LOG.id"
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+    touch) l=$(cat "$LOG.id")
+        for u in a b c; do
+          printf '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///%s","_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$u" "$l"
+        done
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let gw = start_gateway(&table).await;
+    let session = async || {
+        let mut c = HttpMcp::new(&gw.url("up"));
+        let init = c.initialize("2025-11-25").await;
+        assert_eq!(init["capabilities"]["resources"]["subscribe"], true, "{init}");
+        c
+    };
+    let (mut a, mut b, mut c) = (session().await, session().await, session().await);
+    let sub = |uri: &str| json!({"uri": uri});
+    for (s, uri) in [(&mut a, "file:///a"), (&mut b, "file:///b"), (&mut c, "file:///a")] {
+        assert_eq!(s.request("resources/subscribe", sub(uri)).await.result(), &json!({}));
+    }
+    assert_eq!(c.request("resources/unsubscribe", sub("file:///a")).await.result(), &json!({}));
+    let listens = || -> Vec<Value> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"]["notifications"].clone())
+            .collect()
+    };
+    assert_eq!(
+        listens(),
+        vec![
+            json!({"resourceSubscriptions": ["file:///a"]}),
+            json!({"resourceSubscriptions": ["file:///a", "file:///b"]})
+        ],
+        "a listen per change of the set (c's uri was a's already)"
+    );
+    let mut gets = vec![];
+    for s in [&a, &b, &c] {
+        gets.push(SseReader::new(s.get_raw(&[]).await.into_body()));
+    }
+    a.request("tools/call", json!({"name": "touch", "arguments": {}})).await;
+    for (get, uri) in gets.iter_mut().zip(["file:///a", "file:///b"]) {
+        let (_, m) = tokio::time::timeout(STEP, get.next()).await.expect("the update in time").unwrap();
+        assert_eq!(
+            (m["method"].as_str(), m["params"]["uri"].as_str()),
+            (Some("notifications/resources/updated"), Some(uri))
+        );
+        assert!(m["params"].get("_meta").is_none(), "the gateway's own stream tag is not the client's: {m}");
+    }
+    let none = tokio::time::timeout(std::time::Duration::from_millis(300), gets[2].next()).await;
+    assert!(none.is_err(), "nothing for the session that let go: {none:?}");
+    // The last holder of a uri leaves: the listen goes on without it.
+    assert_eq!(b.delete().await, 200);
+    eventually("listening without b", async || listens().len() == 3).await;
+    assert_eq!(listens()[2], json!({"resourceSubscriptions": ["file:///a"]}));
 }

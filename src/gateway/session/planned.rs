@@ -13,6 +13,7 @@ use crate::mcp::modern::meta::LogLevel;
 
 mod calls;
 mod shared;
+mod subscriptions;
 use super::plan::{CallRoute, FirstStep};
 mod task_requests;
 
@@ -370,11 +371,10 @@ impl Session {
     /// A client request the 2026-07-28 era removed, answered here when the link is modern
     /// (`None`: forward it). `ping` is answered at once; `logging/setLevel` is kept and sent
     /// as `_meta` `logLevel` with every request from now on (on a shared link, the last level
-    /// set applies to all its sessions); resource subscriptions are refused with -32601.
+    /// set applies to all its sessions).
     pub(super) fn removed_by_modern(&self, link: &Arc<Link>, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
-        let answer = match legacy::removed(frame.method(), frame.method_name()) {
+        let answer = match legacy::removed(frame.method()) {
             Removed::Forward | Removed::Drop => return None,
-            Removed::Refuse(e) => return Some(Err(e)),
             Removed::Answer(result) => result,
             Removed::KeepLogLevel => {
                 let level = frame.value().pointer("/params/level").and_then(Value::as_str).and_then(LogLevel::parse);
@@ -396,7 +396,7 @@ impl Session {
     /// Whether a client notification is one the 2026-07-28 era removed (dropped for a modern
     /// upstream).
     pub(super) fn dropped_by_modern(&self, msg: &Message) -> bool {
-        let drop = legacy::removed(msg.method(), msg.method_name()) == Removed::Drop;
+        let drop = legacy::removed(msg.method()) == Removed::Drop;
         if drop {
             tracing::debug!(upstream = %self.upstream.name, method = msg.method_name(), "not sent to the 2026-07-28 upstream, whose era has no such notification");
         }

@@ -157,6 +157,17 @@ pub fn tag_subscription(msg: &mut Value, subscription: &Value) {
     }
 }
 
+/// Takes a notification's stream tag (`_meta` subscriptionId) away, and `_meta` with it if
+/// nothing else was in it.
+pub fn untag_subscription(msg: &mut Value) {
+    let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else { return };
+    let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) else { return };
+    meta.remove(super::key::SUBSCRIPTION_ID);
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+}
+
 /// The `server/discover` result, from the upstream's `initialize` result (as 2025-11-25 has
 /// it). Not cacheable (`ttlMs: 0`): a relinked upstream may say otherwise.
 pub fn discover_result(initialize: &Value, keep_extensions: bool) -> Value {

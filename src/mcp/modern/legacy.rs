@@ -12,9 +12,9 @@
 //!   `tools/call`, see `tasks::bridge::extension`).
 //! - **Methods 2026-07-28 removed** ([`removed`]): `ping` is answered by the gateway,
 //!   `logging/setLevel` is kept by the session and sent as `_meta` `logLevel` on each
-//!   request, `resources/subscribe`/`unsubscribe` (replaced by `subscriptions/listen`, which
-//!   the gateway does not relay) get -32601, and `notifications/roots/list_changed` is
-//!   dropped (a modern server asks for roots per request, with MRTR).
+//!   request, and `notifications/roots/list_changed` is dropped (a modern server asks for
+//!   roots per request, with MRTR). `resources/subscribe`/`unsubscribe`, replaced by
+//!   `subscriptions/listen`, are kept by the link, which listens for them.
 //!
 //! Which capabilities the gateway declares to a modern upstream is [`client_capabilities`].
 //! An `InputRequiredResult` is relayed to the client by the session (its input requests
@@ -24,7 +24,7 @@
 //! a retry (more than `max_in_flight` exchanges).
 
 use super::{ResultType, key};
-use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, Method, RpcError};
+use crate::jsonrpc::{INTERNAL_ERROR, Method, RpcError};
 use serde_json::{Map, Value, json};
 
 /// What a legacy client's message becomes when its upstream is modern.
@@ -36,23 +36,17 @@ pub enum Removed {
     Answer(Value),
     /// `logging/setLevel`: the session keeps the level and answers `{}`.
     KeepLogLevel,
-    /// A request the gateway refuses with this error.
-    Refuse(RpcError),
     /// A notification the era has not: dropped.
     Drop,
 }
 
-/// What becomes of a legacy client's `method` in front of a modern upstream.
-pub fn removed(method: Method, name: &str) -> Removed {
+/// What becomes of a legacy client's `method` in front of a modern upstream. (Resource
+/// subscriptions, which the era replaced with `subscriptions/listen`, are the link's: see
+/// `upstream::link::resource_listen`.)
+pub fn removed(method: Method) -> Removed {
     match method {
         Method::Ping => Removed::Answer(json!({})),
         Method::LoggingSetLevel => Removed::KeepLogLevel,
-        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => Removed::Refuse(RpcError::new(
-            METHOD_NOT_FOUND,
-            format!(
-                "{name}: the upstream speaks 2026-07-28, which replaced resource subscriptions with subscriptions/listen (not relayed by this gateway)"
-            ),
-        )),
         Method::RootsListChanged => Removed::Drop,
         _ => Removed::Forward,
     }
@@ -81,10 +75,10 @@ pub fn client_capabilities(caps: &Value) -> Map<String, Value> {
 }
 
 /// A modern `ServerCapabilities`, for a legacy client: without `extensions` (2026-07-28),
-/// without `tasks` (not in the modern core), without `resources.subscribe` and the
-/// `listChanged` flags (list changes and resource updates come only on
-/// `subscriptions/listen`, which the gateway does not relay: a client told to expect them
-/// would wait in vain).
+/// without `tasks` (not in the modern core), without the `listChanged` flags (list changes
+/// come only on `subscriptions/listen`, which the gateway holds only for resource
+/// subscriptions: a client told to expect them would wait in vain). `resources.subscribe`
+/// stays: the link listens for the uris its sessions subscribe to.
 pub fn server_capabilities(caps: &Value) -> Value {
     let mut caps = caps.as_object().cloned().unwrap_or_default();
     caps.remove("extensions");
@@ -92,9 +86,6 @@ pub fn server_capabilities(caps: &Value) -> Value {
     for k in ["tools", "resources", "prompts"] {
         if let Some(c) = caps.get_mut(k).and_then(Value::as_object_mut) {
             c.remove("listChanged");
-            if k == "resources" {
-                c.remove("subscribe");
-            }
         }
     }
     Value::Object(caps)
@@ -211,13 +202,11 @@ mod tests {
 
     #[test]
     fn removed_methods() {
-        assert_eq!(removed(Method::Ping, "ping"), Removed::Answer(json!({})));
-        assert_eq!(removed(Method::LoggingSetLevel, "logging/setLevel"), Removed::KeepLogLevel);
-        assert!(
-            matches!(removed(Method::ResourcesSubscribe, "resources/subscribe"), Removed::Refuse(e) if e.code == METHOD_NOT_FOUND)
-        );
-        assert_eq!(removed(Method::RootsListChanged, "notifications/roots/list_changed"), Removed::Drop);
-        assert_eq!(removed(Method::ToolsCall, "tools/call"), Removed::Forward);
+        assert_eq!(removed(Method::Ping), Removed::Answer(json!({})));
+        assert_eq!(removed(Method::LoggingSetLevel), Removed::KeepLogLevel);
+        assert_eq!(removed(Method::ResourcesSubscribe), Removed::Forward, "the link's, not refused");
+        assert_eq!(removed(Method::RootsListChanged), Removed::Drop);
+        assert_eq!(removed(Method::ToolsCall), Removed::Forward);
         assert!(client_capabilities(&json!({})).is_empty());
         let caps = json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true},
             "tasks": {"requests": {}}, "experimental": {"x": {}}});

@@ -3,6 +3,7 @@
 //! subscriber), timeouts enforced, and everything in flight failed when the connection dies.
 
 use super::error::{CloseReason, LinkError, Timeout};
+use super::routes::Listener;
 use super::types::*;
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, Id, Kind, Message, Method, RpcError};
@@ -298,15 +299,25 @@ impl InboundSink for LinkCore {
                 if frame.method() == Method::Progress {
                     return self.on_progress(frame);
                 }
-                // A listen stream's notification is its client's, tagged with the client's id.
-                if let Some(client) = self.listener_of(&frame) {
-                    let subscription = client.id.to_value();
-                    let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));
-                    if let Some(ev) = self.events_of(client.session) {
-                        ev.notification(frame, Some(client.id));
+                // A listen stream's notification is its client's, tagged with the client's id;
+                // the gateway's own listen's goes on untagged, as a legacy link's would.
+                let frame = match self.listener_of(&frame) {
+                    Some(Listener::Client(client)) => {
+                        let subscription = client.id.to_value();
+                        let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));
+                        if let Some(ev) = self.events_of(client.session) {
+                            ev.notification(frame, Some(client.id));
+                        }
+                        return;
                     }
-                    return;
-                }
+                    Some(Listener::Gateway(up_id)) => {
+                        if frame.method() == Method::SubscriptionsAcknowledged {
+                            return self.resource_listen_settled(up_id, None);
+                        }
+                        frame.edit(crate::mcp::modern::client::untag_subscription)
+                    }
+                    None => frame,
+                };
                 let mut ended_status = None;
                 match frame.method() {
                     // On a shared link these are about the server's state, not the request

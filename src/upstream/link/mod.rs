@@ -24,6 +24,7 @@ mod handshake;
 mod inbound;
 mod modern;
 mod outbound;
+mod resource_listen;
 mod routes;
 mod share;
 mod types;

@@ -334,10 +334,23 @@ impl Link {
         on_behalf_of: Option<ClientRef>,
         capabilities: Option<Map<String, Value>>,
     ) -> Result<Value, RpcError> {
+        self.internal_request(msg, on_behalf_of, capabilities, |_| {}).await
+    }
+
+    /// [`Link::request_for_declaring`], telling `registered` the id the request goes up with
+    /// before it is sent.
+    pub(super) async fn internal_request(
+        &self,
+        msg: Value,
+        on_behalf_of: Option<ClientRef>,
+        capabilities: Option<Map<String, Value>>,
+        registered: impl FnOnce(i64),
+    ) -> Result<Value, RpcError> {
         let msg = Self::outgoing(msg)?;
         let (tx, rx) = oneshot::channel();
         let cancellable = msg.method() != Method::Initialize;
         let (up_id, msg) = self.register(Waiter::Internal { tx, on_behalf_of }, msg)?;
+        registered(up_id);
         let mut guard = AbandonGuard { core: &self.core, up_id, cancel_upstream: cancellable, armed: true };
         self.send_registered_declaring(up_id, msg, capabilities, &[]).await?;
         let answer = rx.await.map_err(|_| {

@@ -64,6 +64,15 @@ impl LinkState {
     }
 }
 
+/// Whose listen stream a tagged notification is on ([`LinkCore::listener_of`]).
+pub(super) enum Listener {
+    /// A client's, forwarded.
+    Client(ClientRef),
+    /// The gateway's own (`resource_listen`), by its upstream id: delivered as a legacy
+    /// link's would be.
+    Gateway(i64),
+}
+
 /// The longest a passed-through task keeps its progress route when its ttl says nothing.
 const MAX_TASK_ROUTE: Duration = Duration::from_secs(24 * 3600);
 
@@ -138,18 +147,19 @@ impl LinkCore {
         .or(by_token)
     }
 
-    /// The client whose `subscriptions/listen` stream a 2026-07-28 server's notification is
-    /// on, by its `_meta` subscriptionId: the id the link gave that request. Over stdio this
-    /// tag is the only thing that ties the notification to its stream (over HTTP the stream
-    /// does too). `None` for an untagged notification, or one of the gateway's own listens.
-    pub(super) fn listener_of(&self, msg: &Message) -> Option<ClientRef> {
+    /// Whose `subscriptions/listen` stream a 2026-07-28 server's notification is on, by its
+    /// `_meta` subscriptionId: the id the link gave that request. Over stdio this tag is the
+    /// only thing that ties the notification to its stream (over HTTP the stream does too).
+    /// `None` for an untagged notification, or a tag naming no listen of the link's.
+    pub(super) fn listener_of(&self, msg: &Message) -> Option<Listener> {
         // Most notifications carry no tag: their bytes are looked at, not their tree.
         memchr::memmem::find(msg.bytes(), b"subscriptionId")?;
         let meta = msg.value().pointer("/params/_meta")?;
         let up_id = meta.get(crate::mcp::modern::key::SUBSCRIPTION_ID)?.as_i64()?;
         match &self.state.lock().unwrap().pending.get(&up_id)?.waiter {
-            Waiter::Client { client, .. } => Some(client.clone()),
-            Waiter::Task { .. } | Waiter::Internal { .. } => None,
+            Waiter::Client { client, .. } => Some(Listener::Client(client.clone())),
+            Waiter::Internal { on_behalf_of: None, .. } => Some(Listener::Gateway(up_id)),
+            Waiter::Internal { on_behalf_of: Some(_), .. } | Waiter::Task { .. } => None,
         }
     }
 

@@ -216,6 +216,10 @@ impl Link {
                 if link.is_subscribed(&uri) {
                     continue;
                 }
+                if link.is_modern() {
+                    let _ = link.listen_for_resource(&uri, false, usize::MAX);
+                    continue;
+                }
                 if let Err(e) = link.request(Method::ResourcesUnsubscribe, json!({"uri": uri})).await {
                     tracing::debug!(upstream = %link.core.upstream, "resources/unsubscribe after the last subscriber left: {e}");
                 }

@@ -206,6 +206,8 @@ pub(super) struct LinkState {
     pub(super) sessions: HashMap<SessionTag, Weak<dyn LinkEvents>>,
     /// What only a shared link keeps.
     pub(super) shared: Option<Box<Shared>>,
+    /// On a modern link, the listen holding its legacy sessions' resource subscriptions.
+    pub(super) resource_listen: ResourceListen,
 }
 
 /// What only a shared link keeps, under the link's lock.
@@ -287,4 +289,46 @@ impl Drop for LinkCore {
         // Its timeout task ends with it.
         self.deadlines.close();
     }
+}
+
+/// What a modern link listens to for its sessions' resource subscriptions, under the link's
+/// lock (`resource_listen`).
+pub(super) struct ResourceListen {
+    /// The uris some session of the link holds.
+    pub(super) uris: std::collections::BTreeSet<String>,
+    /// The newest listen, while it is open.
+    pub(super) stream: Option<tokio::task::AbortHandle>,
+    /// Listens opened so far: the newest is the `opened`-th.
+    pub(super) opened: u64,
+    /// The upstream id of the newest listen and its number, once it is registered.
+    pub(super) current: Option<(i64, u64)>,
+    /// The newest listen the upstream acknowledged or refused.
+    pub(super) settled: tokio::sync::watch::Sender<Settled>,
+}
+
+impl Default for ResourceListen {
+    fn default() -> Self {
+        ResourceListen {
+            uris: std::collections::BTreeSet::new(),
+            stream: None,
+            opened: 0,
+            current: None,
+            settled: tokio::sync::watch::channel(Settled::default()).0,
+        }
+    }
+}
+
+impl Drop for ResourceListen {
+    fn drop(&mut self) {
+        if let Some(s) = self.stream.take() {
+            s.abort();
+        }
+    }
+}
+
+/// A listen's outcome: its number, and why the upstream would not have it (if it would not).
+#[derive(Clone, Default)]
+pub(super) struct Settled {
+    pub(super) listen: u64,
+    pub(super) refused: Option<String>,
 }

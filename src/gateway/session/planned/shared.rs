@@ -1,15 +1,14 @@
 //! What a session does differently on a shared link (`share = true`): it joins the link the
 //! gateway holds for its upstream instead of opening one (`relink`), counts its resource
-//! subscriptions there (the upstream hears each uri once), and sees only the upstream tasks
+//! subscriptions there (`subscriptions`), and sees only the upstream tasks
 //! its own requests created (`tasks/get|result|cancel` of any other is an unknown task, and
 //! `tasks/list` is served from its own, never passed upstream, where it would list every
 //! session's).
 
 use super::Planned;
 use crate::gateway::session::CURSOR_UPSTREAM;
-use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
+use crate::jsonrpc::{self, Id, RpcError};
 use crate::mcp::paging;
-use crate::upstream::client::Route;
 use serde_json::{Value, json};
 
 impl Planned<'_> {
@@ -23,57 +22,6 @@ impl Planned<'_> {
         }
         s.link().await?;
         Ok(s.state.lock().unwrap().known_tasks.iter().any(|t| t == task_id))
-    }
-
-    /// `resources/subscribe` or `resources/unsubscribe` on a shared link: the upstream is
-    /// asked only for the first session to subscribe to a uri and when the last lets go;
-    /// the others are answered at once.
-    pub(super) async fn shared_subscription(&self, id: Id, frame: Message) -> Result<(), RpcError> {
-        let s = self.s;
-        let uri = frame.value().pointer("/params/uri").and_then(Value::as_str).map(str::to_string);
-        let Some(uri) = uri else {
-            return Err(RpcError::new(INVALID_PARAMS, format!("{}: params.uri must be a string", frame.method_name())));
-        };
-        let link = s.link().await?;
-        // Decided once the upstream answered the last subscribe or unsubscribe of the uri: a
-        // session that came meanwhile is not told it holds what the upstream then refused,
-        // and a subscribe never overtakes the unsubscribe before it.
-        let gate = link.subscription_gate(&uri);
-        let _decided = gate.lock().await;
-        let subscribe = frame.method() == Method::ResourcesSubscribe;
-        let ask_upstream = if subscribe {
-            link.subscribe(s.tag, &uri, s.gateway.limits().max_in_flight)?
-        } else {
-            link.unsubscribe(s.tag, &uri)
-        };
-        if !ask_upstream {
-            s.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
-            return Ok(());
-        }
-        let method = frame.method();
-        let Some(msg) = s.crossing().up(frame)? else {
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_FOUND,
-                "the upstream's protocol version has no such request",
-            ));
-        };
-        let params = msg.value().get("params").cloned().unwrap_or(json!({}));
-        let mut resp = match link.request(method, params).await {
-            Ok(r) => r,
-            Err(e) => {
-                if subscribe {
-                    link.unsubscribe(s.tag, &uri);
-                }
-                return Err(e);
-            }
-        };
-        if subscribe && resp.get("error").is_some() {
-            // Refused: the session holds nothing.
-            link.unsubscribe(s.tag, &uri);
-        }
-        jsonrpc::set_id(&mut resp, &id);
-        s.answer(id, resp, None);
-        Ok(())
     }
 
     /// A page of the upstream tasks this session created, read with `tasks/get` (those the

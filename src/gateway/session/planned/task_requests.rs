@@ -1,4 +1,4 @@
-//! The plan's `tasks/*` requests and resource subscriptions: served from the gateway's own
+//! The plan's `tasks/*` requests: served from the gateway's own
 //! store, translated for an extension upstream, kept to the session's own tasks on a shared
 //! link, or passed up.
 
@@ -50,14 +50,6 @@ impl Planned<'_> {
         }
         if self.plan.shared || (self.plan.client.has_core_tasks() && self.plan.hosts) {
             return Box::pin(self.list_tasks(id, frame.into_value())).await.map(|()| Step::Done);
-        }
-        Ok(Step::Up(frame, Shape::AsIs))
-    }
-
-    /// `resources/subscribe` or `resources/unsubscribe`: on a shared link, counted per uri.
-    pub(in crate::gateway::session) async fn subscription(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
-        if self.plan.shared {
-            return Box::pin(self.shared_subscription(id, frame)).await.map(|()| Step::Done);
         }
         Ok(Step::Up(frame, Shape::AsIs))
     }
