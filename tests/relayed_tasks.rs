@@ -339,3 +339,64 @@ async fn questions_held_for_a_task_are_bounded() {
         .collect();
     assert_eq!(asked, ["question 1", "question 2"], "{shown}");
 }
+
+/// A 2025-11-25 server that never sends status notifications: its task `up-q` completes on
+/// the third `tasks/get`.
+async fn quiet_task_server() -> Scripted {
+    Scripted::start(move |req| {
+        let task = |status: &str| {
+            json!({"taskId": "up-q", "status": status, "createdAt": "2026-01-01T00:00:00Z",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100})
+        };
+        let req = req.clone();
+        match req["method"].as_str().unwrap_or("") {
+            "initialize" => init_result(&req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+            "tools/list" => vec![reply(
+                &req,
+                json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+            )],
+            "tools/call" => vec![reply(&req, json!({"task": task("working")}))],
+            "tasks/get" => vec![Step::Then(Arc::new(move |got: &[Value]| {
+                let asked = got.iter().filter(|m| m["method"] == "tasks/get").count();
+                vec![reply(&req, task(if asked >= 3 { "completed" } else { "working" }))]
+            }))],
+            "tasks/result" => vec![reply(&req, json!({"content": [{"type": "text", "text": "done"}]}))],
+            _ => vec![reply(&req, json!({}))],
+        }
+    })
+    .await
+}
+
+/// A listen stream granted a relayed task hears of its end although the server sends no
+/// status notification and the client never polls: the gateway asks the server while
+/// someone listens (at the task's `pollInterval`), and stops once the task ended.
+#[tokio::test]
+async fn a_listen_stream_hears_of_a_quiet_servers_task_by_the_gateways_polls() {
+    let up = quiet_task_server().await;
+    let gw = gateway_for(&up).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let caps = ext();
+    let (_, r, _) =
+        call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), caps.clone())).await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_string();
+    let listen = request(json!(7), "subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), caps.clone());
+    let (mut events, ack) = listen_stream(&c, &listen).await;
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}), "{ack}");
+    let done = loop {
+        let (_, note) = tokio::time::timeout(STEP, events.next()).await.expect("told in time").expect("a note");
+        assert_eq!(
+            (note["method"].as_str(), note["params"]["taskId"].as_str()),
+            (Some("notifications/tasks"), Some(id.as_str()))
+        );
+        if note["params"]["status"] == "completed" {
+            break note;
+        }
+        assert_eq!(note["params"]["status"], "working", "{note}");
+    };
+    assert_eq!(done["params"]["result"]["content"][0]["text"], "done", "the outcome inline: {done}");
+    let asked = calls_to(&up, "tasks/get").len();
+    assert!(asked >= 3, "{asked}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await; // five poll intervals
+    assert_eq!(calls_to(&up, "tasks/get").len(), asked, "no more polls once the task ended");
+}

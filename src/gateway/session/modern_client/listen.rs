@@ -16,8 +16,9 @@
 //! watched until it ends or the stream does, and each change of it becomes
 //! `notifications/tasks` with the whole `DetailedTask`, as `tasks/get` would answer then:
 //! a hosted task's status changes (`tasks::hosted`), a relayed task's status as the upstream
-//! reports it (its `notifications/tasks/status`, or an answer to `tasks/get`) with the
-//! client's id. Other ids are silently not granted (the acknowledgement leaves them out).
+//! reports it (its `notifications/tasks/status`, or an answer to `tasks/get`, which the
+//! gateway asks at the task's poll interval while the stream watches it) with the client's
+//! id. Other ids are silently not granted (the acknowledgement leaves them out).
 
 use super::super::Session;
 use super::super::modern_state::ModernClient;
@@ -45,6 +46,19 @@ impl Watched {
         match self {
             Watched::Hosted(rx) => rx.changed().await.is_ok(),
             Watched::Relayed(_, rx) => rx.changed().await.is_ok(),
+        }
+    }
+
+    /// How often the upstream is asked about the task: a relayed task's as it last named
+    /// (1 s if it named none); never for a hosted one, whose changes the gateway makes.
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        match self {
+            Watched::Hosted(_) => None,
+            Watched::Relayed(_, rx) => Some(
+                rx.borrow()
+                    .as_ref()
+                    .map_or(crate::mcp::tasks::DEFAULT_POLL, |t| crate::mcp::tasks::TaskView::of(t).poll_interval()),
+            ),
         }
     }
 }
@@ -158,9 +172,19 @@ async fn grant_tasks(s: &Session, link: &Link, asked: &[String]) -> Vec<(String,
 /// ends, or the stream does.
 async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
     loop {
+        let poll = watched.poll_every();
         let more = tokio::select! {
             _ = ended.cancelled() => return,
             more = watched.changed() => more,
+            // A 2025-11-25 server need not say when its task changes (status notifications
+            // are a MAY): while someone listens, the gateway asks, as a client would poll.
+            () = async { tokio::time::sleep(poll.unwrap_or_default()).await }, if poll.is_some() => {
+                let Some(session) = me.upgrade() else { return };
+                if !poll_relayed(&session, &task).await {
+                    return;
+                }
+                continue;
+            }
         };
         if !more {
             return;
@@ -177,6 +201,26 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
                 tracing::debug!(upstream = %session.upstream.name, task = %task, "no task notification: {}", e.message)
             }
         }
+    }
+}
+
+/// Asks the upstream what relayed task `task` is now, on the live link: its watchers see the
+/// answer. `false` once there is nothing more to ask (the task is not the live link's, or
+/// the upstream no longer knows it); a failed request is tried again at the next poll.
+async fn poll_relayed(s: &Session, task: &str) -> bool {
+    let Ok(link) = s.link().await else { return true };
+    let Some(upstream_id) = s.gateway.relayed.resolve(task, &s.upstream.name, link.generation(), &s.owner) else {
+        return false;
+    };
+    match link.request(Method::TasksGet, json!({"taskId": upstream_id})).await {
+        Ok(got) => match got.get("result") {
+            Some(core) => {
+                s.gateway.relayed.observe(task, core);
+                true
+            }
+            None => false,
+        },
+        Err(_) => true,
     }
 }
 
