@@ -362,6 +362,24 @@ async fn a_listen_stream_carries_the_status_of_the_hosted_tasks_it_may_see() {
     }
 }
 
+/// A tool of `task_tools` is a task at once however quickly it ends or asks, while the
+/// others are still decided by `plain_within`.
+#[tokio::test]
+async fn task_tools_are_a_task_at_once() {
+    let gw = start_gateway(&format!("{}[upstream.tasks]\ntask_tools = [\"as?\"]\n", builtin_upstream("demo"))).await;
+    let c = HttpMcp::new(&gw.url("demo"));
+    let ask = json!({"name": "ask", "arguments": {"question": "colour?"}});
+    let (_, r, _) = call(&c, &request(json!(1), "tools/call", ask, ext())).await;
+    assert_eq!(
+        (r["result"]["resultType"].as_str(), r["result"]["status"].as_str()),
+        (Some("task"), Some("working")),
+        "a task, not an input round: {r}"
+    );
+    let echo = json!({"name": "echo", "arguments": {"text": "hi"}});
+    let (_, r, _) = call(&c, &request(json!(2), "tools/call", echo, ext())).await;
+    assert_eq!(r["result"]["resultType"], "complete", "not named, so plain: {r}");
+}
+
 /// A hosted call of a client that declared the extension is answered as the extension's
 /// servers decide (`plain_within`, 500 ms by default): plainly when it ends in time, with its
 /// input round when it asks first (the retry's answers go to the task it runs in), and as a

@@ -152,6 +152,7 @@ impl Config {
             let _ = writeln!(out, "poll_interval = \"{}\"", fmt_duration(t.poll_interval));
             let _ = writeln!(out, "max_tasks_per_owner = {}", t.max_tasks_per_owner);
             let _ = writeln!(out, "plain_within = \"{}\"", fmt_duration(t.plain_within));
+            let _ = writeln!(out, "task_tools = {:?}", t.task_tools);
             let d = &u.dialects;
             let _ = writeln!(out, "[upstream.dialects]");
             let _ = writeln!(out, "progress_get = {}", d.progress_get);

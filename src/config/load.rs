@@ -403,6 +403,7 @@ fn upstream_tasks(at: &str, t: Option<RawUpstreamTasks>) -> Result<UpstreamTasks
         poll_interval: duration(&key("poll_interval"), t.poll_interval, d.poll_interval)?,
         max_tasks_per_owner: positive(&key("max_tasks_per_owner"), t.max_tasks_per_owner, d.max_tasks_per_owner)?,
         plain_within: duration_or_zero(&key("plain_within"), t.plain_within, d.plain_within)?,
+        task_tools: t.task_tools.unwrap_or(d.task_tools),
     })
 }
 

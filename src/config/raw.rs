@@ -84,6 +84,7 @@ pub(super) struct RawUpstreamTasks {
     pub(super) poll_interval: Option<String>,
     pub(super) max_tasks_per_owner: Option<u64>,
     pub(super) plain_within: Option<String>,
+    pub(super) task_tools: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

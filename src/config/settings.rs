@@ -214,6 +214,10 @@ pub struct UpstreamTasks {
     /// if it ends within it, with its input round if it asks first; a task only past it.
     /// Zero: a task at once.
     pub plain_within: Duration,
+    /// Glob patterns of the hosted tools whose calls become a task at once for such a
+    /// client, whatever `plain_within` (tools that always run as a task, as a server of the
+    /// extension may decide per tool).
+    pub task_tools: Vec<String>,
 }
 
 impl Default for UpstreamTasks {
@@ -228,6 +232,7 @@ impl Default for UpstreamTasks {
             poll_interval: Duration::from_secs(1),
             max_tasks_per_owner: 100,
             plain_within: Duration::from_millis(500),
+            task_tools: Vec::new(),
         }
     }
 }
@@ -281,6 +286,15 @@ impl UpstreamConfig {
 impl UpstreamTasks {
     pub fn offers_tool(&self, name: &str) -> bool {
         self.hosted_tools.iter().any(|p| glob_match(p, name))
+    }
+
+    /// How long a hosted call of tool `name` of a 2026-07-28 client may run and still be
+    /// answered plainly (zero for `task_tools`).
+    pub fn plain_within_for(&self, name: &str) -> Duration {
+        match self.task_tools.iter().any(|p| glob_match(p, name)) {
+            true => Duration::ZERO,
+            false => self.plain_within,
+        }
     }
 }
 

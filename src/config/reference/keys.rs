@@ -443,6 +443,11 @@ pub const KEYS: &[KeyDoc] = &[
         "how long a hosted call of a 2026-07-28 client that declared the tasks extension may run and still be answered as the extension's servers decide: plainly if it ends within it, with an input round (`InputRequiredResult`, the task's questions, a `requestState` naming it) if it asks first, as a task only past it; `\"0ms\"` makes every hosted call a task at once",
     ),
     k(
+        "upstream.tasks.task_tools",
+        "glob patterns (`*`, `?`)",
+        "the hosted tools whose calls are a task at once for a 2026-07-28 client, whatever `plain_within` says: tools that always run as a task, as a server of the extension may decide per tool (none by default)",
+    ),
+    k(
         "upstream.tasks.max_tasks_per_owner",
         POSITIVE,
         "tasks one client may hold, running and finished (until their ttl); above it a new one is refused with -32004. Without authentication a client is its remote address over HTTP, and the process's one client over stdio; with it, its principal. In front of an extension-task upstream it also bounds the extension tasks one session keeps for a 2025-11-25 client, and, with authentication, the tasks of a 2026-07-28 upstream whose principal is remembered per principal (its least recently used forgotten first: see [Authentication](operating.md#authentication-and-tasks-bound-to-identity))",

@@ -59,13 +59,14 @@ impl ModernClient {
     /// upstream as a hosted task, and the client is answered as a server of the extension
     /// decides ([`ModernClient::answer_hosted`]).
     pub(super) async fn start_hosted_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
+        let within = s.upstream.tasks.plain_within_for(&frame.tool_name().unwrap_or_default());
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         modern::strip_task_param(&mut msg);
         let (task_id, created, link, msg) = s.create_hosted(msg).await?;
         s.hosted().declare_client_capabilities(&task_id, Value::Object(self.meta.capabilities.clone()));
         s.run_hosted(task_id.clone(), link, msg).await;
-        self.answer_hosted(s, id, &task_id, created).await
+        self.answer_hosted(s, id, &task_id, created, within).await
     }
 
     /// The retry of a hosted call's input round (its `requestState` names the task, which the
@@ -83,7 +84,8 @@ impl ModernClient {
         // The retry repeats the call of its round: the same tool, by a client that declared
         // the extension.
         let tool = hosted.tool_of(task_id).await;
-        if !self.declared_extension() || tool.is_some_and(|t| Some(t.as_str()) != frame.tool_name().as_deref()) {
+        if !self.declared_extension() || tool.as_ref().is_some_and(|t| Some(t.as_str()) != frame.tool_name().as_deref())
+        {
             return Err(RpcError::new(
                 INVALID_PARAMS,
                 "params.requestState belongs to another call: a retry repeats its round's tools/call",
@@ -96,16 +98,24 @@ impl ModernClient {
             }
         }
         let core = hosted.get(task_id).await?;
-        self.answer_hosted(s, id, task_id, json!({"task": core})).await
+        let within = s.upstream.tasks.plain_within_for(&tool.unwrap_or_default());
+        self.answer_hosted(s, id, task_id, json!({"task": core}), within).await
     }
 
     /// Answers a hosted call (`created`: its core `CreateTaskResult`) as the extension's
-    /// servers decide: the call's result (or error) if it ends within `plain_within`; its
+    /// servers decide: the call's result (or error) if it ends `within` (its tool's
+    /// `plain_within`, zero for `task_tools`); its
     /// questions as an `InputRequiredResult` if it asks first, with a `requestState` that
     /// names the task (a retry goes on in it, [`ModernClient::continue_hosted`]); else the
     /// task. The task is kept whichever way, as any hosted task is.
-    async fn answer_hosted(&self, s: &Session, id: Id, task_id: &str, created: Value) -> Result<(), RpcError> {
-        let within = s.upstream.tasks.plain_within;
+    async fn answer_hosted(
+        &self,
+        s: &Session,
+        id: Id,
+        task_id: &str,
+        created: Value,
+        within: std::time::Duration,
+    ) -> Result<(), RpcError> {
         *self.deciding.lock().unwrap() = Some(task_id.into());
         let decided = if within.is_zero() { None } else { settles_within(s, task_id, within).await };
         let mut ended = false;
