@@ -174,8 +174,9 @@ mod tests {
         let r = initialize_result(&d, "2025-06-18", "up");
         assert_eq!(
             r,
-            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "resources": {}, "logging": {}},
-                "serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"}})
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "resources": {"subscribe": true}, "logging": {}},
+                "serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"}}),
+            "no extensions, no listChanged; subscribe is the link's listen"
         );
         let mut bare = d.clone();
         bare.server_info = None;
