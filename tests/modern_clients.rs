@@ -436,6 +436,36 @@ async fn a_modern_stdio_upstreams_listen_stream_reaches_its_client() {
     }
 }
 
+/// A 2026-07-28 server ends a listen by cancelling it (over stdio, the one purpose it may send
+/// `notifications/cancelled` for): the client's stream ends with an answer that says so, so
+/// that it listens again, and the listen holds no place any more.
+#[tokio::test]
+async fn a_server_ending_a_listen_ends_the_clients_stream() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen)
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id"
+        printf '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"going away"}}\n' "$id" ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&script.upstream("up")).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let listen =
+        request(json!("L1"), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
+    let h = mirrored(&listen);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
+    let mut events = SseReader::new(resp.into_body());
+    let (_, ack) = tokio::time::timeout(STEP, events.next()).await.expect("acknowledged in time").unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    let (_, end) = tokio::time::timeout(STEP, events.next()).await.expect("told in time").expect("the end");
+    assert_eq!(end["id"], "L1", "{end}");
+    let why = end["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("ended this subscriptions/listen") && why.contains("going away"), "{end}");
+    let more = tokio::time::timeout(STEP, events.next()).await.expect("the stream ends");
+    assert!(more.is_none(), "{more:?}");
+}
+
 /// A listen stream whose upstream link is lost ends saying so (`notifications/cancelled` with
 /// its id), so that the client listens again on the new one.
 #[tokio::test]

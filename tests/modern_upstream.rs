@@ -225,3 +225,66 @@ async fn legacy_subscriptions_are_held_by_the_links_listen() {
     eventually("listening without b", async || listens().len() == 3).await;
     assert_eq!(listens()[2], json!({"resourceSubscriptions": ["file:///a"]}));
 }
+
+/// The resource listen is kept as the server treats it: one the server ends after
+/// acknowledging it is opened again; a new one it refuses (one session's uri it will not
+/// listen to) fails only that subscribe, and the listen serving the others stays.
+#[tokio::test]
+async fn the_resource_listen_survives_an_end_and_a_refusal() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen) echo "$line" >> "$LOG"
+        case "$line" in
+          *bogus*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such resource"}}\n' "$id" ;;
+          *) echo "$id" > "$LOG.id"
+             printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id"
+             [ -e "$LOG.once" ] || { touch "$LOG.once"; reply '{"resultType":"complete"}'; } ;;
+        esac ;;
+    touch) printf '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a","_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$(cat "$LOG.id")"
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let gw = start_gateway(&table).await;
+    let (mut a, mut x) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
+    a.initialize("2025-11-25").await;
+    x.initialize("2025-11-25").await;
+    assert_eq!(a.request("resources/subscribe", json!({"uri": "file:///a"})).await.result(), &json!({}));
+    let listens = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    // The server ended the first listen at once: the gateway listens again.
+    eventually("listening again", async || listens() == 2).await;
+    let refused = x.request("resources/subscribe", json!({"uri": "file:///bogus"})).await;
+    assert_eq!(refused.error_code(), -32603, "{}", refused.response);
+    assert!(refused.response["error"]["message"].as_str().unwrap().contains("no such resource"));
+    let mut get = SseReader::new(a.get_raw(&[]).await.into_body());
+    a.request("tools/call", json!({"name": "touch", "arguments": {}})).await;
+    let (_, m) = tokio::time::timeout(STEP, get.next()).await.expect("the update in time").unwrap();
+    assert_eq!(m["params"]["uri"], "file:///a", "a's listen still serves: {m}");
+}
+
+/// One session's uri the server will not listen to fails only that session's subscribe, even
+/// while another's is still waiting for its own listen's answer.
+#[tokio::test]
+async fn a_refused_uri_fails_only_its_own_subscribe() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen) sleep 0.3
+        case "$line" in
+          *bogus*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such resource"}}\n' "$id" ;;
+          *) printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+        esac ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let gw = start_gateway(&format!("{}share = true\n", script.upstream("up"))).await;
+    let (mut a, mut x) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
+    a.initialize("2025-11-25").await;
+    x.initialize("2025-11-25").await;
+    let (ra, rx) = tokio::join!(a.request("resources/subscribe", json!({"uri": "file:///a"})), async {
+        // While a's listen waits for its answer.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        x.request("resources/subscribe", json!({"uri": "file:///bogus"})).await
+    });
+    assert_eq!(ra.result(), &json!({}), "a's own listen was acknowledged");
+    assert_eq!(rx.error_code(), -32603, "{}", rx.response);
+}

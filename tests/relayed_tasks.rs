@@ -400,3 +400,24 @@ async fn a_listen_stream_hears_of_a_quiet_servers_task_by_the_gateways_polls() {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await; // five poll intervals
     assert_eq!(calls_to(&up, "tasks/get").len(), asked, "no more polls once the task ended");
 }
+
+/// A listen granted a relayed task that had already ended is told so at once, and the
+/// gateway does not go on asking the server about it.
+#[tokio::test]
+async fn a_listen_on_an_ended_relayed_task_is_told_at_once_and_polls_nothing() {
+    let up = quiet_task_server().await;
+    let gw = gateway_for(&up).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let caps = ext();
+    let (_, r, _) =
+        call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), caps.clone())).await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_string();
+    poll_until(&c, &id, &caps, |r| r["result"]["status"] == "completed").await;
+    let listen = request(json!(7), "subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), caps.clone());
+    let (mut events, _ack) = listen_stream(&c, &listen).await;
+    let (_, note) = tokio::time::timeout(STEP, events.next()).await.expect("told in time").expect("a note");
+    assert_eq!(note["params"]["status"], "completed", "{note}");
+    let asked = calls_to(&up, "tasks/get").len();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await; // five poll intervals
+    assert_eq!(calls_to(&up, "tasks/get").len(), asked, "an ended task is not polled");
+}

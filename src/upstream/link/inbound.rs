@@ -145,6 +145,35 @@ impl LinkCore {
 }
 
 impl LinkCore {
+    /// A 2026-07-28 server ends a listen stream by cancelling it (the one purpose it may send
+    /// `notifications/cancelled` for): the listen is over. A client's gets an answer that
+    /// says so, which ends its stream (it listens again); the gateway's own ends as if
+    /// answered. `false` if `note` names no listen of the link's.
+    fn listen_ended(&self, note: &Message) -> bool {
+        let Some(Id::Num(up_id)) = note.request_id_param() else { return false };
+        if !self.state.lock().unwrap().pending.get(&up_id).is_some_and(|p| p.listens) {
+            return false;
+        }
+        let Some(p) = self.take_pending(up_id) else { return false };
+        let why = note.value().pointer("/params/reason").and_then(Value::as_str).unwrap_or("no reason given");
+        let err = RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            format!("upstream '{}' ended this subscriptions/listen ({why}); listen again", self.upstream),
+        );
+        match p.waiter {
+            Waiter::Client { client, shape, .. } => {
+                if let Some(ev) = self.events_of(client.session) {
+                    ev.response(client.id.clone(), Message::made(err.response(Some(&client.id))), shape, None);
+                }
+            }
+            Waiter::Internal { tx, .. } => {
+                let _ = tx.send(err.response(None));
+            }
+            Waiter::Task { .. } => {}
+        }
+        true
+    }
+
     /// The relayed upstream task a question of the server's names (related-task), with the
     /// link: only on a shared link, where relayed tasks are made.
     fn relayed_task_of(&self, frame: &Message) -> Option<(Arc<super::Link>, crate::jsonrpc::TaskId)> {
@@ -299,14 +328,28 @@ impl InboundSink for LinkCore {
                 if frame.method() == Method::Progress {
                     return self.on_progress(frame);
                 }
+                if frame.method() == Method::Cancelled && self.listen_ended(&frame) {
+                    return;
+                }
                 // A listen stream's notification is its client's, tagged with the client's id;
                 // the gateway's own listen's goes on untagged, as a legacy link's would.
                 let frame = match self.listener_of(&frame) {
                     Some(Listener::Client(client)) => {
+                        // On a shared link a list change is also every session's news (their
+                        // listings are read again), as it was before streams were told apart.
+                        let news = self.shared
+                            && matches!(
+                                frame.method(),
+                                Method::ToolsListChanged | Method::ResourcesListChanged | Method::PromptsListChanged
+                            );
+                        let copy = news.then(|| frame.clone());
                         let subscription = client.id.to_value();
                         let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));
                         if let Some(ev) = self.events_of(client.session) {
                             ev.notification(frame, Some(client.id));
+                        }
+                        if let Some(copy) = copy {
+                            self.unrelated(copy.edit(crate::mcp::modern::client::untag_subscription));
                         }
                         return;
                     }

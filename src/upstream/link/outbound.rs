@@ -191,9 +191,10 @@ impl Link {
             }
             _ => None,
         };
-        // The gateway's own requests have deadlines of their own (their caller's); a listen
-        // stream lasts as long as its client wants, however quiet the server is.
-        if !matches!(waiter, Waiter::Internal { .. }) && msg.method() != Method::SubscriptionsListen {
+        // The gateway's own requests have deadlines of their own (their caller's); a modern
+        // server's listen stream lasts as long as its client wants, however quiet it is.
+        let listens = msg.method() == Method::SubscriptionsListen && self.is_modern();
+        if !matches!(waiter, Waiter::Internal { .. }) && !listens {
             self.core.deadlines.insert(up_id);
         }
         let owner = match &waiter {
@@ -202,7 +203,7 @@ impl Link {
             }
             _ => task_owner,
         };
-        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task, owner, client_key });
+        st.pending.insert(up_id, Pending { waiter, token: key.clone(), about_task, owner, client_key, listens });
         drop(st);
         let msg = match (&key, client_token.is_some()) {
             (Some(k), true) => msg.with_progress_token(k),

@@ -1,8 +1,12 @@
 //! Resource subscriptions of legacy sessions on a 2026-07-28 link. That era has no
 //! `resources/subscribe`: the link holds one `subscriptions/listen` upstream naming every uri
-//! its sessions hold (`resourceSubscriptions`), and opens it again whenever that set changes
-//! (the old one is cancelled as any abandoned request is). A subscribe is answered once the
-//! listen naming its uri is acknowledged, so that no update sent after the answer is missed.
+//! its sessions hold (`resourceSubscriptions`), and opens another whenever that set changes.
+//! A listen is kept until a newer one is acknowledged (then cancelled, as any abandoned
+//! request is), so no update is missed in between; one the server refuses fails only the
+//! subscribes waiting for it, and those served before stay served. A subscribe is answered
+//! once a listen naming its uri is acknowledged. A serving listen the server ends (its
+//! `notifications/cancelled`, a closed stream) is opened again a second later, while some
+//! session holds a uri.
 //! The `notifications/resources/updated` the listen carries go where a legacy link's would:
 //! to the sessions holding the uri on a shared link, to the one session of an own link
 //! (`share::unrelated_targets`).
@@ -13,10 +17,10 @@ use serde_json::json;
 use std::sync::Arc;
 
 impl Link {
-    /// `uri` is now held (`held`), or no longer held by any session of the link: the listen
-    /// upstream is opened again naming the new set (its number is returned, for
-    /// [`Link::listening`]), or closed when the set is empty. An own link holds at most
-    /// `limit` uris (-32004 past it); a shared link counts per session (`Link::subscribe`).
+    /// `uri` is now held (`held`), or no longer held by any session of the link: a listen is
+    /// opened naming the new set (its number is returned, for [`Link::listening`]), or all
+    /// are closed when the set is empty. An own link holds at most `limit` uris (-32004 past
+    /// it); a shared link counts per session (`Link::subscribe`).
     pub fn listen_for_resource(self: &Arc<Self>, uri: &str, held: bool, limit: usize) -> Result<Option<u64>, RpcError> {
         let mut st = self.core.state.lock().unwrap();
         let listen = &mut st.resource_listen;
@@ -30,26 +34,42 @@ impl Link {
         if !changed {
             return Ok(None);
         }
-        if let Some(old) = listen.stream.take() {
-            old.abort();
-        }
         if listen.uris.is_empty() {
+            for (s, _) in std::mem::take(&mut listen.open).into_values() {
+                s.abort();
+            }
+            listen.serving = None;
             return Ok(None);
         }
-        listen.opened += 1;
-        let uris: Vec<String> = listen.uris.iter().cloned().collect();
-        // Spawned under the lock, so that the newest set is the one whose listen is kept.
-        listen.stream = Some(tokio::spawn(self.clone().hold_resource_listen(uris, listen.opened)).abort_handle());
-        Ok(Some(listen.opened))
+        Ok(Some(self.open_resource_listen(listen)))
     }
 
-    /// Waits (at most `request_timeout`) until listen number `listen`, or one after it, is
-    /// acknowledged: an error if the upstream refused it or never answered.
+    /// Opens a listen for the current set, under the link's lock (so that listens are
+    /// numbered in the order of the sets they name). Past [`MAX_UNANSWERED`] listens waiting
+    /// for an answer, the oldest goes: a newer one names what it named, if still held.
+    fn open_resource_listen(self: &Arc<Self>, listen: &mut ResourceListen) -> u64 {
+        let unanswered: Vec<u64> = listen.open.keys().copied().filter(|n| Some(*n) != listen.serving).collect();
+        if unanswered.len() >= MAX_UNANSWERED
+            && let Some((s, _)) = listen.open.remove(&unanswered[0])
+        {
+            s.abort();
+        }
+        listen.opened += 1;
+        let n = listen.opened;
+        let uris: Vec<String> = listen.uris.iter().cloned().collect();
+        let task = tokio::spawn(self.clone().hold_resource_listen(uris, n));
+        listen.open.insert(n, (task.abort_handle(), None));
+        n
+    }
+
+    /// Waits (at most `request_timeout`) until listen number `listen`, or a newer one, is
+    /// acknowledged: an error if the upstream refused it, or answered nothing in time.
     pub async fn listening(&self, listen: u64) -> Result<(), RpcError> {
-        let mut settled = self.core.state.lock().unwrap().resource_listen.settled.subscribe();
-        let outcome = tokio::time::timeout(self.request_timeout, settled.wait_for(|s| s.listen >= listen)).await;
+        let mut outcomes = self.core.state.lock().unwrap().resource_listen.outcomes.subscribe();
+        let decided = |o: &Outcomes| o.acknowledged >= listen || o.refused.contains_key(&listen);
+        let outcome = tokio::time::timeout(self.request_timeout, outcomes.wait_for(decided)).await;
         match outcome {
-            Ok(Ok(s)) => match &s.refused {
+            Ok(Ok(o)) => match o.refused.get(&listen).filter(|_| o.acknowledged < listen) {
                 None => Ok(()),
                 Some(why) => Err(RpcError::new(
                     INTERNAL_ERROR,
@@ -69,8 +89,9 @@ impl Link {
         }
     }
 
-    /// Listen number `n`, for `uris`, held until it is replaced (aborted: its request is
-    /// abandoned, and the upstream told) or the link closes.
+    /// Listen number `n`, for `uris`, held until a newer one is acknowledged (then aborted:
+    /// its request is abandoned, and the upstream told) or the link closes; one that serves
+    /// and is ended by the server is opened again.
     async fn hold_resource_listen(self: Arc<Self>, uris: Vec<String>, n: u64) {
         let count = uris.len();
         let listen = jsonrpc::request(
@@ -81,13 +102,15 @@ impl Link {
         let mut up_id = None;
         let registered = |id| {
             up_id = Some(id);
-            self.core.state.lock().unwrap().resource_listen.current = Some((id, n));
+            if let Some(open) = self.core.state.lock().unwrap().resource_listen.open.get_mut(&n) {
+                open.1 = Some(id);
+            }
         };
         let end = self.internal_request(listen, None, None, registered).await;
         let why = match end {
             Ok(end) => match end.get("error") {
                 Some(e) => {
-                    tracing::warn!(upstream = %self.core.upstream, "the upstream refused the subscriptions/listen holding its legacy clients' {count} resource subscriptions: {e}");
+                    tracing::warn!(upstream = %self.core.upstream, "the subscriptions/listen holding its legacy clients' {count} resource subscriptions was refused or ended: {e}");
                     e.get("message").and_then(|m| m.as_str()).unwrap_or("an error").to_string()
                 }
                 None => {
@@ -97,29 +120,70 @@ impl Link {
             },
             Err(e) => e.message,
         };
-        // A listen that ends before its acknowledgement was refused; after it, this changes nothing.
         if let Some(id) = up_id {
             self.core.resource_listen_settled(id, Some(why));
+        }
+        let served = {
+            let mut st = self.core.state.lock().unwrap();
+            let listen = &mut st.resource_listen;
+            listen.open.remove(&n);
+            let served = listen.serving == Some(n);
+            if served {
+                listen.serving = None;
+            }
+            served
+        };
+        if !served || self.close_reason().is_some() {
+            return;
+        }
+        // It served, and nothing replaced it: the sessions' uris are listened to again.
+        tokio::time::sleep(REOPEN_AFTER).await;
+        let mut st = self.core.state.lock().unwrap();
+        let listen = &mut st.resource_listen;
+        if listen.open.is_empty() && !listen.uris.is_empty() {
+            self.open_resource_listen(listen);
         }
     }
 }
 
+/// Listens waiting for the server's answer at once, per link.
+const MAX_UNANSWERED: usize = 4;
+
+/// How long after a serving listen ended the next is opened (a server that ends every listen
+/// at once is asked at most this often).
+const REOPEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Refusals remembered for the subscribes waiting on them.
+const REFUSALS_KEPT: usize = 16;
+
 impl LinkCore {
-    /// The upstream acknowledged (`refused`: `None`) or refused the listen it knows as
-    /// `up_id`. Only the newest listen's outcome counts, and only its first.
+    /// The upstream acknowledged (`refused`: `None`) or refused (or ended) the listen it
+    /// knows as `up_id`. Acknowledged, it serves from now on, and the older ones go; refused
+    /// before that, the subscribes waiting on it are told why.
     pub(super) fn resource_listen_settled(&self, up_id: i64, refused: Option<String>) {
-        let st = self.state.lock().unwrap();
-        let listen = &st.resource_listen;
-        if let Some((id, n)) = listen.current
-            && id == up_id
-        {
-            listen.settled.send_if_modified(|s| {
-                let newer = s.listen < n;
-                if newer {
-                    *s = Settled { listen: n, refused };
+        let mut st = self.state.lock().unwrap();
+        let listen = &mut st.resource_listen;
+        let Some(n) = listen.open.iter().find(|(_, (_, id))| *id == Some(up_id)).map(|(n, _)| *n) else { return };
+        if listen.outcomes.borrow().acknowledged >= n {
+            return;
+        }
+        match refused {
+            None => {
+                let older: Vec<u64> = listen.open.range(..n).map(|(m, _)| *m).collect();
+                for m in older {
+                    if let Some((s, _)) = listen.open.remove(&m) {
+                        s.abort();
+                    }
                 }
-                newer
-            });
+                listen.serving = Some(n);
+                listen.outcomes.send_modify(|o| o.acknowledged = n);
+            }
+            Some(why) => listen.outcomes.send_modify(|o| {
+                o.refused.insert(n, why);
+                while o.refused.len() > REFUSALS_KEPT {
+                    o.refused.pop_first();
+                }
+            }),
         }
     }
 }

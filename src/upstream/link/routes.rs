@@ -156,7 +156,9 @@ impl LinkCore {
         memchr::memmem::find(msg.bytes(), b"subscriptionId")?;
         let meta = msg.value().pointer("/params/_meta")?;
         let up_id = meta.get(crate::mcp::modern::key::SUBSCRIPTION_ID)?.as_i64()?;
-        match &self.state.lock().unwrap().pending.get(&up_id)?.waiter {
+        let st = self.state.lock().unwrap();
+        let pending = st.pending.get(&up_id).filter(|p| p.listens)?;
+        match &pending.waiter {
             Waiter::Client { client, .. } => Some(Listener::Client(client.clone())),
             Waiter::Internal { on_behalf_of: None, .. } => Some(Listener::Gateway(up_id)),
             Waiter::Internal { on_behalf_of: Some(_), .. } | Waiter::Task { .. } => None,

@@ -150,6 +150,9 @@ pub(super) struct Pending {
     pub(super) owner: Option<Arc<str>>,
     /// On a shared link, the client whose share of `max_in_flight` it counts against.
     pub(super) client_key: Option<Arc<str>>,
+    /// A `subscriptions/listen` on a modern link: a stream that lasts as long as its client
+    /// keeps it (no deadlines), and the only request a server's stream tag may name.
+    pub(super) listens: bool,
 }
 
 /// A progress token's route. Owned by a pending request (`owner`), or held by a bridged
@@ -293,42 +296,33 @@ impl Drop for LinkCore {
 
 /// What a modern link listens to for its sessions' resource subscriptions, under the link's
 /// lock (`resource_listen`).
+#[derive(Default)]
 pub(super) struct ResourceListen {
     /// The uris some session of the link holds.
     pub(super) uris: std::collections::BTreeSet<String>,
-    /// The newest listen, while it is open.
-    pub(super) stream: Option<tokio::task::AbortHandle>,
+    /// The listens open, by number (the newest last): the one serving (acknowledged), and
+    /// those opened since and not yet answered; each with its upstream id once registered.
+    pub(super) open: std::collections::BTreeMap<u64, (tokio::task::AbortHandle, Option<i64>)>,
+    /// The number of the listen serving, if one is.
+    pub(super) serving: Option<u64>,
     /// Listens opened so far: the newest is the `opened`-th.
     pub(super) opened: u64,
-    /// The upstream id of the newest listen and its number, once it is registered.
-    pub(super) current: Option<(i64, u64)>,
-    /// The newest listen the upstream acknowledged or refused.
-    pub(super) settled: tokio::sync::watch::Sender<Settled>,
-}
-
-impl Default for ResourceListen {
-    fn default() -> Self {
-        ResourceListen {
-            uris: std::collections::BTreeSet::new(),
-            stream: None,
-            opened: 0,
-            current: None,
-            settled: tokio::sync::watch::channel(Settled::default()).0,
-        }
-    }
+    /// What became of the listens opened.
+    pub(super) outcomes: tokio::sync::watch::Sender<Outcomes>,
 }
 
 impl Drop for ResourceListen {
     fn drop(&mut self) {
-        if let Some(s) = self.stream.take() {
+        for (s, _) in self.open.values() {
             s.abort();
         }
     }
 }
 
-/// A listen's outcome: its number, and why the upstream would not have it (if it would not).
+/// What became of a link's resource listens: the newest acknowledged, and those refused
+/// (the last few, each with why).
 #[derive(Clone, Default)]
-pub(super) struct Settled {
-    pub(super) listen: u64,
-    pub(super) refused: Option<String>,
+pub(super) struct Outcomes {
+    pub(super) acknowledged: u64,
+    pub(super) refused: std::collections::BTreeMap<u64, String>,
 }

@@ -171,6 +171,12 @@ async fn grant_tasks(s: &Session, link: &Link, asked: &[String]) -> Vec<(String,
 /// Sends `notifications/tasks` on listen stream `listen` for each change of `task`, until it
 /// ends, or the stream does.
 async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
+    // A relayed task that had already ended is told so at once: no poll would show a change.
+    if let Watched::Relayed(_, rx) = &mut watched
+        && rx.borrow().as_ref().is_some_and(|t| crate::mcp::tasks::TaskView::of(t).is_terminal())
+    {
+        rx.mark_changed();
+    }
     loop {
         let poll = watched.poll_every();
         let more = tokio::select! {
@@ -206,7 +212,7 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
 
 /// Asks the upstream what relayed task `task` is now, on the live link: its watchers see the
 /// answer. `false` once there is nothing more to ask (the task is not the live link's, or
-/// the upstream no longer knows it); a failed request is tried again at the next poll.
+/// the upstream no longer knows it: -32602); another failure is tried again at the next poll.
 async fn poll_relayed(s: &Session, task: &str) -> bool {
     let Ok(link) = s.link().await else { return true };
     let Some(upstream_id) = s.gateway.relayed.resolve(task, &s.upstream.name, link.generation(), &s.owner) else {
@@ -218,7 +224,7 @@ async fn poll_relayed(s: &Session, task: &str) -> bool {
                 s.gateway.relayed.observe(task, core);
                 true
             }
-            None => false,
+            None => got.pointer("/error/code").and_then(Value::as_i64) != Some(jsonrpc::INVALID_PARAMS),
         },
         Err(_) => true,
     }
