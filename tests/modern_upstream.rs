@@ -158,6 +158,20 @@ async fn era_legacy_sends_no_probe_and_era_modern_sends_no_initialize() {
     assert_eq!(up.received_methods()[before..], ["server/discover"]);
 }
 
+/// A scripted 2026-07-28 stdio server with resource subscriptions (it answers
+/// `server/discover`, then the test's `arms`; `$LOG` names a file beside it), and a gateway
+/// that shares one link to it (`share = true`).
+async fn listening_server(arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
+    const DISCOVER: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+"#;
+    let script = StdioScript::new(&format!("{DISCOVER}{arms}"));
+    let log = script.path().with_file_name("log");
+    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let gw = start_gateway(&table).await;
+    (script, log, gw)
+}
+
 /// Legacy clients' resource subscriptions in front of a 2026-07-28 server, which has no
 /// `resources/subscribe`: the shared stdio link listens upstream (`subscriptions/listen`) for
 /// the uris its sessions hold, opening the listen again as the set changes, and each update
@@ -165,7 +179,6 @@ async fn era_legacy_sends_no_probe_and_era_modern_sends_no_initialize() {
 #[tokio::test]
 async fn legacy_subscriptions_are_held_by_the_links_listen() {
     const ARMS: &str = r#"
-    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
     subscriptions/listen) echo "$line" >> "$LOG"; echo "$id" > "$LOG.id"
         printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
     touch) l=$(cat "$LOG.id")
@@ -174,10 +187,7 @@ async fn legacy_subscriptions_are_held_by_the_links_listen() {
         done
         reply '{"resultType":"complete","content":[]}' ;;
 "#;
-    let script = StdioScript::new(ARMS);
-    let log = script.path().with_file_name("log");
-    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
-    let gw = start_gateway(&table).await;
+    let (_script, log, gw) = listening_server(ARMS).await;
     let session = async || {
         let mut c = HttpMcp::new(&gw.url("up"));
         let init = c.initialize("2025-11-25").await;
@@ -232,7 +242,6 @@ async fn legacy_subscriptions_are_held_by_the_links_listen() {
 #[tokio::test]
 async fn the_resource_listen_survives_an_end_and_a_refusal() {
     const ARMS: &str = r#"
-    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
     subscriptions/listen) echo "$line" >> "$LOG"
         case "$line" in
           *bogus*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such resource"}}\n' "$id" ;;
@@ -243,10 +252,7 @@ async fn the_resource_listen_survives_an_end_and_a_refusal() {
     touch) printf '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a","_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$(cat "$LOG.id")"
         reply '{"resultType":"complete","content":[]}' ;;
 "#;
-    let script = StdioScript::new(ARMS);
-    let log = script.path().with_file_name("log");
-    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
-    let gw = start_gateway(&table).await;
+    let (_script, log, gw) = listening_server(ARMS).await;
     let (mut a, mut x) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
     a.initialize("2025-11-25").await;
     x.initialize("2025-11-25").await;
@@ -268,15 +274,13 @@ async fn the_resource_listen_survives_an_end_and_a_refusal() {
 #[tokio::test]
 async fn a_refused_uri_fails_only_its_own_subscribe() {
     const ARMS: &str = r#"
-    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
     subscriptions/listen) sleep 0.3
         case "$line" in
           *bogus*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such resource"}}\n' "$id" ;;
           *) printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
         esac ;;
 "#;
-    let script = StdioScript::new(ARMS);
-    let gw = start_gateway(&format!("{}share = true\n", script.upstream("up"))).await;
+    let (_script, _log, gw) = listening_server(ARMS).await;
     let (mut a, mut x) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
     a.initialize("2025-11-25").await;
     x.initialize("2025-11-25").await;

@@ -42,21 +42,36 @@ fn outcome(answer: &Value) -> String {
     }
 }
 
+/// A core task of a scripted server: `id`, in `status`, polled every `poll_ms`.
+fn up_task(id: &str, status: &str, poll_ms: u64) -> Value {
+    json!({"taskId": id, "status": status, "createdAt": "2026-01-01T00:00:00Z",
+        "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": poll_ms})
+}
+
+/// What a scripted 2025-11-25 task server answers whatever its tasks do: `initialize` (with
+/// tasks), no `server/discover`, its one tool `tool` (a task required), and a call of it
+/// (task `task_id`, working).
+fn task_server_basics(req: &Value, tool: &str, task_id: &str) -> Option<Vec<Step>> {
+    Some(match req["method"].as_str().unwrap_or("") {
+        "initialize" => init_result(req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
+        "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
+        "tools/list" => vec![reply(
+            req,
+            json!({"tools": [{"name": tool, "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
+        )],
+        "tools/call" => vec![reply(req, json!({"task": up_task(task_id, "working", 50)}))],
+        _ => return None,
+    })
+}
+
 async fn asking_task_server() -> Scripted {
     Scripted::start(move |req| {
-        let task = |status: &str| {
-            json!({"taskId": "up-1", "status": status, "createdAt": "2026-01-01T00:00:00Z",
-                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 50})
-        };
+        let task = |status: &str| up_task("up-1", status, 50);
+        if let Some(steps) = task_server_basics(req, "ask", "up-1") {
+            return steps;
+        }
         let req = req.clone();
         match req["method"].as_str().unwrap_or("") {
-            "initialize" => init_result(&req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
-            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
-            "tools/list" => vec![reply(
-                &req,
-                json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
-            )],
-            "tools/call" => vec![reply(&req, json!({"task": task("working")}))],
             "tasks/get" => vec![Step::Then(Arc::new(move |got: &[Value]| {
                 let status = if answer_of(got).is_some() { "completed" } else { "input_required" };
                 vec![reply(&req, task(status))]
@@ -344,19 +359,12 @@ async fn questions_held_for_a_task_are_bounded() {
 /// the third `tasks/get`.
 async fn quiet_task_server() -> Scripted {
     Scripted::start(move |req| {
-        let task = |status: &str| {
-            json!({"taskId": "up-q", "status": status, "createdAt": "2026-01-01T00:00:00Z",
-                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 100})
-        };
+        if let Some(steps) = task_server_basics(req, "job", "up-q") {
+            return steps;
+        }
+        let task = |status: &str| up_task("up-q", status, 100);
         let req = req.clone();
         match req["method"].as_str().unwrap_or("") {
-            "initialize" => init_result(&req, json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}})),
-            "server/discover" => vec![Step::Plain(404, vec![], "not found".into())],
-            "tools/list" => vec![reply(
-                &req,
-                json!({"tools": [{"name": "job", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}),
-            )],
-            "tools/call" => vec![reply(&req, json!({"task": task("working")}))],
             "tasks/get" => vec![Step::Then(Arc::new(move |got: &[Value]| {
                 let asked = got.iter().filter(|m| m["method"] == "tasks/get").count();
                 vec![reply(&req, task(if asked >= 3 { "completed" } else { "working" }))]
