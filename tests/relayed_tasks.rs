@@ -376,18 +376,24 @@ async fn quiet_task_server() -> Scripted {
     .await
 }
 
+/// The quiet server, a gateway in front of it, a client that declared the extension, and the
+/// id the client was given for the task its call started.
+async fn quiet_task_started() -> (Scripted, Gw, HttpMcp, String) {
+    let up = quiet_task_server().await;
+    let gw = gateway_for(&up).await;
+    let c = HttpMcp::new(&gw.url("up"));
+    let (_, r, _) = call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), ext())).await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_string();
+    (up, gw, c, id)
+}
+
 /// A listen stream granted a relayed task hears of its end although the server sends no
 /// status notification and the client never polls: the gateway asks the server while
 /// someone listens (at the task's `pollInterval`), and stops once the task ended.
 #[tokio::test]
 async fn a_listen_stream_hears_of_a_quiet_servers_task_by_the_gateways_polls() {
-    let up = quiet_task_server().await;
-    let gw = gateway_for(&up).await;
-    let c = HttpMcp::new(&gw.url("up"));
+    let (up, _gw, c, id) = quiet_task_started().await;
     let caps = ext();
-    let (_, r, _) =
-        call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), caps.clone())).await;
-    let id = r["result"]["taskId"].as_str().expect("a task").to_string();
     let listen = request(json!(7), "subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), caps.clone());
     let (mut events, ack) = listen_stream(&c, &listen).await;
     assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}), "{ack}");
@@ -413,13 +419,8 @@ async fn a_listen_stream_hears_of_a_quiet_servers_task_by_the_gateways_polls() {
 /// gateway does not go on asking the server about it.
 #[tokio::test]
 async fn a_listen_on_an_ended_relayed_task_is_told_at_once_and_polls_nothing() {
-    let up = quiet_task_server().await;
-    let gw = gateway_for(&up).await;
-    let c = HttpMcp::new(&gw.url("up"));
+    let (up, _gw, c, id) = quiet_task_started().await;
     let caps = ext();
-    let (_, r, _) =
-        call(&c, &request(json!(1), "tools/call", json!({"name": "job", "arguments": {}}), caps.clone())).await;
-    let id = r["result"]["taskId"].as_str().expect("a task").to_string();
     poll_until(&c, &id, &caps, |r| r["result"]["status"] == "completed").await;
     let listen = request(json!(7), "subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), caps.clone());
     let (mut events, _ack) = listen_stream(&c, &listen).await;
