@@ -410,13 +410,7 @@ async fn a_modern_stdio_upstreams_listen_stream_reaches_its_client() {
     let open = async |id: &str| {
         let listen =
             request(json!(id), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
-        let h = mirrored(&listen);
-        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
-        assert_eq!(resp.status(), 200);
-        let mut events = SseReader::new(resp.into_body());
-        let (_, ack) = tokio::time::timeout(STEP, events.next()).await.expect("acknowledged in time").unwrap();
-        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+        let (events, ack) = listen_stream(&c, &listen).await;
         assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id, "{ack}");
         events
     };
@@ -452,12 +446,7 @@ async fn a_server_ending_a_listen_ends_the_clients_stream() {
     let c = HttpMcp::new(&gw.url("up"));
     let listen =
         request(json!("L1"), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), json!({}));
-    let h = mirrored(&listen);
-    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = c.post_streaming(serde_json::to_vec(&listen).unwrap(), &h).await;
-    let mut events = SseReader::new(resp.into_body());
-    let (_, ack) = tokio::time::timeout(STEP, events.next()).await.expect("acknowledged in time").unwrap();
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    let (mut events, _ack) = listen_stream(&c, &listen).await;
     let (_, end) = tokio::time::timeout(STEP, events.next()).await.expect("told in time").expect("the end");
     assert_eq!(end["id"], "L1", "{end}");
     let why = end["error"]["message"].as_str().unwrap_or_default();

@@ -48,10 +48,8 @@ impl Planned<'_> {
                 }
                 return Err(e);
             }
-            s.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
-            return Ok(Step::Done);
         }
-        if !ask_upstream {
+        if link.is_modern() || !ask_upstream {
             s.to_client(Message::made(jsonrpc::result_response(&id, json!({}))), Route::Response(id));
             return Ok(Step::Done);
         }
