@@ -50,6 +50,8 @@ enum Way {
     Http,
     /// Through the gateway, ref_server a stdio upstream.
     Stdio,
+    /// Through the gateway, ref_server an HTTP upstream taken as one of the legacy era.
+    HttpLegacy,
 }
 
 impl Way {
@@ -58,6 +60,7 @@ impl Way {
             Way::Direct => "direct",
             Way::Http => "http",
             Way::Stdio => "stdio",
+            Way::HttpLegacy => "http-legacy",
         }
     }
 }
@@ -99,6 +102,7 @@ const TASKS_EXPECTED: &[TaskExpected] = &[
     // side by side (each with calls in flight on the one link).
     unstable(Way::Stdio, "tasks-mrtr-input", ELICIT_UNROUTED),
     unstable(Way::Stdio, "tasks-mrtr-composition", ELICIT_UNROUTED),
+    t(Way::HttpLegacy, "tasks-required-task-error", NOT_REQUIRED),
     t(Way::Http, "tasks-required-task-error", NOT_REQUIRED),
 ];
 
@@ -474,13 +478,14 @@ fn tasks_extension_scenarios_through_hosted_tasks() {
     );
     let upstreams = format!(
         "[[upstream]]\nname = \"stdio\"\ncommand = {:?}\nargs = [{:?}, \"--tasks\"]\nera = \"legacy\"\n{hosted}\
-         [[upstream]]\nname = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n{hosted}",
+         [[upstream]]\nname = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n{hosted}\
+         [[upstream]]\nname = \"http-legacy\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nera = \"legacy\"\n{hosted}",
         python(),
         ref_server(),
     );
     let (_gateway, addr) = start_gateway(dir.path(), &upstreams);
 
-    let ways = [Way::Stdio, Way::Http];
+    let ways = [Way::Stdio, Way::HttpLegacy, Way::Http];
     let jobs: Mutex<Vec<(Way, String)>> =
         Mutex::new(ways.iter().flat_map(|&w| names.iter().map(move |n| (w, n.clone()))).collect());
     std::thread::scope(|s| {
@@ -498,9 +503,19 @@ fn tasks_extension_scenarios_through_hosted_tasks() {
         ways.iter().map(|way| read_results(&dir.path().join(way.name()), &names)).collect();
 
     let mut table = String::from("conformance, the tasks extension through hosted tasks\n");
-    let _ = writeln!(table, "{:<36} {:<24} {:<24}", "scenario", "stdio (legacy era)", "http (2026-07-28)");
+    let _ = writeln!(
+        table,
+        "{:<36} {:<24} {:<24} {:<24}",
+        "scenario", "stdio (legacy era)", "http (legacy era)", "http (2026-07-28)"
+    );
     for name in &names {
-        let _ = writeln!(table, "{name:<36} {:<24} {:<24}", results[0][name].cell(), results[1][name].cell());
+        let _ = writeln!(
+            table,
+            "{name:<36} {:<24} {:<24} {:<24}",
+            results[0][name].cell(),
+            results[1][name].cell(),
+            results[2][name].cell()
+        );
     }
     let mut wrong = Vec::new();
     let mut known = Vec::new();
@@ -542,6 +557,7 @@ fn tasks_extension_scenarios_through_hosted_tasks() {
         let passed = tested.iter().filter(|o| o.passed()).count();
         let label = match way {
             Way::Stdio => "| ref_server `--tasks` over stdio, legacy era |",
+            Way::HttpLegacy => "| ref_server `--tasks` over HTTP, legacy era |",
             _ => "| ref_server `--tasks` over HTTP, 2026-07-28 |",
         };
         check_doc_row(&format!("{label} {} | {passed} |", tested.len()), label, &mut wrong);
