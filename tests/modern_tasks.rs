@@ -499,8 +499,9 @@ async fn a_hosted_round_of_a_gateway_behind_passes_through() {
 
 /// A 2026-07-28 client that did not declare the tasks extension, in front of a server of it
 /// whose tool runs only as a task: the call is bridged, as a legacy client's is, and the
-/// client gets the task's result as the call's. A task that asks for input fails its call at
-/// once, saying why: such a client cannot be asked.
+/// client gets the task's result as the call's. A task that asks for input asks it in the
+/// call's answer (an input round, as MRTR has it): the retry's answer goes to the task, and
+/// the retry gets the task's result. A client that cannot answer gets an error at once.
 #[tokio::test]
 async fn a_modern_client_without_the_extension_gets_an_extension_task_bridged() {
     use common::ext_server::{Server, extension_server};
@@ -516,7 +517,27 @@ async fn a_modern_client_without_the_extension_gets_an_extension_task_bridged() 
     let plain = request(json!(2), "tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}), json!({}));
     let (_, r, _) = call(&c, &plain).await;
     assert!(r.get("result").is_some(), "a plain tool answers as it is: {r}");
-    let ask = request(json!(3), "tools/call", json!({"name": "ask", "arguments": {}}), json!({"elicitation": {}}));
-    let (_, r, _) = tokio::time::timeout(std::time::Duration::from_secs(20), call(&c, &ask)).await.expect("at once");
-    assert!(r.get("error").is_some(), "{r}");
+
+    let params = json!({"name": "ask", "arguments": {}});
+    let ask = request(json!(3), "tools/call", params.clone(), json!({"elicitation": {}}));
+    let (_, r, _) = tokio::time::timeout(STEP, call(&c, &ask)).await.expect("an input round");
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let requests = r["result"]["inputRequests"].as_object().expect("input requests");
+    assert_eq!(requests.len(), 1, "{r}");
+    let (key, asked) = requests.iter().next().unwrap();
+    assert_eq!(asked["method"], "elicitation/create", "{r}");
+    assert_eq!(asked["params"]["message"], "colour?", "{r}");
+    let mut retry = params.clone();
+    retry["inputResponses"] = json!({key: {"action": "accept", "content": {"answer": "teal"}}});
+    retry["requestState"] = r["result"]["requestState"].clone();
+    let retry = request(json!(4), "tools/call", retry, json!({"elicitation": {}}));
+    let (_, r, _) = tokio::time::timeout(STEP, call(&c, &retry)).await.expect("the task's result");
+    assert_eq!(r["id"], 4, "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "answer: teal", "{r}");
+    assert!(state.lock().unwrap().tasks.values().any(|t| t.answer.is_some()), "the answer reached the task");
+
+    // Without the elicitation capability it cannot be asked: an error at once.
+    let ask = request(json!(5), "tools/call", params, json!({}));
+    let (_, r, _) = tokio::time::timeout(STEP, call(&c, &ask)).await.expect("at once");
+    assert!(r["error"]["message"].as_str().unwrap_or("").contains("elicitation"), "{r}");
 }

@@ -125,19 +125,19 @@ impl ExtTasks {
         key: String,
         answers: mpsc::Sender<(String, Value)>,
     ) -> Result<(), RpcError> {
-        if s.modern.is_some() {
-            // A 2026-07-28 client has no requests from its server: its bridged call cannot
-            // put the task's question to it (it would declare the extension to be asked).
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_FOUND,
-                "the upstream task asked for input, which a 2026-07-28 client that did not declare the tasks extension cannot give",
-            ));
-        }
         let mut request = request;
         // A request, with an id of the session's given below.
         request["id"] = 0.into();
         let msg = Message::from_value(request).map_err(|r| r.error)?;
-        if !s.client_can_answer(&msg) {
+        if let Some(client) = &s.modern {
+            // A 2026-07-28 client is asked in its request's answer (an input round).
+            if let Some(why) = client.cannot_ask(s, &msg, &Route::Related(client_id.clone())) {
+                return Err(RpcError::new(
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("the upstream task asked for input: {why}"),
+                ));
+            }
+        } else if !s.client_can_answer(&msg) {
             return Err(RpcError::new(
                 jsonrpc::METHOD_NOT_FOUND,
                 format!("the upstream task asked for {}, which the client does not support", msg.method_name()),
@@ -157,7 +157,10 @@ impl ExtTasks {
             ext.inputs.insert(id.clone(), InputWait { key, answers });
             id
         };
-        s.to_client(msg.with_id(&id), Route::Related(client_id.clone()));
+        match &s.modern {
+            Some(client) => client.put(s, id, &msg),
+            None => s.to_client(msg.with_id(&id), Route::Related(client_id.clone())),
+        }
         Ok(())
     }
 }

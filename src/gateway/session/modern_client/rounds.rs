@@ -76,34 +76,41 @@ impl ModernClient {
         self.asked.lock().unwrap().original = Some((frame.method_name().to_string(), retried_params(frame)));
     }
 
-    /// A request the upstream sends the client, while serving request `route`: asked as an
-    /// input request of that request's answer (see the module doc), or refused.
-    pub(in super::super) fn ask(&self, s: &Session, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
+    /// Why `msg`, a request for the client made while serving request `route`, cannot be an
+    /// input request of that request's answer; `None` if it can.
+    pub(in super::super) fn cannot_ask(&self, s: &Session, msg: &Message, route: &Route) -> Option<String> {
         let (_, original) = self.rounds.ids();
-        let name = msg.method_name().to_string();
-        let refuse = |why: String| {
-            tracing::info!(upstream = %s.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
-            link.refuse(upstream_id.clone(), refusal(why));
-        };
-        if route != Route::Related(original) {
-            return refuse(format!(
+        let name = msg.method_name();
+        if *route != Route::Related(original) {
+            return Some(format!(
                 "{name} is not tied to a request of the 2026-07-28 client, which has no other way to get it"
             ));
         }
         let may_ask = self.asked.lock().unwrap().original.as_ref().is_some_and(|(m, _)| modern::input::may_ask(m));
         if !may_ask {
-            return refuse(format!(
+            return Some(format!(
                 "the 2026-07-28 client's request cannot be answered with a request for input ({name})"
             ));
         }
         if !msg.method().is_input_request() {
-            return refuse(format!("2026-07-28 has no {name} from a server"));
+            return Some(format!("2026-07-28 has no {name} from a server"));
         }
-        if !s.client_can_answer(&msg) {
-            return refuse(format!("the client does not support {name}"));
+        if !s.client_can_answer(msg) {
+            return Some(format!("the client does not support {name}"));
         }
         if self.rounds.done() || s.state.lock().unwrap().closed {
-            return refuse("the client's request has ended".into());
+            return Some("the client's request has ended".into());
+        }
+        None
+    }
+
+    /// A request the upstream sends the client, while serving request `route`: asked as an
+    /// input request of that request's answer (see the module doc), or refused.
+    pub(in super::super) fn ask(&self, s: &Session, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
+        let name = msg.method_name().to_string();
+        if let Some(why) = self.cannot_ask(s, &msg, &route) {
+            tracing::info!(upstream = %s.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
+            return link.refuse(upstream_id, refusal(why));
         }
         let msg = match s.crossing().down_request(msg) {
             Ok(m) => m,
@@ -118,7 +125,14 @@ impl ModernClient {
             return link
                 .refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
         };
-        let mut asked = json!({"method": name});
+        self.put(s, id, &msg);
+    }
+
+    /// Puts `msg` (a request for the client, checked by [`ModernClient::cannot_ask`]) to the
+    /// client as input request `id` of its request's answer; the answer comes back as a
+    /// response to `id` ([`Session::handle_response`]).
+    pub(in super::super) fn put(&self, s: &Session, id: Id, msg: &Message) {
+        let mut asked = json!({"method": msg.method_name()});
         if let Some(p) = msg.value().get("params") {
             asked["params"] = p.clone();
         }
