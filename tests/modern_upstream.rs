@@ -25,7 +25,7 @@ async fn a_modern_only_server_serves_legacy_clients_of_every_version() {
         let caps = &init["capabilities"];
         assert!(caps["tools"].is_object() && caps["prompts"].is_object(), "{caps}");
         assert!(caps.get("extensions").is_none(), "{caps}");
-        assert!(caps["tools"].get("listChanged").is_none(), "no listen holds list changes: {caps}");
+        assert_eq!(caps["tools"]["listChanged"], true, "the link's listen holds them: {caps}");
         assert_eq!(caps["resources"]["subscribe"], true, "the link's listen holds them: {caps}");
 
         let tools = c.request("tools/list", json!({})).await;
@@ -162,14 +162,64 @@ async fn era_legacy_sends_no_probe_and_era_modern_sends_no_initialize() {
 /// `server/discover`, then the test's `arms`; `$LOG` names a file beside it), and a gateway
 /// that shares one link to it (`share = true`).
 async fn listening_server(arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
-    const DISCOVER: &str = r#"
-    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true},"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
-"#;
-    let script = StdioScript::new(&format!("{DISCOVER}{arms}"));
+    listening_server_declaring(r#"{"resources":{"subscribe":true},"tools":{}}"#, arms).await
+}
+
+/// [`listening_server`] with its discover's `capabilities`.
+async fn listening_server_declaring(capabilities: &str, arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
+    let discover = format!(
+        r#"
+    server/discover) reply '{{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{capabilities},"_meta":{{"io.modelcontextprotocol/serverInfo":{{"name":"script","version":"0"}}}}}}' ;;
+"#
+    );
+    let script = StdioScript::new(&format!("{discover}{arms}"));
     let log = script.path().with_file_name("log");
     let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
     let gw = start_gateway(&table).await;
     (script, log, gw)
+}
+
+/// Legacy clients in front of a 2026-07-28 server, which sends list changes only on a
+/// listen: the link listens for those the server declares once a legacy session is on it,
+/// the sessions are told they will hear of them (and of nothing it does not declare), and a
+/// change reaches every session's stream, untagged.
+#[tokio::test]
+async fn legacy_clients_hear_of_list_changes_through_the_links_listen() {
+    const ARMS: &str = r#"
+    subscriptions/listen) echo "$line" >> "$LOG"; echo "$id" > "$LOG.id"
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+    change) printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$(cat "$LOG.id")"
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let caps = r#"{"tools":{"listChanged":true},"prompts":{},"resources":{"subscribe":true}}"#;
+    let (_script, log, gw) = listening_server_declaring(caps, ARMS).await;
+    let (mut a, mut b) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
+    let init = a.initialize("2025-11-25").await;
+    assert_eq!(init["capabilities"]["tools"]["listChanged"], true, "{init}");
+    assert!(init["capabilities"]["prompts"].get("listChanged").is_none(), "not declared upstream: {init}");
+    b.initialize("2025-06-18").await;
+    let listens = || -> Vec<Value> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"]["notifications"].clone())
+            .collect()
+    };
+    eventually("the link listens", async || !listens().is_empty()).await;
+    assert_eq!(listens(), vec![json!({"toolsListChanged": true})], "once per link, what the server declares");
+    let mut gets = vec![];
+    for s in [&a, &b] {
+        gets.push(SseReader::new(s.get_raw(&[]).await.into_body()));
+    }
+    a.request("tools/call", json!({"name": "change", "arguments": {}})).await;
+    for get in &mut gets {
+        let (_, m) = tokio::time::timeout(STEP, get.next()).await.expect("the change in time").unwrap();
+        assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+        assert!(m.get("params").and_then(|p| p.get("_meta")).is_none(), "untagged: {m}");
+    }
+    // A subscribe adds its uri to the one listen, which still asks for the list changes.
+    assert_eq!(a.request("resources/subscribe", json!({"uri": "file:///a"})).await.result(), &json!({}));
+    assert_eq!(listens()[1], json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]}));
 }
 
 /// Legacy clients' resource subscriptions in front of a 2026-07-28 server, which has no

@@ -112,6 +112,7 @@ impl Session {
         if level.is_some() {
             link.set_log_level(level);
         }
+        self.hear_list_changes(&link, &negotiated);
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
     }
@@ -221,8 +222,17 @@ impl Session {
         // ask about: on this one, their ids may be another session's tasks (a restarted
         // server, or a new upstream session, numbers them again).
         self.state.lock().unwrap().known_tasks.clear();
+        self.hear_list_changes(&link, &negotiated);
         *self.link.lock().unwrap() = Some(link);
         Ok(negotiated)
+    }
+
+    /// A legacy client on a 2026-07-28 link hears of list changes only if the link listens
+    /// for them (its initialize result declares them: `mcp::modern::legacy`).
+    fn hear_list_changes(&self, link: &Arc<Link>, negotiated: &Negotiated) {
+        if negotiated.modern && self.modern.is_none() {
+            link.listen_for_list_changes(negotiated.capabilities());
+        }
     }
 
     /// Whose share of a shared link's requests in flight the session's count against: its

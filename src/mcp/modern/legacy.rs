@@ -74,20 +74,14 @@ pub fn client_capabilities(caps: &Value) -> Map<String, Value> {
     out
 }
 
-/// A modern `ServerCapabilities`, for a legacy client: without `extensions` (2026-07-28),
-/// without `tasks` (not in the modern core), without the `listChanged` flags (list changes
-/// come only on `subscriptions/listen`, which the gateway holds only for resource
-/// subscriptions: a client told to expect them would wait in vain). `resources.subscribe`
-/// stays: the link listens for the uris its sessions subscribe to.
+/// A modern `ServerCapabilities`, for a legacy client: without `extensions` (2026-07-28)
+/// and `tasks` (not in the modern core). The `listChanged` flags and `resources.subscribe`
+/// stay: the link listens for the list changes the server declares and for the uris its
+/// sessions subscribe to (`subscriptions/listen`, `upstream::link::resource_listen`).
 pub fn server_capabilities(caps: &Value) -> Value {
     let mut caps = caps.as_object().cloned().unwrap_or_default();
     caps.remove("extensions");
     caps.remove("tasks");
-    for k in ["tools", "resources", "prompts"] {
-        if let Some(c) = caps.get_mut(k).and_then(Value::as_object_mut) {
-            c.remove("listChanged");
-        }
-    }
     Value::Object(caps)
 }
 
@@ -174,9 +168,10 @@ mod tests {
         let r = initialize_result(&d, "2025-06-18", "up");
         assert_eq!(
             r,
-            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "resources": {"subscribe": true}, "logging": {}},
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": true},
+                    "resources": {"subscribe": true, "listChanged": true}, "logging": {}},
                 "serverInfo": {"name": "taskgate-interop-rmcp-server", "version": "0.1.0"}}),
-            "no extensions, no listChanged; subscribe is the link's listen"
+            "no extensions; listChanged and subscribe are the link's listen"
         );
         let mut bare = d.clone();
         bare.server_info = None;

@@ -336,12 +336,18 @@ impl InboundSink for LinkCore {
                 let frame = match self.listener_of(&frame) {
                     Some(Listener::Client(client)) => {
                         // On a shared link a list change is also every session's news (their
-                        // listings are read again), as it was before streams were told apart.
+                        // listings are read again), as it was before streams were told apart,
+                        // unless the link's own listen brings it to them.
                         let news = self.shared
                             && matches!(
                                 frame.method(),
                                 Method::ToolsListChanged | Method::ResourcesListChanged | Method::PromptsListChanged
-                            );
+                            )
+                            && !self
+                                .link
+                                .get()
+                                .and_then(Weak::upgrade)
+                                .is_some_and(|l| l.hears_list_change(frame.method()));
                         let copy = news.then(|| frame.clone());
                         let subscription = client.id.to_value();
                         let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));

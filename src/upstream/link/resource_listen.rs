@@ -1,22 +1,58 @@
-//! Resource subscriptions of legacy sessions on a 2026-07-28 link. That era has no
-//! `resources/subscribe`: the link holds one `subscriptions/listen` upstream naming every uri
-//! its sessions hold (`resourceSubscriptions`), and opens another whenever that set changes.
+//! Resource subscriptions and list changes of legacy sessions on a 2026-07-28 link. That era
+//! has no `resources/subscribe`, and sends list changes only on a listen: the link holds one
+//! `subscriptions/listen` upstream naming every uri its sessions hold (`resourceSubscriptions`)
+//! and, once a legacy session is on it, the list changes the server declares
+//! (`toolsListChanged`, …); it opens another whenever that set changes.
 //! A listen is kept until a newer one is acknowledged (then cancelled, as any abandoned
 //! request is), so no update is missed in between; one the server refuses fails only the
 //! subscribes waiting for it, and those served before stay served. A subscribe is answered
 //! once a listen naming its uri is acknowledged. A serving listen the server ends (its
 //! `notifications/cancelled`, a closed stream) is opened again a second later, while some
-//! session holds a uri.
-//! The `notifications/resources/updated` the listen carries go where a legacy link's would:
-//! to the sessions holding the uri on a shared link, to the one session of an own link
-//! (`share::unrelated_targets`).
+//! session holds a uri or list changes are asked for.
+//! The notifications the listen carries go where a legacy link's would: an update to the
+//! sessions holding the uri on a shared link, a list change to every session; all to the one
+//! session of an own link (`share::unrelated_targets`).
 
 use super::types::*;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INTERNAL_ERROR, Id, Method, REQUEST_TIMEOUT, RpcError};
-use serde_json::json;
+use crate::mcp::modern::client::ListenFilter;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
+impl ResourceListen {
+    /// Whether a listen is wanted at all: some uri held, or list changes asked for.
+    fn wanted(&self) -> bool {
+        !self.uris.is_empty() || self.lists != ListenFilter::default()
+    }
+
+    /// What a listen opened now names.
+    fn filter(&self) -> ListenFilter {
+        ListenFilter { uris: self.uris.iter().cloned().collect(), ..self.lists.clone() }
+    }
+}
+
 impl Link {
+    /// A legacy session is on the link: from now on the link's listen also asks for the list
+    /// changes the server declares (`capabilities`, its discover's), which legacy clients
+    /// get as they would from a legacy server. Once per link; nothing if it declares none.
+    pub fn listen_for_list_changes(self: &Arc<Self>, capabilities: &Value) {
+        let all = ListenFilter { tools: true, prompts: true, resources: true, ..ListenFilter::default() };
+        let lists = all.granted(capabilities);
+        let mut st = self.core.state.lock().unwrap();
+        let listen = &mut st.resource_listen;
+        if lists == ListenFilter::default() || listen.lists == lists {
+            return;
+        }
+        listen.lists = lists;
+        self.open_resource_listen(listen);
+    }
+
+    /// Whether the link's own listen hears `method` (a list change), so that a client's
+    /// listen need not pass it on to the other sessions as well.
+    pub(super) fn hears_list_change(&self, method: Method) -> bool {
+        self.core.state.lock().unwrap().resource_listen.lists.carries(method, None)
+    }
+
     /// `uri` is now held (`held`), or no longer held by any session of the link: a listen is
     /// opened naming the new set (its number is returned, for [`Link::listening`]), or all
     /// are closed when the set is empty. An own link holds at most `limit` uris (-32004 past
@@ -34,7 +70,7 @@ impl Link {
         if !changed {
             return Ok(None);
         }
-        if listen.uris.is_empty() {
+        if !listen.wanted() {
             for (s, _) in std::mem::take(&mut listen.open).into_values() {
                 s.abort();
             }
@@ -56,8 +92,7 @@ impl Link {
         }
         listen.opened += 1;
         let n = listen.opened;
-        let uris: Vec<String> = listen.uris.iter().cloned().collect();
-        let task = tokio::spawn(self.clone().hold_resource_listen(uris, n));
+        let task = tokio::spawn(self.clone().hold_resource_listen(listen.filter(), n));
         listen.open.insert(n, (task.abort_handle(), None));
         n
     }
@@ -89,16 +124,13 @@ impl Link {
         }
     }
 
-    /// Listen number `n`, for `uris`, held until a newer one is acknowledged (then aborted:
+    /// Listen number `n`, for `filter`, held until a newer one is acknowledged (then aborted:
     /// its request is abandoned, and the upstream told) or the link closes; one that serves
     /// and is ended by the server is opened again.
-    async fn hold_resource_listen(self: Arc<Self>, uris: Vec<String>, n: u64) {
-        let count = uris.len();
-        let listen = jsonrpc::request(
-            &Id::Num(0),
-            Method::SubscriptionsListen,
-            json!({"notifications": {"resourceSubscriptions": uris}}),
-        );
+    async fn hold_resource_listen(self: Arc<Self>, filter: ListenFilter, n: u64) {
+        let count = filter.uris.len();
+        let listen =
+            jsonrpc::request(&Id::Num(0), Method::SubscriptionsListen, json!({"notifications": filter.to_value()}));
         let mut up_id = None;
         let registered = |id| {
             up_id = Some(id);
@@ -110,11 +142,11 @@ impl Link {
         let why = match end {
             Ok(end) => match end.get("error") {
                 Some(e) => {
-                    tracing::warn!(upstream = %self.core.upstream, "the subscriptions/listen holding its legacy clients' {count} resource subscriptions was refused or ended: {e}");
+                    tracing::warn!(upstream = %self.core.upstream, "the subscriptions/listen for its legacy clients ({count} resource subscriptions) was refused or ended: {e}");
                     e.get("message").and_then(|m| m.as_str()).unwrap_or("an error").to_string()
                 }
                 None => {
-                    tracing::info!(upstream = %self.core.upstream, "the upstream ended the subscriptions/listen holding its legacy clients' {count} resource subscriptions");
+                    tracing::info!(upstream = %self.core.upstream, "the upstream ended the subscriptions/listen for its legacy clients ({count} resource subscriptions)");
                     "it ended the listen".to_string()
                 }
             },
@@ -140,7 +172,7 @@ impl Link {
         tokio::time::sleep(REOPEN_AFTER).await;
         let mut st = self.core.state.lock().unwrap();
         let listen = &mut st.resource_listen;
-        if listen.open.is_empty() && !listen.uris.is_empty() {
+        if listen.open.is_empty() && listen.wanted() {
             self.open_resource_listen(listen);
         }
     }

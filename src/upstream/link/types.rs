@@ -300,6 +300,9 @@ impl Drop for LinkCore {
 pub(super) struct ResourceListen {
     /// The uris some session of the link holds.
     pub(super) uris: std::collections::BTreeSet<String>,
+    /// The list changes the link's legacy sessions are told of (those the server declares),
+    /// asked for once a legacy session is on the link, for the link's life; no uris.
+    pub(super) lists: crate::mcp::modern::client::ListenFilter,
     /// The listens open, by number (the newest last): the one serving (acknowledged), and
     /// those opened since and not yet answered; each with its upstream id once registered.
     pub(super) open: std::collections::BTreeMap<u64, (tokio::task::AbortHandle, Option<i64>)>,
