@@ -222,6 +222,69 @@ async fn legacy_clients_hear_of_list_changes_through_the_links_listen() {
     assert_eq!(listens()[1], json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]}));
 }
 
+/// The link's listen for list changes, refused once (a passing error), is asked for again a
+/// second later, and the legacy clients hear through the one acknowledged.
+#[tokio::test]
+async fn a_refused_list_change_listen_is_asked_for_again() {
+    const ARMS: &str = r#"
+    subscriptions/listen) echo "$line" >> "$LOG"
+        if [ ! -e "$LOG.once" ]; then touch "$LOG.once"
+          printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"busy, try later"}}\n' "$id"
+        else echo "$id" > "$LOG.id"
+          printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id"
+        fi ;;
+    change) printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$(cat "$LOG.id")"
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let (_script, log, gw) = listening_server_declaring(r#"{"tools":{"listChanged":true}}"#, ARMS).await;
+    let mut a = HttpMcp::new(&gw.url("up"));
+    a.initialize("2025-11-25").await;
+    let listens = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    eventually("asked again after the refusal", async || listens() == 2).await;
+    let mut get = SseReader::new(a.get_raw(&[]).await.into_body());
+    let mut heard = async || {
+        a.request("tools/call", json!({"name": "change", "arguments": {}})).await;
+        tokio::time::timeout(std::time::Duration::from_millis(500), get.next()).await
+    };
+    // The second listen is logged before the gateway reads its acknowledgement: a change
+    // may come before the listen serves, and is told again until one is heard.
+    let mut got = None;
+    for _ in 0..20 {
+        if let Ok(Some((_, m))) = heard().await {
+            got = Some(m);
+            break;
+        }
+    }
+    let m = got.expect("the legacy client hears of the change");
+    assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+    assert_eq!(listens(), 2, "one refusal, one listen serving");
+}
+
+/// The link's own listens take no place of `max_in_flight`: with a limit of 1, a legacy
+/// client of a 2026-07-28 server that declares list changes still makes its calls.
+#[tokio::test]
+async fn the_links_own_listen_takes_no_place_of_max_in_flight() {
+    const ARMS: &str = r#"
+    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
+    subscriptions/listen) echo "$line" >> "$LOG"
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+    echo) reply '{"resultType":"complete","content":[{"type":"text","text":"hi"}]}' ;;
+"#;
+    let script = StdioScript::new(ARMS);
+    let log = script.path().with_file_name("log");
+    let table = format!(
+        "[server]\nmax_in_flight = 1\n{}era = \"modern\"\nenv = {{ LOG = {:?} }}\n",
+        script.upstream("up"),
+        log.to_str().unwrap()
+    );
+    let gw = start_gateway(&table).await;
+    let mut a = HttpMcp::new(&gw.url("up"));
+    a.initialize("2025-11-25").await;
+    eventually("the link listens", async || log.exists()).await;
+    let r = a.request("tools/call", json!({"name": "echo", "arguments": {}})).await;
+    assert_eq!(r.response["result"]["content"][0]["text"], "hi", "{}", r.response);
+}
+
 /// Legacy clients' resource subscriptions in front of a 2026-07-28 server, which has no
 /// `resources/subscribe`: the shared stdio link listens upstream (`subscriptions/listen`) for
 /// the uris its sessions hold, opening the listen again as the set changes, and each update

@@ -50,7 +50,10 @@ impl Link {
     /// Whether the link's own listen hears `method` (a list change), so that a client's
     /// listen need not pass it on to the other sessions as well.
     pub(super) fn hears_list_change(&self, method: Method) -> bool {
-        self.core.state.lock().unwrap().resource_listen.lists.carries(method, None)
+        let st = self.core.state.lock().unwrap();
+        let listen = &st.resource_listen;
+        let serving = listen.serving.and_then(|n| listen.open.get(&n));
+        serving.is_some_and(|o| o.lists) && listen.lists.carries(method, None)
     }
 
     /// `uri` is now held (`held`), or no longer held by any session of the link: a listen is
@@ -71,8 +74,8 @@ impl Link {
             return Ok(None);
         }
         if !listen.wanted() {
-            for (s, _) in std::mem::take(&mut listen.open).into_values() {
-                s.abort();
+            for o in std::mem::take(&mut listen.open).into_values() {
+                o.task.abort();
             }
             listen.serving = None;
             return Ok(None);
@@ -86,14 +89,15 @@ impl Link {
     fn open_resource_listen(self: &Arc<Self>, listen: &mut ResourceListen) -> u64 {
         let unanswered: Vec<u64> = listen.open.keys().copied().filter(|n| Some(*n) != listen.serving).collect();
         if unanswered.len() >= MAX_UNANSWERED
-            && let Some((s, _)) = listen.open.remove(&unanswered[0])
+            && let Some(o) = listen.open.remove(&unanswered[0])
         {
-            s.abort();
+            o.task.abort();
         }
         listen.opened += 1;
         let n = listen.opened;
         let task = tokio::spawn(self.clone().hold_resource_listen(listen.filter(), n));
-        listen.open.insert(n, (task.abort_handle(), None));
+        let lists = listen.lists != ListenFilter::default();
+        listen.open.insert(n, OpenListen { task: task.abort_handle(), up_id: None, lists });
         n
     }
 
@@ -125,8 +129,10 @@ impl Link {
     }
 
     /// Listen number `n`, for `filter`, held until a newer one is acknowledged (then aborted:
-    /// its request is abandoned, and the upstream told) or the link closes; one that serves
-    /// and is ended by the server is opened again.
+    /// its request is abandoned, and the upstream told) or the link closes. One that served
+    /// and ended is opened again, and so is the newest naming the list changes that failed
+    /// (refused, not sent): nothing else would ask for them again. Each time after a longer
+    /// wait, while they keep ending within [`STEADY`].
     async fn hold_resource_listen(self: Arc<Self>, filter: ListenFilter, n: u64) {
         let count = filter.uris.len();
         let listen =
@@ -135,9 +141,10 @@ impl Link {
         let registered = |id| {
             up_id = Some(id);
             if let Some(open) = self.core.state.lock().unwrap().resource_listen.open.get_mut(&n) {
-                open.1 = Some(id);
+                open.up_id = Some(id);
             }
         };
+        let started = tokio::time::Instant::now();
         let end = self.internal_request(listen, None, None, registered).await;
         let why = match end {
             Ok(end) => match end.get("error") {
@@ -155,21 +162,30 @@ impl Link {
         if let Some(id) = up_id {
             self.core.resource_listen_settled(id, Some(why));
         }
-        let served = {
+        let wait = {
             let mut st = self.core.state.lock().unwrap();
             let listen = &mut st.resource_listen;
-            listen.open.remove(&n);
+            let lists = listen.open.remove(&n).is_some_and(|o| o.lists);
             let served = listen.serving == Some(n);
             if served {
                 listen.serving = None;
             }
-            served
+            let newest = listen.open.keys().all(|m| *m < n);
+            if !(served || (newest && lists)) {
+                return;
+            }
+            listen.backoff = if started.elapsed() >= STEADY || listen.backoff.is_zero() {
+                REOPEN_AFTER
+            } else {
+                (listen.backoff * 2).min(STEADY)
+            };
+            listen.backoff
         };
-        if !served || self.close_reason().is_some() {
+        if self.close_reason().is_some() {
             return;
         }
-        // It served, and nothing replaced it: the sessions' uris are listened to again.
-        tokio::time::sleep(REOPEN_AFTER).await;
+        // Nothing replaced it: what the sessions want is listened to again.
+        tokio::time::sleep(wait).await;
         let mut st = self.core.state.lock().unwrap();
         let listen = &mut st.resource_listen;
         if listen.open.is_empty() && listen.wanted() {
@@ -181,9 +197,13 @@ impl Link {
 /// Listens waiting for the server's answer at once, per link.
 const MAX_UNANSWERED: usize = 4;
 
-/// How long after a serving listen ended the next is opened (a server that ends every listen
-/// at once is asked at most this often).
+/// How long after a listen ended the next is opened, at first (a server that ends every
+/// listen at once is asked at most this often, then ever less often).
 const REOPEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A listen that lasted this long ended for a reason of its own: the next wait is the first
+/// again. Also the longest wait.
+const STEADY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Refusals remembered for the subscribes waiting on them.
 const REFUSALS_KEPT: usize = 16;
@@ -195,7 +215,7 @@ impl LinkCore {
     pub(super) fn resource_listen_settled(&self, up_id: i64, refused: Option<String>) {
         let mut st = self.state.lock().unwrap();
         let listen = &mut st.resource_listen;
-        let Some(n) = listen.open.iter().find(|(_, (_, id))| *id == Some(up_id)).map(|(n, _)| *n) else { return };
+        let Some(n) = listen.open.iter().find(|(_, o)| o.up_id == Some(up_id)).map(|(n, _)| *n) else { return };
         if listen.outcomes.borrow().acknowledged >= n {
             return;
         }
@@ -203,8 +223,8 @@ impl LinkCore {
             None => {
                 let older: Vec<u64> = listen.open.range(..n).map(|(m, _)| *m).collect();
                 for m in older {
-                    if let Some((s, _)) = listen.open.remove(&m) {
-                        s.abort();
+                    if let Some(o) = listen.open.remove(&m) {
+                        o.task.abort();
                     }
                 }
                 listen.serving = Some(n);

@@ -294,8 +294,8 @@ impl Drop for LinkCore {
     }
 }
 
-/// What a modern link listens to for its sessions' resource subscriptions, under the link's
-/// lock (`resource_listen`).
+/// What a modern link listens to for its legacy sessions (resource subscriptions, list
+/// changes), under the link's lock (`resource_listen`).
 #[derive(Default)]
 pub(super) struct ResourceListen {
     /// The uris some session of the link holds.
@@ -304,20 +304,40 @@ pub(super) struct ResourceListen {
     /// asked for once a legacy session is on the link, for the link's life; no uris.
     pub(super) lists: crate::mcp::modern::client::ListenFilter,
     /// The listens open, by number (the newest last): the one serving (acknowledged), and
-    /// those opened since and not yet answered; each with its upstream id once registered.
-    pub(super) open: std::collections::BTreeMap<u64, (tokio::task::AbortHandle, Option<i64>)>,
+    /// those opened since and not yet answered.
+    pub(super) open: std::collections::BTreeMap<u64, OpenListen>,
     /// The number of the listen serving, if one is.
     pub(super) serving: Option<u64>,
     /// Listens opened so far: the newest is the `opened`-th.
     pub(super) opened: u64,
+    /// How long to wait before the next listen after one ended or failed (doubling while
+    /// they keep ending soon; zero: the first wait).
+    pub(super) backoff: std::time::Duration,
     /// What became of the listens opened.
     pub(super) outcomes: tokio::sync::watch::Sender<Outcomes>,
 }
 
+/// One listen of [`ResourceListen`].
+pub(super) struct OpenListen {
+    /// Its task, which holds the request.
+    pub(super) task: tokio::task::AbortHandle,
+    /// Its upstream id, once registered.
+    pub(super) up_id: Option<i64>,
+    /// Whether it names the list changes (it was opened after they were asked for).
+    pub(super) lists: bool,
+}
+
+impl ResourceListen {
+    /// Its listens registered on the link (among `pending`).
+    pub(super) fn registered(&self) -> usize {
+        self.open.values().filter(|o| o.up_id.is_some()).count()
+    }
+}
+
 impl Drop for ResourceListen {
     fn drop(&mut self) {
-        for (s, _) in self.open.values() {
-            s.abort();
+        for o in self.open.values() {
+            o.task.abort();
         }
     }
 }
