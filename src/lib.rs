@@ -21,6 +21,7 @@ mod config;
 mod demo;
 mod downstream;
 mod gateway;
+mod huge_pages;
 pub mod jsonrpc;
 mod mcp;
 mod metrics;
@@ -43,6 +44,7 @@ pub use downstream::stdio::{StdioError, serve_stdio};
 pub use downstream::tls::{TlsAcceptor, TlsError, acceptor as tls_acceptor};
 pub use gateway::Gateway;
 pub use gateway::eras::report as eras_report;
+pub use huge_pages::off_for_the_gateway as huge_pages_off;
 pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;
 

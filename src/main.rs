@@ -77,6 +77,7 @@ fn main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let cli = Cli::parse();
+    taskgate::huge_pages_off();
     idle_purge::purge_at_once();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -36,7 +36,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("gateway", 6),
     ("downstream", 7),
 ];
-const LEAVES: &[&str] = &["client_slots", "clock", "config", "random", "warn_limit"];
+const LEAVES: &[&str] = &["client_slots", "clock", "config", "huge_pages", "random", "warn_limit"];
 /// Edges inside one layer that would make it two-way.
 const FORBIDDEN: &[(&str, &str, &str)] =
     &[("src/mcp/", "src/config", "version knowledge does not depend on how the gateway is configured")];

@@ -118,6 +118,7 @@ impl StdioConn {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
+        crate::huge_pages::as_started_for(&mut cmd);
         let mut child = cmd.spawn().map_err(|cause| Error::Spawn { command: command.into(), cause })?;
         LIVE_CHILDREN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let pid = child.id();
