@@ -112,3 +112,35 @@ async fn metrics_count_requests_latency_sessions_and_bytes() {
     let ended = scrape(&base).await;
     assert_eq!(sample(&ended, "taskgate_sessions", &[("transport", "streamable_http")]), 0.0);
 }
+
+/// The `THP_enabled` line of `/proc/<pid>/status` (`self` for the test process).
+fn thp_enabled(pid: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find(|l| l.starts_with("THP_enabled:")).expect("a THP_enabled line").to_string()
+}
+
+/// The gateway binary turns transparent huge pages off for its own process (khugepaged
+/// kept the allocator's sparse regions resident after a load: docs/performance.md), and the
+/// upstream processes it starts have the setting it was started with.
+#[tokio::test]
+async fn huge_pages_are_off_for_the_gateway_and_as_started_for_its_upstreams() {
+    use common::gateway_proc::{listening, serve_command};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("thp");
+    let config = dir.path().join("config.toml");
+    let script = format!("grep THP_enabled /proc/self/status > {}; exec {} demo-server", log.display(), common::bin());
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[tasks]\nstore = \"memory\"\n[[upstream]]\nname = \"up\"\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut cmd = serve_command(&config);
+    cmd.env_remove("MIMALLOC_ALLOW_THP");
+    let (gw, addr) = listening(cmd.spawn().unwrap()).await;
+    assert_eq!(thp_enabled(&gw.pid().to_string()), "THP_enabled:\t0");
+    let mut c = common::HttpMcp::new(&format!("http://{addr}/mcp/up"));
+    c.initialize("2025-11-25").await;
+    common::eventually("the upstream started", async || std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty()))
+        .await;
+    let upstream = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(upstream.trim(), thp_enabled("self"), "as the gateway was started (by this test)");
+}
