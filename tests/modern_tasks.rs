@@ -536,7 +536,27 @@ async fn a_modern_client_without_the_extension_gets_an_extension_task_bridged() 
     assert_eq!(r["result"]["content"][0]["text"], "answer: teal", "{r}");
     assert!(state.lock().unwrap().tasks.values().any(|t| t.answer.is_some()), "the answer reached the task");
 
+    // A task that asks two questions at once asks both in one round.
+    let params = json!({"name": "ask2", "arguments": {}});
+    let ask = request(json!(6), "tools/call", params.clone(), json!({"elicitation": {}}));
+    let (_, r, _) = tokio::time::timeout(STEP, call(&c, &ask)).await.expect("an input round");
+    let requests = r["result"]["inputRequests"].as_object().expect("input requests");
+    let mut messages: Vec<&str> = requests.values().filter_map(|q| q["params"]["message"].as_str()).collect();
+    messages.sort();
+    assert_eq!(messages, ["colour?", "size?"], "both in the first round: {r}");
+    let answer = |q: &Value| {
+        let a = if q["params"]["message"] == "colour?" { "teal" } else { "large" };
+        json!({"action": "accept", "content": {"answer": a}})
+    };
+    let mut retry = params.clone();
+    retry["inputResponses"] = requests.iter().map(|(k, q)| (k.clone(), answer(q))).collect();
+    retry["requestState"] = r["result"]["requestState"].clone();
+    let retry = request(json!(7), "tools/call", retry, json!({"elicitation": {}}));
+    let (_, r, _) = tokio::time::timeout(STEP, call(&c, &retry)).await.expect("the task's result");
+    assert_eq!(r["result"]["content"][0]["text"], "colour: teal, size: large", "{r}");
+
     // Without the elicitation capability it cannot be asked: an error at once.
+    let params = json!({"name": "ask", "arguments": {}});
     let ask = request(json!(5), "tools/call", params, json!({}));
     let (_, r, _) = tokio::time::timeout(STEP, call(&c, &ask)).await.expect("at once");
     assert!(r["error"]["message"].as_str().unwrap_or("").contains("elicitation"), "{r}");

@@ -3,7 +3,8 @@
 //!
 //! The scripted server keeps its tasks in memory and moves one step per `tasks/get` (no
 //! clock): `slow` works three steps then completes, `fails` fails with a JSON-RPC error,
-//! `ask` goes `input_required` until `tasks/update` answers its `answer` key, `endless`
+//! `ask` goes `input_required` until `tasks/update` answers its `answer` key (`ask2` asks
+//! two questions at once, `colour` and `size`, and completes once both are answered), `endless`
 //! works until `tasks/cancel` (`stuck` too, never changing), `stubborn` acknowledges
 //! `tasks/cancel` and completes anyway, `deaf` acknowledges it and works on for ever. Each
 //! refuses a request that does not declare the extension with -32021 naming it, as the
@@ -82,6 +83,18 @@ fn detailed(id: &str, t: &Task) -> Value {
             let a = t.answer.as_ref().and_then(|a| a.pointer("/content/answer")).cloned().unwrap_or(Value::Null);
             v["result"] = text(&format!("answer: {}", a.as_str().unwrap_or("?")));
         }
+        ("ask2", "completed") => {
+            let a = |k: &str| t.answer.as_ref().and_then(|a| a[k].pointer("/content/answer")).cloned();
+            let (c, z) = (a("colour").unwrap_or(Value::Null), a("size").unwrap_or(Value::Null));
+            v["result"] = text(&format!("colour: {}, size: {}", c.as_str().unwrap_or("?"), z.as_str().unwrap_or("?")));
+        }
+        ("ask2", "input_required") => {
+            let q = |m: &str| {
+                json!({"method": "elicitation/create", "params": {"message": m, "mode": "form",
+                "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}})
+            };
+            v["inputRequests"] = json!({"colour": q("colour?"), "size": q("size?")});
+        }
         ("ask", "input_required") => {
             v["statusMessage"] = "waiting for an answer".into();
             v["inputRequests"] = json!({"answer": {"method": "elicitation/create", "params": {"message": "colour?",
@@ -106,6 +119,10 @@ fn advance(t: &mut Task) {
         "stubborn" => t.status = "completed",
         "fails" => t.status = "failed",
         "ask" if t.answer.is_some() => t.status = "completed",
+        "ask2" if t.answer.as_ref().is_some_and(|a| a.get("colour").is_some() && a.get("size").is_some()) => {
+            t.status = "completed"
+        }
+        "ask2" => t.status = "input_required",
         "ask" => t.status = "input_required",
         "stuck" | "deaf" => {}
         _ => t.steps = (t.steps + 1).min(50),
@@ -126,10 +143,11 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ext-scripted", "version": "1"}}}),
             ),
             "tools/list" => {
-                let tools: Vec<Value> = ["echo", "slow", "fails", "ask", "endless", "stubborn", "stuck", "deaf"]
-                    .iter()
-                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
-                    .collect();
+                let tools: Vec<Value> =
+                    ["echo", "slow", "fails", "ask", "ask2", "endless", "stubborn", "stuck", "deaf"]
+                        .iter()
+                        .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                        .collect();
                 complete(req, json!({"tools": tools}))
             }
             "tools/call" => {
@@ -140,7 +158,7 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                         json!({"content": [{"type": "text", "text": req["params"]["arguments"]["text"]}]}),
                     );
                 }
-                if !["slow", "fails", "ask", "endless", "stubborn", "stuck", "deaf"].contains(&tool.as_str()) {
+                if !["slow", "fails", "ask", "ask2", "endless", "stubborn", "stuck", "deaf"].contains(&tool.as_str()) {
                     return error(req, -32602, "unknown tool", None);
                 }
                 if !declares(req) {
@@ -169,6 +187,14 @@ pub fn extension_server(state: Arc<Mutex<Server>>) -> impl Fn(&Value) -> Vec<Ste
                         if let Some(a) = req["params"]["inputResponses"].get("answer") {
                             t.answer = Some(a.clone());
                             t.status = "working";
+                        }
+                        if t.tool == "ask2"
+                            && let Some(given) = req["params"]["inputResponses"].as_object()
+                        {
+                            let answers = t.answer.get_or_insert_with(|| json!({}));
+                            for (k, a) in given {
+                                answers[k] = a.clone();
+                            }
                         }
                         complete(req, json!({}))
                     }

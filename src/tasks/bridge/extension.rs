@@ -50,6 +50,10 @@ pub trait AskClient: Send + Sync + 'static {
         key: String,
         answers: mpsc::Sender<(String, Value)>,
     ) -> Result<(), RpcError>;
+
+    /// What one look at the task asked of the client (each by [`AskClient::ask`]) is all
+    /// asked: a client asked in its request's answer gets those questions in one round.
+    fn asked_all(&self, _client_id: &Id) {}
 }
 
 /// A bridged task's input request, waiting for the client's answer (kept by the session,
@@ -241,6 +245,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
                         return Step::Abandon(e.response(Some(id)));
                     }
                 }
+                self.asker.asked_all(id);
                 Step::Pending
             }
             other => Step::Answer(

@@ -158,7 +158,8 @@ impl ExtTasks {
             id
         };
         match &s.modern {
-            Some(client) => client.put(s, id, &msg),
+            // Asked in a round once the task's other questions are in as well (`asked_all`).
+            Some(client) => client.put(id, &msg),
             None => s.to_client(msg.with_id(&id), Route::Related(client_id.clone())),
         }
         Ok(())
@@ -180,5 +181,13 @@ impl AskClient for Asker {
             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
         };
         s.ext.ask_client(&s, client_id, request, key, answers)
+    }
+
+    fn asked_all(&self, _client_id: &Id) {
+        if let Some(s) = self.0.upgrade()
+            && let Some(client) = &s.modern
+        {
+            client.ask_waiting(&s);
+        }
     }
 }

@@ -125,23 +125,29 @@ impl ModernClient {
             return link
                 .refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
         };
-        self.put(s, id, &msg);
+        self.put(id, &msg);
+        self.ask_waiting(s);
     }
 
-    /// Puts `msg` (a request for the client, checked by [`ModernClient::cannot_ask`]) to the
-    /// client as input request `id` of its request's answer; the answer comes back as a
-    /// response to `id` ([`Session::handle_response`]).
-    pub(in super::super) fn put(&self, s: &Session, id: Id, msg: &Message) {
+    /// Puts `msg` (a request for the client, checked by [`ModernClient::cannot_ask`]) among
+    /// the input requests of the next round, as `id`; the answer comes back as a response to
+    /// `id` ([`Session::handle_response`]). [`ModernClient::ask_waiting`] asks them.
+    pub(in super::super) fn put(&self, id: Id, msg: &Message) {
         let mut asked = json!({"method": msg.method_name()});
         if let Some(p) = msg.value().get("params") {
             asked["params"] = p.clone();
         }
-        let park = {
-            let mut a = self.asked.lock().unwrap();
-            a.waiting.push((id, asked));
-            a.parked.is_none()
+        self.asked.lock().unwrap().waiting.push((id, asked));
+    }
+
+    /// Asks what waits in a round, unless one is asked already (parked): the retry's answers
+    /// come first, and a round after them asks the rest.
+    pub(in super::super) fn ask_waiting(&self, s: &Session) {
+        let ask = {
+            let a = self.asked.lock().unwrap();
+            a.parked.is_none() && !a.waiting.is_empty()
         };
-        if park {
+        if ask {
             self.ask_round(s);
         }
     }
@@ -156,6 +162,10 @@ impl ModernClient {
         let until = Instant::now() + s.upstream.request_timeout;
         let requests: serde_json::Map<String, Value> = {
             let mut a = self.asked.lock().unwrap();
+            if a.parked.is_some() {
+                // Asked already, by another question that came at the same time.
+                return;
+            }
             a.parked = Some(token.clone());
             a.waiting.iter().map(|(id, r)| (id.to_string(), r.clone())).collect()
         };
