@@ -165,6 +165,15 @@ async fn listening_server(arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
     listening_server_declaring(r#"{"resources":{"subscribe":true},"tools":{}}"#, arms).await
 }
 
+/// What each `subscriptions/listen` a script logged (a line each) asked for.
+fn listened(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"]["notifications"].clone())
+        .collect()
+}
+
 /// [`listening_server`] with its discover's `capabilities`.
 async fn listening_server_declaring(capabilities: &str, arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
     let discover = format!(
@@ -198,13 +207,7 @@ async fn legacy_clients_hear_of_list_changes_through_the_links_listen() {
     assert_eq!(init["capabilities"]["tools"]["listChanged"], true, "{init}");
     assert!(init["capabilities"]["prompts"].get("listChanged").is_none(), "not declared upstream: {init}");
     b.initialize("2025-06-18").await;
-    let listens = || -> Vec<Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"]["notifications"].clone())
-            .collect()
-    };
+    let listens = || listened(&log);
     eventually("the link listens", async || !listens().is_empty()).await;
     assert_eq!(listens(), vec![json!({"toolsListChanged": true})], "once per link, what the server declares");
     let mut gets = vec![];
@@ -313,13 +316,7 @@ async fn legacy_subscriptions_are_held_by_the_links_listen() {
         assert_eq!(s.request("resources/subscribe", sub(uri)).await.result(), &json!({}));
     }
     assert_eq!(c.request("resources/unsubscribe", sub("file:///a")).await.result(), &json!({}));
-    let listens = || -> Vec<Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["params"]["notifications"].clone())
-            .collect()
-    };
+    let listens = || listened(&log);
     assert_eq!(
         listens(),
         vec![
