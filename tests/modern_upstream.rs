@@ -263,6 +263,29 @@ async fn a_refused_list_change_listen_is_asked_for_again() {
     assert_eq!(listens(), 2, "one refusal, one listen serving");
 }
 
+/// A stdio server's log while it serves a call names no request; with one call in flight it
+/// is that call's. The link's own listen, in flight for the whole life of the link, is no
+/// other candidate: the log still reaches the caller.
+#[tokio::test]
+async fn the_links_own_listen_does_not_hide_which_call_a_log_is_for() {
+    const ARMS: &str = r#"
+    subscriptions/listen) echo "$line" >> "$LOG"
+        printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
+    log) printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working on it"}}\n'
+        reply '{"resultType":"complete","content":[]}' ;;
+"#;
+    let caps = r#"{"tools":{"listChanged":true},"logging":{}}"#;
+    let (_script, log, gw) = listening_server_declaring(caps, ARMS).await;
+    let mut a = HttpMcp::new(&gw.url("up"));
+    a.initialize("2025-11-25").await;
+    eventually("the link listens", async || !listened(&log).is_empty()).await;
+    let out = a.request("tools/call", json!({"name": "log", "arguments": {}})).await;
+    assert!(out.result()["content"].is_array(), "{}", out.response);
+    let logs: Vec<&Value> = out.others.iter().filter(|m| m["method"] == "notifications/message").collect();
+    assert_eq!(logs.len(), 1, "the call's log: {:?}", out.others);
+    assert_eq!(logs[0]["params"]["data"], "working on it");
+}
+
 /// The link's own listens take no place of `max_in_flight`: with a limit of 1, a legacy
 /// client of a 2026-07-28 server that declares list changes still makes its calls.
 #[tokio::test]

@@ -103,7 +103,9 @@ impl LinkCore {
         if !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) || !request_scoped || names_a_task {
             return None;
         }
-        let mut pending = st.pending.iter();
+        // A listen serves no input request or log (what it carries is tagged with it): it
+        // is no candidate, and does not stand in the way of the one that is.
+        let mut pending = st.pending.iter().filter(|(_, p)| !p.listens);
         let (Some((&up_id, only)), None) = (pending.next(), pending.next()) else { return None };
         // A request given up on that the upstream may still serve, and that another owner's:
         // what comes may be its.
