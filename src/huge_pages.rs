@@ -9,15 +9,15 @@
 //! is small and short-lived; it gains nothing from huge pages. An operator who wants them
 //! sets `MIMALLOC_ALLOW_THP=1`, which this leaves alone.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 // `prctl(2)` options: the process's "THP disable" flag, inherited by children across
 // fork and exec.
 const PR_SET_THP_DISABLE: libc::c_int = 41;
 const PR_GET_THP_DISABLE: libc::c_int = 42;
 
-/// The flag as the gateway was started with it, for its children (`-1`: not changed).
-static STARTED_WITH: AtomicI32 = AtomicI32::new(-1);
+/// Whether the gateway, started with the flag clear, set it: its children clear it again.
+static SET_BY_US: AtomicBool = AtomicBool::new(false);
 
 /// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` is set.
 /// Call it once, at the start of `main`.
@@ -25,29 +25,25 @@ pub fn off_for_the_gateway() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;
     }
-    // SAFETY: prctl with integer arguments only.
-    let before = unsafe { libc::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-    if before < 0 {
-        return;
-    }
-    // SAFETY: as above.
-    if before == 0 && unsafe { libc::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) } == 0 {
-        STARTED_WITH.store(before, Ordering::Relaxed);
+    // SAFETY: prctl with integer arguments only (0: clear; 1: set; -1: an error).
+    if unsafe { libc::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) } == 0
+        && unsafe { libc::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) } == 0
+    {
+        SET_BY_US.store(true, Ordering::Relaxed);
     }
 }
 
 /// An upstream process `cmd` starts gets the flag the gateway was started with, not the
 /// gateway's own.
 pub(crate) fn as_started_for(cmd: &mut tokio::process::Command) {
-    let before = STARTED_WITH.load(Ordering::Relaxed);
-    if before < 0 {
+    if !SET_BY_US.load(Ordering::Relaxed) {
         return;
     }
     // SAFETY: the closure runs in the child between fork and exec, and makes one system
     // call (async-signal-safe); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
-            libc::prctl(PR_SET_THP_DISABLE, before as libc::c_ulong, 0, 0, 0);
+            libc::prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
             Ok(())
         });
     }
@@ -72,7 +68,7 @@ mod tests {
         assert_eq!(unsafe { libc::prctl(super::PR_SET_THP_DISABLE, 0, 0, 0, 0) }, 0);
         assert!(std::env::var_os("MIMALLOC_ALLOW_THP").is_none(), "run the test without MIMALLOC_ALLOW_THP");
         super::off_for_the_gateway();
-        assert_eq!(super::STARTED_WITH.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert!(super::SET_BY_US.load(std::sync::atomic::Ordering::Relaxed), "started with it clear, set");
         let inherited = thp_enabled_in_child(&mut tokio::process::Command::new("sh"));
         assert_eq!(inherited, "THP_enabled:\t0", "a plain child inherits the gateway's flag");
         let mut cmd = tokio::process::Command::new("sh");

@@ -53,7 +53,7 @@ pub trait AskClient: Send + Sync + 'static {
 
     /// What one look at the task asked of the client (each by [`AskClient::ask`]) is all
     /// asked: a client asked in its request's answer gets those questions in one round.
-    fn asked_all(&self, _client_id: &Id) {}
+    fn asked_all(&self) {}
 }
 
 /// A bridged task's input request, waiting for the client's answer (kept by the session,
@@ -245,7 +245,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
                         return Step::Abandon(e.response(Some(id)));
                     }
                 }
-                self.asker.asked_all(id);
+                self.asker.asked_all();
                 Step::Pending
             }
             other => Step::Answer(

@@ -343,11 +343,7 @@ impl InboundSink for LinkCore {
                                 frame.method(),
                                 Method::ToolsListChanged | Method::ResourcesListChanged | Method::PromptsListChanged
                             )
-                            && !self
-                                .link
-                                .get()
-                                .and_then(Weak::upgrade)
-                                .is_some_and(|l| l.hears_list_change(frame.method()));
+                            && !self.hears_list_change(frame.method());
                         let copy = news.then(|| frame.clone());
                         let subscription = client.id.to_value();
                         let frame = frame.edit(|m| crate::mcp::modern::client::tag_subscription(m, &subscription));

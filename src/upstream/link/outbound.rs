@@ -106,7 +106,7 @@ impl Link {
         }
         // The link's own listens (at most five: `resource_listen`) take no client's place.
         let own_listen = matches!(waiter, Waiter::Internal { .. }) && msg.method() == Method::SubscriptionsListen;
-        if !own_listen && st.pending.len().saturating_sub(st.resource_listen.registered()) >= self.max_in_flight {
+        if !own_listen && st.counted_in_flight() >= self.max_in_flight {
             return Err(LinkError::InFlight { upstream: self.core.upstream.clone(), limit: self.max_in_flight }.into());
         }
         if let Waiter::Client { client, .. } = &waiter
@@ -276,7 +276,7 @@ impl Link {
     /// checked again.)
     pub fn admits(&self, share: &str) -> Result<(), RpcError> {
         let st = self.core.state.lock().unwrap();
-        if st.pending.len().saturating_sub(st.resource_listen.registered()) >= self.max_in_flight {
+        if st.counted_in_flight() >= self.max_in_flight {
             return Err(LinkError::InFlight { upstream: self.core.upstream.clone(), limit: self.max_in_flight }.into());
         }
         if let Some(shared) = &st.shared

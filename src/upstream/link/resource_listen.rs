@@ -20,9 +20,14 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 impl ResourceListen {
+    /// Whether list changes are asked for.
+    fn asks_lists(&self) -> bool {
+        self.lists != ListenFilter::default()
+    }
+
     /// Whether a listen is wanted at all: some uri held, or list changes asked for.
     fn wanted(&self) -> bool {
-        !self.uris.is_empty() || self.lists != ListenFilter::default()
+        !self.uris.is_empty() || self.asks_lists()
     }
 
     /// What a listen opened now names.
@@ -45,15 +50,6 @@ impl Link {
         }
         listen.lists = lists;
         self.open_resource_listen(listen);
-    }
-
-    /// Whether the link's own listen hears `method` (a list change), so that a client's
-    /// listen need not pass it on to the other sessions as well.
-    pub(super) fn hears_list_change(&self, method: Method) -> bool {
-        let st = self.core.state.lock().unwrap();
-        let listen = &st.resource_listen;
-        let serving = listen.serving.and_then(|n| listen.open.get(&n));
-        serving.is_some_and(|o| o.lists) && listen.lists.carries(method, None)
     }
 
     /// `uri` is now held (`held`), or no longer held by any session of the link: a listen is
@@ -96,8 +92,7 @@ impl Link {
         listen.opened += 1;
         let n = listen.opened;
         let task = tokio::spawn(self.clone().hold_resource_listen(listen.filter(), n));
-        let lists = listen.lists != ListenFilter::default();
-        listen.open.insert(n, OpenListen { task: task.abort_handle(), up_id: None, lists });
+        listen.open.insert(n, OpenListen { task: task.abort_handle(), up_id: None, lists: listen.asks_lists() });
         n
     }
 
@@ -208,7 +203,25 @@ const STEADY: std::time::Duration = std::time::Duration::from_secs(60);
 /// Refusals remembered for the subscribes waiting on them.
 const REFUSALS_KEPT: usize = 16;
 
+impl LinkState {
+    /// The requests in flight that count against `max_in_flight`: all but the link's own
+    /// listens (at most five).
+    pub(super) fn counted_in_flight(&self) -> usize {
+        let own = self.resource_listen.open.values().filter(|o| o.up_id.is_some()).count();
+        self.pending.len().saturating_sub(own)
+    }
+}
+
 impl LinkCore {
+    /// Whether the link's own listen hears `method` (a list change), so that a client's
+    /// listen need not pass it on to the other sessions as well.
+    pub(super) fn hears_list_change(&self, method: Method) -> bool {
+        let st = self.state.lock().unwrap();
+        let listen = &st.resource_listen;
+        let serving = listen.serving.and_then(|n| listen.open.get(&n));
+        serving.is_some_and(|o| o.lists) && listen.lists.carries(method, None)
+    }
+
     /// The upstream acknowledged (`refused`: `None`) or refused (or ended) the listen it
     /// knows as `up_id`. Acknowledged, it serves from now on, and the older ones go; refused
     /// before that, the subscribes waiting on it are told why.

@@ -327,13 +327,6 @@ pub(super) struct OpenListen {
     pub(super) lists: bool,
 }
 
-impl ResourceListen {
-    /// Its listens registered on the link (among `pending`).
-    pub(super) fn registered(&self) -> usize {
-        self.open.values().filter(|o| o.up_id.is_some()).count()
-    }
-}
-
 impl Drop for ResourceListen {
     fn drop(&mut self) {
         for o in self.open.values() {

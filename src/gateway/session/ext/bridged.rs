@@ -183,7 +183,7 @@ impl AskClient for Asker {
         s.ext.ask_client(&s, client_id, request, key, answers)
     }
 
-    fn asked_all(&self, _client_id: &Id) {
+    fn asked_all(&self) {
         if let Some(s) = self.0.upgrade()
             && let Some(client) = &s.modern
         {

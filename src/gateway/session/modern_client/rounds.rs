@@ -140,20 +140,10 @@ impl ModernClient {
         self.asked.lock().unwrap().waiting.push((id, asked));
     }
 
-    /// Asks what waits in a round, unless one is asked already (parked): the retry's answers
+    /// Answers the attached round with what the upstream waits for, and parks the session;
+    /// nothing if nothing waits, or a round is asked already (parked): the retry's answers
     /// come first, and a round after them asks the rest.
     pub(in super::super) fn ask_waiting(&self, s: &Session) {
-        let ask = {
-            let a = self.asked.lock().unwrap();
-            a.parked.is_none() && !a.waiting.is_empty()
-        };
-        if ask {
-            self.ask_round(s);
-        }
-    }
-
-    /// Answers the attached round with what the upstream waits for, and parks the session.
-    fn ask_round(&self, s: &Session) {
         let Some(me) = s.me.upgrade() else { return };
         if self.rounds.done() || s.state.lock().unwrap().closed {
             return;
@@ -162,8 +152,7 @@ impl ModernClient {
         let until = Instant::now() + s.upstream.request_timeout;
         let requests: serde_json::Map<String, Value> = {
             let mut a = self.asked.lock().unwrap();
-            if a.parked.is_some() {
-                // Asked already, by another question that came at the same time.
+            if a.parked.is_some() || a.waiting.is_empty() {
                 return;
             }
             a.parked = Some(token.clone());
@@ -229,7 +218,7 @@ impl ModernClient {
             !a.waiting.is_empty()
         };
         if more {
-            self.ask_round(s);
+            self.ask_waiting(s);
         }
     }
 
