@@ -4,8 +4,9 @@
 //! The per-client counts hold only clients that hold a place, so they are bounded by the
 //! total.
 
+use crate::locks::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub struct ClientSlots {
     max: usize,

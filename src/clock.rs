@@ -26,9 +26,10 @@
 //! on by tokio's clock. A time that is stored (a task's `createdAt`, when its retention
 //! ends) therefore agrees with the timers, and moves with them when a test advances time.
 
+use crate::locks::Mutex;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;

@@ -9,13 +9,14 @@
 //! HTTP it is served by the gateway in front of it.
 
 use crate::jsonrpc::{self, Id, Kind, METHOD_NOT_FOUND, Message, Method, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
 use crate::transport::lines::{BadKind, BadLine, LineReader};
 use crate::transport::own_stdio::{self, OutQueue};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, DuplexStream};
 use tokio::sync::oneshot;

@@ -23,6 +23,7 @@ mod downstream;
 mod gateway;
 mod huge_pages;
 pub mod jsonrpc;
+pub mod locks;
 mod mcp;
 mod metrics;
 mod random;

@@ -12,7 +12,7 @@
 //! leaves its last count to the next occurrence. Uses tokio's clock, so that tests may
 //! pause it.
 
-use std::sync::Mutex;
+use crate::locks::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 

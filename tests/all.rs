@@ -44,6 +44,7 @@ mod modern_review;
 mod modern_tasks;
 mod modern_upstream;
 mod ops;
+mod plain_call_locks;
 mod progress;
 mod protocol_headers;
 mod rate_limits;

@@ -22,13 +22,14 @@ use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -228,7 +229,9 @@ impl HttpServer {
             return r;
         }
         if self.task_page.owns(&path) {
-            return self.task_page.serve(req, &path).await;
+            // Every branch off a call's way is boxed: the request's future is as large as its
+            // largest branch, and it is moved whole.
+            return Box::pin(self.task_page.serve(req, &path)).await;
         }
         let upstream = self.routes.get(&self.gateway, &path).or_else(|| self.draining_route(req.headers(), &path));
         let legacy = if upstream.is_none() { self.legacy.route(&path) } else { None };

@@ -25,6 +25,7 @@ use crate::downstream::routes::Routes;
 use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
+use crate::locks::Mutex;
 use crate::transport::sse;
 use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
@@ -35,7 +36,7 @@ use outbox::{NotTaken, Outbox};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 /// The query parameter of the POST endpoint that names the session.

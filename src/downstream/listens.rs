@@ -7,8 +7,9 @@
 //! and one client must not take every descriptor.
 
 use crate::gateway::session::Session;
+use crate::locks::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 pub(crate) struct OpenListens {
     st: Mutex<State>,

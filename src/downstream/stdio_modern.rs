@@ -11,11 +11,12 @@ use crate::gateway::Gateway;
 use crate::gateway::session::Session;
 use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::modern::meta::{self, RequestMeta};
 use crate::upstream::client::Requester;
 use crate::upstream::client::{ClientSink, Route};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The modern requests of one stdio client in flight, by id.

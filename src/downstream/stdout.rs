@@ -30,7 +30,7 @@ impl ClientSink for StdoutSink {
 /// rather than refused.
 #[derive(Default)]
 pub struct InFlight {
-    st: std::sync::Mutex<InFlightState>,
+    st: crate::locks::Mutex<InFlightState>,
     changed: tokio::sync::Notify,
 }
 

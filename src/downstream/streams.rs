@@ -5,11 +5,11 @@
 //! number, so a resuming client gets exactly the rest of the stream it lost.
 
 use crate::jsonrpc::{Id, Kind, Message, RpcError, UPSTREAM_UNAVAILABLE};
+use crate::locks::Mutex;
 use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

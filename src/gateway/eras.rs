@@ -13,11 +13,12 @@
 
 use crate::config::{Era, Transport, UpstreamConfig};
 use crate::jsonrpc::RpcError;
+use crate::locks::Mutex;
 use crate::tasks::store::TaskStore;
 use crate::upstream::link::{HandshakeError, Link, Negotiated};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What was found of one upstream.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

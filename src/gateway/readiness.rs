@@ -14,9 +14,10 @@
 
 use crate::config::{Transport, UpstreamConfig};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::locks::Mutex;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -14,6 +14,7 @@
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::tasks as mcp_tasks;
 use crate::mcp::{ProtocolVersion, shaping};
 use crate::tasks::hosted::{self, Hosted, hosts};
@@ -21,7 +22,7 @@ use crate::upstream::client::{ClientSession, ClientSink, Route};
 use crate::upstream::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -13,10 +13,11 @@
 use crate::config::UpstreamConfig;
 use crate::gateway::eras::{Eras, open_detecting};
 use crate::jsonrpc::{RpcError, UPSTREAM_UNAVAILABLE};
+use crate::locks::Mutex;
 use crate::upstream::link::{CloseReason, Link, LinkEnv, Negotiated};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -52,6 +52,7 @@
 //!   directory fails to start, saying so. The lock goes with the process, `kill -9` too.
 
 use crate::config::Durability;
+use crate::locks::Mutex;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{Edit, RECORD_OVERHEAD, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
@@ -59,8 +60,8 @@ pub use codec::RESTARTED;
 use codec::{backend, encode};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
 use writer::{Db, Due, Health, Job, Op, Pending};

@@ -32,10 +32,11 @@ pub mod overview;
 mod plain_answers;
 mod remote;
 mod status;
+use crate::locks::Mutex;
 use crate::tasks::store::{StoreError, TaskRecord, TaskStore};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 mod kept_ends;

@@ -2,11 +2,11 @@
 //! are synchronous (a lock held for a few map operations); [`TaskStore`] wraps them in
 //! futures that are ready at once. `tasks::file_store` keeps one of these as its hot copy.
 
+use crate::locks::Mutex;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::{Edit, StoreError, StoreFuture, TaskRecord, TaskStore};
 use lru::LruCache;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::SystemTime;
 use tokio::sync::watch;
 

@@ -16,12 +16,13 @@
 
 use crate::clock::{Deadlines, wall_now};
 use crate::jsonrpc::{ProgressToken, RpcError};
+use crate::locks::Mutex;
 use crate::tasks::store::rfc3339;
 use crate::tasks::text_bounds::bounded;
 use lru::LruCache;
 use serde_json::{Map, Number, Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 

@@ -102,10 +102,10 @@ pub struct Core {
     scripts: Arc<Scripts>,
     timing: Timing,
     /// Why the last heartbeat failed, until one succeeds (`/readyz` reports it).
-    unreachable: std::sync::Mutex<Option<String>>,
+    unreachable: crate::locks::Mutex<Option<String>>,
     /// The tasks this replica runs: inserted by it, and not yet ended by it (at most
     /// `max_tasks`, as the store admits no more).
-    mine: std::sync::Mutex<std::collections::HashSet<String>>,
+    mine: crate::locks::Mutex<std::collections::HashSet<String>>,
 }
 
 pub struct RedisStore {
@@ -165,8 +165,8 @@ impl RedisStore {
             max_bytes: cfg.max_store_bytes,
             scripts,
             timing,
-            unreachable: std::sync::Mutex::new(None),
-            mine: std::sync::Mutex::default(),
+            unreachable: crate::locks::Mutex::new(None),
+            mine: crate::locks::Mutex::default(),
         });
         // Alive from the start, so that no replica takes this one's tasks for orphans.
         core.heartbeat().await?;

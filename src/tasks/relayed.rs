@@ -18,6 +18,7 @@
 //!   `subscriptions/listen` streams watch ([`RelayedTasks::watch`]).
 
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::tasks::{TaskStatus, TaskView};
 use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
 use crate::upstream::link::{Link, RelayedTaskEvents};
@@ -25,7 +26,7 @@ use lru::LruCache;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use tokio::sync::watch;
 
 /// Where a relayed task runs: its upstream, the link's generation, and its id there.

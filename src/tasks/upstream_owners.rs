@@ -13,10 +13,11 @@
 //! used forgotten first. A forgotten task is as unknown to its owner as to anyone. Kept in
 //! memory only: a restart forgets every binding.
 
+use crate::locks::Mutex;
 use lru::LruCache;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Upstream names are letters, digits, `-` and `_`: no task id can make one key two ways.
 fn key(upstream: &str, task_id: &str) -> String {

@@ -6,11 +6,12 @@
 //! another cost one wake-up per budget, shared, and none while no request runs.
 
 use crate::clock::Deadlines;
+use crate::locks::Mutex;
 use futures_util::task::AtomicWaker;
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::runtime::{Handle, Id};

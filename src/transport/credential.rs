@@ -4,8 +4,8 @@
 //! every request it makes (so a client that refreshes its token is heard with the new one).
 //! Nothing here decides whether a client's token may go upstream: the configuration does.
 
+use crate::locks::Mutex;
 use hyper::header::HeaderValue;
-use std::sync::Mutex;
 
 /// The `Authorization` value a connection sends, if any. Its `Debug` never shows the value.
 #[derive(Default)]

@@ -19,11 +19,12 @@ use crate::transport::{Error, InboundSink, inline, messages_of};
 use bytes::Bytes;
 use http_body_util::Full;
 
+use crate::locks::Mutex;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;

@@ -4,6 +4,7 @@
 //! idle list once its response body has been read to the end. TLS by rustls with the webpki
 //! roots.
 
+use crate::locks::Mutex;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -14,8 +15,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;

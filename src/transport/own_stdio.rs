@@ -12,13 +12,14 @@
 //! - Anything else (a file, a terminal, /dev/null), or a reopen that fails, keeps tokio's
 //!   blocking stdin/stdout: epoll cannot watch a file, and a terminal is shared.
 
+use crate::locks::Mutex;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};

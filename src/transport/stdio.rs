@@ -6,6 +6,7 @@
 //! is `downstream::stdio`.
 
 use crate::jsonrpc::Message;
+use crate::locks::Mutex;
 use crate::transport::lines::LineReader;
 use crate::transport::lines::read_log_lines;
 use crate::transport::own_stdio::client_output;
@@ -13,7 +14,7 @@ use crate::transport::{Error, Exit, InboundSink, deliver, inbound};
 use bytes::Bytes;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};

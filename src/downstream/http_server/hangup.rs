@@ -10,9 +10,11 @@
 //! [`HangUp`] reads ahead what hyper does not ask for (at most [`READ_AHEAD`] bytes, which
 //! hyper gets first when it reads) to see the client's side end.
 
+use crate::locks::Mutex;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 

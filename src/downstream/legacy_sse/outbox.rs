@@ -3,11 +3,11 @@
 //! requests still owed a response.
 
 use crate::jsonrpc::{Id, Message};
+use crate::locks::Mutex;
 use crate::upstream::client::{ClientSink, Route};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
 /// Why a request cannot be taken.

@@ -227,7 +227,7 @@ fn buffer_is_bounded_and_ids_in_use_are_refused() {
 
 /// What a test's log lines are written into.
 #[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+struct Captured(std::sync::Arc<crate::locks::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

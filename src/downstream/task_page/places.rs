@@ -3,8 +3,9 @@
 //! stream and gives its place back when dropped. The map holds one entry per principal
 //! watching now, so at most `max_viewers` entries.
 
+use crate::locks::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 #[derive(Default)]
 pub(super) struct Places {

@@ -6,13 +6,14 @@
 
 use crate::clock::{Deadlines, Schedule};
 use crate::jsonrpc::{self, Id, Message, RpcError};
+use crate::locks::Mutex;
 use crate::mcp::modern::client::ListenFilter;
 use crate::mcp::modern::meta::RequestMeta;
 use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 

@@ -5,11 +5,12 @@
 //! a response (cancelled, the session ended) is dropped uncounted.
 
 use crate::jsonrpc::{Id, Message, Method};
+use crate::locks::Mutex;
 use crate::metrics::{UpstreamMetrics, method_index, outcome_index};
 use crate::upstream::client::{ClientSink, Route};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub(super) struct TimedSink {

@@ -5,8 +5,8 @@
 use super::extension::{AskClient, ExtBridge};
 use super::*;
 use crate::jsonrpc::{self, Id, Method, REQUEST_TIMEOUT};
+use crate::locks::Mutex;
 use serde_json::{Map, json};
-use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -6,8 +6,8 @@ use super::core_tasks::Bridge;
 use super::statuses::STATUS_AS_PROGRESS_DELAY;
 use super::*;
 use crate::jsonrpc::{self, Id, REQUEST_TIMEOUT};
+use crate::locks::Mutex;
 use serde_json::json;
-use std::sync::Mutex;
 use tokio::time::Instant;
 
 const REQUEST_TIMEOUT_S: u64 = 10;

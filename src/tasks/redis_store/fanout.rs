@@ -9,10 +9,10 @@
 //! whose receivers are all gone is dropped when room is needed.
 
 use super::codec::{Published, parse_published};
+use crate::locks::Mutex;
 use crate::mcp::tasks::TaskStatus;
 use crate::tasks::store::RemoteChange;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use tokio::sync::{broadcast, watch};
 
 /// Remote changes queued for a slow listener before it starts missing them (it is told,

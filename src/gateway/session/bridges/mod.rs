@@ -8,8 +8,8 @@
 //! session's `state` where both are held.
 
 use crate::jsonrpc::{GATEWAY_BUSY, INVALID_REQUEST, Id, RpcError};
+use crate::locks::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 mod run;

@@ -5,8 +5,9 @@
 use super::super::plan::ByToken;
 use super::operation_table::Operations;
 use crate::jsonrpc::{Id, ProgressToken};
+use crate::locks::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The dialects a legacy session speaks, as its upstream enables them (built once, with the
 /// session; a modern client's session has none).

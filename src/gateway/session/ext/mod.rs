@@ -21,9 +21,10 @@
 //! before the strategy's lock, never while it is held.
 
 use crate::clock::Schedule;
+use crate::locks::Mutex;
 use crate::tasks::store::FollowedTask;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Duration;
 use table::ExtState;
 use tokio::sync::OwnedSemaphorePermit;

@@ -54,8 +54,8 @@
 
 use crate::clock::Schedule;
 use crate::config::UpstreamConfig;
+use crate::locks::Mutex;
 use crate::mcp::modern::input::InputLimits;
-use std::sync::Mutex;
 
 mod rounds;
 mod state;

@@ -3,10 +3,11 @@
 
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::Id;
+use crate::locks::Mutex;
 use crate::mcp::long_calls::ToolNames;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
 
 /// A session's long calls (see the folder's doc). (`pub(crate)`: the session's `long_calls`
 /// module is private, so only the session reaches it.)

@@ -7,10 +7,10 @@
 //! Its lock is its own, taken for a moment: never across an `.await`, and after the
 //! session's `state` where both are held.
 
+use crate::locks::Mutex;
 use crate::mcp::tasks::TaskSupport;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 mod listing;
 
