@@ -250,7 +250,7 @@ impl HttpServer {
             Err(why) => return auth.refusal(&why, req.headers()),
         };
         let Some(upstream) = upstream else {
-            return self.legacy.handle(req, legacy.expect("routed"), peer, principal).await;
+            return Box::pin(self.legacy.handle(req, legacy.expect("routed"), peer, principal)).await;
         };
         match *req.method() {
             Method::POST => self.post(req, upstream, path, peer, principal).await,
@@ -261,8 +261,8 @@ impl HttpServer {
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
                 r
             }
-            Method::GET => self.get(req, &path, &upstream, principal.as_ref()).await,
-            Method::DELETE => self.delete(req, &path, principal.as_ref()).await,
+            Method::GET => Box::pin(self.get(req, &path, &upstream, principal.as_ref())).await,
+            Method::DELETE => Box::pin(self.delete(req, &path, principal.as_ref())).await,
             _ => {
                 let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -357,7 +357,7 @@ impl HttpServer {
         if http_modern::is_modern_post(headers, parsed.as_ref().ok(), existing) {
             let p = principal.as_ref().map(|p| &*p.name);
             let until = principal.as_ref().and_then(Principal::stream_deadline);
-            return http_modern::serve(
+            return Box::pin(http_modern::serve(
                 &self.gateway,
                 (&self.parked, &self.listens),
                 headers,
@@ -365,7 +365,7 @@ impl HttpServer {
                 upstream,
                 (peer, p, until),
                 json_only,
-            )
+            ))
             .await;
         }
         // An existing session, or a new one for an `initialize`.
@@ -433,7 +433,8 @@ impl HttpServer {
                     return crate::downstream::http_body::removed_upstream();
                 }
                 let max_batch = self.gateway.limits().max_batch;
-                return http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only).await;
+                return Box::pin(http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only))
+                    .await;
             }
         };
         if frame.kind() == Kind::Request && hs.session.is_draining() {
@@ -480,7 +481,7 @@ impl HttpServer {
             Ok((Some(ev), _)) if ev.is_response => {
                 hs.streams.unbuffer(&ev);
                 let limited = self.gateway.live().rate_limits.limits(hs.session.upstream_name());
-                if created && !self.keep_new_session(&sid, &hs).await {
+                if created && !Box::pin(self.keep_new_session(&sid, &hs)).await {
                     return json_or_limited(ev.json, None, limited);
                 }
                 json_or_limited(ev.json, session_header, limited)

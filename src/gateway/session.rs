@@ -314,8 +314,10 @@ impl Session {
     pub async fn handle(&self, frame: Message) {
         match frame.kind() {
             Kind::Request => self.handle_request(frame).await,
-            Kind::Notification => self.handle_notification(frame).await,
-            Kind::Response => self.handle_response(frame).await,
+            // Boxed, as every branch off the call's way: a future is moved whole, and the
+            // largest branch sizes every call's.
+            Kind::Notification => Box::pin(self.handle_notification(frame)).await,
+            Kind::Response => Box::pin(self.handle_response(frame)).await,
         }
     }
 

@@ -72,7 +72,10 @@ impl HttpServer {
         .on_failure(());
         let handler = tower::service_fn(move |req: Request<Incoming>| {
             let server = server.clone();
-            async move { Ok::<Response<Body>, Infallible>(server.handle(req, peer).await) }
+            // Boxed once here: the layers and hyper move the future they are given, and a
+            // moved future is copied whole (tens of KiB for a request's).
+            let handled = Box::pin(async move { server.handle(req, peer).await });
+            async move { Ok::<Response<Body>, Infallible>(handled.await) }
         });
         let stack = ServiceBuilder::new().layer(trace).option_layer(cors).service(handler);
         hyper_util::service::TowerToHyperService::new(stack)
