@@ -7,19 +7,16 @@ use crate::common;
 
 use common::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// Waits until task `id` has status `want` (bounded).
 async fn status_becomes(c: &mut HttpMcp, id: &str, want: &str) -> Value {
     let mut last = Value::Null;
-    for _ in 0..100 {
+    let became = pace::until_async(STEP, async || {
         last = c.request("tasks/get", json!({"taskId": id})).await.result().clone();
-        if last["status"] == want {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("task {id} never became {want}: {last}");
+        (last["status"] == want).then(|| last.clone())
+    })
+    .await;
+    became.unwrap_or_else(|| panic!("task {id} never became {want}: {last}"))
 }
 
 #[tokio::test]

@@ -57,16 +57,12 @@ async fn a_long_call_is_deferred_and_the_wait_tool_gets_its_result_exactly() {
     assert!(started.elapsed() < std::time::Duration::from_millis(1500), "answered at defer_after");
     // The client sent no progress token; the task's status shows the upstream's progress all
     // the same (the gateway's own token).
-    let mut shown = None;
-    for _ in 0..50 {
+    let shown = poll("the status tool shows progress", async || {
         let st = tool(&mut c, "taskgate_status", &task).await;
-        if st.result()["structuredContent"].get("progress").is_some() {
-            shown = Some(st.result()["structuredContent"].clone());
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let shown = shown.expect("the status tool shows progress");
+        let shown = &st.result()["structuredContent"];
+        shown.get("progress").is_some().then(|| shown.clone())
+    })
+    .await;
     assert_eq!(shown["total"], 10, "{shown}");
     assert!(shown["message"].as_str().unwrap().starts_with("step "), "{shown}");
 
