@@ -204,6 +204,7 @@ async fn a_session_that_ends_leaves_no_server_request_of_its_unanswered_upstream
 
 #[tokio::test]
 async fn shutdown_does_not_wait_out_the_backoff_of_a_shared_link_that_keeps_dying() {
+    let (seen, _default) = common::spans::Seen::install();
     let (script, log) = script();
     let gw = start_gateway(&shared_with("drain_timeout = \"200ms\"\n", &table(&script, &log))).await;
     let mut a = session(&gw, "2025-06-18").await;
@@ -214,7 +215,9 @@ async fn shutdown_does_not_wait_out_the_backoff_of_a_shared_link_that_keeps_dyin
     }
     let waiting =
         tokio::spawn(async move { a.request_owned("tools/call", json!({"name": "pid", "arguments": {}})).await });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // The seventh call is being served: it waits for the link, in the backoff.
+    eventually("the seventh call reached its session", async || seen.count("rpc_request", "method=tools/call") == 7)
+        .await;
     // Past drain_timeout, shutdown is the sessions' end: not the rest of the backoff, and no
     // new link opened to be closed at once.
     let started = std::time::Instant::now();

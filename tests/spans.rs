@@ -4,58 +4,21 @@
 
 use crate::common;
 
+use common::spans::Seen;
 use common::{builtin_upstream, start_gateway};
 use serde_json::json;
-use std::sync::{Arc, Mutex};
-use tracing_subscriber::layer::SubscriberExt;
-
-/// A span's name and its fields as `key=value`.
-type SpanSeen = (String, Vec<String>);
-
-/// Each new span.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<SpanSeen>>>);
-
-struct Fields(Vec<String>);
-
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.push(format!("{}={:?}", field.name(), value));
-    }
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.push(format!("{}={value}", field.name()));
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        _: &tracing::span::Id,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        let mut f = Fields(Vec::new());
-        attrs.record(&mut f);
-        self.0.lock().unwrap().push((attrs.metadata().name().to_string(), f.0));
-    }
-}
 
 #[tokio::test]
 async fn each_http_request_and_each_rpc_request_has_a_span() {
-    let seen = Seen::default();
-    let subscriber = tracing_subscriber::registry().with(seen.clone());
     // The test's runtime is this thread's: every task of the gateway runs under it.
-    let _default = tracing::subscriber::set_default(subscriber);
-    // Whether a span is wanted is remembered per call site for the whole process: under a
-    // plain `cargo test` another test's thread (no subscriber) may have asked first.
-    tracing::callsite::rebuild_interest_cache();
+    let (seen, _default) = Seen::install();
     let gw = start_gateway(&builtin_upstream("demo")).await;
     let mut mcp = common::HttpMcp::new(&gw.url("demo"));
     mcp.initialize("2025-06-18").await;
     let listed = mcp.request("tools/list", json!({})).await;
     assert!(listed.response["result"]["tools"].is_array());
 
-    let spans = seen.0.lock().unwrap().clone();
+    let spans = seen.spans();
     let rpc = spans
         .iter()
         .find(|(name, f)| name == "rpc_request" && f.contains(&"method=tools/list".to_string()))
@@ -72,6 +35,7 @@ async fn spans_are_exported_to_the_otlp_collector() {
     use bytes::Bytes;
     use common::gateway_proc::{signal, start};
     use http_body_util::{BodyExt, Full};
+    use std::sync::{Arc, Mutex};
 
     // A collector that keeps every body posted to /v1/traces.
     type Posted = Arc<Mutex<Vec<(String, Bytes)>>>;

@@ -16,6 +16,7 @@ pub mod proc_tree;
 pub mod redis_server;
 mod scripted;
 pub mod shared_links;
+pub mod spans;
 mod stdio_client;
 mod stdio_script;
 pub mod task_rules;
