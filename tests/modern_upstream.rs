@@ -407,19 +407,22 @@ async fn the_resource_listen_survives_an_end_and_a_refusal() {
 #[tokio::test]
 async fn a_refused_uri_fails_only_its_own_subscribe() {
     const ARMS: &str = r#"
-    subscriptions/listen) sleep 0.3
+    subscriptions/listen) echo "$line" >> "$LOG"; sleep 0.3
         case "$line" in
           *bogus*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such resource"}}\n' "$id" ;;
           *) printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
         esac ;;
 "#;
-    let (_script, _log, gw) = listening_server(ARMS).await;
+    let (_script, log, gw) = listening_server(ARMS).await;
     let (mut a, mut x) = (HttpMcp::new(&gw.url("up")), HttpMcp::new(&gw.url("up")));
     a.initialize("2025-11-25").await;
     x.initialize("2025-11-25").await;
     let (ra, rx) = tokio::join!(a.request("resources/subscribe", json!({"uri": "file:///a"})), async {
-        // While a's listen waits for its answer.
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // While a's listen waits for its answer: the server has it, and answers 0.3 s later.
+        eventually("a's listen reached the server", async || {
+            listened(&log).iter().any(|n| n.to_string().contains("file:///a"))
+        })
+        .await;
         x.request("resources/subscribe", json!({"uri": "file:///bogus"})).await
     });
     assert_eq!(ra.result(), &json!({}), "a's own listen was acknowledged");
