@@ -400,6 +400,7 @@ async fn a_modern_stdio_upstreams_listen_stream_reaches_its_client() {
           printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$l"
         done
         reply '{"resultType":"complete","content":[]}' ;;
+    hang) ;;
 "#;
     let script = StdioScript::new(ARMS);
     let log = script.path().with_file_name("log");
@@ -416,8 +417,11 @@ async fn a_modern_stdio_upstreams_listen_stream_reaches_its_client() {
     };
     let mut first = open("L1").await;
     let mut second = open("L2").await;
-    // Longer than request_timeout: a quiet listen stream is not a request that timed out.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // A quiet listen stream is not a request that timed out: a call the server never
+    // answers, made after both listens, times out (request_timeout) while they stay open.
+    let (_, r, _) =
+        call(&c, &request(json!(2), "tools/call", json!({"name": "hang", "arguments": {}}), json!({}))).await;
+    assert_eq!(r["error"]["data"]["originalCode"], -32001, "the unanswered call timed out: {r}");
     let (_, r, _) =
         call(&c, &request(json!(1), "tools/call", json!({"name": "change", "arguments": {}}), json!({}))).await;
     assert!(r["result"]["content"].is_array(), "{r}");
