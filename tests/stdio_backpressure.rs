@@ -260,11 +260,30 @@ async fn stdin_and_stdout_may_be_a_socket() {
     assert!(status.success(), "{status}");
 }
 
+/// Whether the pipe behind `fd` (either end) is full: what it holds is within two pages of
+/// its size (its first page may be partly read, its last partly written).
+fn pipe_full(fd: std::os::fd::RawFd) -> bool {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int; F_GETPIPE_SZ and _SC_PAGESIZE read nothing; `fd` is a
+    // pipe end this test holds open.
+    let (asked, size, page) = unsafe {
+        (
+            libc::ioctl(fd, libc::FIONREAD, &mut queued),
+            libc::fcntl(fd, libc::F_GETPIPE_SZ),
+            libc::sysconf(libc::_SC_PAGESIZE) as libc::c_int,
+        )
+    };
+    asked == 0 && size > 0 && queued + 2 * page >= size
+}
+
 #[tokio::test]
 async fn sigterm_ends_taskgate_stdio_while_its_client_does_not_read() {
+    use std::os::fd::AsRawFd;
     let mut p = start(true, Stdio::piped(), Stdio::piped());
     let mut w = p.child.stdin.take().unwrap();
-    let mut lines = BufReader::new(p.child.stdout.take().unwrap()).lines();
+    let out = p.child.stdout.take().unwrap();
+    let (requests, answers) = (w.as_raw_fd(), out.as_raw_fd());
+    let mut lines = BufReader::new(out).lines();
     handshake(&mut w, &mut lines).await;
     let text = "y".repeat(64 * 1024);
     let writer = tokio::spawn(async move {
@@ -274,8 +293,9 @@ async fn sigterm_ends_taskgate_stdio_while_its_client_does_not_read() {
             }
         }
     });
-    // Kept: a writer held up is one that has not finished after a while.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Held up: the answers fill the pipe the client does not read, then the requests fill
+    // the one the gateway no longer reads, and the writer waits.
+    eventually("both pipes full", async || pipe_full(answers) && pipe_full(requests)).await;
     assert!(!writer.is_finished(), "the writer is held up");
     // SAFETY: kill(2) on the process this test started.
     unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) };
