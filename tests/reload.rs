@@ -33,17 +33,30 @@ impl Logged {
         format!("http://{}/mcp/{upstream}", self.addr)
     }
 
+    /// [`Logged::start`], the config watch's own lines (at debug) logged too.
+    async fn watching(config: &Path) -> Logged {
+        let mut serve = serve_command(config);
+        serve.env("RUST_LOG", "info,taskgate::downstream::reload=debug");
+        let (proc, addr, log) = listening_logged(serve.spawn().unwrap()).await;
+        Logged { proc, addr, log }
+    }
+
     /// The next log line that contains `what` (within a few seconds).
     async fn logged(&mut self, what: &str) -> String {
+        self.logged_any(&[what]).await
+    }
+
+    /// The next log line that contains any of `whats` (within a few seconds).
+    async fn logged_any(&mut self, whats: &[&str]) -> String {
         let found = tokio::time::timeout(STEP, async {
             while let Some(line) = self.log.recv().await {
-                if line.contains(what) {
+                if whats.iter().any(|w| line.contains(w)) {
                     return line;
                 }
             }
-            panic!("the gateway's log ended before {what:?}");
+            panic!("the gateway's log ended before {whats:?}");
         });
-        found.await.unwrap_or_else(|_| panic!("no log line with {what:?}"))
+        found.await.unwrap_or_else(|_| panic!("no log line with {whats:?}"))
     }
 
     /// SIGHUP, and the log line of the reload's outcome.
@@ -243,7 +256,7 @@ async fn an_invalid_file_is_refused_naming_the_key_and_the_running_config_stays(
 async fn a_watched_file_is_reloaded_when_renamed_over_and_when_written_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path(), "watch_config = true", &builtin_upstream("demo"));
-    let mut gw = Logged::start(&path).await;
+    let mut gw = Logged::watching(&path).await;
     let mut c = HttpMcp::new(&gw.url("demo"));
     c.initialize("2025-06-18").await;
     let offered = async |c: &mut HttpMcp| names(c.request("tools/list", json!({})).await.result());
@@ -264,10 +277,11 @@ async fn a_watched_file_is_reloaded_when_renamed_over_and_when_written_in_place(
     assert!(gw.logged("config reload").await.contains("config reloaded"));
     assert_eq!(offered(&mut c).await, ["slow", "fail", "ask"]);
 
-    // Written again with the same text: no reload. Given the watch's time to see it (two
-    // looks, a second apart), the next reload logged is the SIGHUP's.
+    // Written again with the same text: the watch sees the file change, reads it once it
+    // settles, and finds nothing to reload; the next reload logged is the SIGHUP's.
     write(&path, &text("watch_config = true", &deny));
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let seen = gw.logged_any(&["config reload", "nothing to reload"]).await;
+    assert!(seen.contains("nothing to reload"), "{seen}");
     let next = gw.reload().await;
     assert!(next.contains("SIGHUP") && next.contains("no change"), "{next}");
 }
@@ -460,7 +474,7 @@ async fn a_file_written_in_place_in_two_writes_is_read_once_whole() {
     let dir = tempfile::tempdir().unwrap();
     let both = format!("{}{}", builtin_upstream("first"), builtin_upstream("second"));
     let path = config(dir.path(), "watch_config = true", &both);
-    let mut gw = Logged::start(&path).await;
+    let mut gw = Logged::watching(&path).await;
     let mut c = HttpMcp::new(&gw.url("second"));
     c.initialize("2025-06-18").await;
     // The same upstreams and a new one; the first write alone would remove "second".
@@ -469,7 +483,8 @@ async fn a_file_written_in_place_in_two_writes_is_read_once_whole() {
     let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
     f.write_all(&whole.as_bytes()[..cut]).unwrap();
     f.flush().unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The watch has seen the file half written, and waits for it to settle.
+    gw.logged("config watch: the file changed").await;
     f.write_all(&whole.as_bytes()[cut..]).unwrap();
     drop(f);
     let outcome = gw.logged("config reload").await;

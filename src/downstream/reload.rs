@@ -150,9 +150,12 @@ impl Reloader {
                     if now == seen {
                         continue;
                     }
+                    tracing::debug!("config watch: the file changed; read once it stays unchanged for {SETTLE:?}");
                     seen = self.settled(now).await;
                     let unchanged = std::fs::read_to_string(&self.path).ok() == *self.last.lock().await;
-                    if !unchanged {
+                    if unchanged {
+                        tracing::debug!("config watch: the file holds the text last read; nothing to reload");
+                    } else {
                         self.reload("the config file changed").await;
                     }
                 }
