@@ -173,7 +173,8 @@ async fn a_broken_stream_resumes_with_last_event_id() {
     assert_eq!(first["params"]["progress"], 1);
     drop(events); // the connection breaks after the first event
 
-    // Kept: progress must go on while no one is connected, for the resumption to replay it.
+    // Kept: progress must go on while no one is connected, for the resumption to replay it,
+    // and nothing outside the session shows what it buffered: two of the call's 100 ms steps.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let resumed = c.get_raw(&[("last-event-id", first_id.as_deref().unwrap())]).await;
     assert_eq!(resumed.status(), 200);

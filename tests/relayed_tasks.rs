@@ -411,7 +411,8 @@ async fn a_listen_stream_hears_of_a_quiet_servers_task_by_the_gateways_polls() {
     assert_eq!(done["params"]["result"]["content"][0]["text"], "done", "the outcome inline: {done}");
     let asked = calls_to(&up, "tasks/get").len();
     assert!(asked >= 3, "{asked}");
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await; // five poll intervals
+    // Kept: that no poll comes within five poll intervals has no event to wait for.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(calls_to(&up, "tasks/get").len(), asked, "no more polls once the task ended");
 }
 
@@ -427,6 +428,7 @@ async fn a_listen_on_an_ended_relayed_task_is_told_at_once_and_polls_nothing() {
     let (_, note) = tokio::time::timeout(STEP, events.next()).await.expect("told in time").expect("a note");
     assert_eq!(note["params"]["status"], "completed", "{note}");
     let asked = calls_to(&up, "tasks/get").len();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await; // five poll intervals
+    // Kept: that no poll comes within five poll intervals has no event to wait for.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(calls_to(&up, "tasks/get").len(), asked, "an ended task is not polled");
 }

@@ -125,7 +125,8 @@ async fn a_session_deleted_before_a_crash_is_not_revived() {
     let (gw, addr) = start(&config).await;
     let (mut c, task) = session_with_a_task(&addr).await;
     assert_eq!(c.delete().await, 200);
-    // Past the second after which a removal is committed on its own.
+    // Kept: past the second after which a removal is committed on its own. That commit shows
+    // nowhere outside the process, and the crash must come after it.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     common::gateway_proc::signal(gw.pid(), libc::SIGKILL);
     drop(gw);
