@@ -271,6 +271,11 @@ pub fn wall_now() -> SystemTime {
     }
 }
 
+/// `d` from now on tokio's clock (a time too far away to matter when that overflows it).
+pub fn from_now(d: Duration) -> Instant {
+    later(Instant::now(), d)
+}
+
 /// `now + d`, or a time too far away to matter when that overflows the clock.
 fn later(now: Instant, d: Duration) -> Instant {
     now.checked_add(d).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))

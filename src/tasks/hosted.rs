@@ -15,7 +15,7 @@
 //! is relayed (so an answer cannot overtake it), and progress never reaches the store: its
 //! message is laid over the stored record while the task runs ([`Hosted::live`]).
 
-use crate::clock::Deadlines;
+use crate::clock::{Deadlines, Schedule};
 use crate::config::{TasksConfig, UpstreamTasks};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
@@ -117,6 +117,9 @@ pub struct Hosted {
     unstored: Mutex<Unstored>,
     /// When each finished task's retention ends.
     expiry: Arc<Deadlines<Arc<str>>>,
+    /// When the input rounds of the tasks' calls on modern links time out (`rounds`): one
+    /// waiter, started with the first, ended with the host.
+    round_timers: Schedule<round_state::RoundTimer>,
     /// The store writes the link's synchronous calls started (outcomes, status changes):
     /// shutdown waits for them, so that a task cut by it is stored as it ended.
     writes: tokio_util::task::TaskTracker,
@@ -157,6 +160,7 @@ impl Hosted {
             store_outage_wait: cfg.store_outage_wait,
             unstored: Mutex::new(Unstored::default()),
             expiry: Arc::new(Deadlines::new(Duration::MAX, Duration::MAX)),
+            round_timers: Schedule::default(),
             writes: tokio_util::task::TaskTracker::new(),
             held_sessions: Mutex::new(HashMap::new()),
             held_bytes: crate::tasks::held_inputs::HeldBytes::new(cfg.max_held_input_bytes),

@@ -1,13 +1,14 @@
 //! What a hosted task keeps of its call's input rounds (see `rounds`, which does them).
 //! Apart from `hosted` so that its task records can name them.
 
+use crate::clock::Deadlines;
 use crate::mcp::modern::input::InputLimits;
 use crate::upstream::link::Link;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio_util::sync::DropGuard;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How a hosted task's call on a modern link may go on with input rounds.
 #[derive(Clone, Debug)]
@@ -34,7 +35,7 @@ pub(super) struct Rounds {
     pub(super) asking: Option<Asking>,
     last_progress: Option<f64>,
     /// Ends the call at `max_time` (armed at its first round).
-    pub(super) _lifetime: Option<DropGuard>,
+    pub(super) _lifetime: Option<Armed>,
 }
 
 /// A round waiting for the client's answers.
@@ -44,7 +45,26 @@ pub(super) struct Asking {
     pub(super) responses: Map<String, Value>,
     /// The link stays open for the retry.
     pub(super) _link: Retained,
-    pub(super) _timer: DropGuard,
+    /// Ends the round at `answer_within` (or at `max_time`, if that comes first).
+    pub(super) _timer: Armed,
+}
+
+/// A timer of a task's rounds, on its host's round timers (`Hosted::round_timers`): when it
+/// falls due the task fails if round `.1` still waits for its client (`None`: if its call,
+/// every round together, still runs). A task's rounds only rise, so each key is set once.
+pub(super) type RoundTimer = (Arc<str>, Option<u32>);
+
+/// A round timer that is set, unset when this is dropped (the round was answered, or the
+/// task ended, first).
+pub(super) struct Armed {
+    pub(super) timers: Arc<Deadlines<RoundTimer>>,
+    pub(super) timer: RoundTimer,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.timers.remove(&self.timer);
+    }
 }
 
 /// Keeps a link open (as a running call does) until dropped.

@@ -23,17 +23,23 @@
 //!    rising across rounds: a retry's that starts again below is dropped.
 //!
 //! While a round waits for the client the link is kept open (as a running call keeps it).
+//!
+//! Both limits are timers on the host's one schedule of round timers (`Hosted::round_timers`,
+//! a `clock::Schedule`), whose one waiter ([`end_expired`]) fails a task whose round or
+//! call is still on when its timer falls due; a timer is unset when the round is answered or
+//! the task ends first (`round_state::Armed`).
 
-use super::round_state::{Asking, Retained, RoundPolicy, Rounds};
+use super::round_state::{Armed, Asking, Retained, RoundPolicy, RoundTimer, Rounds};
 use super::{Hosted, Running};
+use crate::clock::Deadlines;
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, REQUEST_TIMEOUT, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::modern::input::{self, InputRequired};
 use crate::upstream::link::TaskCalls;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio::time::Instant;
 
 /// The prefix of the ids the input requests of a round are asked under.
 const ID_PREFIX: &str = "tg-input/";
@@ -88,7 +94,7 @@ impl Hosted {
             }
             *upstream_id = None;
             if rounds._lifetime.is_none() {
-                rounds._lifetime = Some(self.round_timer(task_id, None, left));
+                rounds._lifetime = Some(self.round_timer(task_id, None, crate::clock::from_now(left)));
             }
             let round = rounds.done;
             let mut questions = Vec::with_capacity(asked.requests.len());
@@ -106,7 +112,7 @@ impl Hosted {
                 pending: asked.requests.into_iter().map(|q| q.key).collect(),
                 responses: Map::new(),
                 _link: Retained::new(link),
-                _timer: self.round_timer(task_id, Some(round), wait),
+                _timer: self.round_timer(task_id, Some(round), crate::clock::from_now(wait)),
             });
             (link.clone(), questions, round)
         };
@@ -185,22 +191,15 @@ impl Hosted {
         }
     }
 
-    /// A timer of the task's rounds: at `after` the task fails if round `round` still waits
-    /// for the client (`None`: if its call, every round together, still runs).
-    fn round_timer(&self, task_id: &str, round: Option<u32>, after: Duration) -> DropGuard {
-        let cancel = CancellationToken::new();
-        let (me, task_id, stop) = (self.me.clone(), task_id.to_string(), cancel.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = tokio::time::sleep(after) => {
-                    if let Some(h) = me.upgrade() {
-                        h.round_expired(&task_id, round).await;
-                    }
-                }
-            }
-        });
-        cancel.drop_guard()
+    /// Sets a timer of the task's rounds: at `at` the task fails if round `round` still
+    /// waits for the client (`None`: if its call, every round together, still runs). Unset
+    /// when what it returns is dropped.
+    fn round_timer(&self, task_id: &str, round: Option<u32>, at: Instant) -> Armed {
+        let timers = &self.round_timers;
+        timers.start(|clock| end_expired(self.me.clone(), clock));
+        let timer: RoundTimer = (task_id.into(), round);
+        timers.set(timer.clone(), at);
+        Armed { timers: timers.clock().clone(), timer }
     }
 
     async fn round_expired(&self, task_id: &str, round: Option<u32>) {
@@ -222,6 +221,17 @@ impl Hosted {
     }
 }
 
+/// The waiter of a host's round timers: each that falls due ends its task's round (or call)
+/// if that is still on, in a task of its own, as each timer was (ending one cancels its call
+/// upstream, which the other timers do not wait for). It stops when the host goes (with it,
+/// its `Schedule`).
+async fn end_expired(me: Weak<Hosted>, timers: Arc<Deadlines<RoundTimer>>) {
+    while let Some(((task_id, round), _)) = timers.expired().await {
+        let Some(h) = me.upgrade() else { return };
+        tokio::spawn(async move { h.round_expired(&task_id, round).await });
+    }
+}
+
 fn idle_error(after: Duration) -> RpcError {
     RpcError::new(
         REQUEST_TIMEOUT,
@@ -238,7 +248,13 @@ fn lifetime_error(after: Duration) -> RpcError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::store_failures::{Nobody, demo_link};
     use super::*;
+    use crate::config::{TasksConfig, UpstreamTasks};
+    use crate::mcp::modern::input::InputLimits;
+    use crate::mcp::tasks::TaskStatus;
+    use crate::tasks::memory_store::MemoryStore;
+    use crate::upstream::client::ClientSession;
 
     #[test]
     fn question_ids_name_their_task_round_and_key() {
@@ -247,5 +263,86 @@ mod tests {
         assert_eq!(read_question_id(&json!("tg-input/ab12/x/k")), None, "the round is a number");
         assert_eq!(read_question_id(&json!(7)), None);
         assert_eq!(read_question_id(&json!("other/ab12/1/k")), None);
+    }
+
+    const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+    const MAX_TIME: Duration = Duration::from_secs(25);
+
+    /// A hosted task whose call (the demo's `slow` tool, 10 minutes) goes on in input rounds
+    /// on the demo link, within [`ANSWER_WITHIN`] per round and [`MAX_TIME`] in all.
+    async fn task_with_rounds(h: &Arc<Hosted>) -> String {
+        let call = jsonrpc::request_named(
+            &Id::Num(1),
+            "tools/call",
+            json!({"name": "slow", "arguments": {"duration_ms": 600_000}}),
+        );
+        let rec = h.create(("owner", "client"), "demo", &UpstreamTasks::default(), None, &call).await.unwrap();
+        let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+        h.track(&rec.id, demo_link(h).await, nobody, None);
+        let limits = InputLimits { rounds: 4, requests: 4 };
+        h.keep_for_rounds(
+            &rec.id,
+            call,
+            RoundPolicy { limits, answer_within: ANSWER_WITHIN, max_time: MAX_TIME, share: None },
+        );
+        rec.id
+    }
+
+    /// The upstream's answer asking for one input (key `k`).
+    fn asks() -> Value {
+        let question = json!({"message": "sure?", "requestedSchema": {"type": "object"}});
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "input_required",
+            "inputRequests": {"k": {"method": "elicitation/create", "params": question}},
+            "requestState": "st",
+        }})
+    }
+
+    /// The task's status and message once what is due now has run (time stands still).
+    async fn status_now(h: &Hosted, task_id: &str) -> (TaskStatus, String) {
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let (status, message) = h.status(task_id).await.expect("the task is kept");
+        (status, message.unwrap_or_default())
+    }
+
+    /// The host's one round clock times a round's answer and the whole call, to the
+    /// millisecond, for one task after another: a round its client leaves unanswered fails
+    /// the task at `request_timeout`; a round answered in time is not failed by its timer,
+    /// and the call, its retry running upstream, fails at `max_request_time` from its first
+    /// round.
+    #[tokio::test(start_paused = true)]
+    async fn rounds_time_out_on_the_hosts_clock_not_a_moment_early() {
+        let h = Hosted::new(&TasksConfig::default(), Arc::new(MemoryStore::new(10, 1 << 20)));
+        let ms = Duration::from_millis;
+
+        let unanswered = task_with_rounds(&h).await;
+        assert!(h.next_round(&unanswered, asks()).is_none(), "the task waits for its client");
+        tokio::time::sleep(ANSWER_WITHIN - ms(1)).await;
+        assert_eq!(status_now(&h, &unanswered).await.0, TaskStatus::InputRequired);
+        tokio::time::sleep(ms(1)).await;
+        let (status, message) = status_now(&h, &unanswered).await;
+        assert_eq!(status, TaskStatus::Failed, "{message}");
+        assert!(message.contains("within request_timeout"), "{message}");
+
+        let answered = task_with_rounds(&h).await;
+        let started = Instant::now();
+        assert!(h.next_round(&answered, asks()).is_none());
+        tokio::time::sleep(ms(4000)).await;
+        let answer =
+            json!({"jsonrpc": "2.0", "id": question_id(&answered, 1, "k").to_value(), "result": {"action": "accept"}});
+        h.round_answer(answer);
+        tokio::time::sleep_until(started + ANSWER_WITHIN + ms(1)).await;
+        assert_eq!(status_now(&h, &answered).await.0, TaskStatus::Working, "its round was answered");
+        let retried = h.running.lock().unwrap()[&*answered].upstream_id.is_some();
+        assert!(retried, "its retry runs upstream");
+        tokio::time::sleep_until(started + MAX_TIME - ms(1)).await;
+        assert_eq!(status_now(&h, &answered).await.0, TaskStatus::Working);
+        tokio::time::sleep(ms(1)).await;
+        let (status, message) = status_now(&h, &answered).await;
+        assert_eq!(status, TaskStatus::Failed, "{message}");
+        assert!(message.contains("ran past max_request_time"), "{message}");
+        assert_eq!(h.round_timers.clock().len(), 0, "no timer is left behind");
     }
 }

@@ -63,7 +63,7 @@ impl TaskStore for Failing {
 }
 
 /// A `tasks/result` waiter whose session has gone.
-struct Nobody;
+pub(super) struct Nobody;
 
 impl ClientSession for Nobody {
     fn to_client(&self, _: crate::jsonrpc::Message, _: Route) {}
@@ -127,7 +127,7 @@ async fn an_end_the_store_failed_to_take_is_written_again() {
 }
 
 /// A link to the in-process demo server, reporting to `h`.
-async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
+pub(super) async fn demo_link(h: &Arc<Hosted>) -> Arc<Link> {
     let http = crate::transport::http_client::HttpClient::new(1 << 20, Duration::from_secs(5));
     let permits = crate::client_slots::ClientSlots::new(4, 4);
     let limits = crate::config::ServerConfig::default();
