@@ -5,22 +5,50 @@
 //! lifetime that nothing does, kept in order of what expires first. Whoever owns one awaits
 //! [`Deadlines::expired`] in one task, which sleeps until the earliest deadline (or until an
 //! earlier one is set): no polling, no sweep, no thread. What is timed this way:
-//! - a request to an upstream (idle and lifetime, per link);
+//! - a request to an upstream (idle and lifetime), and the progress a link holds back (per
+//!   link);
 //! - a bridged call (its own clock: the call's timeouts, its next poll, its next status made
 //!   progress);
 //! - a hosted task's retention, and a progress state's;
+//! - a hosted task's input rounds on a modern upstream, each round's answer and the whole
+//!   call (per host, `tasks/hosted/rounds.rs`);
 //! - a downstream session's idle timeout;
 //! - a modern request parked for its client's input (per front);
 //! - a legacy client's input rounds, and the extension tasks it follows (per session);
 //! - the inline budget of a request read on its caller's task (transport/budget.rs).
 //!
-//! Those kept per front or per session, each entry at its own time, are a [`Schedule`].
+//! Those kept per front, per session or per host, each entry at its own time, are a
+//! [`Schedule`].
 //!
-//! What still sleeps on its own: the waits that are a loop's pace rather than a deadline (a
-//! core `tasks/result` waiting on an extension task, which polls it at its `pollInterval`
-//! in `session/ext/translated.rs`; the Redis store's sweep and reconnect), and the backoff
-//! before a dead link is opened again, which the request that needs the link waits out
-//! itself.
+//! A wait belongs here when it is a deadline: something falls due at its time whatever its
+//! owner is doing then (a request or round fails, a record goes, a task is looked at), what
+//! happens elsewhere moves or unsets it (a sign of life, an answer, an end), and without the
+//! clock each would be a task of its own that only sleeps (as each task a session follows
+//! was a loop that only slept, before it was a [`Schedule`]'s entry).
+//!
+//! What still sleeps on its own is a wait that is one task's own: the task is there for more
+//! than the wait (a request, a stream, a loop that does its work at each step), only that
+//! task starts or moves the wait (racing it against what else it awaits), and the wait goes
+//! when the task's future is dropped. On a [`Schedule`] the task would stay, woken by the
+//! schedule's waiter instead, with an entry to unset when it stops: more state and one more
+//! hop, no task or timer less. These are:
+//! - a loop's pace, beside what else the loop awaits: a core `tasks/result` waiting on an
+//!   extension task looks at it again `pollInterval` after each look, or at once when an
+//!   answer to its input went up (`session/ext/translated.rs`); a `subscriptions/listen`
+//!   stream asks about a relayed task it watches when nothing was heard of it for its
+//!   `pollInterval` (`session/modern_client/listen.rs`); a long call's keep-alive ticks; the
+//!   task page's refresh and keep-alives; the config file's watch; the look at a retired
+//!   shared link; the Redis store's sweep;
+//! - a backoff before trying again: a dead link opened again (the request that needs the
+//!   link waits it out itself), a resource listen reopened, a response stream resumed or an
+//!   upstream's GET stream reopened, an end the store refused written again
+//!   (`tasks/hosted/unstored.rs`), the Redis store's reconnect, a failed accept;
+//! - a bound on one await (`tokio::time::timeout`, or a `sleep_until` raced beside it): a
+//!   handshake, a request of the gateway's own, a header, body or TLS read, a long call's
+//!   `defer_after`, a stream cut when its credential expires, the drains at shutdown.
+//!
+//! The file store's writer is a thread, not a task: it times its batched commits on the
+//! system clock.
 //!
 //! The wall-clock time ([`wall_now`]) is read here only: the system time taken once, carried
 //! on by tokio's clock. A time that is stored (a task's `createdAt`, when its retention
@@ -208,7 +236,8 @@ impl<K: Clone + Ord + Hash> Deadlines<K> {
 
 /// A [`Deadlines`] whose entries each fall due at their own time ([`Schedule::set`]), with
 /// no idle timeout or lifetime, and the one waiter its owner starts ([`Schedule::start`]):
-/// what a front's parked requests, a session's input rounds and the tasks it follows keep.
+/// what a front's parked requests, a session's input rounds and the tasks it follows, and a
+/// host's tasks' input rounds keep.
 /// Dropping it (or [`Schedule::close`]) ends the waiter.
 pub struct Schedule<K: Clone + Ord + Hash> {
     clock: std::sync::Arc<Deadlines<K>>,

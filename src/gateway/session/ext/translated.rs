@@ -353,6 +353,8 @@ impl ExtTasks {
                     tracing::info!(upstream = %s.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
                 }
             }
+            // The loop's pace, not a deadline (see `clock`): the wait is this request's alone,
+            // an answer ends it early, and it goes with the request.
             tokio::select! {
                 _ = tokio::time::sleep(TaskView::of_map(&task).poll_interval()) => {}
                 Some((key, resp)) = answers.recv() => self.input_to_upstream(s, task_id, &key, &resp).await,

@@ -184,6 +184,8 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
             more = watched.changed() => more,
             // A 2025-11-25 server need not say when its task changes (status notifications
             // are a MAY): while someone listens, the gateway asks, as a client would poll.
+            // The loop's pace, not a deadline (see `clock`): a change heard starts it again,
+            // and it goes with the stream.
             () = async { tokio::time::sleep(poll.unwrap_or_default()).await }, if poll.is_some() => {
                 let Some(session) = me.upgrade() else { return };
                 if !poll_relayed(&session, &task).await {
