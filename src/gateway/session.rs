@@ -33,7 +33,7 @@ pub const MAX_PARAM_HEADERS: usize = 64;
 use plan::{ByToken, ClientSide, Plan, UpstreamSide};
 use state::{ServerRequest, SessionState};
 
-mod bridges;
+mod bridged_calls;
 mod by_token;
 mod ext;
 mod from_upstream;
@@ -103,8 +103,8 @@ pub struct Session {
     state: Mutex<SessionState>,
     /// What the session learned of its upstream's tools (see `tools`).
     tools: tools::ToolSupport,
-    /// Its calls that follow an upstream task (see `bridges`).
-    bridges: bridges::Bridges,
+    /// Its calls that follow an upstream task (see `bridged_calls`).
+    bridged_calls: bridged_calls::BridgedCalls,
     /// The extension-tasks strategy, and what it keeps (see `ext`; its lock is taken after
     /// `state`, never before).
     ext: ext::ExtTasks,
@@ -266,7 +266,7 @@ impl Session {
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
             tools: tools::ToolSupport::default(),
-            bridges: bridges::Bridges::default(),
+            bridged_calls: bridged_calls::BridgedCalls::default(),
             ext: ext::ExtTasks::default(),
             rounds,
             link: Mutex::new(None),
@@ -483,11 +483,11 @@ impl Session {
                 let _ = self.hosted().cancel(&task).await;
             }
         }
-        let bridges: Vec<CancellationToken> = {
-            // Under the session's lock, as `closed` is set: see `bridges` for the order.
+        let bridged: Vec<CancellationToken> = {
+            // Under the session's lock, as `closed` is set: see `bridged_calls` for the order.
             let mut st = self.state.lock().unwrap();
             st.closed = true;
-            self.bridges.drain()
+            self.bridged_calls.drain()
         };
         // After `closed`: an operation still starting is not recorded, but stopped.
         if let Some(dialects) = &self.by_token {
@@ -498,7 +498,7 @@ impl Session {
         }
         // A bridged call's upstream task is cancelled when its session ends (a client that
         // only disconnected from a stream has not cancelled).
-        for c in bridges {
+        for c in bridged {
             c.cancel();
         }
         Box::pin(self.ext.end(self)).await; // boxed: rare, and reached from request paths

@@ -278,7 +278,7 @@ impl LinkEvents for Session {
                 self.tools.requires_task(name);
                 if let Some(me) = self.me.upgrade() {
                     tokio::spawn(async move {
-                        if let Err(e) = me.bridges.start(&me, client_id.clone(), call.into_value()).await {
+                        if let Err(e) = me.bridged_calls.start(&me, client_id.clone(), call.into_value()).await {
                             me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
                         }
                     });
@@ -312,7 +312,7 @@ impl LinkEvents for Session {
     fn server_request(&self, link: &Arc<Link>, upstream_id: Id, mut msg: Message, related: Option<Id>) {
         // For a bridged call the gateway is the one that made the task: a request the client
         // cannot answer is refused upstream, and the task fails there cleanly.
-        let bridged = related.as_ref().is_some_and(|id| self.bridges.holds(id));
+        let bridged = related.as_ref().is_some_and(|id| self.bridged_calls.holds(id));
         if bridged && !self.client_can_answer(&msg) {
             let why = format!("the client does not support {}", msg.method_name());
             link.refuse(upstream_id, RpcError::new(jsonrpc::METHOD_NOT_FOUND, why));

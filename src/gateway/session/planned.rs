@@ -220,8 +220,8 @@ impl Session {
             };
             let reason = msg.value().pointer("/params/reason").cloned();
             // A bridged call is cancelled as the task it is upstream: tasks/cancel.
-            // It stays in `bridges` (and counts against the limit) until it has wound down.
-            let bridge = self.bridges.get(&client_id);
+            // It stays in `bridged_calls` (and counts against the limit) until it has wound down.
+            let bridge = self.bridged_calls.get(&client_id);
             if let Some(cancel) = bridge {
                 cancel.cancel();
                 self.sink.abandon(&client_id);

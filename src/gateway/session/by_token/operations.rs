@@ -284,9 +284,9 @@ impl Sep1391 {
         let link = s.link().await?;
         // Counted with the session's bridged calls (their limit, their questions' handling,
         // their cancellation at the session's end).
-        let cancel = s.bridges.claim_open(s, &id)?;
+        let cancel = s.bridged_calls.claim_open(s, &id)?;
         let free_slot = |s: &Session| {
-            s.bridges.release(&id);
+            s.bridged_calls.release(&id);
         };
         let rec = match s
             .hosted()
@@ -310,7 +310,7 @@ impl Sep1391 {
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
             Box::pin(s.ext.bridge(s, &link, &id, call, None, cancel).run())
         } else {
-            Box::pin(s.bridges.core(s, &link, &id, call, cancel).run())
+            Box::pin(s.bridged_calls.core(s, &link, &id, call, cancel).run())
         };
         link.retain();
         let hosted = s.hosted().clone();
@@ -326,7 +326,7 @@ impl Sep1391 {
                 }
             }
             if let Some(s) = me.upgrade() {
-                s.bridges.ended(&s, &id);
+                s.bridged_calls.ended(&s, &id);
             }
         });
         Ok(())

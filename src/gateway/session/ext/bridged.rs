@@ -6,7 +6,7 @@
 //! call and their answers routed back to it ([`InputWait`]).
 
 use super::ExtTasks;
-use crate::gateway::session::bridges::Bridges;
+use crate::gateway::session::bridged_calls::BridgedCalls;
 use crate::gateway::session::*;
 use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
 use tokio::sync::mpsc;
@@ -67,9 +67,9 @@ impl ExtTasks {
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
     async fn start_bridge(&self, s: &Session, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = s.link().await?;
-        let cancel = s.bridges.claim_open(s, &id)?;
+        let cancel = s.bridged_calls.claim_open(s, &id)?;
         let bridge = self.bridge(s, &link, &id, call, created, cancel);
-        s.bridges.spawn(s, id, link, bridge.run());
+        s.bridged_calls.spawn(s, id, link, bridge.run());
         Ok(())
     }
 
@@ -85,7 +85,7 @@ impl ExtTasks {
         cancel: CancellationToken,
     ) -> ExtBridge {
         ExtBridge {
-            plain: Bridges::plain(s, link, id, call, cancel),
+            plain: BridgedCalls::plain(s, link, id, call, cancel),
             created,
             max_input: s.gateway.limits().max_in_flight,
             asker: self.asker(s),

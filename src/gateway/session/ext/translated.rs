@@ -227,7 +227,7 @@ impl ExtTasks {
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
-                let cancel = s.bridges.claim_open(s, &id)?;
+                let cancel = s.bridged_calls.claim_open(s, &id)?;
                 let me = s.me.clone();
                 let task_id = task_id.to_string();
                 let max = s.upstream.max_request_time;
@@ -244,7 +244,7 @@ impl ExtTasks {
                         // Cancelled by the client, or its session ended: no answer is due.
                         _ = cancel.cancelled() => None,
                     };
-                    s.bridges.release(&id);
+                    s.bridged_calls.release(&id);
                     if let Some(resp) = resp {
                         s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
                     }

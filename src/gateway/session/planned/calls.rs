@@ -105,7 +105,7 @@ impl Planned<'_> {
             TaskSupport::Required => match s.upstream.tasks.required {
                 RequiredMode::Bridge => {
                     // Boxed: every plain call's future would carry the bridge's state.
-                    Box::pin(s.bridges.start(s, id.clone(), frame.clone().into_value())).await?;
+                    Box::pin(s.bridged_calls.start(s, id.clone(), frame.clone().into_value())).await?;
                     return Ok(None);
                 }
                 RequiredMode::Hide if self.plan.client == ClientSide::Modern => {

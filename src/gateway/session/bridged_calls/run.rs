@@ -2,7 +2,7 @@
 //! the background task that follows it to its end and answers the client.
 
 use super::super::Session;
-use super::Bridges;
+use super::BridgedCalls;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::tasks::bridge::core_tasks::Bridge;
 use crate::tasks::bridge::{Ending, PlainCall};
@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-impl Bridges {
+impl BridgedCalls {
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
     pub(in super::super) async fn start(&self, s: &Session, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = s.link().await?;
@@ -21,7 +21,7 @@ impl Bridges {
         Ok(())
     }
 
-    /// A slot for client request `id` (see [`Bridges::claim`]), claimed under the session's
+    /// A slot for client request `id` (see [`BridgedCalls::claim`]), claimed under the session's
     /// lock: once the session's end has set `closed` and drained the slots, none is given
     /// (-32603), so no bridge outlives the end uncancelled.
     pub(in super::super) fn claim_open(&self, s: &Session, id: &Id) -> Result<CancellationToken, RpcError> {
@@ -88,7 +88,7 @@ impl Bridges {
             let ending = run.await;
             link.release();
             let Some(s) = me.upgrade() else { return };
-            s.bridges.ended(&s, &id);
+            s.bridged_calls.ended(&s, &id);
             if let Ending::Answer(resp) = ending {
                 s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
             }

@@ -1,8 +1,9 @@
-//! The client requests a session serves by following an upstream task: its bridged calls
-//! (a tool the upstream runs only as a task, called plainly) and translated `tasks/result`
-//! waits, each holding a slot by the client's id until it ends. A slot's token is what the
-//! client's `notifications/cancelled` and the session's end fire. At most `max_in_flight`
-//! at once; an id in use is refused.
+//! A session's bridged calls: the client requests it serves by following an upstream task
+//! (a plain call of a tool the upstream runs only as a task, and a translated `tasks/result`
+//! wait), each holding a slot by the client's id until it ends. The bridges themselves are
+//! `tasks::bridge`'s; here are the session's slots, and its bridges started (`run`). A slot's
+//! token is what the client's `notifications/cancelled` and the session's end fire. At most
+//! `max_in_flight` at once; an id in use is refused.
 //!
 //! Its lock is its own, taken for a moment: never across an `.await`, and after the
 //! session's `state` where both are held.
@@ -16,11 +17,11 @@ mod run;
 
 /// The session's slots for calls that follow an upstream task (see the module doc).
 #[derive(Default)]
-pub(super) struct Bridges {
+pub(super) struct BridgedCalls {
     slots: Mutex<HashMap<Id, CancellationToken>>,
 }
 
-impl Bridges {
+impl BridgedCalls {
     /// A slot for client request `id`: its cancellation token. Refused past `limit`, and for
     /// an id already in use. Called with the session's lock held (`claim_open`).
     fn claim(&self, id: &Id, limit: usize) -> Result<CancellationToken, RpcError> {
