@@ -50,7 +50,7 @@ pub use mcp::translate::table::markdown as version_table;
 pub use transport::stdio::all_children_exited;
 
 // Parts the benchmarks, fuzz targets and examples drive on their own.
-pub use mcp::tasks::TaskStatus;
+pub use mcp::task_messages::TaskStatus;
 pub use mcp::{ProtocolVersion, shaping, translate};
 pub use tasks::file_store::{DB_FILE, FileStore, RESTARTED};
 pub use tasks::memory_store::MemoryStore;

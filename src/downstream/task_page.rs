@@ -17,7 +17,7 @@ use crate::downstream::auth::Principal;
 use crate::downstream::http_body::{Body, event_stream_response, plain};
 use crate::downstream::http_guard;
 use crate::gateway::Gateway;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};

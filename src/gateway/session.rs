@@ -15,7 +15,7 @@ use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, INVALID_REQUEST, Id, Kind, Message, Method, RpcError};
 use crate::locks::Mutex;
-use crate::mcp::tasks as mcp_tasks;
+use crate::mcp::task_messages;
 use crate::mcp::{ProtocolVersion, shaping};
 use crate::tasks::hosted::{self, Hosted, hosts};
 use crate::upstream::client::{ClientSession, ClientSink, Route};

@@ -3,7 +3,7 @@
 //! shows them, their `taskId` argument, and the ordinary tool results that stand for a call
 //! still running or ended: text a model can act on, and `structuredContent` a program can.
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use serde_json::{Map, Value, json};
 
 /// Where a long call's task stands, as its results show it.

@@ -11,7 +11,7 @@ pub mod paging;
 pub mod sep1391;
 pub mod shaping;
 pub mod task_dialects;
-pub mod tasks;
+pub mod task_messages;
 pub mod translate;
 pub mod version;
 

@@ -8,7 +8,7 @@
 //! enable it.
 
 use crate::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST, RpcError};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 
 use crate::jsonrpc::Message;
 use crate::mcp::ProtocolVersion;
-use crate::mcp::tasks::{self, TaskSupport};
+use crate::mcp::task_messages::{self, TaskSupport};
 use serde_json::{Value, json};
 
 /// Capabilities in an `initialize` result. `hosting`: the gateway hosts tasks for this upstream.
@@ -20,7 +20,7 @@ pub fn initialize_result(result: &mut Value, client: ProtocolVersion, hosting: b
         let merged = match caps.remove("tasks") {
             Some(Value::Object(mut upstream)) => {
                 // Keep what the upstream declares beyond ours; ours fill the rest.
-                if let Value::Object(ours) = tasks::hosting_capability() {
+                if let Value::Object(ours) = task_messages::hosting_capability() {
                     for (k, v) in ours {
                         match (upstream.get_mut(&k), v) {
                             (Some(Value::Object(u)), Value::Object(o)) => {
@@ -37,7 +37,7 @@ pub fn initialize_result(result: &mut Value, client: ProtocolVersion, hosting: b
                 }
                 Value::Object(upstream)
             }
-            _ => tasks::hosting_capability(),
+            _ => task_messages::hosting_capability(),
         };
         caps.insert("tasks".into(), merged);
     }
@@ -143,10 +143,10 @@ pub fn for_client(msg: Message, client: ProtocolVersion) -> Option<Message> {
     }
     // (Progress `message`, which 2024-11-05 lacks, is the version table's: it is removed when
     // the sender is newer. Between two sides of one version a message keeps its bytes.)
-    let msg = if tasks::is_tagged(&msg) {
+    let msg = if task_messages::is_tagged(&msg) {
         msg.edit(|m| {
             for field in ["params", "result"] {
-                tasks::untag_related(m, field);
+                task_messages::untag_related(m, field);
             }
         })
     } else {

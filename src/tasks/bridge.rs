@@ -22,7 +22,7 @@
 //! its schedules. The client's cancel, and the end of its session, cancel the task upstream.
 
 use crate::jsonrpc::{self, ProgressToken, RpcError};
-use crate::mcp::tasks::TaskView;
+use crate::mcp::task_messages::TaskView;
 use crate::upstream::link::{ClientRef, Link, TaskFollower};
 use serde_json::Value;
 use std::future::Future;

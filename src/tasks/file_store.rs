@@ -53,7 +53,7 @@
 
 use crate::config::Durability;
 use crate::locks::Mutex;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{Edit, RECORD_OVERHEAD, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
 pub use codec::RESTARTED;

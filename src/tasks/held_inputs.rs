@@ -5,7 +5,7 @@
 //! `inputRequests`, and answered upstream when the client's `tasks/update` names its key.
 
 use crate::jsonrpc::{self, Id, Message};
-use crate::mcp::tasks as mcp_tasks;
+use crate::mcp::task_messages;
 use crate::upstream::link::Link;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -143,7 +143,7 @@ impl HeldInputs {
             .iter()
             .map(|h| {
                 let mut msg = h.msg.clone();
-                mcp_tasks::untag_related(&mut msg, "params");
+                task_messages::untag_related(&mut msg, "params");
                 let params = msg.get("params").cloned().unwrap_or(json!({}));
                 (
                     h.key.clone(),

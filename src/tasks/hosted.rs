@@ -18,7 +18,7 @@
 use crate::clock::{Deadlines, Schedule};
 use crate::config::{TasksConfig, UpstreamTasks};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::mcp::task_messages::{self, TaskStatus};
 use crate::tasks::held_inputs::HeldInputs;
 pub use crate::tasks::hosting::hosts;
 use crate::upstream::client::{ClientSession, Route};
@@ -560,7 +560,7 @@ impl Hosted {
         match outcome {
             Some(mut out) if out.get("result").is_some() => {
                 let mut resp = jsonrpc::result_response(client_id, out["result"].take());
-                mcp_tasks::tag_related(&mut resp, "result", task_id);
+                task_messages::tag_related(&mut resp, "result", task_id);
                 resp
             }
             Some(mut resp) => {

@@ -2,7 +2,7 @@
 //! `[upstream.tasks] hosted`), given what the upstream runs itself.
 
 use crate::config::HostedMode;
-use crate::mcp::tasks::TaskSupport;
+use crate::mcp::task_messages::TaskSupport;
 
 /// The hosting decision, given whether the upstream declares tasks and the tool's own
 /// support. A tool the upstream requires as a task is the upstream's to run; `auto` hosts

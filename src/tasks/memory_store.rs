@@ -3,7 +3,7 @@
 //! futures that are ready at once. `tasks::file_store` keeps one of these as its hot copy.
 
 use crate::locks::Mutex;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::{Edit, StoreError, StoreFuture, TaskRecord, TaskStore};
 use lru::LruCache;
 use std::collections::HashMap;

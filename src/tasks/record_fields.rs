@@ -2,7 +2,7 @@
 //! order and its outcome, which each store keeps its own way (`file_store`: after the
 //! fields, as is; `redis_store`: fields of a hash of their own).
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -51,7 +51,7 @@ mod replicas;
 mod scripts;
 
 use crate::config::{RedisSettings, TasksConfig};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::{Edit, RemoteChange, SessionRecord, StoreError, StoreFuture, TaskRecord, TaskStore};
 use background::{Sweeper, listen, subscribe};
 use codec::{decode, meta, ms};

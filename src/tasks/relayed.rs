@@ -19,7 +19,7 @@
 
 use crate::jsonrpc::{self, GATEWAY_BUSY, Id, RpcError};
 use crate::locks::Mutex;
-use crate::mcp::tasks::{TaskStatus, TaskView};
+use crate::mcp::task_messages::{TaskStatus, TaskView};
 use crate::tasks::held_inputs::{HeldInputs, declares, undeclared};
 use crate::upstream::link::{Link, RelayedTaskEvents};
 use lru::LruCache;

@@ -11,7 +11,7 @@
 //! its records, outcomes included) refuses new tasks. A finished task is removed once its ttl, counted
 //! from creation, has passed; a running one never is.
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;

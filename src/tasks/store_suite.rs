@@ -6,7 +6,7 @@
 //! redis_server.rs`): it fails, rather than skips, where none is on PATH (`scripts/test`
 //! installs one with `scripts/setup-redis`).
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::file_store::{FileStore, RESTARTED};
 use crate::tasks::store::{RECORD_OVERHEAD, SessionRecord, StoreError, TaskRecord, TaskStore};
 use std::time::Duration;

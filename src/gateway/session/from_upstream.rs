@@ -53,7 +53,7 @@ impl Session {
                 self.offered_tools(result);
                 let (version, upstream_tasks) = {
                     let st = self.state.lock().unwrap();
-                    (st.version, mcp_tasks::server_has_tool_tasks(&st.upstream_caps))
+                    (st.version, task_messages::server_has_tool_tasks(&st.upstream_caps))
                 };
                 let policy = &self.upstream.tasks;
                 let hosted =
@@ -272,7 +272,7 @@ impl LinkEvents for Session {
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
             let support = self.tools.listed(&name);
             if let Some(call) = call
-                && mcp_tasks::refused_as_plain_call(msg.value(), &name, support)
+                && task_messages::refused_as_plain_call(msg.value(), &name, support)
             {
                 tracing::info!(upstream = %self.upstream.name, tool = %name, "the upstream wants this tool called as a task; retrying as one, and remembering");
                 self.tools.requires_task(name);
@@ -286,7 +286,7 @@ impl LinkEvents for Session {
                 return;
             }
         }
-        if let Some((task_id, _)) = mcp_tasks::created_task(&msg) {
+        if let Some((task_id, _)) = task_messages::created_task(&msg) {
             let max = self.gateway.config.tasks.max_task_id_bytes;
             if let Err(refused) = crate::tasks::text_bounds::task_id_within(task_id.as_str(), max) {
                 // Not kept: the client is told so, and the upstream to drop the task.
@@ -321,7 +321,7 @@ impl LinkEvents for Session {
         if bridged {
             // The task is the gateway's, not the client's: a client that keeps tasks would
             // look its id up and refuse.
-            msg = msg.edit(|m| mcp_tasks::untag_related(m, "params"));
+            msg = msg.edit(|m| task_messages::untag_related(m, "params"));
         }
         self.relay_server_request(
             link,

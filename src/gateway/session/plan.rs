@@ -141,7 +141,7 @@ impl Plan {
             shared,
             hosts: config.tasks.hosted != HostedMode::Never,
             upstream_tasks: caps.get("tasks").is_some(),
-            upstream_tool_tasks: crate::mcp::tasks::server_has_tool_tasks(caps),
+            upstream_tool_tasks: crate::mcp::task_messages::server_has_tool_tasks(caps),
         }
     }
 }

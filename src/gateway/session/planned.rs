@@ -415,7 +415,7 @@ impl Session {
     /// A hosted task for call `msg` (translated for the upstream, without `params.task`):
     /// its id, its `CreateTaskResult`, the link and the call to run on it.
     pub(super) async fn create_hosted(&self, mut msg: Value) -> Result<(Arc<str>, Value, Arc<Link>, Value), RpcError> {
-        let requested_ttl = mcp_tasks::requested_ttl(msg.pointer("/params/task"))?;
+        let requested_ttl = task_messages::requested_ttl(msg.pointer("/params/task"))?;
         let link = self.link().await?;
         link.admits(&self.share_key())?;
         if let Some((client, upstream)) = self.versions()

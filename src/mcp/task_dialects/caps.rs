@@ -8,7 +8,7 @@
 
 use super::EXTENSION;
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ModernError};
-use crate::mcp::tasks::{self, TaskSupport};
+use crate::mcp::task_messages::{self, TaskSupport};
 use serde_json::{Map, Value, json};
 
 /// Whether capabilities (a server's, or a request's clientCapabilities) declare the extension.
@@ -42,7 +42,7 @@ fn undeclare(caps: &mut Map<String, Value>) -> bool {
 /// takes tool calls as tasks.
 #[cfg_attr(not(test), expect(dead_code, reason = "no wired direction uses it yet (issue 11)"))]
 pub fn server_caps_to_ext(caps: &mut Map<String, Value>) {
-    let had_tasks = caps.get("tasks").is_some_and(|t| tasks::server_has_tool_tasks(&json!({"tasks": t})));
+    let had_tasks = caps.get("tasks").is_some_and(|t| task_messages::server_has_tool_tasks(&json!({"tasks": t})));
     caps.remove("tasks");
     if had_tasks {
         declare(caps);
@@ -57,7 +57,7 @@ pub fn server_caps_to_core(caps: &mut Map<String, Value>, list: bool) {
     if !undeclare(caps) {
         return;
     }
-    let mut t = tasks::hosting_capability();
+    let mut t = task_messages::hosting_capability();
     if !list {
         t.as_object_mut().map(|t| t.remove("list"));
     }

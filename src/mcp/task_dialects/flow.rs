@@ -13,7 +13,7 @@ use super::task::{Inline, get_to_core, status_of, tag, untag};
 use super::{CORE_NOTIFICATION, DialectError, EXT_NOTIFICATION, TASKS_UPDATE};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, Id, Method, RpcError, object};
 use crate::mcp::modern::{ResultType, key};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub fn cancelled_error(task_id: &str) -> RpcError {
 /// Reads an extension `tasks/get` result for a core client waiting in `tasks/result`.
 #[cfg_attr(not(test), expect(dead_code, reason = "no wired direction uses it yet (issue 11)"))]
 pub fn core_payload(ext_get_result: Value) -> Result<Payload, DialectError> {
-    let ext_status = crate::mcp::tasks::TaskView::of(&ext_get_result).status();
+    let ext_status = crate::mcp::task_messages::TaskView::of(&ext_get_result).status();
     let (task, inline) = get_to_core(ext_get_result)?;
     let id = task["taskId"].as_str().unwrap_or_default().to_string();
     match (ext_status, inline) {
@@ -241,7 +241,7 @@ pub fn notification_to_ext(core_params: Value, inline: Inline, subscription: &Id
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::tasks::RELATED_TASK;
+    use crate::mcp::task_messages::RELATED_TASK;
 
     const ID: &str = "786512e2-9e0d-44bd-8f29-789f320fe840";
 

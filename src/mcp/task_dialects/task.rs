@@ -7,7 +7,7 @@
 
 use super::DialectError;
 use crate::mcp::modern::{ResultType, set_result_type};
-use crate::mcp::tasks::{RELATED_TASK, TaskStatus};
+use crate::mcp::task_messages::{RELATED_TASK, TaskStatus};
 use serde_json::{Map, Value};
 
 /// Task members whose names differ: (core, extension). Both are milliseconds.

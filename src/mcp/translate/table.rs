@@ -12,7 +12,7 @@
 
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Method};
 use crate::mcp::ProtocolVersion::{self, V2025_03_26, V2025_06_18, V2025_11_25};
-use crate::mcp::tasks::RELATED_TASK;
+use crate::mcp::task_messages::RELATED_TASK;
 use std::fmt::Write;
 
 /// An object of the protocol whose fields changed between versions, named as the schema

@@ -6,7 +6,7 @@
 
 use super::{BridgeLink, CANCEL_WAIT, Dialect, Ending, PlainCall, Step};
 use crate::jsonrpc::{self, Id, Method, RpcError};
-use crate::mcp::tasks::{RELATED_TASK, TaskView};
+use crate::mcp::task_messages::{RELATED_TASK, TaskView};
 use serde_json::{Value, json};
 use std::future::Future;
 use std::pin::Pin;

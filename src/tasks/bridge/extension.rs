@@ -26,7 +26,7 @@ use super::{BridgeLink, CANCEL_WAIT, Dialect, PlainCall, Step};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Id, Method, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::task_dialects::{TASKS_UPDATE, caps, flow};
-use crate::mcp::tasks::{self as mcp_tasks, TaskView};
+use crate::mcp::task_messages::{self, TaskView};
 use crate::upstream::link::Link;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
@@ -237,7 +237,7 @@ impl<L: BridgeLink> Dialect for ExtBridge<L> {
                         })
                         .and_then(|mut msg| {
                             // The task is the gateway's, not the client's.
-                            mcp_tasks::untag_related(&mut msg, "params");
+                            task_messages::untag_related(&mut msg, "params");
                             self.asker.ask(id, msg, key.clone(), following.answers_tx.clone())
                         });
                     if let Err(e) = asked {

@@ -6,7 +6,7 @@ use super::statuses::StatusTracker;
 use super::{BridgeLink, Dialect, Ending, Step, Timer};
 use crate::clock::{Deadlines, Expiry};
 use crate::jsonrpc::{self, ProgressToken, REQUEST_TIMEOUT, RpcError};
-use crate::mcp::tasks::{DEFAULT_POLL, TaskView};
+use crate::mcp::task_messages::{DEFAULT_POLL, TaskView};
 use crate::upstream::link::{ClientRef, TaskFollower};
 use futures_util::future::OptionFuture;
 use serde_json::Value;

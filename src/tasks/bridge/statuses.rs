@@ -4,7 +4,7 @@
 use super::{BridgeLink, Timer};
 use crate::clock::Deadlines;
 use crate::jsonrpc::ProgressToken;
-use crate::mcp::tasks::TaskView;
+use crate::mcp::task_messages::TaskView;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::time::Instant;

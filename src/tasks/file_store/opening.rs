@@ -6,7 +6,7 @@
 
 use super::codec::{RESTARTED, backend, decode, encode};
 use super::writer::{ERAS, Op, SESSIONS, TASKS};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::memory_store::MemoryStore;
 use crate::tasks::store::{SessionRecord, StoreError, TaskRecord};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};

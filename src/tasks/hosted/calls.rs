@@ -4,7 +4,7 @@
 use super::Hosted;
 use super::kept_ends::{End, EndState};
 use crate::jsonrpc::{self, Id, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskStatus};
+use crate::mcp::task_messages::{self, TaskStatus};
 use crate::tasks::held_inputs::{declares, undeclared};
 use crate::tasks::store::{Edit, TaskRecord};
 use crate::tasks::text_bounds::bounded;
@@ -160,7 +160,7 @@ impl TaskCalls for Hosted {
     /// stream of a pending `tasks/result`, else to the creating session if that can be
     /// reached now, else it waits for the next `tasks/result`.
     fn input_request(&self, task_id: &str, link: &Arc<Link>, upstream_id: Id, mut msg: Value) {
-        mcp_tasks::tag_related(&mut msg, "params", task_id);
+        task_messages::tag_related(&mut msg, "params", task_id);
         enum Target {
             To(Arc<dyn ClientSession>, Route),
             Hold,

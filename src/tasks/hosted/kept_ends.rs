@@ -2,7 +2,7 @@
 //! (running, unstored, stored) and the queue they are written again from. The retrying is
 //! `unstored`'s; this module imports nothing of `hosted` so that `hosted` may hold them.
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use crate::upstream::client::ClientSession;
 use std::collections::{HashMap, VecDeque};

@@ -4,7 +4,7 @@
 
 use super::{Hosted, Running};
 use crate::jsonrpc;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;

@@ -12,7 +12,7 @@
 use super::kept_ends::{End, EndState, Kept};
 use super::{Hosted, Running};
 use crate::jsonrpc::{self, RpcError};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::TaskRecord;
 use std::sync::{Arc, Weak};
 use std::time::Duration;

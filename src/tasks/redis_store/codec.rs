@@ -2,7 +2,7 @@
 //! but `seq` and the outcome), `seq` its creation order, `ver` its version (each change
 //! adds one, for the compare-and-set of `update`), `out` its outcome's text, as is.
 
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::record_fields::RecordFields;
 pub(super) use crate::tasks::record_fields::ms;
 use crate::tasks::store::TaskRecord;

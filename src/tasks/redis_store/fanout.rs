@@ -10,7 +10,7 @@
 
 use super::codec::{Published, parse_published};
 use crate::locks::Mutex;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::RemoteChange;
 use std::collections::HashMap;
 use tokio::sync::{broadcast, watch};

@@ -4,7 +4,7 @@
 
 use super::conn::bounded;
 use super::{Core, LOST_END, ORPHANED};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::StoreError;
 use redis::AsyncCommands;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! going away and coming back. The behaviour every store shares is `tasks::store_suite`'s.
 
 use super::RedisStore;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::tasks::store::{SessionRecord, StoreError, TaskRecord, TaskStore};
 use std::time::{Duration, Instant};
 

@@ -182,7 +182,7 @@ impl LinkCore {
         if !self.shared || !question {
             return None;
         }
-        let task = crate::mcp::tasks::related_task(frame)?;
+        let task = crate::mcp::task_messages::related_task(frame)?;
         let link = self.link.get().and_then(Weak::upgrade)?;
         self.relayed.relays(&link, task.as_str()).then_some((link, task))
     }
@@ -216,7 +216,7 @@ impl InboundSink for LinkCore {
                         None => (None, None),
                     };
                     let created = if token.is_some() || session.is_some() {
-                        crate::mcp::tasks::created_task(&frame)
+                        crate::mcp::task_messages::created_task(&frame)
                     } else {
                         None
                     };
@@ -261,7 +261,7 @@ impl InboundSink for LinkCore {
                     Waiter::Client { client, shape, answers } => {
                         // Only a tasks/* answer can show a task ended: a plain result is not
                         // read for it.
-                        let ended = p.about_task.as_ref().and_then(|_| crate::mcp::tasks::ended_task(&frame));
+                        let ended = p.about_task.as_ref().and_then(|_| crate::mcp::task_messages::ended_task(&frame));
                         let ended = match (ended, &p.about_task) {
                             (Some(task_id), _) => Some(task_id),
                             // tasks/result's answer (a result or the task's error), or an
@@ -395,7 +395,7 @@ impl InboundSink for LinkCore {
                             return;
                         }
                         // Progress of a task stops at its terminal status.
-                        if let Some(task_id) = crate::mcp::tasks::ended_task_status(&frame) {
+                        if let Some(task_id) = crate::mcp::task_messages::ended_task_status(&frame) {
                             self.end_task_route(task_id.as_str());
                             ended_status = Some(task_id);
                         }

@@ -99,7 +99,7 @@ impl LinkCore {
             None => {}
         }
         let request_scoped = msg.method().is_input_request() || msg.method() == Method::LogMessage;
-        let names_a_task = crate::mcp::tasks::related_task(msg).is_some();
+        let names_a_task = crate::mcp::task_messages::related_task(msg).is_some();
         if !self.infer_related.load(std::sync::atomic::Ordering::Relaxed) || !request_scoped || names_a_task {
             return None;
         }
@@ -130,7 +130,7 @@ impl LinkCore {
     /// the one request in flight may be another session's than the token's.
     pub(super) fn route(&self, msg: &Message, related: Option<Id>, by_token: Option<Dest>) -> Option<Dest> {
         let st = self.state.lock().unwrap();
-        if let Some(task) = crate::mcp::tasks::related_task(msg)
+        if let Some(task) = crate::mcp::task_messages::related_task(msg)
             && let Some(b) = st.bridges.get(&task)
         {
             return Some(Dest::Client(b.client.clone()));

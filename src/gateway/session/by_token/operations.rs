@@ -11,7 +11,7 @@ use super::operation_table::{Operation, Refusal};
 use super::state::Sep1391;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Kind, Message, Method, ProgressToken, RpcError};
 use crate::mcp::sep1391::{self, OperationParam};
-use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
+use crate::mcp::task_messages::{self, TaskSupport};
 use crate::tasks::bridge::Ending;
 use crate::tasks::hosted::{Hosted, hosts};
 use crate::upstream::client::Route;
@@ -71,7 +71,7 @@ impl Sep1391 {
             return msg;
         }
         // Its questions name its task in `_meta`, a status notification in `params`.
-        let task = crate::mcp::tasks::related_task(&msg)
+        let task = crate::mcp::task_messages::related_task(&msg)
             .or_else(|| (msg.method() == Method::TaskStatus).then(|| msg.task_id_param()).flatten());
         let ops = &kept.ops;
         let by_task = task.and_then(|t| ops.token_of_task(t.as_str()));
@@ -262,7 +262,8 @@ impl Sep1391 {
             }
             kept.ops.insert(token, op);
         }
-        let accepted = sep1391::accepted(keep_alive, s.upstream.tasks.poll_interval, mcp_tasks::TaskStatus::Working);
+        let accepted =
+            sep1391::accepted(keep_alive, s.upstream.tasks.poll_interval, task_messages::TaskStatus::Working);
         s.to_client(Message::made(jsonrpc::result_response(id, accepted)), Route::Response(id.clone()));
         true
     }
@@ -386,7 +387,7 @@ impl Sep1391 {
     pub(super) fn mark_invocation_modes(&self, s: &Session, result: &mut Value) {
         let (support, declares, runs_tasks) = {
             let st = s.state.lock().unwrap();
-            let declares = mcp_tasks::server_has_tool_tasks(&st.upstream_caps);
+            let declares = task_messages::server_has_tool_tasks(&st.upstream_caps);
             (s.tools.all(), declares, declares || s.tools.marks_tasks())
         };
         let policy = &s.upstream.tasks;

@@ -22,7 +22,7 @@
 use super::ExtTasks;
 use crate::clock::Deadlines;
 use crate::gateway::session::*;
-use crate::mcp::tasks::TaskView;
+use crate::mcp::task_messages::TaskView;
 use tokio::time::Instant;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.

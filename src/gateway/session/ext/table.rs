@@ -28,7 +28,7 @@
 use crate::jsonrpc::{GATEWAY_BUSY, RpcError};
 use crate::mcp::paging;
 use crate::mcp::task_dialects::task::{Inline, status_of};
-use crate::mcp::tasks::{TaskStatus, TaskView};
+use crate::mcp::task_messages::{TaskStatus, TaskView};
 use crate::tasks::file_store::RESTARTED;
 use crate::tasks::store::FollowedTask;
 use serde_json::{Map, Value};

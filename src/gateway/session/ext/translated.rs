@@ -34,7 +34,7 @@ use crate::gateway::session::*;
 use crate::mcp::modern::ResultType;
 use crate::mcp::paging;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
-use crate::mcp::tasks::TaskView;
+use crate::mcp::task_messages::TaskView;
 use serde_json::Map;
 use tokio::sync::mpsc;
 
@@ -42,7 +42,7 @@ impl ExtTasks {
     /// A core client's task-augmented `tools/call` (see the module doc).
     pub(in crate::gateway::session) async fn call(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut call = frame.into_value();
-        let requested_ttl = mcp_tasks::requested_ttl(call.pointer("/params/task"))?;
+        let requested_ttl = task_messages::requested_ttl(call.pointer("/params/task"))?;
         caps::core_call_to_ext(&mut call);
         if !self.lock().table.has_room() {
             return Err(RpcError::new(
@@ -479,7 +479,7 @@ fn ext_answer(id: &Id, task_id: &str, outcome: Outcome) -> Value {
         Outcome::Result(Value::Object(mut r)) => {
             let meta = r.entry("_meta").or_insert_with(|| json!({}));
             if let Some(m) = meta.as_object_mut() {
-                m.insert(mcp_tasks::RELATED_TASK.into(), json!({"taskId": task_id}));
+                m.insert(task_messages::RELATED_TASK.into(), json!({"taskId": task_id}));
             }
             jsonrpc::result_response(id, Value::Object(r))
         }

@@ -22,7 +22,7 @@
 use super::Session;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::mcp::long_calls::{self as shapes, Snapshot};
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::upstream::client::{ClientSession, Route};
 use serde_json::Value;
 use state::{InFlight, LongCalls, Waiting};
@@ -401,7 +401,7 @@ async fn tick(ticks: &mut Option<tokio::time::Interval>) {
 /// A task's outcome as the plain call's answer: without the related-task tag, which names
 /// a task the client never asked for.
 fn untagged(mut resp: Value) -> Value {
-    crate::mcp::tasks::untag_related(&mut resp, "result");
+    crate::mcp::task_messages::untag_related(&mut resp, "result");
     resp
 }
 
@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn the_related_task_tag_goes_and_the_rest_stays() {
-        let key = crate::mcp::tasks::RELATED_TASK;
+        let key = crate::mcp::task_messages::RELATED_TASK;
         let r = untagged(json!({"id": 1, "result": {"content": [], "_meta": {key: {"taskId": "t"}}}}));
         assert_eq!(r, json!({"id": 1, "result": {"content": []}}));
         let r = untagged(json!({"id": 1, "result": {"_meta": {key: {}, "x": 1}}}));

@@ -25,7 +25,7 @@ use super::super::modern_state::ModernClient;
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::modern::client::{self as modern, ListenFilter};
 use crate::mcp::task_dialects::flow;
-use crate::mcp::tasks::TaskStatus;
+use crate::mcp::task_messages::TaskStatus;
 use crate::upstream::client::Route;
 use crate::upstream::link::Link;
 use serde_json::{Value, json};
@@ -54,11 +54,11 @@ impl Watched {
     fn poll_every(&self) -> Option<std::time::Duration> {
         match self {
             Watched::Hosted(_) => None,
-            Watched::Relayed(_, rx) => Some(
-                rx.borrow()
-                    .as_ref()
-                    .map_or(crate::mcp::tasks::DEFAULT_POLL, |t| crate::mcp::tasks::TaskView::of(t).poll_interval()),
-            ),
+            Watched::Relayed(_, rx) => {
+                Some(rx.borrow().as_ref().map_or(crate::mcp::task_messages::DEFAULT_POLL, |t| {
+                    crate::mcp::task_messages::TaskView::of(t).poll_interval()
+                }))
+            }
         }
     }
 }
@@ -173,7 +173,7 @@ async fn grant_tasks(s: &Session, link: &Link, asked: &[String]) -> Vec<(String,
 async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
     // A relayed task that had already ended is told so at once: no poll would show a change.
     if let Watched::Relayed(_, rx) = &mut watched
-        && rx.borrow().as_ref().is_some_and(|t| crate::mcp::tasks::TaskView::of(t).is_terminal())
+        && rx.borrow().as_ref().is_some_and(|t| crate::mcp::task_messages::TaskView::of(t).is_terminal())
     {
         rx.mark_changed();
     }
@@ -245,7 +245,7 @@ async fn task_note(s: &Session, listen: &Id, task: &str, watched: &mut Watched) 
             (core, inline)
         }
     };
-    let status = crate::mcp::tasks::TaskView::of(&core).status();
+    let status = crate::mcp::task_messages::TaskView::of(&core).status();
     let mut note = flow::notification_to_ext(core, inline, listen).map_err(|e| e.to_rpc())?;
     // The client knows a relayed task by the gateway's id.
     note["params"]["taskId"] = task.into();

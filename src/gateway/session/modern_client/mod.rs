@@ -33,7 +33,7 @@ use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::client as modern;
 use crate::mcp::task_dialects::EXTENSION;
-use crate::mcp::tasks::TaskSupport;
+use crate::mcp::task_messages::TaskSupport;
 use crate::tasks::hosted;
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;

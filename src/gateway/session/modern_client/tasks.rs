@@ -37,7 +37,7 @@ use crate::mcp::modern::client as modern;
 use crate::mcp::modern::meta;
 use crate::mcp::task_dialects::task::{self as ext_task, Inline};
 use crate::mcp::task_dialects::{EXTENSION, flow};
-use crate::mcp::tasks::{TaskStatus, TaskView};
+use crate::mcp::task_messages::{TaskStatus, TaskView};
 use crate::upstream::client::Route;
 use crate::upstream::link::Link;
 use serde_json::{Value, json};

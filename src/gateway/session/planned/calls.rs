@@ -6,7 +6,7 @@ use super::{Planned, Step};
 use crate::config::RequiredMode;
 use crate::gateway::session::plan::{CallRoute, ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
-use crate::mcp::tasks::TaskSupport;
+use crate::mcp::task_messages::TaskSupport;
 use crate::upstream::link::Shape;
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ use super::super::{MAX_CACHED_TOOLS, MAX_LISTING_PAGES, Session};
 use super::ToolSupport;
 use crate::config::HostedMode;
 use crate::jsonrpc::{self, Method, RpcError};
-use crate::mcp::tasks::{self as mcp_tasks, TaskSupport};
+use crate::mcp::task_messages::{self, TaskSupport};
 use crate::tasks::hosted::hosts;
 use serde_json::{Value, json};
 
@@ -19,7 +19,7 @@ impl ToolSupport {
         // The listing decides, whatever order the client asks in: a server may mark tools
         // without declaring tasks.
         let support = self.support(s, tool).await?;
-        let declares = mcp_tasks::server_has_tool_tasks(&s.state.lock().unwrap().upstream_caps);
+        let declares = task_messages::server_has_tool_tasks(&s.state.lock().unwrap().upstream_caps);
         Ok(hosts(policy.hosted, declares, support))
     }
 

@@ -8,7 +8,7 @@
 //! session's `state` where both are held.
 
 use crate::locks::Mutex;
-use crate::mcp::tasks::TaskSupport;
+use crate::mcp::task_messages::TaskSupport;
 use serde_json::Value;
 use std::collections::HashMap;
 

@@ -81,7 +81,7 @@ fn sampling_for_clients_before_2025_11_25() {
 #[test]
 fn elicitation_for_2025_06_18_clients() {
     let form = elicit(
-        json!({"mode": "form", "task": {}, "_meta": {crate::mcp::tasks::RELATED_TASK: {"taskId": "t"}}}),
+        json!({"mode": "form", "task": {}, "_meta": {crate::mcp::task_messages::RELATED_TASK: {"taskId": "t"}}}),
         json!({"type": "string", "title": "Colour", "oneOf": [{"const": "r", "title": "Red"}, {"const": "g"}], "default": "r"}),
     );
     let mut form = form;
@@ -157,7 +157,7 @@ fn lists_completion_and_meta() {
     );
     let call = req(
         "tools/call",
-        json!({"name": "t", "task": {"ttl": 5}, "_meta": {crate::mcp::tasks::RELATED_TASK: {"taskId": "x"}}}),
+        json!({"name": "t", "task": {"ttl": 5}, "_meta": {crate::mcp::task_messages::RELATED_TASK: {"taskId": "x"}}}),
     );
     let (m, _) = down(&call, None, V2025_06_18);
     assert_eq!(m["params"], json!({"name": "t"}), "an emptied _meta goes too");

@@ -1,5 +1,8 @@
-//! Task vocabulary of 2025-11-25 (SEP-1686): statuses, the `Task` object, the related-task
-//! `_meta` key, and the capability a task-hosting server declares.
+//! The protocol's task messages and types, in the vocabulary of 2025-11-25 (SEP-1686):
+//! statuses, the `Task` object, the related-task `_meta` key (and the task a message names
+//! by it), the capability a task-hosting server declares, and a server's refusal of a plain
+//! call of a task tool. Protocol knowledge only: the task engine is `crate::tasks`, and the
+//! translation to the tasks extension `task_dialects`.
 
 use crate::jsonrpc::{Key, Message, TaskId, as_str};
 use serde::Deserialize;
