@@ -9,7 +9,7 @@
 //! the ids of requests the server sends the client, and replaces a dead link with a fresh
 //! one on the client's next request. Its link is its own, or its upstream's shared link
 //! (`crate::gateway::shared`), which it joins under its tag (`relink`; what a session does
-//! differently there is `planned::shared`).
+//! differently there is `dispatch::shared`).
 
 use crate::config::{HostedMode, RequiredMode, UpstreamConfig};
 use crate::gateway::Gateway;
@@ -35,6 +35,7 @@ use state::{ServerRequest, SessionState};
 
 mod bridged_calls;
 mod by_token;
+mod dispatch;
 mod ext;
 mod from_upstream;
 mod input_rounds;
@@ -42,7 +43,6 @@ mod long_calls;
 mod modern_client;
 pub mod modern_state;
 mod plan;
-mod planned;
 mod policy;
 mod principal_tasks;
 mod relink;

@@ -10,7 +10,7 @@
 //! - [`ByToken`]: the by-token dialects the upstream enables, for a legacy client.
 //!
 //! The plan is built by [`Plan::new`] when a link is adopted or a session is revived (both
-//! in `relink`), and read once per request: the session's `dispatch` (`planned`) is one
+//! in `relink`), and read once per request: `Session::dispatch` (in `dispatch`) is one
 //! `match` on the method that hands the request to the plan's strategy for it.
 
 use crate::config::{HostedMode, UpstreamConfig};
@@ -176,7 +176,7 @@ impl FirstStep {
 pub(super) enum CallRoute {
     /// Up the link as it is, its answer shaped so.
     Up(Shape),
-    /// The tool's `taskSupport` decides (the upstream runs tasks): `Planned::listed_call`.
+    /// The tool's `taskSupport` decides (the upstream runs tasks): `Dispatch::listed_call`.
     ByListing,
     /// A core client's task: hosted, or passed to an upstream that runs it.
     CoreTask,

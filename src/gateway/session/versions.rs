@@ -6,7 +6,7 @@
 //! A modern (2026-07-28) upstream is the one exception: its link speaks the era (stateless
 //! requests, see `upstream::link`), its messages are translated as from 2025-11-25 once every
 //! response has lost what the era added ([`translate::cross_from_modern`]), and what the era
-//! removed is answered by the session before a request goes up (`planned`).
+//! removed is answered by the session before a request goes up (`dispatch`).
 //!
 //! A [`Crossing`] is taken from the session (`Session::crossing`) at one moment, under one
 //! lock: the two versions and the plan's sides, read together.

@@ -6,7 +6,7 @@
 //! cancels what still runs.
 
 use super::super::Session;
-use super::super::planned::Planned;
+use super::super::dispatch::Dispatch;
 use super::operation_table::{Operation, Refusal};
 use super::state::Sep1391;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Kind, Message, Method, ProgressToken, RpcError};
@@ -218,7 +218,7 @@ impl Sep1391 {
             }
             return Ok(());
         }
-        let support = if (Planned { s, plan: s.plan() }).runs_tasks() {
+        let support = if (Dispatch { s, plan: s.plan() }).runs_tasks() {
             s.tools.support(s, &name).await?
         } else {
             TaskSupport::Forbidden

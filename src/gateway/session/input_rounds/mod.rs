@@ -41,7 +41,7 @@
 //! exchanges in progress and the questions out to the client) under a lock of its own, and
 //! the limits its upstream sets; its methods (`rounds`) are handed the session, `s`, for its
 //! link, its sink, its versions and its ids. The session's core hands it a request for a
-//! modern link (`planned`), each response (`from_upstream`), the client's answers
+//! modern link (`dispatch`), each response (`from_upstream`), the client's answers
 //! (`from_upstream`) and cancellations, and the session's end.
 //!
 //! Locks: the strategy's is never held across an `.await`, nor while the session is called

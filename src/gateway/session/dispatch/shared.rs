@@ -5,13 +5,13 @@
 //! `tasks/list` is served from its own, never passed upstream, where it would list every
 //! session's).
 
-use super::Planned;
+use super::Dispatch;
 use crate::gateway::session::CURSOR_UPSTREAM;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::mcp::paging;
 use serde_json::{Value, json};
 
-impl Planned<'_> {
+impl Dispatch<'_> {
     /// Whether the session may ask the upstream about upstream task `task_id`: on a shared
     /// link, only about one its own request created on the live link (joined first: a new
     /// link forgets the last one's tasks).

@@ -2,7 +2,7 @@
 //! store, translated for an extension upstream, kept to the session's own tasks on a shared
 //! link, or passed up.
 
-use super::{Planned, Step};
+use super::{Dispatch, Step};
 use crate::gateway::session::CURSOR_UPSTREAM;
 use crate::gateway::session::plan::{ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
@@ -12,7 +12,7 @@ use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
 use serde_json::Value;
 
-impl Planned<'_> {
+impl Dispatch<'_> {
     /// `tasks/get`, `tasks/result` or `tasks/cancel` of a legacy client.
     pub(in crate::gateway::session) async fn task_request(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
         let s = self.s;
@@ -84,7 +84,7 @@ impl Planned<'_> {
 
     /// `tasks/list`: the tasks this session created, then (if the upstream lists tasks of
     /// its own) the upstream's pages, behind one opaque cursor. On a shared link the
-    /// upstream's pages are the upstream tasks this session created (see `planned::shared`).
+    /// upstream's pages are the upstream tasks this session created (see `dispatch::shared`).
     async fn list_tasks(&self, id: Id, mut msg: Value) -> Result<(), RpcError> {
         let s = self.s;
         let cursor = paging::cursor(&msg)?.map(str::to_string);

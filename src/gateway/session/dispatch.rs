@@ -1,4 +1,4 @@
-//! The client's messages through the session (what comes back from the link is
+//! The client's messages dispatched through the session (what comes back from the link is
 //! `from_upstream`'s): `initialize`, which the gateway answers, requests, and notifications.
 //!
 //! Each request of an initialized session goes to its client's era first (a modern client's
@@ -18,7 +18,7 @@ use super::plan::{CallRoute, FirstStep};
 mod task_requests;
 
 /// A session running its plan for one request.
-pub(super) struct Planned<'a> {
+pub(super) struct Dispatch<'a> {
     pub(super) s: &'a Session,
     pub(super) plan: Plan,
 }
@@ -251,7 +251,7 @@ impl Session {
                 frame
             }
         };
-        let run = Planned { s: self, plan: self.plan() };
+        let run = Dispatch { s: self, plan: self.plan() };
         let frame = run.plain_for_client(frame);
         let step = match frame.method() {
             Method::ToolsList => Step::Up(frame, run.listing_shape()),

@@ -2,7 +2,7 @@
 //! [`TaskPolicy`]): translated for an extension upstream, hosted, bridged, refused, or passed
 //! up with the shape its response needs.
 
-use super::{Planned, Step};
+use super::{Dispatch, Step};
 use crate::config::RequiredMode;
 use crate::gateway::session::plan::{CallRoute, ClientSide, TaskPolicy};
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
@@ -10,7 +10,7 @@ use crate::mcp::task_messages::TaskSupport;
 use crate::upstream::link::Shape;
 use serde_json::{Value, json};
 
-impl Planned<'_> {
+impl Dispatch<'_> {
     /// A task asked for by a client whose version has none is not its to ask: the call goes
     /// up plain (else a task created upstream would answer a client that cannot read it, and
     /// run on with nobody to cancel it).

@@ -4,13 +4,13 @@
 //! link, whose era has no such requests, the uri joins or leaves the set the link listens to
 //! for its sessions (`subscriptions/listen`, see `upstream::link::resource_listen`).
 
-use super::{Planned, Step};
+use super::{Dispatch, Step};
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
 use serde_json::{Value, json};
 
-impl Planned<'_> {
+impl Dispatch<'_> {
     /// `resources/subscribe` or `resources/unsubscribe`.
     pub(in crate::gateway::session) async fn subscription(&self, id: Id, frame: Message) -> Result<Step, RpcError> {
         let s = self.s;
