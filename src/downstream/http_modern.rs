@@ -18,8 +18,8 @@ use crate::downstream::http_body::{Body, SseBody, empty, json_response, rpc_erro
 use crate::downstream::listens::{Held, OpenListens};
 use crate::downstream::streams::Streams;
 use crate::gateway::Gateway;
+use crate::gateway::session::ParkedRequests;
 use crate::gateway::session::Session;
-use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, Message, RpcError};
 use crate::mcp::modern::headers::{self, RequestHeaders};
 use crate::mcp::modern::meta::{self, RequestMeta};

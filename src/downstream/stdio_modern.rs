@@ -8,8 +8,8 @@
 use crate::config::UpstreamConfig;
 use crate::downstream::stdout::StdoutSink;
 use crate::gateway::Gateway;
+use crate::gateway::session::ParkedRequests;
 use crate::gateway::session::Session;
-use crate::gateway::session::modern_state::ParkedRequests;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Kind, Message, RpcError};
 use crate::locks::Mutex;
 use crate::mcp::modern::meta::{self, RequestMeta};

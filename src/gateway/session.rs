@@ -30,6 +30,8 @@ use tracing::Instrument;
 
 /// The most `Mcp-Param-*` headers of one request that are read (the rest are ignored).
 pub const MAX_PARAM_HEADERS: usize = 64;
+/// The modern requests a front has parked for their client's input (see `modern_client`).
+pub use modern_client::state::ParkedRequests;
 use plan::{ByToken, ClientSide, Plan, UpstreamSide};
 use state::{ServerRequest, SessionState};
 
@@ -41,7 +43,6 @@ mod from_upstream;
 mod input_rounds;
 mod long_calls;
 mod modern_client;
-pub mod modern_state;
 mod plan;
 mod policy;
 mod principal_tasks;
@@ -82,7 +83,7 @@ pub struct Session {
     tag: SessionTag,
     /// A session for one request of a modern (2026-07-28) client: that request's `_meta`
     /// (see `modern_client`).
-    modern: Option<modern_state::ModernClient>,
+    modern: Option<modern_client::state::ModernClient>,
     /// Whether the session rides its upstream's shared link: with `share = true`, and for a
     /// modern request unless its upstream receives the client's own `Authorization` (then
     /// it has a link of its own, which speaks for that client alone; see the `credential` field).
@@ -152,7 +153,7 @@ impl Session {
         who: crate::upstream::client::Requester<'_>,
         meta: crate::mcp::modern::meta::RequestMeta,
         id: Id,
-        parked: Arc<modern_state::ParkedRequests>,
+        parked: Arc<ParkedRequests>,
     ) -> Arc<Session> {
         use crate::upstream::client::Requester;
         let (owner, client) = match who {
@@ -164,7 +165,7 @@ impl Session {
             init_params: Some(crate::mcp::modern::client::init_params(&meta.capabilities)),
             ..Default::default()
         };
-        let client_side = modern_state::ModernClient::new(meta, sink, id, parked);
+        let client_side = modern_client::state::ModernClient::new(meta, sink, id, parked);
         let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
         Self::build(gateway, upstream, sink, client, owner, Some(client_side), state)
     }
@@ -220,7 +221,7 @@ impl Session {
         sink: Arc<dyn ClientSink>,
         client: Option<String>,
         owner: String,
-        modern: Option<modern_state::ModernClient>,
+        modern: Option<modern_client::state::ModernClient>,
         state: SessionState,
     ) -> Arc<Session> {
         static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -435,7 +436,7 @@ impl Session {
     /// The modern request parked under `token` on `upstream` in `parked`, taken out, if it
     /// is `principal`'s (or, without authentication, anyone's there).
     pub fn take_parked(
-        parked: &modern_state::ParkedRequests,
+        parked: &ParkedRequests,
         token: &str,
         upstream: &str,
         principal: Option<&str>,

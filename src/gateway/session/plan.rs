@@ -2,7 +2,7 @@
 //! and kept until its link is replaced (a restarted upstream may speak another version).
 //!
 //! - [`ClientSide`]: the client's era, legacy at the version its `initialize` negotiated, or
-//!   2026-07-28 (a session per request, whose state is `modern_state::ModernClient`).
+//!   2026-07-28 (a session per request, whose state is `modern_client::state::ModernClient`).
 //! - [`UpstreamSide`]: the era the link negotiated, and for a modern upstream whether it
 //!   declared the tasks extension.
 //! - [`TaskPolicy`]: what the gateway does with tasks between the two: plain calls only,

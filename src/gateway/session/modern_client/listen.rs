@@ -21,7 +21,7 @@
 //! id. Other ids are silently not granted (the acknowledgement leaves them out).
 
 use super::super::Session;
-use super::super::modern_state::ModernClient;
+use super::state::ModernClient;
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::modern::client::{self as modern, ListenFilter};
 use crate::mcp::task_dialects::flow;

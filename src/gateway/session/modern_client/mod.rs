@@ -5,7 +5,7 @@
 //! request is answered or its client went away (which, for a modern client, cancels it).
 //!
 //! A strategy of the session's: the session of a modern request holds a [`ModernClient`]
-//! (`modern_state`: the request's `_meta`, its rounds, what the upstream asked, its listen
+//! (`state`: the request's `_meta`, its rounds, what the upstream asked, its listen
 //! stream), and this folder is what it does, with the session as context: the request's
 //! first step (`request`, in two halves by the upstream's era: `onto_modern` and
 //! `onto_legacy`), what comes down (`to_client`),
@@ -26,7 +26,6 @@
 //! bound to the principal that made them (`principal_tasks`).
 
 use super::Session;
-use super::modern_state::ModernClient;
 use super::plan::UpstreamSide;
 use crate::config::HostedMode;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, RpcError};
@@ -38,10 +37,12 @@ use crate::tasks::hosted;
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
 use serde_json::{Value, json};
+use state::ModernClient;
 
 mod listen;
 mod param_headers;
 mod rounds;
+pub(super) mod state;
 mod tasks;
 
 impl ModernClient {
@@ -246,7 +247,7 @@ impl ModernClient {
                 let subscription = id.to_value();
                 Some((msg.edit(|m| modern::tag_subscription(m, &subscription)), Route::Related(id)))
             }
-            // Made the era's in the request's sink, whoever made it (`modern_state::Rounds`).
+            // Made the era's in the request's sink, whoever made it (`state::Rounds`).
             Kind::Response if msg.is_error() => Some((msg, route)),
             Kind::Response => {
                 if upstream_modern {

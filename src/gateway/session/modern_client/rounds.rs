@@ -7,9 +7,10 @@
 //!   request), and the client's request is answered `{resultType: "input_required",
 //!   inputRequests: {<that id>: {method, params}}, requestState}`. The upstream call stays in
 //!   flight; the session is **parked** under `requestState`, a random token, in its front's
-//!   [`ParkedRequests`], for at most `request_timeout` (at most `max_in_flight` per front, half
-//!   of them per client). Only `tools/call`, `prompts/get` and `resources/read` may answer
-//!   `input_required`; a server request while serving any other is refused upstream.
+//!   [`ParkedRequests`](super::state::ParkedRequests), for at most `request_timeout` (at most
+//!   `max_in_flight` per front, half of them per client). Only `tools/call`, `prompts/get` and
+//!   `resources/read` may answer `input_required`; a server request while serving any other
+//!   is refused upstream.
 //! - The client retries the request with a new id, `inputResponses` and the `requestState`.
 //!   The front finds the parked session and hands it the retry ([`Session::resume`]); a
 //!   retry of another method or with other `params` is refused (-32602) and the session
@@ -23,7 +24,7 @@
 //! - A parked session that is not resumed in time ends: its upstream call is cancelled.
 
 use super::super::Session;
-use super::super::modern_state::{ModernClient, Parked};
+use super::state::{ModernClient, Parked};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::modern::{self, ResultType};
 use crate::upstream::client::{ClientSink, Route};

@@ -30,7 +30,7 @@
 //! cover are refused upstream (-32601).
 
 use super::super::Session;
-use super::super::modern_state::ModernClient;
+use super::state::ModernClient;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::client as modern;

@@ -1,8 +1,11 @@
-//! What a modern (2026-07-28) request's session keeps (see `modern_client`, and its `rounds`):
+//! What a modern (2026-07-28) request's session keeps (see the folder's doc, and `rounds`):
 //! the request's `_meta`, where its answer goes now ([`Rounds`]: the first request's sink,
 //! then each retry's), what the upstream asked of the client ([`Asked`]), the
-//! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the session's
-//! own file, so that the session can name these without the two importing each other.
+//! `subscriptions/listen` it is, and its front's [`ParkedRequests`]. Apart from the folder's
+//! code (its other files), so that the session can name these without the two importing
+//! each other. (`pub(crate)`: the session's `modern_client` module is private, so only the
+//! session reaches these; the fronts reach [`ParkedRequests`] through the session's
+//! re-export.)
 
 use crate::clock::{Deadlines, Schedule};
 use crate::jsonrpc::{self, Id, Message, RpcError};
@@ -70,7 +73,7 @@ impl ParkedRequests {
 
     /// Parks `session` under `token` until `until`: `false` if there is no room (for it, or
     /// for its client).
-    pub(super) fn park(&self, token: String, session: Arc<dyn Parked>, until: Instant, limit: usize) -> bool {
+    pub(crate) fn park(&self, token: String, session: Arc<dyn Parked>, until: Instant, limit: usize) -> bool {
         {
             let mut parked = self.parked.lock().unwrap();
             let client = session.client().to_string();
@@ -88,7 +91,7 @@ impl ParkedRequests {
     }
 
     /// Forgets `token`'s session (it ended some other way).
-    pub(super) fn forget(&self, token: &str) {
+    pub(crate) fn forget(&self, token: &str) {
         let mut parked = self.parked.lock().unwrap();
         parked.remove(token);
         self.timers.unset(&token.to_string());
@@ -120,41 +123,41 @@ async fn end_expired(parked: Weak<ParkedRequests>, timers: Arc<Deadlines<String>
 
 /// The modern client's side of its request's session: which request and stream are its
 /// now, and what the upstream asked of the client.
-pub(super) struct ModernClient {
-    pub(super) meta: RequestMeta,
-    pub(super) rounds: Arc<Rounds>,
-    pub(super) parked: Arc<ParkedRequests>,
-    pub(super) asked: Mutex<Asked>,
+pub(crate) struct ModernClient {
+    pub(crate) meta: RequestMeta,
+    pub(crate) rounds: Arc<Rounds>,
+    pub(crate) parked: Arc<ParkedRequests>,
+    pub(crate) asked: Mutex<Asked>,
     /// The `subscriptions/listen` this request is, once acknowledged: its id and what it
     /// carries (see `modern_client::listen`).
-    pub(super) listen: Mutex<Option<(Id, ListenFilter)>>,
+    pub(crate) listen: Mutex<Option<(Id, ListenFilter)>>,
     /// Fired when the listen stream ends (also when the session goes): the watchers of the
     /// tasks it was granted stop.
-    pub(super) listen_ended: CancellationToken,
+    pub(crate) listen_ended: CancellationToken,
     _listen_ends_with_session: DropGuard,
     /// The `Mcp-Param-*` headers of the request (its latest round), as (name, value); `None`
     /// over a transport without headers (stdio). See `modern_client::param_headers`.
-    pub(super) param_headers: Mutex<Option<Vec<crate::mcp::modern::headers::Received>>>,
+    pub(crate) param_headers: Mutex<Option<Vec<crate::mcp::modern::headers::Received>>>,
     /// The hosted task whose call this request waits on before answering (see
     /// `modern_client::tasks`): the client does not know it yet, so if the request ends
     /// first (the client hung up), the task is cancelled.
-    pub(super) deciding: Mutex<Option<std::sync::Arc<str>>>,
+    pub(crate) deciding: Mutex<Option<std::sync::Arc<str>>>,
 }
 
 #[derive(Default)]
-pub(super) struct Asked {
+pub(crate) struct Asked {
     /// The upstream's requests waiting for the client, by the id the session gave them,
     /// as the client is to see them (`{method, params}`).
-    pub(super) waiting: Vec<(Id, Value)>,
+    pub(crate) waiting: Vec<(Id, Value)>,
     /// The token the session is parked under (its request answered with `input_required`).
-    pub(super) parked: Option<String>,
+    pub(crate) parked: Option<String>,
     /// What a retry must be to resume it: the method and `params` of the original request,
     /// without what a retry adds.
-    pub(super) original: Option<(String, Value)>,
+    pub(crate) original: Option<(String, Value)>,
 }
 
 impl ModernClient {
-    pub(super) fn new(
+    pub(crate) fn new(
         meta: RequestMeta,
         sink: Arc<dyn ClientSink>,
         id: Id,
@@ -187,25 +190,25 @@ impl ModernClient {
 
 /// Where a modern request's session delivers: the sink of the round now attached, under the
 /// id the client now knows the request by.
-pub(super) struct Rounds {
-    pub(super) st: Mutex<RoundsState>,
+pub(crate) struct Rounds {
+    pub(crate) st: Mutex<RoundsState>,
 }
 
-pub(super) struct RoundsState {
-    pub(super) sink: Arc<dyn ClientSink>,
-    pub(super) original: Id,
-    pub(super) current: Id,
+pub(crate) struct RoundsState {
+    pub(crate) sink: Arc<dyn ClientSink>,
+    pub(crate) original: Id,
+    pub(crate) current: Id,
     /// A round (the first request or a retry) waits for this request's answer.
-    pub(super) attached: bool,
+    pub(crate) attached: bool,
     /// The final answer, when it came with no round attached.
-    pub(super) finished: Option<Message>,
+    pub(crate) finished: Option<Message>,
     /// The final answer has been delivered: nothing more is asked or answered.
-    pub(super) done: bool,
+    pub(crate) done: bool,
 }
 
 impl Rounds {
     /// Sends the round's answer (an `input_required` one): the round ends.
-    pub(super) fn answer_round(&self, result: Value) {
+    pub(crate) fn answer_round(&self, result: Value) {
         let (sink, id) = {
             let mut st = self.st.lock().unwrap();
             st.attached = false;
@@ -215,7 +218,7 @@ impl Rounds {
     }
 
     /// A retry with id `id` on `sink` is the round now; the final answer, if it came.
-    pub(super) fn attach(&self, sink: Arc<dyn ClientSink>, id: Id) -> Option<Message> {
+    pub(crate) fn attach(&self, sink: Arc<dyn ClientSink>, id: Id) -> Option<Message> {
         let mut st = self.st.lock().unwrap();
         st.sink = sink;
         st.current = id;
@@ -224,17 +227,17 @@ impl Rounds {
     }
 
     /// The request's id as the client knows it now, and its first.
-    pub(super) fn ids(&self) -> (Id, Id) {
+    pub(crate) fn ids(&self) -> (Id, Id) {
         let st = self.st.lock().unwrap();
         (st.current.clone(), st.original.clone())
     }
 
     /// Whether the final answer has been delivered.
-    pub(super) fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.st.lock().unwrap().done
     }
 
-    pub(super) fn deliver_error(&self, e: RpcError) {
+    pub(crate) fn deliver_error(&self, e: RpcError) {
         let (sink, id) = {
             let mut st = self.st.lock().unwrap();
             st.done = true;
