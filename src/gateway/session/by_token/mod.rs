@@ -1,6 +1,6 @@
 //! The by-token dialects of a legacy session, for upstreams that enable them
 //! (`[upstream.dialects]`): the progress-state proposal (`progress/get`, `_meta.progress`;
-//! `progress`) and SEP-1391 operations (`tools/call` with `operation`, `tools/async/*`;
+//! `progress_get`) and SEP-1391 operations (`tools/call` with `operation`, `tools/async/*`;
 //! `operations`).
 //!
 //! A strategy of the session's: [`Dialects`] (`state`) owns what the dialects keep, is
@@ -34,7 +34,7 @@ use state::Dialects;
 
 mod operation_table;
 mod operations;
-mod progress;
+mod progress_get;
 pub(super) mod state;
 
 impl Dialects {
