@@ -4,7 +4,7 @@
 //! input requests (elicitation, sampling) to a waiting `tasks/result` or the creating session,
 //! and the outcome into the store. On a modern (2026-07-28) upstream the call's input
 //! requests come as rounds of its answer, and become the task's input the same way
-//! (`rounds`).
+//! (`rounds`). Which tools are hosted at all is the hosting decision ([`hosts`], `decision`).
 //!
 //! The store is asynchronous ([`TaskStore`]); what this module keeps itself is the hot state
 //! of the tasks this process runs (`running`: the link, the waiters, held questions, the
@@ -20,11 +20,11 @@ use crate::config::{TasksConfig, UpstreamTasks};
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, RpcError};
 use crate::mcp::task_messages::{self, TaskStatus};
 use crate::tasks::held_inputs::HeldInputs;
-pub use crate::tasks::hosting::hosts;
 use crate::upstream::client::{ClientSession, Route};
 use crate::upstream::link::{CloseReason, Link};
 
 mod calls;
+mod decision;
 mod deferred;
 mod held;
 mod listing;
@@ -45,6 +45,7 @@ mod rounds;
 #[cfg(test)]
 mod store_failures;
 mod unstored;
+pub use decision::hosts;
 use kept_ends::{EndState, Unstored};
 pub use round_state::RoundPolicy;
 

@@ -12,7 +12,6 @@ pub mod bridge;
 pub mod file_store;
 pub mod held_inputs;
 pub mod hosted;
-pub mod hosting;
 pub mod memory_store;
 pub mod progress_state;
 pub mod record_fields;
