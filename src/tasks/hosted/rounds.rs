@@ -252,7 +252,7 @@ mod tests {
     use super::*;
     use crate::config::{TasksConfig, UpstreamTasks};
     use crate::mcp::modern::input::InputLimits;
-    use crate::mcp::tasks::TaskStatus;
+    use crate::mcp::task_messages::TaskStatus;
     use crate::tasks::memory_store::MemoryStore;
     use crate::upstream::client::ClientSession;
 
