@@ -97,7 +97,7 @@ mod tests {
         let m = Mutex::new(1);
         let before = taken_on_this_thread();
         *m.lock().unwrap() += 1;
-        let _ = m.try_lock();
+        drop(m.try_lock());
         assert_eq!(taken_on_this_thread() - before, 2);
         let elsewhere = std::thread::spawn(move || {
             let before = taken_on_this_thread();
