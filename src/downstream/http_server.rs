@@ -14,13 +14,9 @@ use crate::downstream::http_body::{
     rpc_error, sse_response,
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
-use crate::downstream::legacy_sse::Legacy;
-use crate::downstream::routes::Routes;
-use crate::downstream::streams::Streams;
-use crate::downstream::{http_batch, http_modern};
+use crate::downstream::{http_batch, http_modern, legacy_sse::Legacy, routes::Routes, streams::Streams};
 use crate::gateway::Gateway;
-use crate::gateway::session::ParkedRequests;
-use crate::gateway::session::Session;
+use crate::gateway::session::{ParkedRequests, Session};
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
 use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
@@ -229,8 +225,7 @@ impl HttpServer {
             return r;
         }
         if self.task_page.owns(&path) {
-            // Every branch off a call's way is boxed: the request's future is as large as its
-            // largest branch, and it is moved whole.
+            // Branches off a call's way are boxed: a future is as large as its largest branch.
             return Box::pin(self.task_page.serve(req, &path)).await;
         }
         let upstream = self.routes.get(&self.gateway, &path).or_else(|| self.draining_route(req.headers(), &path));
@@ -432,9 +427,8 @@ impl HttpServer {
                 if hs.session.is_draining() {
                     return crate::downstream::http_body::removed_upstream();
                 }
-                let max_batch = self.gateway.limits().max_batch;
-                return Box::pin(http_batch::serve(&hs.session, &hs.streams, items, max_batch, keepalive, json_only))
-                    .await;
+                let (max, session) = (self.gateway.limits().max_batch, &hs.session);
+                return Box::pin(http_batch::serve(session, &hs.streams, items, max, keepalive, json_only)).await;
             }
         };
         if frame.kind() == Kind::Request && hs.session.is_draining() {
