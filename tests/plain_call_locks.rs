@@ -6,10 +6,10 @@
 use crate::common::*;
 use serde_json::json;
 
-/// The most a plain `tools/call` may take, HTTP in front of HTTP: what it takes now, so that
-/// a change that adds one is seen (the aim, one, is far off; docs/performance.md lists where
-/// they are taken).
-const MAX_PER_CALL: u64 = 56;
+/// The most a plain `tools/call` may take, HTTP in front of HTTP: what it takes now, 50 to 51,
+/// and a little room for the looks of the hang-up watch and the wake-ups of a clock's waiter,
+/// which vary with timing. The aim, one, is far off; docs/performance.md lists the places.
+const MAX_PER_CALL: u64 = 53;
 
 #[tokio::test]
 async fn a_plain_call_takes_no_more_locks_than_counted() {

@@ -38,14 +38,21 @@ struct Inner<I> {
 }
 
 /// The connection as hyper sees it.
-pub(super) struct Watched<I>(Arc<Mutex<Inner<I>>>);
+pub(super) struct Watched<I> {
+    inner: Arc<Mutex<Inner<I>>>,
+    /// Whether anything was written since the last flush that completed: hyper flushes after
+    /// each step of a response, and a flush with nothing written is done without the lock.
+    unflushed: bool,
+    vectored: bool,
+}
 
 /// Watches a connection hyper is serving for the client's hang-up.
 pub(super) struct HangUp<I>(Arc<Mutex<Inner<I>>>);
 
-pub(super) fn watch<I>(io: I) -> (Watched<I>, HangUp<I>) {
+pub(super) fn watch<I: AsyncWrite>(io: I) -> (Watched<I>, HangUp<I>) {
+    let vectored = io.is_write_vectored();
     let inner = Arc::new(Mutex::new(Inner { io, ahead: Vec::new(), ended: Ended::Open }));
-    (Watched(inner.clone()), HangUp(inner))
+    (Watched { inner: inner.clone(), unflushed: false, vectored }, HangUp(inner))
 }
 
 impl<I: AsyncRead + Unpin> HangUp<I> {
@@ -93,7 +100,7 @@ impl<I: AsyncRead + Unpin> HangUp<I> {
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let mut inner = self.0.lock().unwrap();
+        let mut inner = self.inner.lock().unwrap();
         if !inner.ahead.is_empty() {
             let n = inner.ahead.len().min(buf.remaining());
             buf.put_slice(&inner.ahead[..n]);
@@ -110,7 +117,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
 
 impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0.lock().unwrap().io).poll_write(cx, buf)
+        let me = self.get_mut();
+        me.unflushed = true;
+        Pin::new(&mut me.inner.lock().unwrap().io).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -118,19 +127,29 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0.lock().unwrap().io).poll_write_vectored(cx, bufs)
+        let me = self.get_mut();
+        me.unflushed = true;
+        Pin::new(&mut me.inner.lock().unwrap().io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.lock().unwrap().io.is_write_vectored()
+        self.vectored
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0.lock().unwrap().io).poll_flush(cx)
+        let me = self.get_mut();
+        if !me.unflushed {
+            return Poll::Ready(Ok(()));
+        }
+        let flushed = Pin::new(&mut me.inner.lock().unwrap().io).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = flushed {
+            me.unflushed = false;
+        }
+        flushed
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0.lock().unwrap().io).poll_shutdown(cx)
+        Pin::new(&mut self.inner.lock().unwrap().io).poll_shutdown(cx)
     }
 }
 
@@ -166,6 +185,44 @@ mod tests {
         let mut back = [0u8; 2];
         client.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"ok");
+    }
+
+    /// Counts the flushes that reach it; takes every write whole.
+    struct Flushes(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl AsyncRead for Flushes {
+        fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, _: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl AsyncWrite for Flushes {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flush_reaches_the_connection_once_after_each_write() {
+        let flushes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (mut watched, _hang_up) = watch(Flushes(flushes.clone()));
+        let seen = || flushes.load(std::sync::atomic::Ordering::Relaxed);
+        watched.flush().await.unwrap();
+        assert_eq!(seen(), 0, "nothing written, nothing to flush");
+        watched.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
+        watched.flush().await.unwrap();
+        watched.flush().await.unwrap();
+        assert_eq!(seen(), 1, "one flush for one write");
+        watched.write_all(b"\r\n").await.unwrap();
+        watched.flush().await.unwrap();
+        assert_eq!(seen(), 2, "a later write is flushed too");
     }
 
     #[tokio::test]
