@@ -209,6 +209,11 @@ impl Hosted {
             let Some(rounds) = r.rounds.as_mut() else { return };
             match round {
                 Some(n) if rounds.done != n || rounds.asking.is_none() => return,
+                // A round cut short by the call's lifetime falls due with the call's own timer:
+                // the call's limit is the reason, whichever of the two is handled first.
+                Some(_) if rounds.started + rounds.policy.max_time <= Instant::now() => {
+                    (lifetime_error(rounds.policy.max_time), None)
+                }
                 Some(_) => (idle_error(rounds.policy.answer_within), None),
                 None => (lifetime_error(rounds.policy.max_time), r.upstream_id.map(|up| (r.link.clone(), up))),
             }
@@ -344,5 +349,47 @@ mod tests {
         assert_eq!(status, TaskStatus::Failed, "{message}");
         assert!(message.contains("ran past max_request_time"), "{message}");
         assert_eq!(h.round_timers.clock().len(), 0, "no timer is left behind");
+    }
+
+    /// A round whose answer window the call's lifetime cuts short falls due with the call's
+    /// timer; the task fails for max_request_time, not for a request_timeout that had not
+    /// passed. On the multi-thread runtime the two timers' tasks race: before the round's
+    /// check, about 4 runs in 10 named request_timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_cut_short_by_max_request_time_says_so() {
+        let h = Hosted::new(&TasksConfig::default(), Arc::new(MemoryStore::new(10, 1 << 20)));
+        let call = jsonrpc::request_named(
+            &Id::Num(1),
+            "tools/call",
+            json!({"name": "slow", "arguments": {"duration_ms": 600_000}}),
+        );
+        let rec = h.create(("owner", "client"), "demo", &UpstreamTasks::default(), None, &call).await.unwrap();
+        let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
+        h.track(&rec.id, demo_link(&h).await, nobody, None);
+        let limits = InputLimits { rounds: 4, requests: 4 };
+        let policy = RoundPolicy {
+            limits,
+            answer_within: Duration::from_secs(2),
+            max_time: Duration::from_millis(200),
+            share: None,
+        };
+        h.keep_for_rounds(&rec.id, call, policy);
+        let asks = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "input_required",
+            "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "sure?", "requestedSchema": {"type": "object"}}}},
+            "requestState": "st",
+        }});
+        assert!(h.next_round(&rec.id, asks).is_none());
+        let started = std::time::Instant::now();
+        loop {
+            let (status, message) = h.status(&rec.id).await.unwrap();
+            if status == TaskStatus::Failed {
+                let message = message.unwrap_or_default();
+                assert!(message.contains("max_request_time"), "failed at max_request_time, but says: {message}");
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "never failed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
