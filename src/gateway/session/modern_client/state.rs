@@ -5,7 +5,8 @@
 //! code (its other files), so that the session can name these without the two importing
 //! each other. (`pub(crate)`: the session's `modern_client` module is private, so only the
 //! session reaches these; the fronts reach [`ParkedRequests`] through the session's
-//! re-export.)
+//! re-export, and of it only what a front may do: parking and forgetting a request is the
+//! folder's own.)
 
 use crate::clock::{Deadlines, Schedule};
 use crate::jsonrpc::{self, Id, Message, RpcError};
@@ -73,7 +74,7 @@ impl ParkedRequests {
 
     /// Parks `session` under `token` until `until`: `false` if there is no room (for it, or
     /// for its client).
-    pub(crate) fn park(&self, token: String, session: Arc<dyn Parked>, until: Instant, limit: usize) -> bool {
+    pub(super) fn park(&self, token: String, session: Arc<dyn Parked>, until: Instant, limit: usize) -> bool {
         {
             let mut parked = self.parked.lock().unwrap();
             let client = session.client().to_string();
@@ -91,7 +92,7 @@ impl ParkedRequests {
     }
 
     /// Forgets `token`'s session (it ended some other way).
-    pub(crate) fn forget(&self, token: &str) {
+    pub(super) fn forget(&self, token: &str) {
         let mut parked = self.parked.lock().unwrap();
         parked.remove(token);
         self.timers.unset(&token.to_string());
