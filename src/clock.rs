@@ -276,9 +276,29 @@ impl<K: Clone + Ord + Hash> Schedule<K> {
         self.clock.close();
     }
 
-    /// The clock itself, for what unsets an entry when it is dropped.
+    /// The clock itself, for tests to look at what is set.
+    #[cfg(test)]
     pub fn clock(&self) -> &std::sync::Arc<Deadlines<K>> {
         &self.clock
+    }
+
+    /// [`Schedule::set`], unset again when what it returns is dropped (what it timed ended
+    /// first).
+    pub fn arm(&self, key: K, at: Instant) -> Armed<K> {
+        self.set(key.clone(), at);
+        Armed { clock: self.clock.clone(), key }
+    }
+}
+
+/// An entry of a [`Schedule`], unset when this is dropped.
+pub struct Armed<K: Clone + Ord + Hash> {
+    clock: std::sync::Arc<Deadlines<K>>,
+    key: K,
+}
+
+impl<K: Clone + Ord + Hash> Drop for Armed<K> {
+    fn drop(&mut self) {
+        self.clock.remove(&self.key);
     }
 }
 

@@ -1,7 +1,6 @@
 //! What a hosted task keeps of its call's input rounds (see `rounds`, which does them).
 //! Apart from `hosted` so that its task records can name them.
 
-use crate::clock::Deadlines;
 use crate::mcp::modern::input::InputLimits;
 use crate::upstream::link::Link;
 use serde_json::{Map, Value};
@@ -56,16 +55,7 @@ pub(super) type RoundTimer = (Arc<str>, Option<u32>);
 
 /// A round timer that is set, unset when this is dropped (the round was answered, or the
 /// task ended, first).
-pub(super) struct Armed {
-    pub(super) timers: Arc<Deadlines<RoundTimer>>,
-    pub(super) timer: RoundTimer,
-}
-
-impl Drop for Armed {
-    fn drop(&mut self) {
-        self.timers.remove(&self.timer);
-    }
-}
+pub(super) type Armed = crate::clock::Armed<RoundTimer>;
 
 /// Keeps a link open (as a running call does) until dropped.
 pub(super) struct Retained(Arc<Link>);

@@ -197,9 +197,7 @@ impl Hosted {
     fn round_timer(&self, task_id: &str, round: Option<u32>, at: Instant) -> Armed {
         let timers = &self.round_timers;
         timers.start(|clock| end_expired(self.me.clone(), clock));
-        let timer: RoundTimer = (task_id.into(), round);
-        timers.set(timer.clone(), at);
-        Armed { timers: timers.clock().clone(), timer }
+        timers.arm((task_id.into(), round), at)
     }
 
     async fn round_expired(&self, task_id: &str, round: Option<u32>) {
@@ -276,6 +274,11 @@ mod tests {
     /// A hosted task whose call (the demo's `slow` tool, 10 minutes) goes on in input rounds
     /// on the demo link, within [`ANSWER_WITHIN`] per round and [`MAX_TIME`] in all.
     async fn task_with_rounds(h: &Arc<Hosted>) -> String {
+        task_with_rounds_within(h, ANSWER_WITHIN, MAX_TIME).await
+    }
+
+    /// [`task_with_rounds`], within `answer_within` per round and `max_time` in all.
+    async fn task_with_rounds_within(h: &Arc<Hosted>, answer_within: Duration, max_time: Duration) -> String {
         let call = jsonrpc::request_named(
             &Id::Num(1),
             "tools/call",
@@ -285,11 +288,7 @@ mod tests {
         let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
         h.track(&rec.id, demo_link(h).await, nobody, None);
         let limits = InputLimits { rounds: 4, requests: 4 };
-        h.keep_for_rounds(
-            &rec.id,
-            call,
-            RoundPolicy { limits, answer_within: ANSWER_WITHIN, max_time: MAX_TIME, share: None },
-        );
+        h.keep_for_rounds(&rec.id, call, RoundPolicy { limits, answer_within, max_time, share: None });
         rec.id
     }
 
@@ -358,31 +357,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_round_cut_short_by_max_request_time_says_so() {
         let h = Hosted::new(&TasksConfig::default(), Arc::new(MemoryStore::new(10, 1 << 20)));
-        let call = jsonrpc::request_named(
-            &Id::Num(1),
-            "tools/call",
-            json!({"name": "slow", "arguments": {"duration_ms": 600_000}}),
-        );
-        let rec = h.create(("owner", "client"), "demo", &UpstreamTasks::default(), None, &call).await.unwrap();
-        let nobody: Weak<dyn ClientSession> = Weak::<Nobody>::new();
-        h.track(&rec.id, demo_link(&h).await, nobody, None);
-        let limits = InputLimits { rounds: 4, requests: 4 };
-        let policy = RoundPolicy {
-            limits,
-            answer_within: Duration::from_secs(2),
-            max_time: Duration::from_millis(200),
-            share: None,
-        };
-        h.keep_for_rounds(&rec.id, call, policy);
-        let asks = json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "resultType": "input_required",
-            "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "sure?", "requestedSchema": {"type": "object"}}}},
-            "requestState": "st",
-        }});
-        assert!(h.next_round(&rec.id, asks).is_none());
+        let id = task_with_rounds_within(&h, Duration::from_secs(2), Duration::from_millis(200)).await;
+        assert!(h.next_round(&id, asks()).is_none());
         let started = std::time::Instant::now();
         loop {
-            let (status, message) = h.status(&rec.id).await.unwrap();
+            let (status, message) = h.status(&id).await.unwrap();
             if status == TaskStatus::Failed {
                 let message = message.unwrap_or_default();
                 assert!(message.contains("max_request_time"), "failed at max_request_time, but says: {message}");

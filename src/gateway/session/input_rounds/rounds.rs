@@ -311,9 +311,7 @@ fn spawn_retry(s: &Session, client_id: Id, serial: u64) {
 fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> Armed {
     let timers = &s.rounds.timers;
     timers.start(|clock| end_expired(s.me.clone(), clock));
-    let timer = RoundTimer { serial, round, client_id: client_id.clone() };
-    timers.set(timer.clone(), at);
-    Armed { timers: timers.clock().clone(), timer }
+    timers.arm(RoundTimer { serial, round, client_id: client_id.clone() }, at)
 }
 
 /// The waiter of a session's input-round timers: an exchange still on when its timer ends

@@ -2,12 +2,10 @@
 //! own lock ([`super::InputRounds`]): the exchanges in progress and the questions out to the
 //! client.
 
-use crate::clock::Deadlines;
 use crate::jsonrpc::{Id, Message};
 use crate::upstream::link::Shape;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
 use tokio::time::Instant;
 
 /// The session's exchanges in progress. Bounded: `max_in_flight` exchanges, each with at
@@ -91,16 +89,7 @@ impl std::hash::Hash for RoundTimer {
 
 /// A timer set on the session's input-round timers, unset when this is dropped (the
 /// exchange, or its round of questions, ended first).
-pub(super) struct Armed {
-    pub(super) timers: Arc<Deadlines<RoundTimer>>,
-    pub(super) timer: RoundTimer,
-}
-
-impl Drop for Armed {
-    fn drop(&mut self) {
-        self.timers.remove(&self.timer);
-    }
-}
+pub(super) type Armed = crate::clock::Armed<RoundTimer>;
 
 impl Exchanges {
     /// Removes an exchange and its questions; the ids of those still unanswered.
