@@ -473,8 +473,12 @@ fn tasks_extension_scenarios_through_hosted_tasks() {
     let names = scenarios(None);
     let dir = tempfile::tempdir().unwrap();
     let (_modern_server, port) = start_ref_server(&["--tasks"]);
+    // `plain_within` half of what `test_tool_with_task` sleeps after its answer (0.5 s, the
+    // default window): with the default the retry's answer raced the window, and came back
+    // `complete` in some runs where mrtr-composition wants the task.
     let hosted = format!(
-        "\n[upstream.tasks]\nhosted = \"always\"\nhosted_tools = {HOSTED_TOOLS}\ntask_tools = {TASK_TOOLS}\n\n"
+        "\n[upstream.tasks]\nhosted = \"always\"\nhosted_tools = {HOSTED_TOOLS}\ntask_tools = {TASK_TOOLS}\n\
+         plain_within = \"250ms\"\n\n"
     );
     let upstreams = format!(
         "[[upstream]]\nname = \"stdio\"\ncommand = {:?}\nargs = [{:?}, \"--tasks\"]\nera = \"legacy\"\n{hosted}\
