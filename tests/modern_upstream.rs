@@ -176,6 +176,17 @@ fn listened(log: &std::path::Path) -> Vec<Value> {
 
 /// [`listening_server`] with its discover's `capabilities`.
 async fn listening_server_declaring(capabilities: &str, arms: &str) -> (StdioScript, std::path::PathBuf, Gw) {
+    listening_server_configured(capabilities, arms, "", "share = true\n").await
+}
+
+/// [`listening_server_declaring`], with `server` (a `[server]` table, or nothing) and the
+/// upstream table's `keys`.
+async fn listening_server_configured(
+    capabilities: &str,
+    arms: &str,
+    server: &str,
+    keys: &str,
+) -> (StdioScript, std::path::PathBuf, Gw) {
     let discover = format!(
         r#"
     server/discover) reply '{{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{capabilities},"_meta":{{"io.modelcontextprotocol/serverInfo":{{"name":"script","version":"0"}}}}}}' ;;
@@ -183,7 +194,7 @@ async fn listening_server_declaring(capabilities: &str, arms: &str) -> (StdioScr
     );
     let script = StdioScript::new(&format!("{discover}{arms}"));
     let log = script.path().with_file_name("log");
-    let table = format!("{}share = true\nenv = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
+    let table = format!("{server}{}{keys}env = {{ LOG = {:?} }}\n", script.upstream("up"), log.to_str().unwrap());
     let gw = start_gateway(&table).await;
     (script, log, gw)
 }
@@ -291,19 +302,13 @@ async fn the_links_own_listen_does_not_hide_which_call_a_log_is_for() {
 #[tokio::test]
 async fn the_links_own_listen_takes_no_place_of_max_in_flight() {
     const ARMS: &str = r#"
-    server/discover) reply '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"script","version":"0"}}}' ;;
     subscriptions/listen) echo "$line" >> "$LOG"
         printf '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}\n' "$id" ;;
     echo) reply '{"resultType":"complete","content":[{"type":"text","text":"hi"}]}' ;;
 "#;
-    let script = StdioScript::new(ARMS);
-    let log = script.path().with_file_name("log");
-    let table = format!(
-        "[server]\nmax_in_flight = 1\n{}era = \"modern\"\nenv = {{ LOG = {:?} }}\n",
-        script.upstream("up"),
-        log.to_str().unwrap()
-    );
-    let gw = start_gateway(&table).await;
+    let caps = r#"{"tools":{"listChanged":true}}"#;
+    let (_script, log, gw) =
+        listening_server_configured(caps, ARMS, "[server]\nmax_in_flight = 1\n", "era = \"modern\"\n").await;
     let mut a = HttpMcp::new(&gw.url("up"));
     a.initialize("2025-11-25").await;
     eventually("the link listens", async || log.exists()).await;

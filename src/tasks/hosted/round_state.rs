@@ -44,8 +44,9 @@ pub(super) struct Asking {
     pub(super) responses: Map<String, Value>,
     /// The link stays open for the retry.
     pub(super) _link: Retained,
-    /// Ends the round at `answer_within` (or at `max_time`, if that comes first).
-    pub(super) _timer: Armed,
+    /// Ends the round at `answer_within`; none when the call's `max_time` comes first (the
+    /// call's own timer ends the round then, with the call's reason).
+    pub(super) _timer: Option<Armed>,
 }
 
 /// A timer of a task's rounds, on its host's round timers (`Hosted::round_timers`): when it
