@@ -33,6 +33,7 @@ pub const MAX_PARAM_HEADERS: usize = 64;
 /// The modern requests a front has parked for their client's input (see `modern_client`).
 pub use modern_client::state::ParkedRequests;
 use plan::{ByToken, ClientSide, Plan, UpstreamSide};
+use sides::{Sides, SidesCell};
 use state::{ServerRequest, SessionState};
 
 mod bridged_calls;
@@ -47,6 +48,7 @@ mod plan;
 mod policy;
 mod principal_tasks;
 mod relink;
+mod sides;
 mod state;
 mod timed;
 mod tools;
@@ -102,6 +104,9 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// The negotiated versions and the plan, read by every message without a lock (and
+    /// changed under `state`'s; see `sides`).
+    sides: SidesCell,
     /// What the session learned of its upstream's tools (see `tools`).
     tools: tools::ToolSupport,
     /// Its calls that follow an upstream task (see `bridged_calls`).
@@ -112,7 +117,8 @@ pub struct Session {
     /// A legacy client's input rounds with a modern upstream, under a lock of their own
     /// (taken after `state` where both are held; see `input_rounds`).
     rounds: input_rounds::InputRounds,
-    link: Mutex<Option<Arc<Link>>>,
+    /// Its current link, read by every request without a lock.
+    link: arc_swap::ArcSwapOption<Link>,
     /// Held while a link is being (re)started, so only one starts at a time.
     relink: tokio::sync::Mutex<()>,
     /// The client's `Authorization`, which its links send, where the upstream receives it
@@ -140,7 +146,7 @@ impl Session {
         client: Option<String>,
     ) -> Arc<Session> {
         let owner = crate::random::id128();
-        Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
+        Self::build(gateway, upstream, sink, client, owner, None, Default::default())
     }
 
     /// A session serving modern request `id`, whose `_meta` is `meta`, answered on `sink`
@@ -161,13 +167,13 @@ impl Session {
             Requester::Anonymous(client) => (Self::modern_owner(None, &upstream.name), client),
         };
         let state = SessionState {
-            version: Some(ProtocolVersion::LATEST),
             init_params: Some(crate::mcp::modern::client::init_params(&meta.capabilities)),
             ..Default::default()
         };
+        let sides = Sides { version: Some(ProtocolVersion::LATEST), ..Sides::default() };
         let client_side = modern_client::state::ModernClient::new(meta, sink, id, parked);
         let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
-        Self::build(gateway, upstream, sink, client, owner, Some(client_side), state)
+        Self::build(gateway, upstream, sink, client, owner, Some(client_side), (state, sides))
     }
 
     /// Who owns a modern client's tasks on `upstream`: its principal, or without
@@ -190,7 +196,7 @@ impl Session {
     ) -> Arc<Session> {
         let owner = Self::owner_of(principal, &upstream.name);
         let client = Some(format!("{PRINCIPAL_PREFIX}{principal}"));
-        Self::build(gateway, upstream, sink, client, owner, None, SessionState::default())
+        Self::build(gateway, upstream, sink, client, owner, None, Default::default())
     }
 
     /// The client identity of principal `principal`'s sessions (for per-client limits).
@@ -222,7 +228,7 @@ impl Session {
         client: Option<String>,
         owner: String,
         modern: Option<modern_client::state::ModernClient>,
-        state: SessionState,
+        (state, sides): (SessionState, Sides),
     ) -> Arc<Session> {
         static NEXT_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let tag = NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -266,11 +272,12 @@ impl Session {
             rate_key,
             first_step,
             state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            sides: SidesCell::new(sides),
             tools: tools::ToolSupport::default(),
             bridged_calls: bridged_calls::BridgedCalls::default(),
             ext: ext::ExtTasks::default(),
             rounds,
-            link: Mutex::new(None),
+            link: arc_swap::ArcSwapOption::empty(),
             relink: tokio::sync::Mutex::new(()),
             credential,
             draining: Default::default(),
@@ -299,7 +306,7 @@ impl Session {
 
     /// The client's negotiated version, once `initialize` has been answered.
     pub fn version(&self) -> Option<ProtocolVersion> {
-        self.state.lock().unwrap().version
+        self.sides.now().version
     }
 
     fn hosted(&self) -> &Arc<Hosted> {
@@ -322,41 +329,26 @@ impl Session {
         }
     }
 
-    /// The session's plan; before any link negotiated, one for an upstream of the newest
-    /// legacy version that declared nothing (as the session takes it to be until then).
+    /// The session's plan (see [`Sides::plan`]).
     fn plan(&self) -> Plan {
-        self.plan_of(&self.state.lock().unwrap())
+        self.plan_of(&self.sides.now())
     }
 
-    /// [`Session::plan`], read from `st`.
-    fn plan_of(&self, st: &SessionState) -> Plan {
-        st.plan.unwrap_or_else(|| {
-            let upstream = UpstreamSide::Legacy(st.upstream_version.unwrap_or(ProtocolVersion::LATEST));
-            Plan::new(self.client_side(st), upstream, &st.upstream_caps, &self.upstream, (self.shared, false))
-        })
+    /// [`Session::plan`], of `sides`.
+    fn plan_of(&self, sides: &Sides) -> Plan {
+        sides.plan(self.modern.is_some(), &self.upstream, self.shared)
     }
 
     /// (client, upstream) versions, from the moment the client's `initialize` arrives (the
     /// upstream's the newest the gateway offers until a link has negotiated).
     fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)> {
-        let st = self.state.lock().unwrap();
-        Some((st.version.or(st.asked)?, st.upstream_version.unwrap_or(ProtocolVersion::LATEST)))
+        self.sides.now().versions()
     }
 
     /// The crossing between the two versions as they are now (see `versions`).
     fn crossing(&self) -> versions::Crossing<'_> {
-        let st = self.state.lock().unwrap();
-        let both = st.version.or(st.asked).map(|c| (c, st.upstream_version.unwrap_or(ProtocolVersion::LATEST)));
-        versions::Crossing::new(both, self.plan_of(&st), &self.upstream.name)
-    }
-
-    /// The client's era, as `st` knows it (a legacy client's version from the moment its
-    /// `initialize` arrives).
-    fn client_side(&self, st: &SessionState) -> ClientSide {
-        match &self.modern {
-            Some(_) => ClientSide::Modern,
-            None => ClientSide::Legacy(st.version.or(st.asked).unwrap_or(ProtocolVersion::LATEST)),
-        }
+        let sides = self.sides.now();
+        versions::Crossing::new(sides.versions(), self.plan_of(&sides), &self.upstream.name)
     }
 
     /// The response to client request `id`, made from a tree (a task's stored outcome, a
@@ -504,7 +496,7 @@ impl Session {
         }
         Box::pin(self.ext.end(self)).await; // boxed: rare, and reached from request paths
         self.rounds.end();
-        let link = self.link.lock().unwrap().take();
+        let link = self.link.swap(None);
         match link {
             Some(link) if link.is_shared() => link.detach(self.tag),
             Some(link) => link.close_when_idle().await,

@@ -39,9 +39,9 @@ struct Unfinished<'a>(&'a Session);
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         let mut st = self.0.state.lock().unwrap();
-        if st.version.is_none() {
+        if self.0.sides.now().version.is_none() {
             st.init_params = None;
-            st.asked = None;
+            self.0.sides.change(&st, |sides| sides.asked = None);
         }
     }
 }
@@ -128,7 +128,7 @@ impl Session {
                 crate::mcp::translate::client_capabilities(caps, version);
             }
             st.init_params = Some(params);
-            st.asked = Some(version);
+            self.sides.change(&st, |sides| sides.asked = Some(version));
         }
         // An initialize that fails, or is dropped before it ends (its POST went away), leaves
         // the session uninitialized: the client may send it again.
@@ -163,7 +163,7 @@ impl Session {
                 self.upstream.tasks.hosted != HostedMode::Never || negotiated.ext_tasks,
             );
         }
-        self.state.lock().unwrap().version = Some(version);
+        self.sides.change(&self.state.lock().unwrap(), |sides| sides.version = Some(version));
         tracing::debug!(upstream = %self.upstream.name, client = %version, upstream_version = %negotiated.version, "session initialized");
         self.to_client(Message::made(resp), Route::Response(id));
         Ok(())
@@ -181,7 +181,7 @@ impl Session {
         if self.rounds.cancelled(self, &frame) {
             return;
         }
-        let link = self.link.lock().unwrap().clone();
+        let link = self.link.load_full();
         let Some(link) = link.filter(|l| !l.is_closed()) else {
             // Nothing upstream to tell; a notification never starts a link.
             return;

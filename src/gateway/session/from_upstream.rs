@@ -36,7 +36,7 @@ impl Session {
                 for (tool, why) in crate::mcp::modern::headers::drop_invalid_declarations(result) {
                     tracing::warn!(upstream = %self.upstream.name, tool = %tool, "left out of tools/list: {why}");
                 }
-                let upstream_has_tasks = self.state.lock().unwrap().upstream_version.is_some_and(|v| v.has_tasks());
+                let upstream_has_tasks = self.sides.now().upstream_version.is_some_and(|v| v.has_tasks());
                 if !upstream_has_tasks && let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
                     // Task support the upstream's version lacks is not its to declare.
                     for t in tools.iter_mut().filter_map(Value::as_object_mut) {
@@ -51,10 +51,8 @@ impl Session {
                 }
                 self.tools.remember(self, result);
                 self.offered_tools(result);
-                let (version, upstream_tasks) = {
-                    let st = self.state.lock().unwrap();
-                    (st.version, task_messages::server_has_tool_tasks(&st.upstream_caps))
-                };
+                let upstream_tasks = task_messages::server_has_tool_tasks(&self.sides.now().caps);
+                let version = self.version();
                 let policy = &self.upstream.tasks;
                 let hosted =
                     |name: &str, support| policy.offers_tool(name) && hosts(policy.hosted, upstream_tasks, support);
@@ -290,7 +288,7 @@ impl LinkEvents for Session {
             let max = self.gateway.config.tasks.max_task_id_bytes;
             if let Err(refused) = crate::tasks::text_bounds::task_id_within(task_id.as_str(), max) {
                 // Not kept: the client is told so, and the upstream to drop the task.
-                if let Some(link) = self.link.lock().unwrap().clone() {
+                if let Some(link) = self.link.load_full() {
                     let id = task_id.as_str().to_string();
                     tokio::spawn(async move {
                         let _ = link.request(Method::TasksCancel, serde_json::json!({"taskId": id})).await;

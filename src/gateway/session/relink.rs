@@ -19,7 +19,7 @@ use crate::upstream::link::{HandshakeError, Negotiated};
 impl Session {
     /// The live link, starting a new one if it died.
     pub(super) async fn link(&self) -> Result<Arc<Link>, RpcError> {
-        if let Some(l) = self.link.lock().unwrap().clone()
+        if let Some(l) = self.link.load_full()
             && !l.is_closed()
         {
             return Ok(l);
@@ -49,14 +49,18 @@ impl Session {
     /// [`Session::link`] when the link died: a new one, after the backoff.
     async fn replace_link(&self) -> Result<Arc<Link>, RpcError> {
         let _guard = self.relink.lock().await;
-        if let Some(l) = self.link.lock().unwrap().clone()
+        if let Some(l) = self.link.load_full()
             && !l.is_closed()
         {
             return Ok(l);
         }
-        let (initialized, closed, before, backoff) = {
+        let (closed, backoff) = {
             let st = self.state.lock().unwrap();
-            (st.version.is_some(), st.closed, st.upstream_version, st.restart_backoff)
+            (st.closed, st.restart_backoff)
+        };
+        let (initialized, before) = {
+            let sides = self.sides.now();
+            (sides.version.is_some(), sides.upstream_version)
         };
         if !initialized {
             return Err(RpcError::new(INVALID_REQUEST, "session not initialized"));
@@ -74,7 +78,7 @@ impl Session {
             }
             self.open_link().await?
         };
-        let link = self.link.lock().unwrap().clone().expect("a session keeps the link it opened or joined");
+        let link = self.link.load_full().expect("a session keeps the link it opened or joined");
         if self.modern.is_some() {
             // A modern request's session joins the shared link the first time it needs one.
             return Ok(link);
@@ -97,7 +101,7 @@ impl Session {
             st.init_params.as_ref().and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned()
         };
         // Until this link has negotiated, its version is not the last one's.
-        self.state.lock().unwrap().upstream_version = None;
+        self.sides.change(&self.state.lock().unwrap(), |sides| sides.upstream_version = None);
         let capabilities = capabilities.unwrap_or_else(|| json!({}));
         // A legacy client's own link initializes an upstream that speaks its generation too.
         let legacy_client = self.modern.is_none();
@@ -113,7 +117,7 @@ impl Session {
             link.set_log_level(level);
         }
         self.hear_list_changes(&link, &negotiated);
-        *self.link.lock().unwrap() = Some(link);
+        self.link.store(Some(link));
         Ok(negotiated)
     }
 
@@ -154,8 +158,6 @@ impl Session {
     /// What a (new) link negotiated becomes the session's view of the upstream.
     pub(super) fn adopt(&self, negotiated: &Negotiated) {
         self.ext.set_limit(self.upstream.tasks.max_tasks_per_owner, ext_bytes(&self.gateway));
-        let mut st = self.state.lock().unwrap();
-        st.upstream_version = Some(negotiated.version);
         let mut caps = negotiated.capabilities().clone();
         if !caps.is_object() {
             caps = json!({});
@@ -171,9 +173,15 @@ impl Session {
             false => UpstreamSide::Legacy(negotiated.version),
         };
         let declares_ext = self.modern.as_ref().is_some_and(|m| m.declared_extension());
-        st.plan = Some(Plan::new(self.client_side(&st), upstream, &caps, &self.upstream, (self.shared, declares_ext)));
-        st.upstream_caps = caps;
-        st.upstream_init = negotiated.result.clone();
+        // Under the session's lock until the tools are forgotten (see `sides`).
+        let st = self.state.lock().unwrap();
+        self.sides.change(&st, |sides| {
+            let client = sides.client_side(self.modern.is_some());
+            sides.plan = Some(Plan::new(client, upstream, &caps, &self.upstream, (self.shared, declares_ext)));
+            sides.upstream_version = Some(negotiated.version);
+            sides.caps = Arc::new(caps);
+            sides.init = Arc::new(negotiated.result.clone());
+        });
         // What a previous link listed may not hold for this one: forgotten under the session's
         // lock, so that nothing reads the new plan with the old link's tools.
         self.tools.forget();
@@ -223,7 +231,7 @@ impl Session {
         // server, or a new upstream session, numbers them again).
         self.state.lock().unwrap().known_tasks.clear();
         self.hear_list_changes(&link, &negotiated);
-        *self.link.lock().unwrap() = Some(link);
+        self.link.store(Some(link));
         Ok(negotiated)
     }
 
@@ -258,7 +266,7 @@ impl Session {
             path: path.into(),
             owner: self.owner.clone(),
             client: self.client.clone(),
-            version: st.version?.as_str().into(),
+            version: self.sides.now().version?.as_str().into(),
             init_params: st.init_params.as_ref()?.to_string(),
             // The strategy's lock after the session's (see `ext`).
             upstream_tasks: self.ext.followed(),
@@ -297,13 +305,13 @@ impl Session {
         let params: Value = serde_json::from_str(&rec.init_params).ok()?;
         let state = SessionState {
             init_params: Some(params),
-            asked: Some(version),
-            version: Some(version),
             remembered: Some((rec.id.clone(), rec.path.clone())),
             ..SessionState::default()
         };
+        let sides = Sides { asked: Some(version), version: Some(version), ..Sides::default() };
         let ext_tasks = !rec.upstream_tasks.is_empty();
-        let session = Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, state);
+        let session =
+            Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, (state, sides));
         let open = session.ext.revive(
             session.upstream.tasks.max_tasks_per_owner,
             ext_bytes(&session.gateway),
@@ -320,7 +328,7 @@ impl Session {
                 &session.upstream,
                 (session.shared, false),
             );
-            session.state.lock().unwrap().plan = Some(plan);
+            session.sides.change(&session.state.lock().unwrap(), |sides| sides.plan = Some(plan));
         }
         for task in open {
             session.ext.follow(&session, task);

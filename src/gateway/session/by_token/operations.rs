@@ -118,7 +118,7 @@ impl Sep1391 {
     /// cancel is that request's. It goes on its way in any case.
     pub(super) async fn cancelled(&self, s: &Session, frame: &Message) {
         let Some(request) = frame.request_id_param() else { return };
-        let link = s.link.lock().unwrap().clone();
+        let link = s.link.load_full();
         if link.is_some_and(|l| l.has_client_request(&s.client_ref(request.clone()))) {
             return;
         }
@@ -386,8 +386,10 @@ impl Sep1391 {
     /// Each tool of a listing for an opted-in client marked with how it can be called.
     pub(super) fn mark_invocation_modes(&self, s: &Session, result: &mut Value) {
         let (support, declares, runs_tasks) = {
-            let st = s.state.lock().unwrap();
-            let declares = task_messages::server_has_tool_tasks(&st.upstream_caps);
+            // Under the session's lock: a new link's `adopt` changes the capabilities and
+            // forgets the tools under it.
+            let _held = s.state.lock().unwrap();
+            let declares = task_messages::server_has_tool_tasks(&s.sides.now().caps);
             (s.tools.all(), declares, declares || s.tools.marks_tasks())
         };
         let policy = &s.upstream.tasks;

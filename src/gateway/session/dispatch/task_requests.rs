@@ -89,10 +89,10 @@ impl Dispatch<'_> {
         let s = self.s;
         let cursor = paging::cursor(&msg)?.map(str::to_string);
         let upstream_lists = {
-            let st = s.state.lock().unwrap();
+            let caps = s.sides.now().caps.clone();
             match s.shared {
-                true => st.upstream_caps.get("tasks").is_some() && !st.known_tasks.is_empty(),
-                false => st.upstream_caps.pointer("/tasks/list").is_some(),
+                true => caps.get("tasks").is_some() && !s.state.lock().unwrap().known_tasks.is_empty(),
+                false => caps.pointer("/tasks/list").is_some(),
             }
         };
         match cursor.as_deref() {

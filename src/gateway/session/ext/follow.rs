@@ -114,7 +114,7 @@ impl ExtTasks {
             f.clock.close();
             tasks.clear();
         }
-        let link = s.link.lock().unwrap().clone();
+        let link = s.link.load_full();
         let Some(link) = link.filter(|l| !l.is_closed()) else { return };
         if open.is_empty() {
             return;

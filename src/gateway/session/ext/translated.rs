@@ -183,7 +183,7 @@ impl ExtTasks {
     }
 
     fn cancel_upstream(&self, s: &Session, task_id: String) {
-        let Some(link) = s.link.lock().unwrap().clone() else { return };
+        let Some(link) = s.link.load_full() else { return };
         let timeout = s.upstream.request_timeout;
         let caps = Some(self.capabilities(s));
         tokio::spawn(async move {

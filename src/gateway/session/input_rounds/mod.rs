@@ -63,6 +63,9 @@ mod state;
 /// A session's input rounds (see the module doc).
 pub(super) struct InputRounds {
     state: Mutex<state::Exchanges>,
+    /// An exchange was ever kept: until then a response ends none, and is let through
+    /// without the lock (every response of a session whose upstream is legacy).
+    kept_any: std::sync::atomic::AtomicBool,
     /// The upstream's bounds on one request's input rounds.
     limits: InputLimits,
     /// The session's timers of its exchanges and rounds, on the one clock: one waiter
@@ -76,6 +79,7 @@ impl InputRounds {
     pub(super) fn new(upstream: &UpstreamConfig) -> InputRounds {
         InputRounds {
             state: Mutex::default(),
+            kept_any: Default::default(),
             limits: InputLimits { rounds: upstream.max_input_rounds, requests: upstream.max_input_requests },
             timers: Schedule::default(),
         }

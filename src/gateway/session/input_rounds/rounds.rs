@@ -55,6 +55,7 @@ impl InputRounds {
                     _lifetime: None,
                 };
                 rounds.exchanges.insert(id.clone(), ex);
+                self.kept_any.store(true, std::sync::atomic::Ordering::Release);
             }
             kept
         };
@@ -69,10 +70,13 @@ impl InputRounds {
     /// it asked for input and the exchange goes on; otherwise the message to deliver (the
     /// response itself, or the error the request fails with).
     pub(in crate::gateway::session) fn response(&self, s: &Session, client_id: &Id, msg: Message) -> Option<Message> {
-        // Most responses end no exchange (every one of a legacy upstream): one look, under
-        // the strategy's lock alone. An exchange is kept before its request goes up, so it is
-        // here before its response is.
-        if !self.state.lock().unwrap().exchanges.contains_key(client_id) {
+        // Most responses end no exchange (every one of a legacy upstream): no look at all
+        // until one was kept, then one look, under the strategy's lock alone. An exchange is
+        // kept (and `kept_any` set) before its request goes up, so it is here before its
+        // response is.
+        if !self.kept_any.load(std::sync::atomic::Ordering::Acquire)
+            || !self.state.lock().unwrap().exchanges.contains_key(client_id)
+        {
             return Some(msg);
         }
         let versions = s.versions();
@@ -244,7 +248,7 @@ impl InputRounds {
         if !upstream_round {
             return finish_failed(s, Failed { client_id, error, questions });
         }
-        let link = s.link.lock().unwrap().clone();
+        let link = s.link.load_full();
         let Some(me) = s.me.upgrade() else { return };
         tokio::spawn(async move {
             let Some(link) = link else { return };

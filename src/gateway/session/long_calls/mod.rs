@@ -63,7 +63,7 @@ impl LongCalls {
         }
         let st = s.state.lock().unwrap();
         let declared = st.init_params.as_ref().and_then(|p| p.pointer("/capabilities/tasks")).is_some();
-        !(st.version.is_some_and(|v| v.has_tasks()) && declared)
+        !(s.version().is_some_and(|v| v.has_tasks()) && declared)
     }
 
     /// A request of the session: a plain call that may be deferred, or a call of one of the

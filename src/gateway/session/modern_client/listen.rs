@@ -75,7 +75,7 @@ impl ModernClient {
             return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
         }
         let link = s.link().await?;
-        let caps = s.state.lock().unwrap().upstream_caps.clone();
+        let caps = s.sides.now().caps.clone();
         let mut granted = asked.granted(&caps);
         let mut held = Vec::new();
         for uri in std::mem::take(&mut granted.uris) {

@@ -55,8 +55,8 @@ impl ModernClient {
             return s.up_modern(&link, id, frame, Shape::Discover).await;
         }
         let (init, from) = {
-            let st = s.state.lock().unwrap();
-            (st.upstream_init.clone(), st.upstream_version.unwrap_or(ProtocolVersion::LATEST))
+            let sides = s.sides.now();
+            (Value::clone(&sides.init), sides.upstream_version())
         };
         let mut resp = jsonrpc::result_response(&id, init);
         // Nothing is refused in an initialize result: it is only stripped.
@@ -278,7 +278,7 @@ impl ModernClient {
         else {
             return;
         };
-        let Some(link) = s.link.lock().unwrap().clone() else { return };
+        let Some(link) = s.link.load_full() else { return };
         let (timeout, caps) = (s.upstream.request_timeout, self.meta.capabilities.clone());
         tokio::spawn(async move {
             let req = jsonrpc::request(&Id::Num(0), Method::TasksCancel, json!({"taskId": task_id}));

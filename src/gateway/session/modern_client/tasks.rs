@@ -322,7 +322,7 @@ pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inl
         Some(TaskStatus::Completed | TaskStatus::Failed) => {
             match hosted.stored_outcome(task_id).await {
                 Some(mut resp) => {
-                    let from = s.state.lock().unwrap().upstream_version.unwrap_or(ProtocolVersion::LATEST);
+                    let from = s.sides.now().upstream_version();
                     let _ = crate::mcp::translate::translate(
                         &mut resp,
                         Some(Method::ToolsCall),

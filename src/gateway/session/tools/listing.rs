@@ -19,7 +19,7 @@ impl ToolSupport {
         // The listing decides, whatever order the client asks in: a server may mark tools
         // without declaring tasks.
         let support = self.support(s, tool).await?;
-        let declares = task_messages::server_has_tool_tasks(&s.state.lock().unwrap().upstream_caps);
+        let declares = task_messages::server_has_tool_tasks(&s.sides.now().caps);
         Ok(hosts(policy.hosted, declares, support))
     }
 
@@ -73,10 +73,11 @@ impl ToolSupport {
     /// upstream whose version has no tasks has none to declare: its tools count as forbidden,
     /// whatever they are marked.
     pub(in super::super) fn remember(&self, s: &Session, result: &Value) {
-        // Under the session's lock, then this one's: a new link's `adopt` cannot come between
-        // reading the version and learning under it.
-        let st = s.state.lock().unwrap();
-        let upstream_has_tasks = st.upstream_version.is_some_and(|v| v.has_tasks());
+        // Under the session's lock, then this one's: a new link's `adopt` changes the version
+        // and forgets the tools under it, so it cannot come between reading the version and
+        // learning under it.
+        let _held = s.state.lock().unwrap();
+        let upstream_has_tasks = s.sides.now().upstream_version.is_some_and(|v| v.has_tasks());
         self.learn(result, upstream_has_tasks, MAX_CACHED_TOOLS);
     }
 }

@@ -11,6 +11,7 @@ use crate::locks::Mutex;
 use crate::mcp::task_messages::TaskSupport;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod listing;
 
@@ -18,13 +19,13 @@ mod listing;
 #[derive(Default)]
 pub(super) struct ToolSupport {
     known: Mutex<Known>,
+    /// A listing marked a tool optional or required: read by every call, without the lock.
+    marks_tasks: AtomicBool,
 }
 
 #[derive(Default)]
 struct Known {
     support: HashMap<String, TaskSupport>,
-    /// A listing marked a tool optional or required.
-    marks_tasks: bool,
     /// The tools listed with an `outputSchema` (their results are checked against it).
     schema_bound: std::collections::HashSet<String>,
     /// `support` holds the upstream's whole listing: a tool not in it has no task support.
@@ -61,7 +62,7 @@ impl ToolSupport {
     /// Whether a listing marked a tool optional or required: the upstream runs tasks, whatever
     /// its capabilities say.
     pub(super) fn marks_tasks(&self) -> bool {
-        self.known.lock().unwrap().marks_tasks
+        self.marks_tasks.load(Ordering::Acquire)
     }
 
     /// Learns each tool of a listing page. An upstream whose version has no tasks
@@ -72,7 +73,9 @@ impl ToolSupport {
         let mut k = self.known.lock().unwrap();
         for t in tools {
             let support = if upstream_has_tasks { TaskSupport::of_tool(t) } else { TaskSupport::Forbidden };
-            k.marks_tasks |= support != TaskSupport::Forbidden;
+            if support != TaskSupport::Forbidden {
+                self.marks_tasks.store(true, Ordering::Release);
+            }
             if k.support.len() >= max_tools {
                 continue;
             }
@@ -105,6 +108,8 @@ impl ToolSupport {
 
     /// A new link: nothing the last one listed holds for it.
     pub(super) fn forget(&self) {
-        *self.known.lock().unwrap() = Known::default();
+        let mut k = self.known.lock().unwrap();
+        *k = Known::default();
+        self.marks_tasks.store(false, Ordering::Release);
     }
 }
