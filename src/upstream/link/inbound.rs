@@ -28,7 +28,11 @@ impl LinkCore {
     /// [`LinkCore::take_pending`], a hosted task's slot kept: its caller releases it once the
     /// task has heard the response, which may go on with another round on the link.
     fn take_pending_keeping_slot(&self, up_id: i64) -> Option<Pending> {
-        let mut st = self.state.lock().unwrap();
+        self.take_pending_from(&mut self.state.lock().unwrap(), up_id)
+    }
+
+    /// [`LinkCore::take_pending_keeping_slot`], under the lock its caller holds (`st`).
+    fn take_pending_from(&self, st: &mut LinkState, up_id: i64) -> Option<Pending> {
         let p = st.pending.remove(&up_id)?;
         self.deadlines.remove(&up_id);
         if let Some(t) = &p.token
@@ -71,6 +75,7 @@ impl LinkCore {
                 return;
             }
             st.closed = Some(reason.clone());
+            self.is_closed.store(true, std::sync::atomic::Ordering::Release);
             st.closed_at = Some(tokio::time::Instant::now());
             st.by_client_id.clear();
             st.tokens.clear();
@@ -199,7 +204,9 @@ impl InboundSink for LinkCore {
                 // The latest progress always gets out before the result; a task-augmented
                 // call's token lives on with its task (and on a shared link, the task is its
                 // session's).
-                let (held, lists_tools) = {
+                // Its request is taken from the pending ones, and its session's events found,
+                // under the same lock.
+                let (held, lists_tools, pending, events) = {
                     let mut st = self.state.lock().unwrap();
                     let lists_tools = st
                         .pending
@@ -236,7 +243,18 @@ impl InboundSink for LinkCore {
                             .filter(|r| r.owner == Some(up_id))
                             .and_then(|r| r.gate.finish().map(|m| (r.dest.clone(), m))),
                     };
-                    (held, lists_tools)
+                    let pending = self.take_pending_from(&mut st, up_id);
+                    if pending.is_none() {
+                        // A request given up on that the upstream answered after all: it is done.
+                        st.abandoned.remove(&up_id);
+                    }
+                    let events = match &pending {
+                        Some(Pending { waiter: Waiter::Client { client, .. }, .. }) => {
+                            st.sessions.get(&client.session).and_then(Weak::upgrade)
+                        }
+                        _ => None,
+                    };
+                    (held, lists_tools, pending, events)
                 };
                 // A listing tells which arguments a modern upstream wants as headers, and
                 // which a modern client's call must carry where the gateway is the server. The
@@ -248,9 +266,7 @@ impl InboundSink for LinkCore {
                 {
                     link.learn_param_headers(result);
                 }
-                let Some(p) = self.take_pending_keeping_slot(up_id) else {
-                    // A request given up on that the upstream answered after all: it is done.
-                    self.state.lock().unwrap().abandoned.remove(&up_id);
+                let Some(p) = pending else {
                     tracing::debug!(upstream = %self.upstream, "dropping response to unknown id {up_id}");
                     return;
                 };
@@ -278,7 +294,7 @@ impl InboundSink for LinkCore {
                             }
                         }
                         let msg = frame.with_id(&client.id);
-                        if let Some(ev) = self.events_of(client.session) {
+                        if let Some(ev) = events {
                             ev.response(client.id, msg, shape, answers);
                         }
                     }

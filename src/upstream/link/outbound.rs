@@ -36,6 +36,7 @@ impl Link {
             generation,
             upstream: cfg.name.as_str().into(),
             state: Mutex::new(state),
+            is_closed: Default::default(),
             shared,
             tasks: env.tasks,
             relayed: env.relayed,
@@ -76,7 +77,7 @@ impl Link {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.core.state.lock().unwrap().closed.is_some()
+        self.core.is_closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Why the connection closed, if it did.

@@ -242,6 +242,8 @@ pub struct LinkCore {
     pub generation: u64,
     pub(super) upstream: Arc<str>,
     pub(super) state: Mutex<LinkState>,
+    /// `state.closed` is set: what every request asks of its link, read without the lock.
+    pub(super) is_closed: std::sync::atomic::AtomicBool,
     /// It serves every session of its upstream (`share = true`).
     pub(super) shared: bool,
     pub(super) tasks: Arc<dyn TaskCalls>,
