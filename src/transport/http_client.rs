@@ -23,8 +23,8 @@ use crate::locks::Mutex;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -110,8 +110,10 @@ struct Inner {
     connect_timeout: Duration,
     /// The longest a request may take; bounds resuming (polling) its response stream.
     max_request_time: Duration,
-    session_id: Mutex<Option<HeaderValue>>,
-    version: Mutex<Option<HeaderValue>>,
+    /// The upstream's session id and the negotiated version, each learned once and sent
+    /// with every request after (read without a lock).
+    session_id: OnceLock<HeaderValue>,
+    version: OnceLock<HeaderValue>,
     sink: Arc<dyn InboundSink>,
     closed: AtomicBool,
     /// Cancelled when the session closes: what still runs for it (a request handed to a task
@@ -145,8 +147,8 @@ impl HttpConn {
                 secrets: Secrets::of(&settings.url, &settings.headers),
                 connect_timeout,
                 max_request_time: settings.max_request_time,
-                session_id: Mutex::new(None),
-                version: Mutex::new(None),
+                session_id: OnceLock::new(),
+                version: OnceLock::new(),
                 sink,
                 closed: AtomicBool::new(false),
                 stopped: CancellationToken::new(),
@@ -260,7 +262,7 @@ impl HttpConn {
         if let Some(t) = self.inner.get_stream.lock().unwrap().take() {
             t.abort();
         }
-        let sid = self.inner.session_id.lock().unwrap().clone();
+        let sid = self.inner.session_id.get().cloned();
         if let Some(sid) = sid {
             let mut req = self.inner.builder(Method::DELETE, None);
             req = req.header(crate::transport::mcp_http::SESSION_HEADER, sid);
@@ -300,10 +302,10 @@ impl Inner {
             }
             return b;
         }
-        if let Some(v) = self.version.lock().unwrap().clone() {
+        if let Some(v) = self.version.get().cloned() {
             b = b.header(crate::transport::mcp_http::VERSION_HEADER, v);
         }
-        if let Some(s) = self.session_id.lock().unwrap().clone() {
+        if let Some(s) = self.session_id.get().cloned() {
             b = b.header(crate::transport::mcp_http::SESSION_HEADER, s);
         }
         b
@@ -332,9 +334,9 @@ impl Inner {
         };
         let resp = sent.map_err(|cause| Error::Unreachable { url: self.shown.clone(), cause })?;
         if let Some(sid) = resp.headers().get(crate::transport::mcp_http::SESSION_HEADER).filter(|_| !stateless) {
-            let mut cur = self.session_id.lock().unwrap();
-            if cur.is_none() {
-                *cur = Some(sid.clone());
+            // The first one the upstream gave is kept.
+            if self.session_id.get().is_none() {
+                let _ = self.session_id.set(sid.clone());
             }
         }
         Ok(resp)
@@ -363,7 +365,7 @@ impl Inner {
         }
         let content_type =
             resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-        if status == StatusCode::NOT_FOUND && !stateless && self.session_id.lock().unwrap().is_some() {
+        if status == StatusCode::NOT_FOUND && !stateless && self.session_id.get().is_some() {
             self.sink.closed(Error::SessionExpired { url: self.shown.clone() });
             return;
         }
@@ -459,12 +461,12 @@ impl Inner {
 
     /// Learns the negotiated version from the initialize result, for the header.
     fn note_version(&self, msg: &Message) {
-        let mut v = self.version.lock().unwrap();
-        if v.is_none()
+        if self.version.get().is_none()
             && msg.kind() == Kind::Response
             && let Some(pv) = msg.result_field(jsonrpc::Key::ProtocolVersion).and_then(jsonrpc::as_str)
+            && let Ok(v) = HeaderValue::from_str(&pv)
         {
-            *v = HeaderValue::from_str(&pv).ok();
+            let _ = self.version.set(v);
         }
     }
 
