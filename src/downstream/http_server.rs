@@ -14,7 +14,12 @@ use crate::downstream::http_body::{
     rpc_error, sse_response,
 };
 use crate::downstream::http_guard::{self, SessionSlots, Slot};
-use crate::downstream::{http_batch, http_modern, legacy_sse::Legacy, routes::Routes, streams::Streams};
+use crate::downstream::{
+    http_batch, http_modern,
+    legacy_sse::Legacy,
+    routes::Routes,
+    streams::{ParkedStream, Streams},
+};
 use crate::gateway::Gateway;
 use crate::gateway::session::{ParkedRequests, Session};
 use crate::jsonrpc::{self, INVALID_REQUEST, Kind, Message, RpcError};
@@ -404,7 +409,10 @@ impl HttpServer {
         // A session `initialize` created is the client's once it has its answer: if the POST
         // goes away first (the client hung up during the handshake), the session goes too.
         let mut unclaimed = created.then(|| Unclaimed { server: self, sid: &sid, hs: &hs, armed: true });
-        hs.streams.touch();
+        // A sign of life; a request's own stream notes it as it opens (`open_single`).
+        if !parsed.as_ref().is_ok_and(|m| m.kind() == Kind::Request) {
+            hs.streams.touch();
+        }
         hs.session.present_authorization(authorization(headers));
         let keepalive = self.gateway.limits().sse_keepalive;
         let frame = match parsed {
@@ -454,15 +462,16 @@ impl HttpServer {
         // The stream is parked while the session handles the call: an answer that comes at
         // once (an upstream that answers within the inline budget) is held, and taken below
         // with one lock, no channel made.
-        let parked = Unpark { streams: &hs.streams, stream };
+        let parked = ParkedStream { streams: &hs.streams, sid: stream };
         hs.session.handle(frame).await;
         if let Some(u) = &mut unclaimed {
             u.armed = false;
             Box::pin(self.remember(&sid, &hs)).await;
         }
-        let (held, rx) = hs.streams.attach(stream);
-        drop(parked);
+        let (held, rx) = parked.attach();
         let mut held = VecDeque::from(held);
+        // A response held already left the replay buffer as it was taken (`attach`).
+        let answered_at_once = held.front().is_some_and(|ev| ev.is_response);
 
         // One request: plain JSON when its response is ready within the window and nothing
         // else came first; otherwise an event stream, so that progress, server requests and
@@ -473,7 +482,9 @@ impl HttpServer {
         let session_header = created.then(|| sid.clone());
         match first {
             Ok((Some(ev), _)) if ev.is_response => {
-                hs.streams.unbuffer(&ev);
+                if !answered_at_once {
+                    hs.streams.unbuffer(&ev);
+                }
                 let limited = self.gateway.live().rate_limits.limits(hs.session.upstream_name());
                 if created && !Box::pin(self.keep_new_session(&sid, &hs)).await {
                     return json_or_limited(ev.json, None, limited);
@@ -573,19 +584,6 @@ impl Drop for Unclaimed<'_> {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { session.close().await });
         }
-    }
-}
-
-/// Frees what a parked stream holds if its POST goes away before attaching (the client
-/// hung up while the call was being handed on).
-struct Unpark<'a> {
-    streams: &'a Streams,
-    stream: u64,
-}
-
-impl Drop for Unpark<'_> {
-    fn drop(&mut self) {
-        self.streams.unpark(self.stream);
     }
 }
 

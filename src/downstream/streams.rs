@@ -170,10 +170,15 @@ impl Streams {
     }
 
     /// The POST of parked stream `sid` takes what its stream got so far, and the live
-    /// channel if the stream is still open (its response has not come yet).
+    /// channel if the stream is still open (its response has not come yet). A response that
+    /// came first goes out as a plain JSON body, which no client can resume: it leaves the
+    /// replay buffer here, under the same lock.
     pub fn attach(&self, sid: u64) -> (Vec<Outgoing>, Option<mpsc::Receiver<Outgoing>>) {
         let mut st = self.state.lock().unwrap();
         let held = st.parked.remove(&sid).unwrap_or_default();
+        if let Some(ev) = held.first().filter(|ev| ev.is_response) {
+            Self::unbuffer_from(&mut st, ev);
+        }
         let rx = match st.streams.get_mut(&sid) {
             Some(s) if s.parked => {
                 let (tx, rx) = mpsc::channel(self.channel_capacity + 1);
@@ -291,7 +296,11 @@ impl Streams {
     /// Drops an event from the replay buffer: it went out as a plain JSON body, which no
     /// client can resume.
     pub fn unbuffer(&self, ev: &Outgoing) {
-        let mut st = self.state.lock().unwrap();
+        Self::unbuffer_from(&mut self.state.lock().unwrap(), ev);
+    }
+
+    /// [`Streams::unbuffer`], under the lock its caller holds (`st`).
+    fn unbuffer_from(st: &mut State, ev: &Outgoing) {
         if let Some(pos) = st.buffer.iter().rposition(|b| b.seq == ev.seq)
             && let Some(b) = st.buffer.remove(pos)
         {
@@ -461,6 +470,27 @@ impl ClientSink for Streams {
 
 #[cfg(test)]
 mod tests;
+
+/// A parked stream (see [`Streams::open_single`]) whose POST is handing its request on: what
+/// the stream holds is freed if the POST goes away before it attaches (the client hung up).
+pub struct ParkedStream<'a> {
+    pub streams: &'a Streams,
+    pub sid: u64,
+}
+
+impl ParkedStream<'_> {
+    /// The POST attaches ([`Streams::attach`]): nothing is left to free.
+    pub fn attach(self) -> (Vec<Outgoing>, Option<mpsc::Receiver<Outgoing>>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.streams.attach(this.sid)
+    }
+}
+
+impl Drop for ParkedStream<'_> {
+    fn drop(&mut self) {
+        self.streams.unpark(self.sid);
+    }
+}
 
 /// A POST's first event, as its answer decides between plain JSON and an event stream:
 /// one held already, else the first within `window` on `rx`. `Err(rx)`: none came in time
