@@ -104,6 +104,9 @@ pub struct Session {
     /// What each request meets before the plan (decided here, once).
     first_step: plan::FirstStep,
     state: Mutex<SessionState>,
+    /// The next id of a request the gateway sends the client (the upstream's, mapped, and
+    /// its own input requests).
+    client_side_ids: std::sync::atomic::AtomicI64,
     /// The negotiated versions and the plan, read by every message without a lock (and
     /// changed under `state`'s; see `sides`).
     sides: SidesCell,
@@ -166,14 +169,14 @@ impl Session {
             Requester::Principal(p) => (Self::owner_of(p, &upstream.name), Some(format!("{PRINCIPAL_PREFIX}{p}"))),
             Requester::Anonymous(client) => (Self::modern_owner(None, &upstream.name), client),
         };
-        let state = SessionState {
-            init_params: Some(crate::mcp::modern::client::init_params(&meta.capabilities)),
-            ..Default::default()
+        let sides = Sides {
+            version: Some(ProtocolVersion::LATEST),
+            init_params: Some(Arc::new(crate::mcp::modern::client::init_params(&meta.capabilities))),
+            ..Sides::default()
         };
-        let sides = Sides { version: Some(ProtocolVersion::LATEST), ..Sides::default() };
         let client_side = modern_client::state::ModernClient::new(meta, sink, id, parked);
         let sink: Arc<dyn ClientSink> = client_side.rounds.clone();
-        Self::build(gateway, upstream, sink, client, owner, Some(client_side), (state, sides))
+        Self::build(gateway, upstream, sink, client, owner, Some(client_side), (SessionState::default(), sides))
     }
 
     /// Who owns a modern client's tasks on `upstream`: its principal, or without
@@ -271,7 +274,8 @@ impl Session {
             principal,
             rate_key,
             first_step,
-            state: Mutex::new(SessionState { next_client_side_id: 1, ..state }),
+            state: Mutex::new(state),
+            client_side_ids: std::sync::atomic::AtomicI64::new(1),
             sides: SidesCell::new(sides),
             tools: tools::ToolSupport::default(),
             bridged_calls: bridged_calls::BridgedCalls::default(),
@@ -311,6 +315,11 @@ impl Session {
 
     fn hosted(&self) -> &Arc<Hosted> {
         &self.gateway.hosted
+    }
+
+    /// A new id for a request the gateway sends the client.
+    fn next_client_side_id(&self) -> Id {
+        Id::Num(self.client_side_ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Request `id` of this session's client, as its link knows it.

@@ -38,10 +38,12 @@ struct Unfinished<'a>(&'a Session);
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
-        let mut st = self.0.state.lock().unwrap();
+        let st = self.0.state.lock().unwrap();
         if self.0.sides.now().version.is_none() {
-            st.init_params = None;
-            self.0.sides.change(&st, |sides| sides.asked = None);
+            self.0.sides.change(&st, |sides| {
+                sides.init_params = None;
+                sides.asked = None;
+            });
         }
     }
 }
@@ -117,8 +119,10 @@ impl Session {
             ));
         }
         {
-            let mut st = self.state.lock().unwrap();
-            if st.init_params.is_some() {
+            // Under the session's lock, as every change of the sides: two `initialize`s at once
+            // find one another.
+            let st = self.state.lock().unwrap();
+            if self.sides.now().init_params.is_some() {
                 return Err(RpcError::new(INVALID_REQUEST, "session already initialized"));
             }
             let mut params = msg.value().get("params").cloned().unwrap_or(json!({}));
@@ -127,8 +131,10 @@ impl Session {
             if let Some(caps) = params.get_mut("capabilities") {
                 crate::mcp::translate::client_capabilities(caps, version);
             }
-            st.init_params = Some(params);
-            self.sides.change(&st, |sides| sides.asked = Some(version));
+            self.sides.change(&st, |sides| {
+                sides.init_params = Some(Arc::new(params));
+                sides.asked = Some(version);
+            });
         }
         // An initialize that fails, or is dropped before it ends (its POST went away), leaves
         // the session uninitialized: the client may send it again.

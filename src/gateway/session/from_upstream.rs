@@ -177,8 +177,8 @@ impl Session {
         };
         let url_mode =
             need == "elicitation" && msg.value().pointer("/params/mode").and_then(Value::as_str) == Some("url");
-        let st = self.state.lock().unwrap();
-        let cap = st.init_params.as_ref().and_then(|p| p.get("capabilities")).and_then(|c| c.get(need));
+        let sides = self.sides.now();
+        let cap = sides.client_capabilities().and_then(|c| c.get(need));
         cap.is_some_and(|c| !url_mode || c.get("url").is_some())
     }
 
@@ -195,8 +195,7 @@ impl Session {
         if st.server_requests.len() >= self.gateway.limits().max_in_flight {
             return None;
         }
-        let id = Id::Num(st.next_client_side_id);
-        st.next_client_side_id += 1;
+        let id = self.next_client_side_id();
         let req = ServerRequest { link: Arc::downgrade(link), upstream_id: upstream_id.clone(), task, answers };
         st.server_requests.insert(id.clone(), req);
         Some(id)

@@ -96,10 +96,7 @@ impl Session {
     /// is the session's link, and what the upstream negotiated is the session's view of it.
     /// Called with `relink` held.
     pub(super) async fn open_link(&self) -> Result<Negotiated, RpcError> {
-        let capabilities = {
-            let st = self.state.lock().unwrap();
-            st.init_params.as_ref().and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned()
-        };
+        let capabilities = self.sides.now().client_capabilities().filter(|c| c.is_object()).cloned();
         // Until this link has negotiated, its version is not the last one's.
         self.sides.change(&self.state.lock().unwrap(), |sides| sides.upstream_version = None);
         let capabilities = capabilities.unwrap_or_else(|| json!({}));
@@ -260,15 +257,14 @@ impl Session {
     /// What the store keeps of this session (`Mcp-Session-Id` `id`, on `path`), once its
     /// client has initialized.
     pub fn identity(&self, id: &str, path: &str) -> Option<SessionRecord> {
-        let st = self.state.lock().unwrap();
+        let sides = self.sides.now();
         Some(SessionRecord {
             id: id.into(),
             path: path.into(),
             owner: self.owner.clone(),
             client: self.client.clone(),
-            version: self.sides.now().version?.as_str().into(),
-            init_params: st.init_params.as_ref()?.to_string(),
-            // The strategy's lock after the session's (see `ext`).
+            version: sides.version?.as_str().into(),
+            init_params: sides.init_params.as_ref()?.to_string(),
             upstream_tasks: self.ext.followed(),
         })
     }
@@ -303,12 +299,13 @@ impl Session {
     ) -> Option<Arc<Session>> {
         let version = ProtocolVersion::parse(&rec.version)?;
         let params: Value = serde_json::from_str(&rec.init_params).ok()?;
-        let state = SessionState {
-            init_params: Some(params),
-            remembered: Some((rec.id.clone(), rec.path.clone())),
-            ..SessionState::default()
+        let state = SessionState { remembered: Some((rec.id.clone(), rec.path.clone())), ..SessionState::default() };
+        let sides = Sides {
+            init_params: Some(Arc::new(params)),
+            asked: Some(version),
+            version: Some(version),
+            ..Sides::default()
         };
-        let sides = Sides { asked: Some(version), version: Some(version), ..Sides::default() };
         let ext_tasks = !rec.upstream_tasks.is_empty();
         let session =
             Self::build(gateway, upstream, sink, Some(rec.client.clone()), rec.owner.clone(), None, (state, sides));

@@ -1,6 +1,6 @@
-//! What the two sides negotiated, what the upstream said of itself, and the plan made of it:
-//! read by every message without a lock, changed only when the client initializes and when
-//! a link is adopted.
+//! What the two sides said in their handshakes and negotiated, and the plan made of it: read
+//! by every message without a lock, changed only when the client initializes and when a link
+//! is adopted.
 //!
 //! Changes are made under the session's state lock (each takes the guard as proof), so they
 //! never race one another, and a reader that holds that lock sees them stay as they are
@@ -14,9 +14,12 @@ use arc_swap::{ArcSwap, Guard};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The negotiated versions, the upstream's handshake and the plan, as one value.
+/// The client's and the upstream's handshakes, and the plan, as one value.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Sides {
+    /// The client's `initialize` params, from the moment it arrives (its capabilities are
+    /// declared to every link).
+    pub(super) init_params: Option<Arc<Value>>,
     /// The client's version, once its `initialize` has been answered.
     pub(super) version: Option<ProtocolVersion>,
     /// The version the client's `initialize` is to be answered at, from the moment it
@@ -35,6 +38,11 @@ pub(super) struct Sides {
 }
 
 impl Sides {
+    /// The capabilities the client's `initialize` declared.
+    pub(super) fn client_capabilities(&self) -> Option<&Value> {
+        self.init_params.as_deref().and_then(|p| p.get("capabilities"))
+    }
+
     /// The client's version from the moment its `initialize` arrives.
     pub(super) fn client_version(&self) -> Option<ProtocolVersion> {
         self.version.or(self.asked)

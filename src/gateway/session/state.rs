@@ -1,10 +1,9 @@
 //! What one session keeps between messages under its lock: what it learned of the upstream,
-//! and the requests, tasks and operations in flight on either side (the negotiated versions,
-//! the upstream's handshake and the plan are `sides`, read without it).
+//! and the requests, tasks and operations in flight on either side (the handshakes, the
+//! negotiated versions and the plan are `sides`, read without it).
 
 use crate::jsonrpc::{Id, Message};
 use crate::upstream::link::Link;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -22,15 +21,12 @@ pub(super) struct ServerRequest {
 
 #[derive(Default)]
 pub(super) struct SessionState {
-    /// The client's `initialize` params (its capabilities are declared to every link).
-    pub(super) init_params: Option<Value>,
     /// The `Mcp-Session-Id` and path the store remembers the session by, if it does (see
     /// `relink`).
     pub(super) remembered: Option<(String, String)>,
     /// The level the client set with `logging/setLevel`, kept for a modern upstream (which
     /// gets it in each request's `_meta`, links that replace this one too).
     pub(super) log_level: Option<crate::mcp::modern::meta::LogLevel>,
-    pub(super) next_client_side_id: i64,
     pub(super) server_requests: HashMap<Id, ServerRequest>,
     /// Plain calls that may need a retry as a task, by client id (see [`Shape::MayNeedTask`]).
     pub(super) retry: HashMap<Id, Message>,

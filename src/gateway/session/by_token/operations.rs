@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 impl Sep1391 {
     /// Whether the client opted in (its `initialize` declared the extension).
     pub(super) fn client_opted_in(&self, s: &Session) -> bool {
-        sep1391::declared(s.state.lock().unwrap().init_params.as_ref())
+        sep1391::declared(s.sides.now().init_params.as_deref())
     }
 
     /// A call with `operation`, or `tools/async/*`: answered here (`Some`).

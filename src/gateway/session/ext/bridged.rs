@@ -15,11 +15,9 @@ impl ExtTasks {
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
     pub(super) fn capabilities(&self, s: &Session) -> serde_json::Map<String, Value> {
-        let mut caps = {
-            let st = s.state.lock().unwrap();
-            let declared = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
-            crate::mcp::modern::legacy::client_capabilities(declared.unwrap_or(&Value::Null))
-        };
+        let mut caps = crate::mcp::modern::legacy::client_capabilities(
+            s.sides.now().client_capabilities().unwrap_or(&Value::Null),
+        );
         crate::mcp::task_dialects::caps::declare(&mut caps);
         caps
     }
@@ -145,15 +143,13 @@ impl ExtTasks {
         }
         let msg = s.crossing().down_request(msg)?;
         let id = {
-            // One count, and one id, with the server's own requests: both locks, the
-            // session's first.
-            let mut st = s.state.lock().unwrap();
+            // One count with the server's own requests: both locks, the session's first.
+            let st = s.state.lock().unwrap();
             let mut ext = self.lock();
             if ext.inputs.len() + st.server_requests.len() >= s.gateway.limits().max_in_flight {
                 return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             }
-            let id = Id::Num(st.next_client_side_id);
-            st.next_client_side_id += 1;
+            let id = s.next_client_side_id();
             ext.inputs.insert(id.clone(), InputWait { key, answers });
             id
         };

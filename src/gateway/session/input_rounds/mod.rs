@@ -45,9 +45,9 @@
 //! (`from_upstream`) and cancellations, and the session's end.
 //!
 //! Locks: the strategy's is never held across an `.await`, nor while the session is called
-//! (its `to_client` takes the session's `state`). Where both are needed at once (a round's
-//! questions take ids of the session's and read what its client declared), the session's
-//! `state` is taken first, then the strategy's: never the other way round.
+//! (its `to_client` may take the session's `state`). It takes no lock of the session's: a
+//! round's questions take their ids from the session's counter and read what its client
+//! declared from its `sides`, neither under a lock.
 //!
 //! This file names no session type, so that the session can name this one without an
 //! import cycle: what takes the session is in `rounds`.

@@ -82,10 +82,7 @@ impl InputRounds {
         let versions = s.versions();
         let mut to_send = Vec::new();
         let outcome = {
-            // The session's lock first (the questions take its ids, and read what its client
-            // declared), then the strategy's.
-            let mut guard = s.state.lock().unwrap();
-            let st = &mut *guard;
+            let caps = s.sides.now().client_capabilities().cloned();
             let mut rounds = self.state.lock().unwrap();
             let rounds = &mut *rounds;
             let Some(ex) = rounds.exchanges.get_mut(client_id) else { return Some(msg) };
@@ -105,7 +102,6 @@ impl InputRounds {
                     if ex.started.elapsed() >= limits.1 {
                         return Err(lifetime_error(limits.1));
                     }
-                    let caps = st.init_params.as_ref().and_then(|p| p.get("capabilities")).cloned();
                     let mut asks = Vec::with_capacity(asked.requests.len());
                     for q in &asked.requests {
                         asks.push((q.key.clone(), q.method.clone(), question(q, caps.as_ref(), versions)?));
@@ -125,8 +121,7 @@ impl InputRounds {
                     let timer = timer(s, Instant::now() + wait, client_id, serial, Some(round));
                     let mut outstanding = HashMap::with_capacity(asks.len());
                     for (key, method, q) in asks {
-                        let qid = Id::Num(st.next_client_side_id);
-                        st.next_client_side_id += 1;
+                        let qid = s.next_client_side_id();
                         rounds.questions.insert(qid.clone(), (client_id.clone(), key.clone()));
                         outstanding.insert(key, (qid.clone(), method));
                         to_send.push(q.with_id(&qid));
@@ -298,9 +293,7 @@ impl InputRounds {
 
 /// What the session's client declared, as a modern upstream reads it per request.
 fn declared_capabilities(s: &Session) -> Map<String, Value> {
-    let st = s.state.lock().unwrap();
-    let caps = st.init_params.as_ref().and_then(|p| p.get("capabilities"));
-    legacy::client_capabilities(caps.unwrap_or(&Value::Null))
+    legacy::client_capabilities(s.sides.now().client_capabilities().unwrap_or(&Value::Null))
 }
 
 /// Sends the next round of exchange `serial` of client request `client_id` upstream, as a

@@ -61,9 +61,9 @@ impl LongCalls {
         if let Some(modern) = &s.modern {
             return !modern.declared_extension();
         }
-        let st = s.state.lock().unwrap();
-        let declared = st.init_params.as_ref().and_then(|p| p.pointer("/capabilities/tasks")).is_some();
-        !(s.version().is_some_and(|v| v.has_tasks()) && declared)
+        let sides = s.sides.now();
+        let declared = sides.client_capabilities().and_then(|c| c.get("tasks")).is_some();
+        !(sides.version.is_some_and(|v| v.has_tasks()) && declared)
     }
 
     /// A request of the session: a plain call that may be deferred, or a call of one of the
