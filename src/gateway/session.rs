@@ -21,7 +21,6 @@ use crate::tasks::hosted::{self, Hosted, hosts};
 use crate::upstream::client::{ClientSession, ClientSink, Route};
 use crate::upstream::link::{ClientRef, Link, LinkEvents, SessionTag, Shape};
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -38,6 +37,7 @@ use state::{ServerRequest, SessionState};
 
 mod bridged_calls;
 mod by_token;
+mod contexts;
 mod dispatch;
 mod ext;
 mod from_upstream;

@@ -39,26 +39,63 @@
 //!
 //! [`InputRounds`] is the session's strategy for them. It owns what they keep (`state`: the
 //! exchanges in progress and the questions out to the client) under a lock of its own, and
-//! the limits its upstream sets; its methods (`rounds`) are handed the session, `s`, for its
-//! link, its sink, its versions and its ids. The session's core hands it a request for a
-//! modern link (`dispatch`), each response (`from_upstream`), the client's answers
-//! (`from_upstream`) and cancellations, and the session's end.
+//! the limits its upstream sets; its methods (`rounds`) are handed a [`Host`], `s`: what it
+//! needs of its session (its link, the path to its client, its versions and its ids), and no
+//! more. The session's core hands it a request for a modern link (`dispatch`), each response
+//! (`from_upstream`), the client's answers (`from_upstream`) and cancellations, and the
+//! session's end.
 //!
 //! Locks: the strategy's is never held across an `.await`, nor while the session is called
 //! (its `to_client` may take the session's `state`). It takes no lock of the session's: a
 //! round's questions take their ids from the session's counter and read what its client
 //! declared from its `sides`, neither under a lock.
 //!
-//! This file names no session type, so that the session can name this one without an
-//! import cycle: what takes the session is in `rounds`.
+//! The strategy names no session type: the session lends itself as a [`Host`]
+//! (`session/contexts.rs`).
 
 use crate::clock::Schedule;
 use crate::config::UpstreamConfig;
+use crate::jsonrpc::{Id, Message, RpcError};
 use crate::locks::Mutex;
+use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::InputLimits;
+use crate::upstream::client::Route;
+use crate::upstream::link::{ClientRef, Link};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::{Arc, Weak};
 
 mod rounds;
 mod state;
+
+/// What input rounds need of their session: its narrow context.
+pub(super) trait Host: Send + Sync + Sized + 'static {
+    /// The session's own input rounds.
+    fn rounds(&self) -> &InputRounds;
+    /// The session's upstream's settings (its name, its request timeouts).
+    fn upstream(&self) -> &UpstreamConfig;
+    /// The most exchanges kept at once.
+    fn max_in_flight(&self) -> usize;
+    /// Client request `id`, as the session's link knows it.
+    fn client_ref(&self, id: Id) -> ClientRef;
+    /// (client, upstream) versions, once the client's `initialize` arrived.
+    fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)>;
+    /// The client's `initialize` params, once it arrived.
+    fn client_init(&self) -> Option<Arc<Value>>;
+    /// A new id for a request the gateway sends the client.
+    fn next_client_side_id(&self) -> Id;
+    /// Sends the client `msg`, translated and shaped for it.
+    fn to_client(&self, msg: Message, route: Route);
+    /// The client's request `id` is no longer answered on its stream.
+    fn abandon(&self, id: &Id);
+    /// The live link, started again if it died.
+    fn link(&self) -> impl Future<Output = Result<Arc<Link>, RpcError>> + Send;
+    /// The link as it is, live or not.
+    fn current_link(&self) -> Option<Arc<Link>>;
+    /// The session, for the tasks a round starts (a retry, a timer's waiter), which must not
+    /// keep it alive.
+    fn weak(&self) -> Weak<Self>;
+}
 
 /// A session's input rounds (see the module doc).
 pub(super) struct InputRounds {

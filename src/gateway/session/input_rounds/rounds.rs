@@ -1,17 +1,26 @@
 //! The rounds of [`InputRounds`] (see the module doc of `input_rounds`): a request kept as
 //! an exchange, the upstream's input requests asked of the client, its answers, the retries,
-//! the timers and the cancellations. Each method is handed the session, `s`.
+//! the timers and the cancellations. Each method is handed its session's narrow context,
+//! `s` (a [`Host`]).
 
-use super::InputRounds;
 use super::state::{Armed, Asking, Exchange, RoundTimer};
+use super::{Host, InputRounds};
 use crate::clock::Deadlines;
-use crate::gateway::session::*;
+use crate::jsonrpc::{self, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::jsonrpc::{INTERNAL_ERROR, REQUEST_TIMEOUT};
+use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::{self, InputRequired};
 use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
 use crate::mcp::translate;
+use crate::upstream::client::Route;
+use crate::upstream::link::{Link, Shape};
 use serde_json::Map;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Weak;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// What a failed exchange leaves to do once the lock is released.
 struct Failed {
@@ -27,7 +36,7 @@ impl InputRounds {
     /// requests.
     pub(in crate::gateway::session) async fn send(
         &self,
-        s: &Session,
+        s: &impl Host,
         link: &Arc<Link>,
         id: Id,
         frame: Message,
@@ -39,7 +48,7 @@ impl InputRounds {
             if rounds.exchanges.contains_key(&id) {
                 return Err(RpcError::new(INVALID_REQUEST, format!("request id {id} is already in use")));
             }
-            let room = rounds.exchanges.len() < s.gateway.limits().max_in_flight;
+            let room = rounds.exchanges.len() < s.max_in_flight();
             let kept = room && input::may_ask(frame.method_name());
             if kept {
                 rounds.next_serial += 1;
@@ -69,7 +78,7 @@ impl InputRounds {
     /// The response to client request `client_id`, before it goes to the client: `None` when
     /// it asked for input and the exchange goes on; otherwise the message to deliver (the
     /// response itself, or the error the request fails with).
-    pub(in crate::gateway::session) fn response(&self, s: &Session, client_id: &Id, msg: Message) -> Option<Message> {
+    pub(in crate::gateway::session) fn response(&self, s: &impl Host, client_id: &Id, msg: Message) -> Option<Message> {
         // Most responses end no exchange (every one of a legacy upstream): no look at all
         // until one was kept, then one look, under the strategy's lock alone. An exchange is
         // kept (and `kept_any` set) before its request goes up, so it is here before its
@@ -82,7 +91,8 @@ impl InputRounds {
         let versions = s.versions();
         let mut to_send = Vec::new();
         let outcome = {
-            let caps = s.sides.now().client_capabilities().cloned();
+            let init = s.client_init();
+            let caps = init.as_deref().and_then(|p| p.get("capabilities"));
             let mut rounds = self.state.lock().unwrap();
             let rounds = &mut *rounds;
             let Some(ex) = rounds.exchanges.get_mut(client_id) else { return Some(msg) };
@@ -95,7 +105,7 @@ impl InputRounds {
                 return Some(msg);
             };
             ex.rounds += 1;
-            let limits = (s.upstream.request_timeout, s.upstream.max_request_time);
+            let limits = (s.upstream().request_timeout, s.upstream().max_request_time);
             let checked = InputRequired::read_round(result, ex.rounds, self.limits)
                 .map_err(|e| RpcError::new(INTERNAL_ERROR, e.to_string()))
                 .and_then(|asked| {
@@ -104,7 +114,7 @@ impl InputRounds {
                     }
                     let mut asks = Vec::with_capacity(asked.requests.len());
                     for q in &asked.requests {
-                        asks.push((q.key.clone(), q.method.clone(), question(q, caps.as_ref(), versions)?));
+                        asks.push((q.key.clone(), q.method.clone(), question(q, caps, versions)?));
                     }
                     Ok((asked.state, asks))
                 });
@@ -135,11 +145,11 @@ impl InputRounds {
         match outcome {
             Err(e) => {
                 self.state.lock().unwrap().remove(client_id);
-                tracing::info!(upstream = %s.upstream.name, "a request's input round failed: {}", e.message);
+                tracing::info!(upstream = %s.upstream().name, "a request's input round failed: {}", e.message);
                 Some(Message::made(e.response(Some(client_id))))
             }
             Ok(serial) => {
-                tracing::debug!(upstream = %s.upstream.name, requests = to_send.len(), "the upstream asked for input; asking the client");
+                tracing::debug!(upstream = %s.upstream().name, requests = to_send.len(), "the upstream asked for input; asking the client");
                 if to_send.is_empty() {
                     // Only `requestState`: retried at once.
                     spawn_retry(s, client_id.clone(), serial);
@@ -154,13 +164,13 @@ impl InputRounds {
 
     /// The client's answer to one of the input requests (`id`: the id it knows); an unknown
     /// id is dropped.
-    pub(in crate::gateway::session) fn answer(&self, s: &Session, id: Id, frame: Message) {
+    pub(in crate::gateway::session) fn answer(&self, s: &impl Host, id: Id, frame: Message) {
         let versions = s.versions();
         let ready = {
             let mut guard = self.state.lock().unwrap();
             let rounds = &mut *guard;
             let Some((client_id, key)) = rounds.questions.remove(&id) else {
-                tracing::debug!(upstream = %s.upstream.name, "dropping client response to unknown id {id}");
+                tracing::debug!(upstream = %s.upstream().name, "dropping client response to unknown id {id}");
                 return;
             };
             let Some(ex) = rounds.exchanges.get_mut(&client_id) else { return };
@@ -185,7 +195,7 @@ impl InputRounds {
     }
 
     /// Sends the next round of exchange `serial` of client request `client_id` upstream.
-    async fn retry(&self, s: &Session, client_id: Id, serial: u64) {
+    async fn retry(&self, s: &impl Host, client_id: Id, serial: u64) {
         let retry = {
             let mut rounds = self.state.lock().unwrap();
             let Some(ex) = rounds.exchanges.get_mut(&client_id).filter(|e| e.serial == serial) else {
@@ -227,7 +237,7 @@ impl InputRounds {
 
     /// Ends an exchange whose time ran out; its round upstream, if one is in flight, is
     /// cancelled first (the answer that comes meanwhile is the client's instead).
-    fn expire(&self, s: &Session, client_id: Id, serial: u64, round: Option<u32>, error: RpcError) {
+    fn expire(&self, s: &impl Host, client_id: Id, serial: u64, round: Option<u32>, error: RpcError) {
         let (upstream_round, questions) = {
             let mut rounds = self.state.lock().unwrap();
             let Some(ex) = rounds.exchanges.get(&client_id).filter(|e| e.serial == serial) else { return };
@@ -239,17 +249,17 @@ impl InputRounds {
             let (_, questions) = rounds.remove(&client_id).expect("the exchange is there");
             (!asking, questions)
         };
-        tracing::warn!(upstream = %s.upstream.name, "request {client_id} timed out in its input rounds: {}", error.message);
+        tracing::warn!(upstream = %s.upstream().name, "request {client_id} timed out in its input rounds: {}", error.message);
         if !upstream_round {
             return finish_failed(s, Failed { client_id, error, questions });
         }
-        let link = s.link.load_full();
-        let Some(me) = s.me.upgrade() else { return };
+        let link = s.current_link();
+        let Some(me) = s.weak().upgrade() else { return };
         tokio::spawn(async move {
             let Some(link) = link else { return };
             let reason = Some(Value::String(error.message.clone()));
             if link.cancel_client_request(&me.client_ref(client_id.clone()), reason).await {
-                finish_failed(&me, Failed { client_id, error, questions });
+                finish_failed(&*me, Failed { client_id, error, questions });
             }
         });
     }
@@ -258,7 +268,7 @@ impl InputRounds {
     /// exchange ends the exchange: `true` if it was waiting on the client's answers (they
     /// are withdrawn, and nothing is upstream to cancel); `false` otherwise, also when its
     /// round is upstream, which the caller cancels as any request in flight.
-    pub(in crate::gateway::session) fn cancelled(&self, s: &Session, msg: &Message) -> bool {
+    pub(in crate::gateway::session) fn cancelled(&self, s: &impl Host, msg: &Message) -> bool {
         if msg.method() != Method::Cancelled {
             return false;
         }
@@ -269,7 +279,7 @@ impl InputRounds {
         if ex.asking.is_none() {
             return false;
         }
-        s.sink.abandon(&client_id);
+        s.abandon(&client_id);
         true
     }
 
@@ -277,13 +287,13 @@ impl InputRounds {
     /// of an exchange its values keep rising (each round's are checked by the link), so a
     /// retry's progress that starts again from below is dropped until it passes the last
     /// value the client got.
-    pub(in crate::gateway::session) fn progress(&self, s: &Session, related: Option<&Id>, msg: &Message) -> bool {
+    pub(in crate::gateway::session) fn progress(&self, s: &impl Host, related: Option<&Id>, msg: &Message) -> bool {
         let Some(id) = related else { return true };
         let Some(value) = msg.progress_values().0 else { return true };
         let mut rounds = self.state.lock().unwrap();
         let Some(ex) = rounds.exchanges.get_mut(id) else { return true };
         if ex.last_progress.is_some_and(|last| value <= last) {
-            tracing::debug!(upstream = %s.upstream.name, "dropping progress of a retry that does not rise past the last round's");
+            tracing::debug!(upstream = %s.upstream().name, "dropping progress of a retry that does not rise past the last round's");
             return false;
         }
         ex.last_progress = Some(value);
@@ -292,46 +302,47 @@ impl InputRounds {
 }
 
 /// What the session's client declared, as a modern upstream reads it per request.
-fn declared_capabilities(s: &Session) -> Map<String, Value> {
-    legacy::client_capabilities(s.sides.now().client_capabilities().unwrap_or(&Value::Null))
+fn declared_capabilities(s: &impl Host) -> Map<String, Value> {
+    let init = s.client_init();
+    legacy::client_capabilities(init.as_deref().and_then(|p| p.get("capabilities")).unwrap_or(&Value::Null))
 }
 
 /// Sends the next round of exchange `serial` of client request `client_id` upstream, as a
 /// task of its own.
-fn spawn_retry(s: &Session, client_id: Id, serial: u64) {
-    let Some(me) = s.me.upgrade() else { return };
-    tokio::spawn(async move { me.rounds.retry(&me, client_id, serial).await });
+fn spawn_retry(s: &impl Host, client_id: Id, serial: u64) {
+    let Some(me) = s.weak().upgrade() else { return };
+    tokio::spawn(async move { me.rounds().retry(&*me, client_id, serial).await });
 }
 
 /// Sets a timer of exchange `serial`: at `at`, the exchange fails if it is still on
 /// (`round`: the round whose client answers it waits for, or `None` for the whole exchange).
-fn timer(s: &Session, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> Armed {
-    let timers = &s.rounds.timers;
-    timers.start(|clock| end_expired(s.me.clone(), clock));
+fn timer(s: &impl Host, at: Instant, client_id: &Id, serial: u64, round: Option<u32>) -> Armed {
+    let timers = &s.rounds().timers;
+    timers.start(|clock| end_expired(s.weak(), clock));
     timers.arm(RoundTimer { serial, round, client_id: client_id.clone() }, at)
 }
 
 /// The waiter of a session's input-round timers: an exchange still on when its timer ends
 /// fails. It stops when the session goes (with it, its `Schedule`).
-async fn end_expired(me: Weak<Session>, timers: Arc<Deadlines<RoundTimer>>) {
+async fn end_expired<H: Host>(me: Weak<H>, timers: Arc<Deadlines<RoundTimer>>) {
     while let Some((t, _)) = timers.expired().await {
         let Some(s) = me.upgrade() else { return };
-        let (idle, max) = (s.upstream.request_timeout, s.upstream.max_request_time);
+        let (idle, max) = (s.upstream().request_timeout, s.upstream().max_request_time);
         let error = if t.round.is_some() { idle_error(idle) } else { lifetime_error(max) };
         // A task of its own, as each timer was: should ending one exchange fail, the
         // session's other timers still run.
-        tokio::spawn(async move { s.rounds.expire(&s, t.client_id, t.serial, t.round, error) });
+        tokio::spawn(async move { s.rounds().expire(&*s, t.client_id, t.serial, t.round, error) });
     }
 }
 
-fn finish_failed(s: &Session, f: Failed) {
+fn finish_failed(s: &impl Host, f: Failed) {
     cancel_questions(s, &f.client_id, &f.questions, &f.error.message);
     s.to_client(Message::made(f.error.response(Some(&f.client_id))), Route::Response(f.client_id));
 }
 
 /// Tells the client its unanswered requests `ids`, asked for its request `client_id`, are
 /// no longer wanted (where they were asked: on that request's stream).
-fn cancel_questions(s: &Session, client_id: &Id, ids: &[Id], reason: &str) {
+fn cancel_questions(s: &impl Host, client_id: &Id, ids: &[Id], reason: &str) {
     for id in ids {
         let note = jsonrpc::notification(
             crate::jsonrpc::Method::Cancelled,
