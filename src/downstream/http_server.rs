@@ -440,6 +440,7 @@ impl HttpServer {
             }
         };
         if frame.kind() == Kind::Request && hs.session.is_draining() {
+            hs.streams.touch();
             return crate::downstream::http_body::removed_upstream();
         }
         let Some(request_id) = frame.id().cloned().filter(|_| frame.kind() == Kind::Request) else {
@@ -449,6 +450,7 @@ impl HttpServer {
         let stream = match hs.streams.open_single(&request_id, json_only) {
             Ok(sid) => sid,
             Err(dup) => {
+                hs.streams.touch();
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
                     &RpcError::new(

@@ -12,7 +12,7 @@ use crate::config::UpstreamConfig;
 use crate::mcp::ProtocolVersion;
 use arc_swap::{ArcSwap, Guard};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 /// The client's and the upstream's handshakes, and the plan, as one value.
 #[derive(Clone, Debug, Default)]
@@ -90,7 +90,7 @@ impl SidesCell {
 
     /// Changes them by `f`, with the session's state lock held (`_held`: its guard), which
     /// keeps changes in order.
-    pub(super) fn change(&self, _held: &SessionState, f: impl FnOnce(&mut Sides)) {
+    pub(super) fn change(&self, _held: &MutexGuard<'_, SessionState>, f: impl FnOnce(&mut Sides)) {
         let mut sides = Sides::clone(&self.now());
         f(&mut sides);
         self.0.store(Arc::new(sides));
