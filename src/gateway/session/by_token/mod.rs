@@ -5,7 +5,8 @@
 //!
 //! A strategy of the session's: [`Dialects`] (`state`) owns what the dialects keep, is
 //! built once with the session from what its upstream enables, and is called where the
-//! session's messages pass anyway, with the session as context: [`Dialects::request`] as a
+//! session's messages pass anyway, with the session as context (the progress-state dialect
+//! only with what it needs of it, a `progress_get::Cx`): [`Dialects::request`] as a
 //! request is dispatched, [`Dialects::outgoing`] as a message leaves for the client, and the
 //! hooks for a cancel, a server request's answer or withdrawal, a listing and the session's
 //! end.
@@ -46,7 +47,10 @@ impl Dialects {
         {
             return Some(answered);
         }
-        self.progress_get.as_ref()?.request(s, id, frame)
+        let answered = self.progress_get.as_ref()?.request(&progress_cx(s), id, frame)?;
+        Some(answered.map(|result| {
+            s.to_client(Message::made(crate::jsonrpc::result_response(id, result)), Route::Response(id.clone()));
+        }))
     }
 
     /// A message on its way to the client (after translation and shaping): the states it
@@ -54,7 +58,7 @@ impl Dialects {
     /// sent for an operation gets its token.
     pub(super) fn outgoing(&self, s: &Session, msg: Message, route: &Route) -> Message {
         let msg = match &self.progress_get {
-            Some(p) => p.note(s, msg, route),
+            Some(p) => p.note(&progress_cx(s), msg, route),
             None => msg,
         };
         match &self.sep1391 {
@@ -73,7 +77,7 @@ impl Dialects {
             Box::pin(ops.cancelled(s, frame)).await;
         }
         if let (Some(p), Some(id)) = (&self.progress_get, frame.request_id_param()) {
-            p.cancelled(s, &id);
+            p.cancelled(&progress_cx(s), &id);
         }
     }
 
@@ -82,7 +86,7 @@ impl Dialects {
     /// it).
     pub(super) fn answered(&self, s: &Session, id: &Id, frame: Message) -> Message {
         if let Some(p) = &self.progress_get {
-            p.input_answered(s, id);
+            p.input_answered(&progress_cx(s), id);
         }
         match &self.sep1391 {
             Some(ops) => ops.answered(s, id, frame),
@@ -93,7 +97,7 @@ impl Dialects {
     /// The server withdrew its question `id` (the client's id for it): as if answered.
     pub(super) fn withdrawn(&self, s: &Session, id: &Id) {
         if let Some(p) = &self.progress_get {
-            p.input_answered(s, id);
+            p.input_answered(&progress_cx(s), id);
         }
         if let Some(ops) = &self.sep1391 {
             ops.withdrawn(s, id);
@@ -122,11 +126,22 @@ impl Dialects {
 
     /// The session ends: its states go, and its operations that still run are cancelled.
     pub(super) async fn end(&self, s: &Session) {
-        if self.progress_get.is_some() {
-            s.gateway.progress_states.drop_owner(&s.owner_key);
+        if let Some(p) = &self.progress_get {
+            p.end(&progress_cx(s));
         }
         if let Some(ops) = &self.sep1391 {
             ops.end(s).await;
         }
+    }
+}
+
+/// What the progress-state dialect needs of session `s`.
+fn progress_cx(s: &Session) -> progress_get::Cx<'_> {
+    progress_get::Cx {
+        states: &s.gateway.progress_states,
+        owner: &s.owner_key,
+        max_in_flight: s.gateway.limits().max_in_flight,
+        max_per_owner: s.upstream.tasks.max_tasks_per_owner,
+        retention: s.upstream.dialects.retention,
     }
 }

@@ -3,18 +3,37 @@
 //! in the gateway's [`ProgressStates`](crate::tasks::progress_state) (its progress, the
 //! questions the upstream asks for it, and its end), `progress/get` reads it, and the
 //! request's result carries it as `_meta.progress`.
+//!
+//! The dialect names no session type: it is handed its narrow context, a [`Cx`].
 
-use super::super::Session;
 use super::state::ProgressGet;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, ProgressToken, RpcError};
+use crate::tasks::progress_state::ProgressStates;
 use crate::upstream::client::Route;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the dialect needs of its session.
+pub(super) struct Cx<'a> {
+    /// The gateway's progress states.
+    pub(super) states: &'a ProgressStates,
+    /// The key the session's states are kept under.
+    pub(super) owner: &'a Arc<str>,
+    /// The most requests, and questions, followed at once.
+    pub(super) max_in_flight: usize,
+    /// The most states one owner keeps.
+    pub(super) max_per_owner: usize,
+    /// How long an ended state stays readable.
+    pub(super) retention: Duration,
+}
 
 impl ProgressGet {
-    /// `progress/get` is answered; another request with a progress token is followed.
-    pub(super) fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+    /// `progress/get` is answered (`Some`: the result, or why not); another request with a
+    /// progress token is followed.
+    pub(super) fn request(&self, cx: &Cx<'_>, id: &Id, frame: &Message) -> Option<Result<Value, RpcError>> {
         if frame.method() == Method::ProgressGet {
-            return Some(serve(s, id.clone(), frame.value()));
+            return Some(serve(cx, frame.value()));
         }
         // A task's progress is its task's (`tasks/get`), not the request's.
         if frame.task_param().is_some() || frame.method().is_task_request() {
@@ -24,8 +43,8 @@ impl ProgressGet {
         let mut followed = self.followed.lock().unwrap();
         // An id already in flight is the link's to refuse: its state stays the first's.
         if !followed.requests.contains_key(id)
-            && followed.requests.len() < s.gateway.limits().max_in_flight
-            && s.gateway.progress_states.begin(&s.owner_key, &token, s.upstream.tasks.max_tasks_per_owner)
+            && followed.requests.len() < cx.max_in_flight
+            && cx.states.begin(cx.owner, &token, cx.max_per_owner)
         {
             followed.requests.insert(id.clone(), token);
         }
@@ -34,13 +53,13 @@ impl ProgressGet {
 
     /// What a message to the client changes: a followed request's response ends its state
     /// (and carries it), a progress notification advances it, a question asked for it waits.
-    pub(super) fn note(&self, s: &Session, msg: Message, route: &Route) -> Message {
-        let states = &s.gateway.progress_states;
+    pub(super) fn note(&self, cx: &Cx<'_>, msg: Message, route: &Route) -> Message {
+        let states = cx.states;
         match (msg.kind(), route) {
             (Kind::Response, Route::Response(id)) => {
                 let Some(token) = self.followed.lock().unwrap().requests.remove(id) else { return msg };
-                self.forget_inputs(s, id);
-                let Some(meta) = states.ended(&s.owner_key, &token, msg.value(), s.upstream.dialects.retention) else {
+                self.forget_inputs(cx, id);
+                let Some(meta) = states.ended(cx.owner, &token, msg.value(), cx.retention) else {
                     return msg;
                 };
                 if msg.is_error() {
@@ -57,7 +76,7 @@ impl ProgressGet {
             }
             (Kind::Notification, _) if msg.method() == Method::Progress => {
                 if let Some(token) = msg.progress_token() {
-                    states.progress(&s.owner_key, &token, msg.value().get("params").unwrap_or(&Value::Null));
+                    states.progress(cx.owner, &token, msg.value().get("params").unwrap_or(&Value::Null));
                 }
                 msg
             }
@@ -65,10 +84,10 @@ impl ProgressGet {
                 let mut followed = self.followed.lock().unwrap();
                 let Some(token) = followed.requests.get(id).cloned() else { return msg };
                 if let Some(asked) = msg.id().cloned()
-                    && followed.inputs.len() < s.gateway.limits().max_in_flight
+                    && followed.inputs.len() < cx.max_in_flight
                 {
                     followed.inputs.insert(asked, (id.clone(), token.clone()));
-                    states.input_asked(&s.owner_key, &token);
+                    states.input_asked(cx.owner, &token);
                 }
                 msg
             }
@@ -77,24 +96,24 @@ impl ProgressGet {
     }
 
     /// The client cancelled request `id`: its state fails (no response will say so).
-    pub(super) fn cancelled(&self, s: &Session, id: &Id) {
+    pub(super) fn cancelled(&self, cx: &Cx<'_>, id: &Id) {
         let Some(token) = self.followed.lock().unwrap().requests.remove(id) else { return };
-        self.forget_inputs(s, id);
+        self.forget_inputs(cx, id);
         let cancelled = RpcError::new(jsonrpc::INTERNAL_ERROR, "cancelled by the client").response(Some(id));
-        s.gateway.progress_states.ended(&s.owner_key, &token, &cancelled, s.upstream.dialects.retention);
+        cx.states.ended(cx.owner, &token, &cancelled, cx.retention);
     }
 
     /// Question `id` (the client's id for it) was answered, or withdrawn by the server.
-    pub(super) fn input_answered(&self, s: &Session, id: &Id) {
+    pub(super) fn input_answered(&self, cx: &Cx<'_>, id: &Id) {
         let asked = self.followed.lock().unwrap().inputs.remove(id);
         if let Some((_, token)) = asked {
-            s.gateway.progress_states.input_answered(&s.owner_key, &token);
+            cx.states.input_answered(cx.owner, &token);
         }
     }
 
     /// The questions asked for request `request`, which has ended, are answered by nobody
     /// now (those of other requests under the same token still wait).
-    fn forget_inputs(&self, s: &Session, request: &Id) {
+    fn forget_inputs(&self, cx: &Cx<'_>, request: &Id) {
         let moot: Vec<ProgressToken> = {
             let mut followed = self.followed.lock().unwrap();
             let ids: Vec<Id> =
@@ -102,17 +121,20 @@ impl ProgressGet {
             ids.iter().filter_map(|q| followed.inputs.remove(q)).map(|(_, t)| t).collect()
         };
         for token in moot {
-            s.gateway.progress_states.input_answered(&s.owner_key, &token);
+            cx.states.input_answered(cx.owner, &token);
         }
+    }
+
+    /// The session ends: its states go.
+    pub(super) fn end(&self, cx: &Cx<'_>) {
+        cx.states.drop_owner(cx.owner);
     }
 }
 
 /// `progress/get`: the state of the owner's request under the token asked for.
-fn serve(s: &Session, id: Id, msg: &Value) -> Result<(), RpcError> {
+fn serve(cx: &Cx<'_>, msg: &Value) -> Result<Value, RpcError> {
     let token = msg.pointer("/params/progressToken").and_then(ProgressToken::from_value).ok_or_else(|| {
         RpcError::new(INVALID_PARAMS, "progress/get: params.progressToken must be a string or a number")
     })?;
-    let result = s.gateway.progress_states.get(&s.owner_key, &token)?;
-    s.to_client(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
-    Ok(())
+    cx.states.get(cx.owner, &token)
 }
