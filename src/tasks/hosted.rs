@@ -95,6 +95,9 @@ struct Running {
     /// hears of it in a task of its own, and store writes landing out of order are put
     /// right to it.
     shown: Option<TaskStatus>,
+    /// Its end is decided and being stored: a call that starts now (a round's retry) is not
+    /// its call, and is cancelled by whoever started it (see [`Hosted::started`]).
+    ending: bool,
 }
 
 pub struct Hosted {
@@ -331,6 +334,7 @@ impl Hosted {
                 sent: None,
                 end: tokio::sync::watch::channel(EndState::Running).0,
                 shown: None,
+                ending: false,
             },
         );
     }
@@ -364,12 +368,21 @@ impl Hosted {
     }
 
     /// The background call is on its way as upstream request `upstream_id`: `false` if the
-    /// task no longer runs (the caller cancels the call).
+    /// task no longer runs, or its end is being stored (the caller cancels the call: nothing
+    /// else would, as the task's end does not wait for it).
     pub fn started(&self, task_id: &str, upstream_id: i64) -> bool {
         let mut running = self.running.lock().unwrap();
-        let Some(r) = running.get_mut(task_id) else { return false };
+        let Some(r) = running.get_mut(task_id).filter(|r| !r.ending) else { return false };
         r.upstream_id = Some(upstream_id);
         true
+    }
+
+    /// The task's end is decided: from now on a call that starts for it is refused (see
+    /// [`Hosted::started`]).
+    fn ending(&self, task_id: &str) {
+        if let Some(r) = self.running.lock().unwrap().get_mut(task_id) {
+            r.ending = true;
+        }
     }
 
     /// The background call could not start: the task fails with that error.

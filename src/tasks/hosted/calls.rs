@@ -17,6 +17,7 @@ impl Hosted {
     /// The background call ended with `msg` (the upstream's answer, or the link's error):
     /// the task ends with it, then its watchers and sessions hear so.
     pub async fn finish(&self, task_id: &str, msg: Value) {
+        self.ending(task_id);
         let mut text = serde_json::to_string(&msg).expect("values serialize");
         let mut msg = msg;
         let too_large = if text.len() > self.max_result_bytes {
@@ -105,6 +106,8 @@ impl TaskCalls for Hosted {
     /// written by a task of its own (see the module doc).
     fn outcome(&self, task_id: &str, msg: Value) {
         let Some(msg) = self.next_round(task_id, msg) else { return };
+        // Before the write is spawned: a round's retry that starts meanwhile is refused.
+        self.ending(task_id);
         let Some(me) = self.me.upgrade() else { return };
         let task_id = task_id.to_string();
         self.writes.spawn(async move { me.finish(&task_id, msg).await });

@@ -344,6 +344,23 @@ mod tests {
         assert_eq!(h.round_timers.clock().len(), 0, "no timer is left behind");
     }
 
+    /// A round's retry that starts once its task's end is decided (its lifetime ran out while
+    /// the retry was on its way, and the end is being stored) is refused, so that its caller
+    /// cancels it upstream: the task's end does not wait for that call, and nothing else
+    /// would stop it.
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_that_starts_as_its_task_ends_is_refused() {
+        let h = Hosted::new(&TasksConfig::default(), Arc::new(MemoryStore::new(10, 1 << 20)));
+        let id = task_with_rounds(&h).await;
+        assert!(h.next_round(&id, asks()).is_none());
+        // The call's lifetime ran out: its end is written by a task of its own, not run yet.
+        h.outcome(&id, lifetime_error(MAX_TIME).response(None));
+        assert!(!h.started(&id, 7), "a call that starts after the task's end was decided is refused");
+        let (status, message) = status_now(&h, &id).await;
+        assert_eq!(status, TaskStatus::Failed, "{message}");
+        assert!(!h.started(&id, 8), "nor once the task has ended");
+    }
+
     /// A round whose answer window the call's lifetime cuts short has no timer of its own:
     /// the task fails for max_request_time, not for a request_timeout that had not passed.
     /// (With a round timer at the call's instant, the two timers' tasks raced on the
