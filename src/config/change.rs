@@ -49,7 +49,7 @@ impl ConfigChange {
         }
         change.removed =
             old.upstreams.iter().filter(|u| new.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect();
-        change.server_limits = old.server.call_limits != new.server.call_limits;
+        change.server_limits = old.server.rate_limit != new.server.rate_limit;
         change.auth = old.server.auth != new.server.auth;
         change.tls = new.server.tls.is_some();
         // What a reload cannot apply is what differs between the new config and the one it
@@ -125,7 +125,7 @@ impl ConfigChange {
 pub fn in_effect(running: &Config, new: &Config) -> Config {
     let mut effect = running.clone();
     effect.upstreams = new.upstreams.clone();
-    effect.server.call_limits = new.server.call_limits;
+    effect.server.rate_limit = new.server.rate_limit;
     effect.server.auth = new.server.auth.clone();
     if effect.server.tls.is_some() == new.server.tls.is_some() {
         effect.server.tls = new.server.tls.clone();
@@ -138,7 +138,7 @@ pub fn in_effect(running: &Config, new: &Config) -> Config {
 pub fn same_sessions(a: &UpstreamConfig, b: &UpstreamConfig) -> bool {
     let mut b = b.clone();
     b.tools = a.tools.clone();
-    b.call_limits = a.call_limits;
+    b.rate_limit = a.rate_limit;
     *a == b
 }
 

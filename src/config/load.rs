@@ -178,7 +178,7 @@ fn server_config(r: RawServer, base: Option<&Path>, anonymous: bool) -> Result<S
         otlp: super::observe::otlp(r.otlp)?,
         cors_origins: super::observe::cors_origins(r.cors_origins)?,
         task_page: super::task_page::task_page(r.task_page)?,
-        call_limits: super::call_limits::call_limits("server.limits", r.limits)?,
+        rate_limit: super::rate_limit::rate_limit("server.limits", r.limits)?,
         watch_config: r.watch_config.unwrap_or(false),
     })
 }
@@ -331,7 +331,7 @@ pub(super) fn upstream_config(
         long_calls: super::long_calls::long_calls(&at, u.long_calls, tasks.hosted != HostedMode::Never)?,
         tasks,
         tools: super::tool_policy::tool_policy(&at, u.tools)?,
-        call_limits: super::call_limits::call_limits(&format!("{at}.limits"), u.limits)?,
+        rate_limit: super::rate_limit::rate_limit(&format!("{at}.limits"), u.limits)?,
         dialects: dialects(&at, u.dialects)?,
     })
 }

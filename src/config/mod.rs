@@ -11,7 +11,6 @@
 //! types take and `reference` writes docs/configuration.md from it.
 
 mod auth;
-mod call_limits;
 mod change;
 mod client_auth;
 mod describe;
@@ -23,6 +22,7 @@ mod import;
 mod load;
 mod long_calls;
 mod observe;
+mod rate_limit;
 mod raw;
 mod record_bounds;
 mod reference;
@@ -33,13 +33,13 @@ mod task_page;
 mod tool_policy;
 
 pub use auth::{AuthConfig, AuthMode, BearerToken, JwtKey, JwtSettings};
-pub use call_limits::CallLimits;
 pub use change::{ConfigChange, in_effect, same_sessions};
 pub use duration::{fmt_duration, parse_duration};
 pub use error::ConfigError;
 pub use expand::redact_url;
 pub use import::McpServers;
 pub use observe::{OtlpConfig, TlsFiles};
+pub use rate_limit::RateLimit;
 pub use reference::{markdown as reference, undescribed};
 pub use settings::*;
 pub use tool_policy::{ToolPolicy, ToolRule};

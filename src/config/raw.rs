@@ -46,7 +46,7 @@ pub(super) struct RawServer {
     pub(super) otlp: Option<super::observe::RawOtlp>,
     pub(super) cors_origins: Option<Vec<String>>,
     pub(super) task_page: Option<super::task_page::RawTaskPage>,
-    pub(super) limits: Option<super::call_limits::RawCallLimits>,
+    pub(super) limits: Option<super::rate_limit::RawRateLimit>,
     pub(super) watch_config: Option<bool>,
 }
 
@@ -122,7 +122,7 @@ pub(super) struct RawUpstream {
     pub(super) dialects: Option<RawDialects>,
     pub(super) long_calls: Option<super::long_calls::RawLongCalls>,
     pub(super) tools: Option<super::tool_policy::RawToolPolicy>,
-    pub(super) limits: Option<super::call_limits::RawCallLimits>,
+    pub(super) limits: Option<super::rate_limit::RawRateLimit>,
 }
 
 #[derive(Deserialize)]

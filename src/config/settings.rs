@@ -278,7 +278,7 @@ impl UpstreamConfig {
             dialects: Dialects::default(),
             long_calls: super::long_calls::LongCalls::default(),
             tools: super::tool_policy::ToolPolicy::default(),
-            call_limits: None,
+            rate_limit: None,
         }
     }
 }
@@ -373,7 +373,7 @@ pub struct ServerConfig {
     /// The live task page at `/tasks` (`[server.task_page]`).
     pub task_page: super::task_page::TaskPageConfig,
     /// How fast one client may call through any upstream (`[server.limits]`; `None`: no limit).
-    pub call_limits: Option<super::call_limits::CallLimits>,
+    pub rate_limit: Option<super::rate_limit::RateLimit>,
     /// Reload the config when its file changes (as on SIGHUP).
     pub watch_config: bool,
 }
@@ -417,7 +417,7 @@ pub struct UpstreamConfig {
     /// Which of its tools are offered (`[upstream.tools]`).
     pub tools: super::tool_policy::ToolPolicy,
     /// How fast one client may call through it (`[upstream.limits]`; `None`: no limit).
-    pub call_limits: Option<super::call_limits::CallLimits>,
+    pub rate_limit: Option<super::rate_limit::RateLimit>,
 }
 
 /// What an HTTP upstream receives as `Authorization`.
@@ -540,7 +540,7 @@ impl Default for ServerConfig {
             otlp: None,
             cors_origins: Vec::new(),
             task_page: Default::default(),
-            call_limits: None,
+            rate_limit: None,
             watch_config: false,
         }
     }

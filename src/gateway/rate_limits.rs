@@ -7,7 +7,7 @@
 //! The buckets of clients that are full again are forgotten once more than [`MAX_CLIENTS`]
 //! are kept (looked at every [`PRUNE_EVERY`] calls): a client's state is only what it owes.
 
-use crate::config::{CallLimits, Config};
+use crate::config::{Config, RateLimit};
 use governor::clock::Clock;
 use governor::{Quota, RateLimiter};
 use std::collections::HashMap;
@@ -46,7 +46,7 @@ type Buckets = RateLimiter<
 
 /// One table's buckets, one per client.
 struct Limit {
-    quota: CallLimits,
+    quota: RateLimit,
     buckets: Buckets,
     clock: TokioClock,
     /// Calls judged: the buckets kept are counted once per [`PRUNE_EVERY`] of them.
@@ -57,7 +57,7 @@ struct Limit {
 const PRUNE_EVERY: u64 = 256;
 
 impl Limit {
-    fn new(limits: CallLimits) -> Limit {
+    fn new(limits: RateLimit) -> Limit {
         let rate = NonZeroU32::new(limits.calls_per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(limits.burst).unwrap_or(NonZeroU32::MIN);
         let clock = TokioClock { start: tokio::time::Instant::now() };
@@ -96,18 +96,18 @@ impl RateLimits {
     /// The buckets of `config`'s limits; those of `was` (the config before a reload) whose
     /// quota is unchanged are kept, with what each client owes.
     pub fn new(config: &Config, was: Option<&RateLimits>) -> RateLimits {
-        let kept = |old: Option<&Arc<Limit>>, quota: CallLimits| match old {
+        let kept = |old: Option<&Arc<Limit>>, quota: RateLimit| match old {
             Some(l) if l.quota == quota => l.clone(),
             _ => Arc::new(Limit::new(quota)),
         };
         RateLimits {
-            server: config.server.call_limits.map(|q| kept(was.and_then(|w| w.server.as_ref()), q)),
+            server: config.server.rate_limit.map(|q| kept(was.and_then(|w| w.server.as_ref()), q)),
             upstreams: config
                 .upstreams
                 .iter()
                 .filter_map(|u| {
                     let old = was.and_then(|w| w.upstreams.get(&u.name));
-                    Some((u.name.clone(), kept(old, u.call_limits?)))
+                    Some((u.name.clone(), kept(old, u.rate_limit?)))
                 })
                 .collect(),
         }
@@ -137,7 +137,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_then_the_sustained_rate_per_client() {
-        let l = Limit::new(CallLimits { calls_per_minute: 60, burst: 3 });
+        let l = Limit::new(RateLimit { calls_per_minute: 60, burst: 3 });
         let (alice, bob): (Arc<str>, Arc<str>) = ("alice".into(), "bob".into());
         for _ in 0..3 {
             assert!(l.take(&alice).is_ok());
@@ -153,7 +153,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn full_buckets_are_forgotten_past_the_bound() {
-        let l = Limit::new(CallLimits { calls_per_minute: 60_000, burst: 1 });
+        let l = Limit::new(RateLimit { calls_per_minute: 60_000, burst: 1 });
         for i in 0..=MAX_CLIENTS {
             l.take(&format!("c{i}").into()).unwrap();
         }

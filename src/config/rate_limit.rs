@@ -6,14 +6,14 @@ use serde::Deserialize;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawCallLimits {
+pub(super) struct RawRateLimit {
     pub(super) calls_per_minute: Option<u64>,
     pub(super) burst: Option<u64>,
 }
 
 /// One client's bucket: `calls_per_minute` sustained, `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallLimits {
+pub struct RateLimit {
     pub calls_per_minute: u32,
     pub burst: u32,
 }
@@ -22,7 +22,7 @@ pub struct CallLimits {
 const MAX_RATE: u64 = 1_000_000;
 
 /// The limits of the table at `at` (`server.limits`, `upstream "x".limits`); `None`: no limit.
-pub(super) fn call_limits(at: &str, raw: Option<RawCallLimits>) -> Result<Option<CallLimits>, ConfigError> {
+pub(super) fn rate_limit(at: &str, raw: Option<RawRateLimit>) -> Result<Option<RateLimit>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     let Some(rate) = raw.calls_per_minute else {
         if raw.burst.is_some() {
@@ -37,22 +37,22 @@ pub(super) fn call_limits(at: &str, raw: Option<RawCallLimits>) -> Result<Option
     if burst == 0 || burst > MAX_RATE {
         return Err(ConfigError(format!("{at}.burst: {burst} is not between 1 and {MAX_RATE}")));
     }
-    Ok(Some(CallLimits { calls_per_minute: rate as u32, burst: burst as u32 }))
+    Ok(Some(RateLimit { calls_per_minute: rate as u32, burst: burst as u32 }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Option<CallLimits>, ConfigError> {
-        call_limits("server.limits", Some(toml::from_str(text).unwrap()))
+    fn parse(text: &str) -> Result<Option<RateLimit>, ConfigError> {
+        rate_limit("server.limits", Some(toml::from_str(text).unwrap()))
     }
 
     #[test]
     fn limits_are_checked() {
         assert_eq!(
             parse("calls_per_minute = 600\nburst = 20").unwrap(),
-            Some(CallLimits { calls_per_minute: 600, burst: 20 })
+            Some(RateLimit { calls_per_minute: 600, burst: 20 })
         );
         assert_eq!(parse("calls_per_minute = 60").unwrap().unwrap().burst, 10);
         assert_eq!(parse("").unwrap(), None);
