@@ -114,6 +114,30 @@ fn a_parked_post_gets_what_came_while_it_was_handed_on_and_then_a_channel() {
     assert!(held.len() <= 17 && rx.is_none(), "{} held", held.len());
 }
 
+/// An answer taken at once goes out as a plain JSON body, which no client can resume: it
+/// leaves the replay buffer as the POST attaches. One that came after progress is the end
+/// of an event stream, and stays there for a client that resumes it.
+#[test]
+fn an_answer_taken_at_once_leaves_the_replay_buffer_and_one_after_progress_stays() {
+    let s = Streams::new(16);
+    let buffered = |s: &Streams| s.state.lock().unwrap().buffer.len();
+    let sid = s.open_single(&Id::Num(1), false).unwrap();
+    s.deliver(m(json!({"id": 1})), Route::Response(Id::Num(1)));
+    assert_eq!(buffered(&s), 1);
+    let (held, _) = s.attach(sid);
+    assert!(held[0].is_response);
+    assert_eq!(buffered(&s), 0, "the answer that goes out as JSON is not kept for a resume");
+
+    let sid = s.open_single(&Id::Num(2), false).unwrap();
+    s.deliver(m(json!({"p": 2})), Route::Related(Id::Num(2)));
+    s.deliver(m(json!({"id": 2})), Route::Response(Id::Num(2)));
+    let (held, _) = s.attach(sid);
+    assert_eq!(held.len(), 2);
+    let resumed = s.resume(&held[0].event_id()).expect("a stream of ours");
+    let replayed: Vec<bool> = resumed.replay.iter().map(|o| o.is_response).collect();
+    assert_eq!(replayed, vec![true], "the answer after progress is the stream's, kept for a resume");
+}
+
 #[test]
 fn a_parked_post_keeps_its_session_in_use_and_is_not_taken_by_a_resume() {
     let s = Streams::new(16);
