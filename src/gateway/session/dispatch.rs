@@ -471,9 +471,10 @@ impl Session {
             self.hosted().keep_for_rounds(&task_id, msg.clone(), self.round_policy());
         }
         match link.start_task_call(task_id.clone(), msg, Some(self.share_key())).await {
-            Ok(up) => {
-                self.hosted().started(&task_id, up);
-            }
+            // The task ended (cancelled, or its time ran out) while its call was being sent:
+            // nothing else would stop the call upstream.
+            Ok(up) if !self.hosted().started(&task_id, up) => link.cancel(up, "the task has ended").await,
+            Ok(_) => {}
             Err(e) => self.hosted().start_failed(&task_id, &e).await,
         }
     }

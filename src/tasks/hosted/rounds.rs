@@ -173,7 +173,7 @@ impl Hosted {
     async fn retry(&self, task_id: Arc<str>, round: u32) {
         let (link, msg, share, _asked) = {
             let mut running = self.running.lock().unwrap();
-            let Some(r) = running.get_mut(&*task_id) else { return };
+            let Some(r) = running.get_mut(&*task_id).filter(|r| !r.ending) else { return };
             let Some(rounds) = r.rounds.as_mut().filter(|x| x.done == round) else { return };
             let Some(asking) = rounds.asking.take() else { return };
             let mut msg = rounds.call.clone();
@@ -184,7 +184,7 @@ impl Hosted {
         self.input_answered(&task_id).await;
         tracing::debug!(task = %task_id, round, "retrying the call with the answers");
         match link.start_task_call(task_id.clone(), msg, share).await {
-            Ok(up) if !self.started(&task_id, up) => link.cancel(up, "the task was cancelled").await,
+            Ok(up) if !self.started(&task_id, up) => link.cancel(up, "the task has ended").await,
             Ok(_) => {}
             Err(e) => self.outcome(&task_id, e.response(None)),
         }
@@ -204,11 +204,19 @@ impl Hosted {
             let mut running = self.running.lock().unwrap();
             let Some(r) = running.get_mut(task_id) else { return };
             let Some(rounds) = r.rounds.as_mut() else { return };
-            match round {
+            let ends = match round {
                 Some(n) if rounds.done != n || rounds.asking.is_none() => return,
-                Some(_) => (idle_error(rounds.policy.answer_within), None),
+                Some(_) => {
+                    // An answer that comes now starts no retry.
+                    rounds.asking = None;
+                    (idle_error(rounds.policy.answer_within), None)
+                }
                 None => (lifetime_error(rounds.policy.max_time), r.upstream_id.map(|up| (r.link.clone(), up))),
-            }
+            };
+            // Decided under the lock that `started` takes: a retry on its way either started
+            // before (its id is cancelled below) or is refused.
+            r.ending = true;
+            ends
         };
         tracing::warn!(task = task_id, "a hosted task's input rounds timed out: {}", error.message);
         if let Some((link, up)) = upstream {
