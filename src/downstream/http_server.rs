@@ -409,7 +409,7 @@ impl HttpServer {
         // A session `initialize` created is the client's once it has its answer: if the POST
         // goes away first (the client hung up during the handshake), the session goes too.
         let mut unclaimed = created.then(|| Unclaimed { server: self, sid: &sid, hs: &hs, armed: true });
-        // A sign of life; a request's own stream notes it as it opens (`open_single`).
+        // A sign of life; a request's stream notes it as it opens or is refused (`open_single`).
         if !parsed.as_ref().is_ok_and(|m| m.kind() == Kind::Request) {
             hs.streams.touch();
         }
@@ -450,7 +450,6 @@ impl HttpServer {
         let stream = match hs.streams.open_single(&request_id, json_only) {
             Ok(sid) => sid,
             Err(dup) => {
-                hs.streams.touch();
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
                     &RpcError::new(

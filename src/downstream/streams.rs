@@ -157,6 +157,8 @@ impl Streams {
     /// what it gets waits for [`Streams::attach`]. Fails if `id` is awaiting its response.
     pub fn open_single(&self, id: &Id, json_only: bool) -> Result<u64, Id> {
         let mut st = self.state.lock().unwrap();
+        // A sign of life of the session, whether the request is taken or refused.
+        st.last_activity = Instant::now();
         if st.request_stream.contains_key(id) {
             return Err(id.clone());
         }
@@ -165,7 +167,6 @@ impl Streams {
         st.streams.insert(sid, Stream { tx: None, awaiting: 1, json_only, parked: true });
         st.request_stream.insert(id.clone(), sid);
         st.parked.insert(sid, Vec::new());
-        st.last_activity = Instant::now();
         Ok(sid)
     }
 

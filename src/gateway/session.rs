@@ -107,8 +107,8 @@ pub struct Session {
     /// The next id of a request the gateway sends the client (the upstream's, mapped, and
     /// its own input requests).
     client_side_ids: std::sync::atomic::AtomicI64,
-    /// The negotiated versions and the plan, read by every message without a lock (and
-    /// changed under `state`'s; see `sides`).
+    /// Both sides' handshakes, the negotiated versions and the plan, read by every message
+    /// without a lock (and changed under `state`'s; see `sides`).
     sides: SidesCell,
     /// What the session learned of its upstream's tools (see `tools`).
     tools: tools::ToolSupport,
@@ -118,7 +118,7 @@ pub struct Session {
     /// `state`, never before).
     ext: ext::ExtTasks,
     /// A legacy client's input rounds with a modern upstream, under a lock of their own
-    /// (taken after `state` where both are held; see `input_rounds`).
+    /// (they take none of the session's; see `input_rounds`).
     rounds: input_rounds::InputRounds,
     /// Its current link, read by every request without a lock.
     link: arc_swap::ArcSwapOption<Link>,

@@ -92,7 +92,7 @@ impl InputRounds {
         let mut to_send = Vec::new();
         let outcome = {
             let init = s.client_init();
-            let caps = init.as_deref().and_then(|p| p.get("capabilities"));
+            let caps = capabilities(init.as_deref());
             let mut rounds = self.state.lock().unwrap();
             let rounds = &mut *rounds;
             let Some(ex) = rounds.exchanges.get_mut(client_id) else { return Some(msg) };
@@ -304,7 +304,12 @@ impl InputRounds {
 /// What the session's client declared, as a modern upstream reads it per request.
 fn declared_capabilities(s: &impl Host) -> Map<String, Value> {
     let init = s.client_init();
-    legacy::client_capabilities(init.as_deref().and_then(|p| p.get("capabilities")).unwrap_or(&Value::Null))
+    legacy::client_capabilities(capabilities(init.as_deref()).unwrap_or(&Value::Null))
+}
+
+/// The capabilities the client's `initialize` params (`init`) declared.
+fn capabilities(init: Option<&Value>) -> Option<&Value> {
+    init.and_then(|p| p.get("capabilities"))
 }
 
 /// Sends the next round of exchange `serial` of client request `client_id` upstream, as a
