@@ -47,6 +47,7 @@ mod modern_client;
 mod plan;
 mod policy;
 mod principal_tasks;
+mod reach;
 mod relink;
 mod sides;
 mod state;

@@ -275,7 +275,7 @@ impl LinkEvents for Session {
                 self.tools.requires_task(name);
                 if let Some(me) = self.me.upgrade() {
                     tokio::spawn(async move {
-                        if let Err(e) = me.bridged_calls.start(&me, client_id.clone(), call.into_value()).await {
+                        if let Err(e) = me.bridged_calls.start(&*me, client_id.clone(), call.into_value()).await {
                             me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
                         }
                     });

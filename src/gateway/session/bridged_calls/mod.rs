@@ -7,13 +7,31 @@
 //!
 //! Its lock is its own, taken for a moment: never across an `.await`, and after the
 //! session's `state` where both are held.
+//!
+//! The strategy names no session type: it is handed a [`Host`], what it needs of its
+//! session (`session/contexts.rs`).
 
+use super::reach::Reach;
 use crate::jsonrpc::{GATEWAY_BUSY, INVALID_REQUEST, Id, RpcError};
 use crate::locks::Mutex;
 use std::collections::HashMap;
 use tokio_util::sync::CancellationToken;
 
 mod run;
+
+/// What bridged calls need of their session beyond what every strategy may reach: its
+/// narrow context.
+pub(super) trait Host: Reach {
+    /// The session's own bridged calls.
+    fn bridged_calls(&self) -> &BridgedCalls;
+    /// `f`'s value, run under the session's lock, if the session has not ended: its end
+    /// marks it so and drains the slots under the same lock, so a slot claimed here is
+    /// drained with the rest.
+    fn while_open<R>(&self, f: impl FnOnce() -> R) -> Option<R>;
+    /// A bridged call ended: questions of an extension task's call that the client has not
+    /// answered are moot now (see `ext::bridged`).
+    fn drop_moot_inputs(&self);
+}
 
 /// The session's slots for calls that follow an upstream task (see the module doc).
 #[derive(Default)]

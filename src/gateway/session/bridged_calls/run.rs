@@ -1,8 +1,7 @@
 //! Running a bridged call: the bridge of a 2025-11-25 task built for the session's link, and
 //! the background task that follows it to its end and answers the client.
 
-use super::super::Session;
-use super::BridgedCalls;
+use super::{BridgedCalls, Host};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::tasks::bridge::core_tasks::Bridge;
 use crate::tasks::bridge::{Ending, PlainCall};
@@ -13,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 impl BridgedCalls {
     /// A plain call of a tool the upstream runs only as a task: bridged (see [`Bridge`]).
-    pub(in super::super) async fn start(&self, s: &Session, id: Id, msg: Value) -> Result<(), RpcError> {
+    pub(in super::super) async fn start(&self, s: &impl Host, id: Id, msg: Value) -> Result<(), RpcError> {
         let link = s.link().await?;
         let cancel = self.claim_open(s, &id)?;
         let bridge = self.core(s, &link, &id, msg, cancel);
@@ -24,18 +23,16 @@ impl BridgedCalls {
     /// A slot for client request `id` (see [`BridgedCalls::claim`]), claimed under the session's
     /// lock: once the session's end has set `closed` and drained the slots, none is given
     /// (-32603), so no bridge outlives the end uncancelled.
-    pub(in super::super) fn claim_open(&self, s: &Session, id: &Id) -> Result<CancellationToken, RpcError> {
-        let st = s.state.lock().unwrap();
-        if st.closed {
-            return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the session has ended"));
-        }
-        self.claim(id, s.gateway.limits().max_in_flight)
+    pub(in super::super) fn claim_open(&self, s: &impl Host, id: &Id) -> Result<CancellationToken, RpcError> {
+        let limit = s.max_in_flight();
+        s.while_open(|| self.claim(id, limit))
+            .unwrap_or_else(|| Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the session has ended")))
     }
 
     /// The bridge of client call `id` (`call`) through a 2025-11-25 task on `link`.
     pub(in super::super) fn core(
         &self,
-        s: &Session,
+        s: &impl Host,
         link: &Arc<Link>,
         id: &Id,
         mut call: Value,
@@ -43,20 +40,20 @@ impl BridgedCalls {
     ) -> Bridge {
         // A 2025-11-25 upstream gets none of a modern client's per-request `_meta` (its
         // version, capabilities, clientInfo), as a forwarded request does not.
-        if s.modern.is_some() {
+        if s.client_is_modern() {
             crate::mcp::modern::meta::strip(&mut call);
         }
         Bridge {
             plain: Self::plain(s, link, id, call, cancel),
             // The upstream must keep the task at least as long as the call may run.
-            ttl: s.upstream.tasks.ttl.max(s.upstream.max_request_time),
+            ttl: s.upstream().tasks.ttl.max(s.upstream().max_request_time),
         }
     }
 
     /// Client call `id` (`call`) to be bridged on `link`, with the upstream's bounds: what a
     /// bridge of either task dialect has.
     pub(in super::super) fn plain(
-        s: &Session,
+        s: &impl Host,
         link: &Arc<Link>,
         id: &Id,
         call: Value,
@@ -66,8 +63,8 @@ impl BridgedCalls {
             link: link.clone(),
             client: s.client_ref(id.clone()),
             request: call,
-            request_timeout: s.upstream.request_timeout,
-            max_request_time: s.upstream.max_request_time,
+            request_timeout: s.upstream().request_timeout,
+            max_request_time: s.upstream().max_request_time,
             cancel,
         }
     }
@@ -77,18 +74,18 @@ impl BridgedCalls {
     /// to the client.
     pub(in super::super) fn spawn(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         link: Arc<Link>,
         run: impl std::future::Future<Output = Ending> + Send + 'static,
     ) {
         link.retain();
-        let me = s.me.clone();
+        let me = s.weak();
         tokio::spawn(async move {
             let ending = run.await;
             link.release();
             let Some(s) = me.upgrade() else { return };
-            s.bridged_calls.ended(&s, &id);
+            s.bridged_calls().ended(&*s, &id);
             if let Ending::Answer(resp) = ending {
                 s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
             }
@@ -97,8 +94,8 @@ impl BridgedCalls {
 
     /// The bridged call `id` has ended: its slot is free, and questions of an extension
     /// task's call the client has not answered are moot now (see `ext::bridged`).
-    pub(in super::super) fn ended(&self, s: &Session, id: &Id) {
+    pub(in super::super) fn ended(&self, s: &impl Host, id: &Id) {
         self.release(id);
-        s.ext.drop_moot_inputs();
+        s.drop_moot_inputs();
     }
 }

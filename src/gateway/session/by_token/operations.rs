@@ -327,7 +327,7 @@ impl Sep1391 {
                 }
             }
             if let Some(s) = me.upgrade() {
-                s.bridged_calls.ended(&s, &id);
+                s.bridged_calls.ended(&*s, &id);
             }
         });
         Ok(())

@@ -53,48 +53,33 @@
 //! The strategy names no session type: the session lends itself as a [`Host`]
 //! (`session/contexts.rs`).
 
+use super::reach::Reach;
 use crate::clock::Schedule;
 use crate::config::UpstreamConfig;
-use crate::jsonrpc::{Id, Message, RpcError};
+use crate::jsonrpc::Id;
 use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::InputLimits;
-use crate::upstream::client::Route;
-use crate::upstream::link::{ClientRef, Link};
+use crate::upstream::link::Link;
 use serde_json::Value;
-use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 mod rounds;
 mod state;
 
-/// What input rounds need of their session: its narrow context.
-pub(super) trait Host: Send + Sync + Sized + 'static {
+/// What input rounds need of their session beyond what every strategy may reach: its
+/// narrow context.
+pub(super) trait Host: Reach {
     /// The session's own input rounds.
     fn rounds(&self) -> &InputRounds;
-    /// The session's upstream's settings (its name, its request timeouts).
-    fn upstream(&self) -> &UpstreamConfig;
-    /// The most exchanges kept at once.
-    fn max_in_flight(&self) -> usize;
-    /// Client request `id`, as the session's link knows it.
-    fn client_ref(&self, id: Id) -> ClientRef;
     /// (client, upstream) versions, once the client's `initialize` arrived.
     fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)>;
     /// The client's `initialize` params, once it arrived.
     fn client_init(&self) -> Option<Arc<Value>>;
     /// A new id for a request the gateway sends the client.
     fn next_client_side_id(&self) -> Id;
-    /// Sends the client `msg`, translated and shaped for it.
-    fn to_client(&self, msg: Message, route: Route);
-    /// The client's request `id` is no longer answered on its stream.
-    fn abandon(&self, id: &Id);
-    /// The live link, started again if it died.
-    fn link(&self) -> impl Future<Output = Result<Arc<Link>, RpcError>> + Send;
     /// The link as it is, live or not.
     fn current_link(&self) -> Option<Arc<Link>>;
-    /// The session, for the tasks a round starts (a retry, a timer's waiter), which must not
-    /// keep it alive.
-    fn weak(&self) -> Weak<Self>;
 }
 
 /// A session's input rounds (see the module doc).

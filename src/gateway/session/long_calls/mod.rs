@@ -18,32 +18,73 @@
 //! tasks instead, and see none of this. The strategy is built with the session when the
 //! upstream turns it on, and is asked as a request is dispatched (after the by-token
 //! dialects), as a listing passes, and as a cancel arrives.
+//!
+//! The strategy names no session type: it is handed a [`Host`], what it needs of its
+//! session (`session/contexts.rs`).
 
-use super::Session;
+use super::reach::Reach;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::mcp::long_calls::{self as shapes, Snapshot};
 use crate::mcp::task_messages::TaskStatus;
+use crate::tasks::hosted::Hosted;
 use crate::upstream::client::{ClientSession, Route};
+use crate::upstream::link::Link;
 use serde_json::Value;
 use state::{InFlight, LongCalls, Waiting};
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio_util::sync::CancellationToken;
 
 pub(super) mod state;
 
+/// What long calls need of their session beyond what every strategy may reach: its narrow
+/// context.
+pub(super) trait Host: Reach {
+    /// The session's long calls, if its upstream turned them on.
+    fn long_calls(&self) -> Option<&LongCalls>;
+    /// Whether the client speaks tasks: 2025-11-25 or later with the `tasks` capability
+    /// declared, or a 2026-07-28 request that declared the tasks extension.
+    fn client_has_tasks(&self) -> bool;
+    /// Whether the upstream hosts tool `name` (its listing read if need be).
+    fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send;
+    /// Whether the upstream lists tool `name`, its listing read first if the session has not
+    /// seen it whole (one that cannot be read says no).
+    fn lists_tool_read(&self, name: &str) -> impl Future<Output = bool> + Send;
+    /// Whether the upstream lists tool `name`, as far as the session knows.
+    fn lists_tool(&self, name: &str) -> bool;
+    /// Whether tool `name` declares an output schema.
+    fn has_output_schema(&self, name: &str) -> bool;
+    /// The tool policy's refusal of a call, if it refuses it.
+    fn refused_by_policy(&self, frame: &Message) -> Option<RpcError>;
+    /// The gateway's hosted tasks.
+    fn hosted(&self) -> &Arc<Hosted>;
+    /// Whose tasks the session's are.
+    fn owner(&self) -> &str;
+    /// A hosted task created for call `msg`: its id, its creation's answer, the link it runs
+    /// on, and the call to send there.
+    fn create_hosted(
+        &self,
+        msg: Value,
+    ) -> impl Future<Output = Result<(Arc<str>, Value, Arc<Link>, Value), RpcError>> + Send;
+    /// Hosted task `task_id`'s call `msg` started on `link`.
+    fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) -> impl Future<Output = ()> + Send;
+    /// The session as a hosted task's waiter: its questions and progress reach the client.
+    fn waiter(&self) -> Weak<dyn ClientSession>;
+}
+
 /// Removes a request from the window however its wait ends (a dropped task too), if the
 /// entry is still its own (not a cancel's removal, nor a later request's of the same id).
-struct InWindow {
-    session: Weak<Session>,
+struct InWindow<H: Host> {
+    session: Weak<H>,
     id: Id,
     generation: u64,
 }
 
-impl Drop for InWindow {
+impl<H: Host> Drop for InWindow<H> {
     fn drop(&mut self) {
         if let Some(s) = self.session.upgrade()
-            && let Some(calls) = &s.long_calls
+            && let Some(calls) = s.long_calls()
         {
             let mut window = calls.window.lock().unwrap();
             if window.get(&self.id).is_some_and(|w| w.generation == self.generation) {
@@ -57,27 +98,22 @@ impl LongCalls {
     /// Whether the session's client is one long calls are for: it has no tasks (a version
     /// before 2025-11-25, a 2025-11-25 client that declared no `tasks` capability, or a
     /// 2026-07-28 request that did not declare the tasks extension).
-    fn for_client(&self, s: &Session) -> bool {
-        if let Some(modern) = &s.modern {
-            return !modern.declared_extension();
-        }
-        let sides = s.sides.now();
-        let declared = sides.client_capabilities().and_then(|c| c.get("tasks")).is_some();
-        !(sides.version.is_some_and(|v| v.has_tasks()) && declared)
+    fn for_client(&self, s: &impl Host) -> bool {
+        !s.client_has_tasks()
     }
 
     /// A request of the session: a plain call that may be deferred, or a call of one of the
     /// gateway's tools, is answered here (`Some`).
-    pub(super) async fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+    pub(super) async fn request(&self, s: &impl Host, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
         if frame.method() != Method::ToolsCall || !self.for_client(s) {
             return None;
         }
         let name = frame.tool_name()?.into_owned();
-        let cfg = &s.upstream.long_calls;
+        let cfg = &s.upstream().long_calls;
         let gateway_tool = cfg.gateway_tool(&name);
         // A legacy client that asks for a task of an upstream tool gets one; a 2026-07-28
         // client's `params.task` means nothing in its era.
-        if gateway_tool.is_none() && frame.task_param().is_some() && s.modern.is_none() {
+        if gateway_tool.is_none() && frame.task_param().is_some() && !s.client_is_modern() {
             return None;
         }
         if gateway_tool.is_none() && !cfg.covers(&name) {
@@ -96,18 +132,18 @@ impl LongCalls {
         }
         // A listing that cannot be read, or a call no task can be made for (the client's
         // share of tasks is full, or the store is), goes up plain, as without long calls.
-        match s.tools.hosts(s, &name).await {
+        match s.hosts_tool(&name).await {
             Ok(true) => match Box::pin(self.defer(s, id.clone(), frame.clone(), name)).await {
                 Err(e) if e.code == INVALID_REQUEST => Some(Err(e)),
                 Err(e) => {
-                    tracing::debug!(upstream = %s.upstream.name, "call not deferrable, passed on plain: {}", e.message);
+                    tracing::debug!(upstream = %s.upstream().name, "call not deferrable, passed on plain: {}", e.message);
                     None
                 }
                 Ok(()) => Some(Ok(())),
             },
             Ok(false) => None,
             Err(e) => {
-                tracing::debug!(upstream = %s.upstream.name, "call not deferrable, passed on plain: {}", e.message);
+                tracing::debug!(upstream = %s.upstream().name, "call not deferrable, passed on plain: {}", e.message);
                 None
             }
         }
@@ -115,9 +151,9 @@ impl LongCalls {
 
     /// Whether the upstream lists a tool of one of the gateway's names (its listing read
     /// first if the session has not seen it whole; one that cannot be read says no).
-    async fn clashes(&self, s: &Session) -> bool {
+    async fn clashes(&self, s: &impl Host) -> bool {
         for name in self.names.all() {
-            if s.tools.support(s, name).await.is_ok() && s.tools.lists(name) {
+            if s.lists_tool_read(name).await {
                 return true;
             }
         }
@@ -126,8 +162,8 @@ impl LongCalls {
 
     /// Whether `name` is one of the gateway's tools as this session's client sees them (the
     /// upstream lists none of that name, as far as the session knows).
-    pub(super) fn serves(&self, s: &Session, name: &str) -> bool {
-        s.upstream.long_calls.gateway_tool(name).is_some() && !self.names.all().into_iter().any(|n| s.tools.lists(n))
+    pub(super) fn serves(&self, s: &impl Host, name: &str) -> bool {
+        s.upstream().long_calls.gateway_tool(name).is_some() && !self.names.all().into_iter().any(|n| s.lists_tool(n))
     }
 
     /// A new request in the window: `false` if its id is already one's there.
@@ -148,7 +184,7 @@ impl LongCalls {
 
     /// The session ends: its calls within their window are cancelled (their tasks were
     /// never handed to the client), and its waits end.
-    pub(super) async fn end(&self, s: &Session) {
+    pub(super) async fn end(&self, s: &impl Host) {
         let waiting: Vec<InFlight> = self.window.lock().unwrap().drain().map(|(_, w)| w).collect();
         for w in waiting {
             match w.what {
@@ -162,7 +198,7 @@ impl LongCalls {
 
     /// A `notifications/cancelled` of a call within its window: its task is cancelled, and
     /// the call gets no answer.
-    pub(super) async fn cancelled(&self, s: &Session, frame: &Message) {
+    pub(super) async fn cancelled(&self, s: &impl Host, frame: &Message) {
         if frame.method() != Method::Cancelled {
             return;
         }
@@ -170,14 +206,14 @@ impl LongCalls {
         let waiting = self.window.lock().unwrap().remove(&request);
         match waiting.map(|w| w.what) {
             Some(Waiting::Call(task)) => {
-                s.sink.abandon(&request);
+                s.abandon(&request);
                 let _ = s.hosted().cancel(&task).await;
             }
             // A wait cancelled: it ends, and the task goes on.
             Some(Waiting::Wait(task, wait)) => {
                 wait.cancel();
-                s.sink.abandon(&request);
-                let waiter: Weak<dyn ClientSession> = s.me.clone();
+                s.abandon(&request);
+                let waiter = s.waiter();
                 s.hosted().stop_waiting(&task, &waiter, &request);
             }
             None => {}
@@ -186,18 +222,18 @@ impl LongCalls {
 
     /// The last page of a `tools/list` for a client without tasks gets the gateway's tools,
     /// unless the upstream lists one of their names.
-    pub(super) fn listing(&self, s: &Session, result: &mut Value) {
+    pub(super) fn listing(&self, s: &impl Host, result: &mut Value) {
         let last = result.get("nextCursor").is_none_or(Value::is_null);
         if !last || !self.for_client(s) {
             return;
         }
-        if let Some(clash) = self.names.all().into_iter().find(|n| s.tools.lists(n)) {
+        if let Some(clash) = self.names.all().into_iter().find(|n| s.lists_tool(n)) {
             if !self.clash_told.swap(true, Ordering::Relaxed) {
-                tracing::error!(upstream = %s.upstream.name, tool = clash, "the upstream lists a tool named as one of the gateway's long-call tools: the gateway's are not offered (set long_calls.tool_prefix)");
+                tracing::error!(upstream = %s.upstream().name, tool = clash, "the upstream lists a tool named as one of the gateway's long-call tools: the gateway's are not offered (set long_calls.tool_prefix)");
             }
             return;
         }
-        let wait_max = s.upstream.long_calls.wait_max.as_secs().max(1);
+        let wait_max = s.upstream().long_calls.wait_max.as_secs().max(1);
         if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
             tools.extend(shapes::tool_definitions(&self.names, wait_max));
         }
@@ -208,10 +244,10 @@ impl LongCalls {
     /// wait is a task of its own: the request's handler returns at once, as for any call
     /// on its way upstream (its stream must carry the keep-alives, the session's other
     /// messages must go on).
-    async fn defer(&self, s: &Session, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
-        let schema_bound = s.tools.has_output_schema(&tool);
+    async fn defer(&self, s: &impl Host, id: Id, frame: Message, tool: String) -> Result<(), RpcError> {
+        let schema_bound = s.has_output_schema(&tool);
         let mut call = frame.into_value();
-        if s.modern.is_some() {
+        if s.client_is_modern() {
             // A 2026-07-28 client's `_meta` is not the upstream's to read, as on its plain path.
             crate::mcp::modern::meta::strip(&mut call);
         }
@@ -220,13 +256,13 @@ impl LongCalls {
             let _ = s.hosted().cancel(&task_id).await;
             return Err(id_in_use(&id));
         };
-        let in_window = InWindow { session: s.me.clone(), id: id.clone(), generation };
+        let in_window = InWindow { session: s.weak(), id: id.clone(), generation };
         s.run_hosted(task_id.clone(), link, msg).await;
-        let Some(me) = s.me.upgrade() else { return Ok(()) };
+        let Some(me) = s.weak().upgrade() else { return Ok(()) };
         tokio::spawn(async move {
             let _in_window = in_window;
-            if let Some(calls) = &me.long_calls {
-                calls.settle(&me, (id, generation), task_id, tool, schema_bound).await;
+            if let Some(calls) = me.long_calls() {
+                calls.settle(&*me, (id, generation), task_id, tool, schema_bound).await;
             }
         });
         Ok(())
@@ -236,15 +272,15 @@ impl LongCalls {
     /// result naming the task; keep-alive progress meanwhile.
     async fn settle(
         &self,
-        s: &Session,
+        s: &impl Host,
         (id, generation): (Id, u64),
         task_id: Arc<str>,
         tool: String,
         schema_bound: bool,
     ) {
-        let cfg = &s.upstream.long_calls;
+        let cfg = &s.upstream().long_calls;
         let hosted = s.hosted().clone();
-        let waiter: Weak<dyn ClientSession> = s.me.clone();
+        let waiter = s.waiter();
         let started = tokio::time::Instant::now();
         let deadline = started + cfg.defer_after.unwrap_or_default();
         // Its questions and progress go on this call's stream while it waits.
@@ -284,7 +320,7 @@ impl LongCalls {
                 hosted.release_token(&task_id);
                 let snap = self.snapshot(s, &task_id).await;
                 crate::metrics::global().long_call_deferred();
-                tracing::debug!(upstream = %s.upstream.name, task = %task_id, tool, "call deferred");
+                tracing::debug!(upstream = %s.upstream().name, task = %task_id, tool, "call deferred");
                 let r = shapes::still_running(&snap, &self.names, Some(&tool), schema_bound);
                 self.answer(s, &id, r);
             }
@@ -292,7 +328,7 @@ impl LongCalls {
     }
 
     /// Where a task stands, for its results (a task that cannot be read now is `working`).
-    async fn snapshot(&self, s: &Session, task_id: &str) -> Snapshot {
+    async fn snapshot(&self, s: &impl Host, task_id: &str) -> Snapshot {
         s.hosted().snapshot(task_id).await.unwrap_or(Snapshot {
             task_id: task_id.into(),
             status: TaskStatus::Working,
@@ -303,17 +339,17 @@ impl LongCalls {
 
     /// A call of one of the gateway's tools (`which`: `wait`, `status` or `cancel`).
     /// What goes wrong with the call itself is a tool error the model can read.
-    async fn serve_tool(&self, s: &Session, id: Id, which: &str, frame: &Message) -> Result<(), RpcError> {
+    async fn serve_tool(&self, s: &impl Host, id: Id, which: &str, frame: &Message) -> Result<(), RpcError> {
         let result = match shapes::task_id_argument(frame.value().get("params")) {
             Err(why) => shapes::tool_error(why),
             // Another client's task is as unknown as one that never was.
-            Ok(task) if !s.hosted().visible_or_failed(&task, &s.owner).await? => shapes::unknown_task(&task),
+            Ok(task) if !s.hosted().visible_or_failed(&task, s.owner()).await? => shapes::unknown_task(&task),
             Ok(task) => match which {
                 "wait" => {
                     // A task of its own, as a deferrable call's wait (see `defer`); a cancel
                     // of the wait ends it (`cancelled`).
-                    let Some(me) = s.me.upgrade() else { return Ok(()) };
-                    let limit = s.gateway.limits().max_in_flight;
+                    let Some(me) = s.weak().upgrade() else { return Ok(()) };
+                    let limit = s.max_in_flight();
                     let waits =
                         self.window.lock().unwrap().values().filter(|w| matches!(w.what, Waiting::Wait(..))).count();
                     if waits >= limit {
@@ -327,13 +363,13 @@ impl LongCalls {
                     let Some(generation) = self.enter(&id, Waiting::Wait(task.clone(), stop.clone())) else {
                         return Err(id_in_use(&id));
                     };
-                    let in_window = InWindow { session: s.me.clone(), id: id.clone(), generation };
+                    let in_window = InWindow { session: s.weak(), id: id.clone(), generation };
                     tokio::spawn(async move {
                         let _in_window = in_window;
-                        if let Some(calls) = &me.long_calls {
+                        if let Some(calls) = me.long_calls() {
                             tokio::select! {
                                 _ = stop.cancelled() => {}
-                                _ = calls.wait(&me, id, &task) => {}
+                                _ = calls.wait(&*me, id, &task) => {}
                             }
                         }
                     });
@@ -352,8 +388,8 @@ impl LongCalls {
 
     /// A result of the gateway's making as the answer to `id` (a 2026-07-28 client's names
     /// its type).
-    fn answer(&self, s: &Session, id: &Id, mut result: Value) {
-        if s.modern.is_some() {
+    fn answer(&self, s: &impl Host, id: &Id, mut result: Value) {
+        if s.client_is_modern() {
             result["resultType"] = Value::String("complete".into());
         }
         s.to_client(Message::made(jsonrpc::result_response(id, result)), Route::Response(id.clone()));
@@ -361,11 +397,11 @@ impl LongCalls {
 
     /// The wait tool: the task's outcome as the call's response, if it ends within
     /// `wait_max`, else a result saying it still runs.
-    async fn wait(&self, s: &Session, id: Id, task: &str) {
-        let waiter: Weak<dyn ClientSession> = s.me.clone();
+    async fn wait(&self, s: &impl Host, id: Id, task: &str) {
+        let waiter = s.waiter();
         let hosted = s.hosted().clone();
         let waited =
-            tokio::time::timeout(s.upstream.long_calls.wait_max, hosted.result(task, waiter.clone(), &id)).await;
+            tokio::time::timeout(s.upstream().long_calls.wait_max, hosted.result(task, waiter.clone(), &id)).await;
         let resp = match waited {
             Ok(resp) => Some(resp),
             Err(_) => {

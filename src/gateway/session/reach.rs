@@ -1,0 +1,36 @@
+//! What every strategy may reach of its session: its upstream's settings, the path to its
+//! client, its link, and a weak handle for the tasks it starts. A strategy's own context
+//! builds on it; the session lends itself as each (`contexts`). A leaf: it names no part of
+//! the session, so a strategy that uses it does not depend on the session through it.
+
+use crate::config::UpstreamConfig;
+use crate::jsonrpc::{Id, Message, Method, RpcError};
+use crate::upstream::client::Route;
+use crate::upstream::link::{ClientRef, Link};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::{Arc, Weak};
+
+/// What every strategy may reach of its session.
+pub(super) trait Reach: Send + Sync + Sized + 'static {
+    /// The session's upstream's settings (its name, its timeouts, its long calls).
+    fn upstream(&self) -> &UpstreamConfig;
+    /// The most requests of one kind a session keeps in flight.
+    fn max_in_flight(&self) -> usize;
+    /// Client request `id`, as the session's link knows it.
+    fn client_ref(&self, id: Id) -> ClientRef;
+    /// Sends the client `msg`, translated and shaped for it.
+    fn to_client(&self, msg: Message, route: Route);
+    /// Answers client request `id` with `resp` (a tree), translated as an answer to a
+    /// request of method `answers`.
+    fn answer(&self, id: Id, resp: Value, answers: Option<Method>);
+    /// The client's request `id` is no longer answered on its stream.
+    fn abandon(&self, id: &Id);
+    /// The live link, started again if it died.
+    fn link(&self) -> impl Future<Output = Result<Arc<Link>, RpcError>> + Send;
+    /// Whether the client is a 2026-07-28 request (its era has no `params.task`, and its
+    /// per-request `_meta` is not the upstream's).
+    fn client_is_modern(&self) -> bool;
+    /// The session, for the tasks a strategy starts, which must not keep it alive.
+    fn weak(&self) -> Weak<Self>;
+}
