@@ -3,10 +3,13 @@
 //! own on top of that, it needs besides. The session is each of them here.
 
 use super::bridged_calls::{self, BridgedCalls};
+use super::by_token::operations::{self, Listed};
 use super::input_rounds::{self, InputRounds};
 use super::long_calls::{self, state::LongCalls};
-use super::reach::Reach;
+use super::reach::{Hosting, Reach};
 use super::*;
+use crate::mcp::task_messages::TaskSupport;
+use crate::tasks::bridge::extension::ExtBridge;
 use std::future::Future;
 
 impl Reach for Session {
@@ -38,12 +41,53 @@ impl Reach for Session {
         Session::link(self)
     }
 
+    fn current_link(&self) -> Option<Arc<Link>> {
+        self.link.load_full()
+    }
+
+    fn client_init(&self) -> Option<Arc<Value>> {
+        self.sides.now().init_params.clone()
+    }
+
     fn client_is_modern(&self) -> bool {
         self.modern.is_some()
     }
 
     fn weak(&self) -> Weak<Session> {
         self.me.clone()
+    }
+}
+
+impl Hosting for Session {
+    fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send {
+        self.tools.hosts(self, name)
+    }
+
+    fn hosted(&self) -> &Arc<Hosted> {
+        Session::hosted(self)
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn create_hosted(
+        &self,
+        msg: Value,
+    ) -> impl Future<Output = Result<(Arc<str>, Value, Arc<Link>, Value), RpcError>> + Send {
+        Session::create_hosted(self, msg)
+    }
+
+    fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) -> impl Future<Output = ()> + Send {
+        Session::run_hosted(self, task_id, link, msg)
+    }
+
+    fn waiter(&self) -> Weak<dyn ClientSession> {
+        self.me.clone()
+    }
+
+    fn client(&self) -> &str {
+        &self.client
     }
 }
 
@@ -56,16 +100,8 @@ impl input_rounds::Host for Session {
         Session::versions(self)
     }
 
-    fn client_init(&self) -> Option<Arc<Value>> {
-        self.sides.now().init_params.clone()
-    }
-
     fn next_client_side_id(&self) -> Id {
         Session::next_client_side_id(self)
-    }
-
-    fn current_link(&self) -> Option<Arc<Link>> {
-        self.link.load_full()
     }
 }
 
@@ -98,10 +134,6 @@ impl long_calls::Host for Session {
         sides.version.is_some_and(|v| v.has_tasks()) && declared
     }
 
-    fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send {
-        self.tools.hosts(self, name)
-    }
-
     async fn lists_tool_read(&self, name: &str) -> bool {
         self.tools.support(self, name).await.is_ok() && self.tools.lists(name)
     }
@@ -117,27 +149,34 @@ impl long_calls::Host for Session {
     fn refused_by_policy(&self, frame: &Message) -> Option<RpcError> {
         Session::refused_by_policy(self, frame)
     }
+}
 
-    fn hosted(&self) -> &Arc<Hosted> {
-        Session::hosted(self)
+impl operations::Host for Session {
+    fn upstream_tasks_are_extension(&self) -> bool {
+        self.plan().tasks.extension()
     }
 
-    fn owner(&self) -> &str {
-        &self.owner
+    fn upstream_runs_tasks(&self) -> bool {
+        (dispatch::Dispatch { s: self, plan: self.plan() }).runs_tasks()
     }
 
-    fn create_hosted(
-        &self,
-        msg: Value,
-    ) -> impl Future<Output = Result<(Arc<str>, Value, Arc<Link>, Value), RpcError>> + Send {
-        Session::create_hosted(self, msg)
+    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send {
+        self.tools.support(self, name)
     }
 
-    fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) -> impl Future<Output = ()> + Send {
-        Session::run_hosted(self, task_id, link, msg)
+    fn listed(&self) -> Listed {
+        // Under the session's lock: a new link's `adopt` changes the capabilities and
+        // forgets the tools under it.
+        let _held = self.state.lock().unwrap();
+        let declares = task_messages::server_has_tool_tasks(&self.sides.now().caps);
+        Listed { support: self.tools.all(), declares, marks_tasks: self.tools.marks_tasks() }
     }
 
-    fn waiter(&self) -> Weak<dyn ClientSession> {
-        self.me.clone()
+    fn ext_bridge(&self, link: &Arc<Link>, id: &Id, call: Value, cancel: CancellationToken) -> ExtBridge {
+        self.ext.bridge(self, link, id, call, None, cancel)
+    }
+
+    fn for_client_version(&self, msg: Message, answers: Option<Method>) -> Option<Message> {
+        self.crossing().down(msg, answers)
     }
 }

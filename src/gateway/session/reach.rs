@@ -1,10 +1,13 @@
-//! What every strategy may reach of its session: its upstream's settings, the path to its
-//! client, its link, and a weak handle for the tasks it starts. A strategy's own context
-//! builds on it; the session lends itself as each (`contexts`). A leaf: it names no part of
-//! the session, so a strategy that uses it does not depend on the session through it.
+//! What every strategy may reach of its session ([`Reach`]: its upstream's settings, the
+//! path to its client, its link, and a weak handle for the tasks it starts), and what the
+//! strategies that host tasks reach besides ([`Hosting`]). A strategy's own context builds
+//! on them; the session lends itself as each (`contexts`). A leaf: it names no part of the
+//! session, so a strategy that uses it does not depend on the session through it.
 
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{Id, Message, Method, RpcError};
+use crate::tasks::hosted::Hosted;
+use crate::upstream::client::ClientSession;
 use crate::upstream::client::Route;
 use crate::upstream::link::{ClientRef, Link};
 use serde_json::Value;
@@ -28,9 +31,35 @@ pub(super) trait Reach: Send + Sync + Sized + 'static {
     fn abandon(&self, id: &Id);
     /// The live link, started again if it died.
     fn link(&self) -> impl Future<Output = Result<Arc<Link>, RpcError>> + Send;
+    /// The link as it is, live or not.
+    fn current_link(&self) -> Option<Arc<Link>>;
+    /// The client's `initialize` params, once they arrived.
+    fn client_init(&self) -> Option<Arc<Value>>;
     /// Whether the client is a 2026-07-28 request (its era has no `params.task`, and its
     /// per-request `_meta` is not the upstream's).
     fn client_is_modern(&self) -> bool;
     /// The session, for the tasks a strategy starts, which must not keep it alive.
     fn weak(&self) -> Weak<Self>;
+}
+
+/// What a strategy that hosts tasks reaches of its session besides.
+pub(super) trait Hosting: Reach {
+    /// The gateway's hosted tasks.
+    fn hosted(&self) -> &Arc<Hosted>;
+    /// Whose tasks the session's are.
+    fn owner(&self) -> &str;
+    /// Who the client is, as the tasks it creates record it.
+    fn client(&self) -> &str;
+    /// The session as a hosted task's waiter: its questions and progress reach the client.
+    fn waiter(&self) -> Weak<dyn ClientSession>;
+    /// Whether the gateway hosts tool `name`'s calls (the upstream's listing read if need be).
+    fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send;
+    /// A hosted task created for call `msg`: its id, its creation's answer, the link it runs
+    /// on, and the call to send there.
+    fn create_hosted(
+        &self,
+        msg: Value,
+    ) -> impl Future<Output = Result<(Arc<str>, Value, Arc<Link>, Value), RpcError>> + Send;
+    /// Hosted task `task_id`'s call `msg`, started on `link`.
+    fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) -> impl Future<Output = ()> + Send;
 }

@@ -34,7 +34,7 @@ use serde_json::Value;
 use state::Dialects;
 
 mod operation_table;
-mod operations;
+pub(super) mod operations;
 mod progress_get;
 pub(super) mod state;
 

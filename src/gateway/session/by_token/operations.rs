@@ -4,30 +4,64 @@
 //! and `tools/async/result` read it by its token, what is sent for it carries
 //! `_operation.token`, a cancel of the original request cancels it, and the session's end
 //! cancels what still runs.
+//!
+//! The strategy names no session type: it is handed a [`Host`], what it needs of its
+//! session (`session/contexts.rs`).
 
-use super::super::Session;
-use super::super::dispatch::Dispatch;
+use super::super::bridged_calls;
+use super::super::reach::Hosting;
 use super::operation_table::{Operation, Refusal};
 use super::state::Sep1391;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Kind, Message, Method, ProgressToken, RpcError};
 use crate::mcp::sep1391::{self, OperationParam};
 use crate::mcp::task_messages::{self, TaskSupport};
 use crate::tasks::bridge::Ending;
+use crate::tasks::bridge::extension::ExtBridge;
 use crate::tasks::hosted::{Hosted, hosts};
 use crate::upstream::client::Route;
+use crate::upstream::link::Link;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// What operations need of their session beyond what a strategy that hosts tasks and
+/// bridges calls reaches: its narrow context.
+pub(in crate::gateway::session) trait Host: Hosting + bridged_calls::Host {
+    /// Whether the upstream's tasks are the tasks extension's (it decides per call whether
+    /// it makes a task).
+    fn upstream_tasks_are_extension(&self) -> bool;
+    /// Whether the upstream runs tools as 2025-11-25 tasks.
+    fn upstream_runs_tasks(&self) -> bool;
+    /// Tool `name`'s task support (the upstream's listing read if need be).
+    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send;
+    /// The tools as listed so far, read together with what the upstream declared.
+    fn listed(&self) -> Listed;
+    /// The bridge of client call `id` (`call`) through an extension task on `link`.
+    fn ext_bridge(&self, link: &Arc<Link>, id: &Id, call: Value, cancel: CancellationToken) -> ExtBridge;
+    /// Response `msg` to a request of method `answers`, as the client's version reads it
+    /// (`None`: it cannot).
+    fn for_client_version(&self, msg: Message, answers: Option<Method>) -> Option<Message>;
+}
+
+/// The tools as listed so far: each one's task support, whether the upstream declared
+/// task-augmented tool calls, and whether a listing marked any tool for tasks.
+pub(in crate::gateway::session) struct Listed {
+    pub(in crate::gateway::session) support: HashMap<String, TaskSupport>,
+    pub(in crate::gateway::session) declares: bool,
+    pub(in crate::gateway::session) marks_tasks: bool,
+}
+
 impl Sep1391 {
     /// Whether the client opted in (its `initialize` declared the extension).
-    pub(super) fn client_opted_in(&self, s: &Session) -> bool {
-        sep1391::declared(s.sides.now().init_params.as_deref())
+    pub(super) fn client_opted_in(&self, s: &impl Host) -> bool {
+        sep1391::declared(s.client_init().as_deref())
     }
 
     /// A call with `operation`, or `tools/async/*`: answered here (`Some`).
-    pub(super) async fn request(&self, s: &Session, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
+    pub(super) async fn request(&self, s: &impl Host, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
         match frame.method() {
             // A client that did not opt in is outdated, however it wrote the parameter.
             Method::ToolsCall if frame.value().pointer("/params/operation").is_some() && !self.client_opted_in(s) => {
@@ -47,7 +81,7 @@ impl Sep1391 {
 
     /// The client answered question `id`: an operation waiting on it goes on, and the
     /// answer loses the operation's tag.
-    pub(super) fn answered(&self, s: &Session, id: &Id, frame: Message) -> Message {
+    pub(super) fn answered(&self, s: &impl Host, id: &Id, frame: Message) -> Message {
         self.withdrawn(s, id);
         if frame.value().pointer("/result/_operation").is_some() {
             return frame.edit(sep1391::untag_answer);
@@ -56,7 +90,7 @@ impl Sep1391 {
     }
 
     /// Question `id` is answered or withdrawn: the operation it was asked for goes on.
-    pub(super) fn withdrawn(&self, s: &Session, id: &Id) {
+    pub(super) fn withdrawn(&self, s: &impl Host, id: &Id) {
         let task = self.kept.lock().unwrap().inputs.remove(id);
         if let Some(task) = task {
             s.hosted().input_answered_soon(&task);
@@ -65,7 +99,7 @@ impl Sep1391 {
 
     /// A request or notification for an operation carries its token; a question the
     /// upstream asks for a bridged operation makes it `input_required` until answered.
-    pub(super) fn tag(&self, s: &Session, msg: Message, route: &Route) -> Message {
+    pub(super) fn tag(&self, s: &impl Host, msg: Message, route: &Route) -> Message {
         let mut kept = self.kept.lock().unwrap();
         if kept.ops.is_empty() {
             return msg;
@@ -84,7 +118,7 @@ impl Sep1391 {
         let Some(token) = by_task.or_else(by_progress).or_else(by_request).map(str::to_string) else { return msg };
         let bridged = ops.get(&token).filter(|op| op.bridge.is_some()).map(|op| op.task_id.clone());
         let mut asked_for = None;
-        let cap = s.gateway.limits().max_in_flight;
+        let cap = s.max_in_flight();
         if kept.inputs.len() >= cap {
             // Questions of operations that have ended wait for nothing.
             let hosted = s.hosted();
@@ -116,9 +150,9 @@ impl Sep1391 {
     /// A `notifications/cancelled` for the call that started an operation cancels it (the
     /// one still running), unless the client reused the id for a request now in flight: the
     /// cancel is that request's. It goes on its way in any case.
-    pub(super) async fn cancelled(&self, s: &Session, frame: &Message) {
+    pub(super) async fn cancelled(&self, s: &impl Host, frame: &Message) {
         let Some(request) = frame.request_id_param() else { return };
-        let link = s.link.load_full();
+        let link = s.current_link();
         if link.is_some_and(|l| l.has_client_request(&s.client_ref(request.clone()))) {
             return;
         }
@@ -137,7 +171,7 @@ impl Sep1391 {
     }
 
     /// The session ends: its operations that still run are cancelled.
-    pub(super) async fn end(&self, s: &Session) {
+    pub(super) async fn end(&self, s: &impl Host) {
         let ops = self.kept.lock().unwrap().ops.drain();
         for op in ops {
             stop(s.hosted(), &op.task_id, op.bridge.as_ref()).await;
@@ -145,11 +179,11 @@ impl Sep1391 {
     }
 
     /// A call with `operation`: checked, answered at once, and run as a task.
-    async fn start(&self, s: &Session, id: Id, frame: Message, op: OperationParam) -> Result<(), RpcError> {
+    async fn start(&self, s: &impl Host, id: Id, frame: Message, op: OperationParam) -> Result<(), RpcError> {
         if !self.client_opted_in(s) {
             return Err(sep1391::outdated("tools/call with operation"));
         }
-        let policy = &s.upstream.tasks;
+        let policy = &s.upstream().tasks;
         {
             // Which of the kept operations' tasks still exist, asked of the store before the
             // lock is taken (only when the table is full and may be pruned).
@@ -159,7 +193,7 @@ impl Sep1391 {
             };
             let mut live = std::collections::HashSet::new();
             for t in &snapshot {
-                if s.hosted().visible(t, &s.owner).await {
+                if s.hosted().visible(t, s.owner()).await {
                     live.insert(t.clone());
                 }
             }
@@ -185,8 +219,8 @@ impl Sep1391 {
     }
 
     /// Runs a call with `operation` whose token is reserved.
-    async fn launch(&self, s: &Session, id: Id, frame: Message, op: OperationParam) -> Result<(), RpcError> {
-        let policy = &s.upstream.tasks;
+    async fn launch(&self, s: &impl Host, id: Id, frame: Message, op: OperationParam) -> Result<(), RpcError> {
+        let policy = &s.upstream().tasks;
         let keep_alive = match op.keep_alive {
             None => policy.ttl,
             Some(None) => policy.max_ttl,
@@ -200,14 +234,14 @@ impl Sep1391 {
             p.insert("task".into(), json!({"ttl": keep_alive.as_millis() as u64}));
         }
         let token = ProgressToken::of_request(&call);
-        if s.plan().tasks.extension() {
+        if s.upstream_tasks_are_extension() {
             // The extension server decides per call whether it makes a task.
             if let Some(p) = call.get_mut("params").and_then(Value::as_object_mut) {
                 p.remove("task");
             }
             return self.start_bridged(s, id, op.token, call, token, keep_alive, true).await;
         }
-        if s.tools.hosts(s, &name).await? {
+        if s.hosts_tool(&name).await? {
             let (task_id, _, link, call) = s.create_hosted(call).await?;
             s.hosted().retain_after_end(&task_id).await;
             s.hosted().ask_creator_later(&task_id);
@@ -218,11 +252,7 @@ impl Sep1391 {
             }
             return Ok(());
         }
-        let support = if (Dispatch { s, plan: s.plan() }).runs_tasks() {
-            s.tools.support(s, &name).await?
-        } else {
-            TaskSupport::Forbidden
-        };
+        let support = if s.upstream_runs_tasks() { s.tool_support(&name).await? } else { TaskSupport::Forbidden };
         if support == TaskSupport::Forbidden {
             return Err(RpcError::new(
                 INVALID_PARAMS,
@@ -242,7 +272,7 @@ impl Sep1391 {
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: &Id,
         token: String,
         task_id: Arc<str>,
@@ -251,19 +281,15 @@ impl Sep1391 {
         keep_alive: Duration,
     ) -> bool {
         let op = Operation { task_id, request_id: id.clone(), progress_token, bridge };
-        {
-            // The session's lock first: its end, once `closed` is set, finds every operation
-            // recorded before.
-            let st = s.state.lock().unwrap();
-            let mut kept = self.kept.lock().unwrap();
-            if st.closed {
-                kept.ops.release(&token);
-                return false;
-            }
-            kept.ops.insert(token, op);
+        // Under the session's lock: its end, once it is marked so, finds every operation
+        // recorded before.
+        let recorded = s.while_open(|| self.kept.lock().unwrap().ops.insert(token.clone(), op)).is_some();
+        if !recorded {
+            self.kept.lock().unwrap().ops.release(&token);
+            return false;
         }
         let accepted =
-            sep1391::accepted(keep_alive, s.upstream.tasks.poll_interval, task_messages::TaskStatus::Working);
+            sep1391::accepted(keep_alive, s.upstream().tasks.poll_interval, task_messages::TaskStatus::Working);
         s.to_client(Message::made(jsonrpc::result_response(id, accepted)), Route::Response(id.clone()));
         true
     }
@@ -272,9 +298,9 @@ impl Sep1391 {
     /// `extension` one of the tasks extension): a task of the gateway's stands for it, and a
     /// bridge follows the upstream's task into it.
     #[allow(clippy::too_many_arguments)]
-    async fn start_bridged(
+    async fn start_bridged<H: Host>(
         &self,
-        s: &Session,
+        s: &H,
         id: Id,
         token: String,
         call: Value,
@@ -285,13 +311,13 @@ impl Sep1391 {
         let link = s.link().await?;
         // Counted with the session's bridged calls (their limit, their questions' handling,
         // their cancellation at the session's end).
-        let cancel = s.bridged_calls.claim_open(s, &id)?;
-        let free_slot = |s: &Session| {
-            s.bridged_calls.release(&id);
+        let cancel = s.bridged_calls().claim_open(s, &id)?;
+        let free_slot = |s: &H| {
+            s.bridged_calls().release(&id);
         };
         let rec = match s
             .hosted()
-            .create((&s.owner, &s.client), &s.upstream.name, &s.upstream.tasks, Some(keep_alive), &call)
+            .create((s.owner(), s.client()), &s.upstream().name, &s.upstream().tasks, Some(keep_alive), &call)
             .await
         {
             Ok(rec) => rec,
@@ -302,20 +328,20 @@ impl Sep1391 {
         };
         let task_id: Arc<str> = rec.id.as_str().into();
         s.hosted().retain_after_end(&task_id).await;
-        s.hosted().track(&task_id, link.clone(), s.me.clone(), progress_token.clone());
+        s.hosted().track(&task_id, link.clone(), s.waiter(), progress_token.clone());
         if !self.record(s, &id, token, task_id.clone(), progress_token, Some(cancel.clone()), keep_alive) {
             free_slot(s);
             let _ = s.hosted().cancel(&task_id).await;
             return Ok(());
         }
         let bridge: std::pin::Pin<Box<dyn std::future::Future<Output = Ending> + Send>> = if extension {
-            Box::pin(s.ext.bridge(s, &link, &id, call, None, cancel).run())
+            Box::pin(s.ext_bridge(&link, &id, call, cancel).run())
         } else {
-            Box::pin(s.bridged_calls.core(s, &link, &id, call, cancel).run())
+            Box::pin(s.bridged_calls().core(s, &link, &id, call, cancel).run())
         };
         link.retain();
         let hosted = s.hosted().clone();
-        let me = s.me.clone();
+        let me = s.weak();
         tokio::spawn(async move {
             let ending = bridge.await;
             link.release();
@@ -327,14 +353,14 @@ impl Sep1391 {
                 }
             }
             if let Some(s) = me.upgrade() {
-                s.bridged_calls.ended(&*s, &id);
+                s.bridged_calls().ended(&*s, &id);
             }
         });
         Ok(())
     }
 
     /// `tools/async/status` and `tools/async/result`.
-    async fn serve(&self, s: &Session, id: Id, method: Method, msg: &Value) -> Result<(), RpcError> {
+    async fn serve(&self, s: &impl Host, id: Id, method: Method, msg: &Value) -> Result<(), RpcError> {
         if !self.client_opted_in(s) {
             return Err(sep1391::outdated(method.as_str()));
         }
@@ -353,7 +379,7 @@ impl Sep1391 {
                     Some(r) if status.is_terminal() => {
                         // The upstream's result, as `tools/call` results reach this client.
                         let resp = Message::made(jsonrpc::result_response(&id, r));
-                        let Some(resp) = s.crossing().down(resp, Some(Method::ToolsCall)) else {
+                        let Some(resp) = s.for_client_version(resp, Some(Method::ToolsCall)) else {
                             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the result cannot be sent"));
                         };
                         let mut resp = resp.into_value();
@@ -384,16 +410,11 @@ impl Sep1391 {
     }
 
     /// Each tool of a listing for an opted-in client marked with how it can be called.
-    pub(super) fn mark_invocation_modes(&self, s: &Session, result: &mut Value) {
-        let (support, declares, runs_tasks) = {
-            // Under the session's lock: a new link's `adopt` changes the capabilities and
-            // forgets the tools under it.
-            let _held = s.state.lock().unwrap();
-            let declares = task_messages::server_has_tool_tasks(&s.sides.now().caps);
-            (s.tools.all(), declares, declares || s.tools.marks_tasks())
-        };
-        let policy = &s.upstream.tasks;
-        let ext = s.plan().tasks.extension();
+    pub(super) fn mark_invocation_modes(&self, s: &impl Host, result: &mut Value) {
+        let Listed { support, declares, marks_tasks } = s.listed();
+        let runs_tasks = declares || marks_tasks;
+        let policy = &s.upstream().tasks;
+        let ext = s.upstream_tasks_are_extension();
         let is_async = |t: &Value| {
             let Some(name) = t.get("name").and_then(Value::as_str) else { return false };
             let support = support.get(name).copied().unwrap_or(TaskSupport::Forbidden);

@@ -60,9 +60,6 @@ use crate::jsonrpc::Id;
 use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::InputLimits;
-use crate::upstream::link::Link;
-use serde_json::Value;
-use std::sync::Arc;
 
 mod rounds;
 mod state;
@@ -74,12 +71,8 @@ pub(super) trait Host: Reach {
     fn rounds(&self) -> &InputRounds;
     /// (client, upstream) versions, once the client's `initialize` arrived.
     fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)>;
-    /// The client's `initialize` params, once it arrived.
-    fn client_init(&self) -> Option<Arc<Value>>;
     /// A new id for a request the gateway sends the client.
     fn next_client_side_id(&self) -> Id;
-    /// The link as it is, live or not.
-    fn current_link(&self) -> Option<Arc<Link>>;
 }
 
 /// A session's input rounds (see the module doc).

@@ -22,13 +22,11 @@
 //! The strategy names no session type: it is handed a [`Host`], what it needs of its
 //! session (`session/contexts.rs`).
 
-use super::reach::Reach;
+use super::reach::Hosting;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::mcp::long_calls::{self as shapes, Snapshot};
 use crate::mcp::task_messages::TaskStatus;
-use crate::tasks::hosted::Hosted;
-use crate::upstream::client::{ClientSession, Route};
-use crate::upstream::link::Link;
+use crate::upstream::client::Route;
 use serde_json::Value;
 use state::{InFlight, LongCalls, Waiting};
 use std::future::Future;
@@ -38,16 +36,14 @@ use tokio_util::sync::CancellationToken;
 
 pub(super) mod state;
 
-/// What long calls need of their session beyond what every strategy may reach: its narrow
-/// context.
-pub(super) trait Host: Reach {
+/// What long calls need of their session beyond what a strategy that hosts tasks reaches:
+/// its narrow context.
+pub(super) trait Host: Hosting {
     /// The session's long calls, if its upstream turned them on.
     fn long_calls(&self) -> Option<&LongCalls>;
     /// Whether the client speaks tasks: 2025-11-25 or later with the `tasks` capability
     /// declared, or a 2026-07-28 request that declared the tasks extension.
     fn client_has_tasks(&self) -> bool;
-    /// Whether the upstream hosts tool `name` (its listing read if need be).
-    fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send;
     /// Whether the upstream lists tool `name`, its listing read first if the session has not
     /// seen it whole (one that cannot be read says no).
     fn lists_tool_read(&self, name: &str) -> impl Future<Output = bool> + Send;
@@ -57,20 +53,6 @@ pub(super) trait Host: Reach {
     fn has_output_schema(&self, name: &str) -> bool;
     /// The tool policy's refusal of a call, if it refuses it.
     fn refused_by_policy(&self, frame: &Message) -> Option<RpcError>;
-    /// The gateway's hosted tasks.
-    fn hosted(&self) -> &Arc<Hosted>;
-    /// Whose tasks the session's are.
-    fn owner(&self) -> &str;
-    /// A hosted task created for call `msg`: its id, its creation's answer, the link it runs
-    /// on, and the call to send there.
-    fn create_hosted(
-        &self,
-        msg: Value,
-    ) -> impl Future<Output = Result<(Arc<str>, Value, Arc<Link>, Value), RpcError>> + Send;
-    /// Hosted task `task_id`'s call `msg` started on `link`.
-    fn run_hosted(&self, task_id: Arc<str>, link: Arc<Link>, msg: Value) -> impl Future<Output = ()> + Send;
-    /// The session as a hosted task's waiter: its questions and progress reach the client.
-    fn waiter(&self) -> Weak<dyn ClientSession>;
 }
 
 /// Removes a request from the window however its wait ends (a dropped task too), if the
