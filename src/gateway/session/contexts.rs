@@ -4,6 +4,7 @@
 
 use super::bridged_calls::{self, BridgedCalls};
 use super::by_token::operations::{self, Listed};
+use super::ext::{self, ExtTasks};
 use super::input_rounds::{self, InputRounds};
 use super::long_calls::{self, state::LongCalls};
 use super::reach::{Hosting, Reach};
@@ -47,6 +48,14 @@ impl Reach for Session {
 
     fn client_init(&self) -> Option<Arc<Value>> {
         self.sides.now().init_params.clone()
+    }
+
+    fn next_client_side_id(&self) -> Id {
+        Session::next_client_side_id(self)
+    }
+
+    fn upstream_tasks_are_extension(&self) -> bool {
+        self.plan().tasks.extension()
     }
 
     fn client_is_modern(&self) -> bool {
@@ -99,10 +108,6 @@ impl input_rounds::Host for Session {
     fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)> {
         Session::versions(self)
     }
-
-    fn next_client_side_id(&self) -> Id {
-        Session::next_client_side_id(self)
-    }
 }
 
 impl bridged_calls::Host for Session {
@@ -152,10 +157,6 @@ impl long_calls::Host for Session {
 }
 
 impl operations::Host for Session {
-    fn upstream_tasks_are_extension(&self) -> bool {
-        self.plan().tasks.extension()
-    }
-
     fn upstream_runs_tasks(&self) -> bool {
         (dispatch::Dispatch { s: self, plan: self.plan() }).runs_tasks()
     }
@@ -178,5 +179,66 @@ impl operations::Host for Session {
 
     fn for_client_version(&self, msg: Message, answers: Option<Method>) -> Option<Message> {
         self.crossing().down(msg, answers)
+    }
+}
+
+impl ext::Host for Session {
+    fn ext(&self) -> &ExtTasks {
+        &self.ext
+    }
+
+    fn keep_for_retry(&self, id: &Id, frame: &Message) -> bool {
+        let mut st = self.state.lock().unwrap();
+        if st.retry.len() >= self.gateway.limits().max_in_flight {
+            return false;
+        }
+        st.retry.insert(id.clone(), frame.clone());
+        true
+    }
+
+    fn take_retry(&self, id: &Id) -> Option<Message> {
+        self.state.lock().unwrap().retry.remove(id)
+    }
+
+    fn cannot_ask(&self, msg: &Message, related: &Id) -> Option<String> {
+        match &self.modern {
+            Some(client) => client.cannot_ask(self, msg, &Route::Related(related.clone())),
+            None if !self.client_can_answer(msg) => Some(format!("the client does not support {}", msg.method_name())),
+            None => None,
+        }
+    }
+
+    fn down_request(&self, msg: Message) -> Result<Message, RpcError> {
+        self.crossing().down_request(msg)
+    }
+
+    fn with_server_requests<R>(&self, f: impl FnOnce(usize) -> R) -> R {
+        let st = self.state.lock().unwrap();
+        f(st.server_requests.len())
+    }
+
+    fn ask(&self, id: Id, msg: Message, related: &Id) {
+        match &self.modern {
+            Some(client) => client.put(id, &msg),
+            None => self.to_client(msg.with_id(&id), Route::Related(related.clone())),
+        }
+    }
+
+    fn asked_all(&self) {
+        if let Some(client) = &self.modern {
+            client.ask_waiting(self);
+        }
+    }
+
+    fn followers(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.gateway.followers
+    }
+
+    fn remember_followed(&self) -> impl Future<Output = ()> + Send {
+        Session::remember_followed(self)
+    }
+
+    fn round_policy(&self) -> hosted::RoundPolicy {
+        Session::round_policy(self)
     }
 }

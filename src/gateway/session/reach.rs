@@ -35,6 +35,11 @@ pub(super) trait Reach: Send + Sync + Sized + 'static {
     fn current_link(&self) -> Option<Arc<Link>>;
     /// The client's `initialize` params, once they arrived.
     fn client_init(&self) -> Option<Arc<Value>>;
+    /// A new id for a request the gateway sends the client.
+    fn next_client_side_id(&self) -> Id;
+    /// Whether the upstream's tasks are the tasks extension's (it decides per call whether
+    /// it makes a task).
+    fn upstream_tasks_are_extension(&self) -> bool;
     /// Whether the client is a 2026-07-28 request (its era has no `params.task`, and its
     /// per-request `_meta` is not the upstream's).
     fn client_is_modern(&self) -> bool;

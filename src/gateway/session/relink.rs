@@ -328,7 +328,7 @@ impl Session {
             session.sides.change(&session.state.lock().unwrap(), |sides| sides.plan = Some(plan));
         }
         for task in open {
-            session.ext.follow(&session, task);
+            session.ext.follow(&*session, task);
         }
         Some(session)
     }

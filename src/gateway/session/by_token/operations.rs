@@ -30,9 +30,6 @@ use tokio_util::sync::CancellationToken;
 /// What operations need of their session beyond what a strategy that hosts tasks and
 /// bridges calls reaches: its narrow context.
 pub(in crate::gateway::session) trait Host: Hosting + bridged_calls::Host {
-    /// Whether the upstream's tasks are the tasks extension's (it decides per call whether
-    /// it makes a task).
-    fn upstream_tasks_are_extension(&self) -> bool;
     /// Whether the upstream runs tools as 2025-11-25 tasks.
     fn upstream_runs_tasks(&self) -> bool;
     /// Tool `name`'s task support (the upstream's listing read if need be).

@@ -5,18 +5,23 @@
 //! followed to its end, its input requests relayed to the client as requests of the original
 //! call and their answers routed back to it ([`InputWait`]).
 
-use super::ExtTasks;
+use super::{ExtTasks, Host};
 use crate::gateway::session::bridged_calls::BridgedCalls;
-use crate::gateway::session::*;
+use crate::jsonrpc::{self, GATEWAY_BUSY, Id, Message, RpcError};
 use crate::tasks::bridge::extension::{self, AskClient, ExtBridge, InputWait};
+use crate::upstream::client::Route;
+use crate::upstream::link::{Link, Shape};
+use serde_json::Value;
+use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 impl ExtTasks {
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
-    pub(super) fn capabilities(&self, s: &Session) -> serde_json::Map<String, Value> {
+    pub(super) fn capabilities(&self, s: &impl Host) -> serde_json::Map<String, Value> {
         let mut caps = crate::mcp::modern::legacy::client_capabilities(
-            s.sides.now().client_capabilities().unwrap_or(&Value::Null),
+            s.client_init().as_deref().and_then(|p| p.get("capabilities")).unwrap_or(&Value::Null),
         );
         crate::mcp::task_dialects::caps::declare(&mut caps);
         caps
@@ -24,19 +29,17 @@ impl ExtTasks {
 
     /// A plain `tools/call` for an extension upstream: kept, in case it comes back needing
     /// the extension (bounded like every request in flight; past that it just goes).
-    pub(in crate::gateway::session) fn may_need_task(&self, s: &Session, id: &Id, frame: &Message) -> Shape {
-        let mut st = s.state.lock().unwrap();
-        if st.retry.len() >= s.gateway.limits().max_in_flight {
-            return Shape::AsIs;
+    pub(in crate::gateway::session) fn may_need_task(&self, s: &impl Host, id: &Id, frame: &Message) -> Shape {
+        match s.keep_for_retry(id, frame) {
+            true => Shape::MayNeedTask,
+            false => Shape::AsIs,
         }
-        st.retry.insert(id.clone(), frame.clone());
-        Shape::MayNeedTask
     }
 
     /// The upstream's answer to such a call: `true` if it is bridged from here (-32021
     /// naming the extension, or a task the gateway did not ask for).
-    pub(in crate::gateway::session) fn task_response(&self, s: &Session, client_id: &Id, msg: &Message) -> bool {
-        if !s.plan().tasks.extension() {
+    pub(in crate::gateway::session) fn task_response(&self, s: &impl Host, client_id: &Id, msg: &Message) -> bool {
+        if !s.upstream_tasks_are_extension() {
             return false;
         }
         let (retry, created) = if extension::wants_extension(msg.value()) {
@@ -45,17 +48,17 @@ impl ExtTasks {
             (false, Some(msg.value().clone()))
         } else {
             // Answered: nothing to retry (and not as a core task either: this upstream has none).
-            s.state.lock().unwrap().retry.remove(client_id);
+            s.take_retry(client_id);
             return false;
         };
-        let Some(call) = s.state.lock().unwrap().retry.remove(client_id) else { return false };
+        let Some(call) = s.take_retry(client_id) else { return false };
         if retry {
-            tracing::info!(upstream = %s.upstream.name, tool = %call.tool_name().unwrap_or_default(), "the upstream serves this call only as an extension task; retrying it declaring the extension, bridged");
+            tracing::info!(upstream = %s.upstream().name, tool = %call.tool_name().unwrap_or_default(), "the upstream serves this call only as an extension task; retrying it declaring the extension, bridged");
         }
-        let Some(me) = s.me.upgrade() else { return true };
+        let Some(me) = s.weak().upgrade() else { return true };
         let client_id = client_id.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.ext.start_bridge(&me, client_id.clone(), call.into_value(), created).await {
+            if let Err(e) = me.ext().start_bridge(&*me, client_id.clone(), call.into_value(), created).await {
                 me.to_client(Message::made(e.response(Some(&client_id))), Route::Response(client_id));
             }
         });
@@ -63,11 +66,11 @@ impl ExtTasks {
     }
 
     /// Bridges client call `id` through an extension task (see [`ExtBridge`]).
-    async fn start_bridge(&self, s: &Session, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
+    async fn start_bridge(&self, s: &impl Host, id: Id, call: Value, created: Option<Value>) -> Result<(), RpcError> {
         let link = s.link().await?;
-        let cancel = s.bridged_calls.claim_open(s, &id)?;
+        let cancel = s.bridged_calls().claim_open(s, &id)?;
         let bridge = self.bridge(s, &link, &id, call, created, cancel);
-        s.bridged_calls.spawn(s, id, link, bridge.run());
+        s.bridged_calls().spawn(s, id, link, bridge.run());
         Ok(())
     }
 
@@ -75,7 +78,7 @@ impl ExtTasks {
     /// (`created`: the upstream's answer so far, if it already made a task of it).
     pub(in crate::gateway::session) fn bridge(
         &self,
-        s: &Session,
+        s: &impl Host,
         link: &Arc<Link>,
         id: &Id,
         call: Value,
@@ -85,19 +88,19 @@ impl ExtTasks {
         ExtBridge {
             plain: BridgedCalls::plain(s, link, id, call, cancel),
             created,
-            max_input: s.gateway.limits().max_in_flight,
+            max_input: s.max_in_flight(),
             asker: self.asker(s),
             capabilities: self.capabilities(s),
         }
     }
 
     /// How a bridged extension task asks this session's client.
-    fn asker(&self, s: &Session) -> Arc<dyn AskClient> {
-        Arc::new(Asker(s.me.clone()))
+    fn asker<H: Host>(&self, s: &H) -> Arc<dyn AskClient> {
+        Arc::new(Asker(s.weak()))
     }
 
     /// The client's answer to a bridged task's input request: `true` if it was one.
-    pub(in crate::gateway::session) fn input_answered(&self, s: &Session, id: &Id, frame: &Message) -> bool {
+    pub(in crate::gateway::session) fn input_answered(&self, s: &impl Host, id: &Id, frame: &Message) -> bool {
         let wait = {
             let mut st = self.lock();
             if st.inputs.is_empty() {
@@ -107,7 +110,7 @@ impl ExtTasks {
         };
         let Some(wait) = wait else { return false };
         if wait.answers.try_send((wait.key, frame.value().clone())).is_err() {
-            tracing::debug!(upstream = %s.upstream.name, "an input answer came after its bridged task ended");
+            tracing::debug!(upstream = %s.upstream().name, "an input answer came after its bridged task ended");
         }
         true
     }
@@ -117,7 +120,7 @@ impl ExtTasks {
     /// with `key` (see [`ExtTasks::input_answered`]).
     pub(super) fn ask_client(
         &self,
-        s: &Session,
+        s: &impl Host,
         client_id: &Id,
         request: Value,
         key: String,
@@ -127,45 +130,33 @@ impl ExtTasks {
         // A request, with an id of the session's given below.
         request["id"] = 0.into();
         let msg = Message::from_value(request).map_err(|r| r.error)?;
-        if let Some(client) = &s.modern {
-            // A 2026-07-28 client is asked in its request's answer (an input round).
-            if let Some(why) = client.cannot_ask(s, &msg, &Route::Related(client_id.clone())) {
-                return Err(RpcError::new(
-                    jsonrpc::METHOD_NOT_FOUND,
-                    format!("the upstream task asked for input: {why}"),
-                ));
-            }
-        } else if !s.client_can_answer(&msg) {
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_FOUND,
-                format!("the upstream task asked for {}, which the client does not support", msg.method_name()),
-            ));
+        // A 2026-07-28 client is asked in its request's answer (an input round).
+        if let Some(why) = s.cannot_ask(&msg, client_id) {
+            return Err(RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the upstream task asked for input: {why}")));
         }
-        let msg = s.crossing().down_request(msg)?;
-        let id = {
-            // One count with the server's own requests: both locks, the session's first.
-            let st = s.state.lock().unwrap();
+        let msg = s.down_request(msg)?;
+        let limit = s.max_in_flight();
+        // One count with the server's own requests: both locks, the session's first.
+        let id = s.with_server_requests(|waiting| {
             let mut ext = self.lock();
-            if ext.inputs.len() + st.server_requests.len() >= s.gateway.limits().max_in_flight {
+            if ext.inputs.len() + waiting >= limit {
                 return Err(RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
             }
             let id = s.next_client_side_id();
             ext.inputs.insert(id.clone(), InputWait { key, answers });
-            id
-        };
-        match &s.modern {
-            // Asked in a round once the task's other questions are in as well (`asked_all`).
-            Some(client) => client.put(id, &msg),
-            None => s.to_client(msg.with_id(&id), Route::Related(client_id.clone())),
-        }
+            Ok(id)
+        })?;
+        // A 2026-07-28 client's is asked in a round once the task's other questions are in
+        // as well (`asked_all`).
+        s.ask(id, msg, client_id);
         Ok(())
     }
 }
 
 /// The session as its bridged extension tasks reach it.
-struct Asker(Weak<Session>);
+struct Asker<H>(Weak<H>);
 
-impl AskClient for Asker {
+impl<H: Host> AskClient for Asker<H> {
     fn ask(
         &self,
         client_id: &Id,
@@ -176,14 +167,12 @@ impl AskClient for Asker {
         let Some(s) = self.0.upgrade() else {
             return Err(RpcError::new(jsonrpc::INTERNAL_ERROR, "the client's session ended"));
         };
-        s.ext.ask_client(&s, client_id, request, key, answers)
+        s.ext().ask_client(&*s, client_id, request, key, answers)
     }
 
     fn asked_all(&self) {
-        if let Some(s) = self.0.upgrade()
-            && let Some(client) = &s.modern
-        {
-            client.ask_waiting(&s);
+        if let Some(s) = self.0.upgrade() {
+            s.asked_all();
         }
     }
 }

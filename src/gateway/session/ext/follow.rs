@@ -19,10 +19,14 @@
 //! client, as a bridged call's task is cancelled with its session: once the session is
 //! gone, nobody can ask for the task's outcome.
 
-use super::ExtTasks;
+use super::{ExtTasks, Host};
 use crate::clock::Deadlines;
-use crate::gateway::session::*;
+use crate::jsonrpc::{self, Id};
 use crate::mcp::task_messages::TaskView;
+use crate::upstream::client::Route;
+use serde_json::json;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long the session's end waits for the upstream's acks of its tasks' cancels.
@@ -31,7 +35,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 impl ExtTasks {
     /// Follows extension task `task_id` in the background, if it runs, is not followed
     /// already, and a permit is free.
-    pub(in crate::gateway::session) fn follow(&self, s: &Session, task_id: String) {
+    pub(in crate::gateway::session) fn follow<H: Host>(&self, s: &H, task_id: String) {
         let first = {
             let st = self.lock();
             if st.ended.is_cancelled() || !st.table.is_open(&task_id) {
@@ -46,18 +50,18 @@ impl ExtTasks {
         if tasks.contains_key(&task_id) || self.lock().ended.is_cancelled() {
             return;
         }
-        let Ok(permit) = s.gateway.followers.clone().try_acquire_owned() else {
-            tracing::debug!(upstream = %s.upstream.name, task = %task_id, "not following the task: max_followed tasks are followed already");
+        let Ok(permit) = s.followers().clone().try_acquire_owned() else {
+            tracing::debug!(upstream = %s.upstream().name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
         };
-        f.clock.start(|clock| look_when_due(s.me.clone(), clock));
+        f.clock.start(|clock| look_when_due(s.weak(), clock));
         f.clock.set(task_id.clone(), Instant::now() + first);
         tasks.insert(task_id, (permit, first));
     }
 
     /// One look at followed task `task_id`, now due: its status news goes to the client, and
     /// the next look is set, unless the task ended for the client or cannot be looked at.
-    async fn look_followed(&self, s: &Session, task_id: String) {
+    async fn look_followed(&self, s: &impl Host, task_id: String) {
         let ended = self.lock().ended.clone();
         let looked = if self.lock().table.waited_on(&task_id) {
             // A `tasks/result` polls it meanwhile, and tells the client itself.
@@ -70,7 +74,7 @@ impl ExtTasks {
             match looked {
                 None => return self.unfollow(&task_id),
                 Some(Err(e)) => {
-                    tracing::debug!(upstream = %s.upstream.name, task = %task_id, "no longer following the task: {}", e.message);
+                    tracing::debug!(upstream = %s.upstream().name, task = %task_id, "no longer following the task: {}", e.message);
                     return self.unfollow(&task_id);
                 }
                 Some(Ok((task, _))) => Some(TaskView::of_map(&task).poll_interval()),
@@ -102,7 +106,7 @@ impl ExtTasks {
     /// The session ends: its followers stop, and its extension tasks that have not ended for
     /// the client are cancelled upstream (the acks awaited a few seconds at most, so that a
     /// gateway that exits after the session, as over stdio, has sent them).
-    pub(in crate::gateway::session) async fn end(&self, s: &Session) {
+    pub(in crate::gateway::session) async fn end(&self, s: &impl Host) {
         let open = {
             let st = self.lock();
             st.ended.cancel();
@@ -114,12 +118,12 @@ impl ExtTasks {
             f.clock.close();
             tasks.clear();
         }
-        let link = s.link.load_full();
+        let link = s.current_link();
         let Some(link) = link.filter(|l| !l.is_closed()) else { return };
         if open.is_empty() {
             return;
         }
-        tracing::debug!(upstream = %s.upstream.name, tasks = open.len(), "the session ended: cancelling its extension tasks");
+        tracing::debug!(upstream = %s.upstream().name, tasks = open.len(), "the session ended: cancelling its extension tasks");
         let caps = self.capabilities(s);
         let cancels = open.into_iter().map(|task_id| {
             let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
@@ -132,9 +136,9 @@ impl ExtTasks {
 /// The waiter of a session's followed tasks: each look, when due, runs as a task of its own
 /// (a slow upstream delays no other look), holding the session only while it looks. It
 /// stops when the session ends or goes.
-async fn look_when_due(me: Weak<Session>, clock: Arc<Deadlines<String>>) {
+async fn look_when_due<H: Host>(me: Weak<H>, clock: Arc<Deadlines<String>>) {
     while let Some((task_id, _)) = clock.expired().await {
         let Some(s) = me.upgrade() else { return };
-        tokio::spawn(async move { s.ext.look_followed(&s, task_id).await });
+        tokio::spawn(async move { s.ext().look_followed(&*s, task_id).await });
     }
 }

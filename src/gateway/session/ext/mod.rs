@@ -10,9 +10,10 @@
 //! - `translated`: a core-tasks client's tasks translated to the extension's and back.
 //! - `follow`: those tasks followed while they run, and cancelled when the session ends.
 //!
-//! Its methods take the session core as `s` (its link, sink, hosted tasks, versions); the
-//! session keeps the strategy as its field `ext`, built with it. This file knows nothing of
-//! the session: the submodules import it, never the other way.
+//! Its methods are handed a [`Host`], `s`: what it needs of its session (its link, the path
+//! to its client, the hosted tasks, its bridged calls), and no more; the session lends itself
+//! as one (`session/contexts.rs`) and keeps the strategy as its field `ext`, built with it.
+//! The strategy names no session type.
 //!
 //! Locks: the strategy's own lock is taken for a moment and never held across an `.await`.
 //! Where the session's `state` and the strategy's are needed at once (an input request's
@@ -20,19 +21,55 @@
 //! the strategy's; never the other way. The followed tasks' map (`Following`) is taken
 //! before the strategy's lock, never while it is held.
 
+use super::bridged_calls;
+use super::reach::Hosting;
 use crate::clock::Schedule;
+use crate::jsonrpc::{Id, Message, RpcError};
 use crate::locks::Mutex;
+use crate::tasks::hosted::RoundPolicy;
 use crate::tasks::store::FollowedTask;
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::future::Future;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 use table::ExtState;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 mod bridged;
 mod follow;
 pub(super) mod table;
 mod translated;
+
+/// What the extension-tasks strategy needs of its session beyond what a strategy that hosts
+/// tasks and bridges calls reaches: its narrow context.
+pub(super) trait Host: Hosting + bridged_calls::Host {
+    /// The session's own extension-tasks strategy.
+    fn ext(&self) -> &ExtTasks;
+    /// Keeps client call `frame` (`id`) in case its answer asks for the extension: `false`,
+    /// and nothing kept, when `max_in_flight` calls are kept already.
+    fn keep_for_retry(&self, id: &Id, frame: &Message) -> bool;
+    /// The call kept for client request `id`, no longer kept.
+    fn take_retry(&self, id: &Id) -> Option<Message>;
+    /// Why the client cannot be asked `msg` (a request of the server's, made while serving
+    /// client request `related`), if it cannot.
+    fn cannot_ask(&self, msg: &Message, related: &Id) -> Option<String>;
+    /// `msg`, a request for the client, in the client's version.
+    fn down_request(&self, msg: Message) -> Result<Message, RpcError>;
+    /// `f`'s value, given the number of the server's own requests that wait for the client,
+    /// under the session's lock: the strategy's questions are counted with them.
+    fn with_server_requests<R>(&self, f: impl FnOnce(usize) -> R) -> R;
+    /// Asks the client `msg` under `id`, related to its request `related` (a 2026-07-28
+    /// client, in its request's next answer: see [`Host::asked_all`]).
+    fn ask(&self, id: Id, msg: Message, related: &Id);
+    /// Every question of a bridged task is out: a 2026-07-28 client is asked them now.
+    fn asked_all(&self);
+    /// The gateway's permits for followed tasks (`max_followed`, all sessions together).
+    fn followers(&self) -> &Arc<Semaphore>;
+    /// The store notes the extension tasks the session follows (for a restart).
+    fn remember_followed(&self) -> impl Future<Output = ()> + Send;
+    /// How a hosted task's input rounds go.
+    fn round_policy(&self) -> RoundPolicy;
+}
 
 /// The extension-tasks strategy of one session, and its state (see the module doc).
 #[derive(Default)]

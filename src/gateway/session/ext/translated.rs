@@ -28,19 +28,31 @@
 //! - An unknown id is -32602; a task is its session's (on a shared link too: each session
 //!   has its own table).
 
-use super::ExtTasks;
 use super::table::{self as ext_table, Outcome};
-use crate::gateway::session::*;
+use super::{ExtTasks, Host};
+use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::modern::ResultType;
 use crate::mcp::paging;
 use crate::mcp::task_dialects::{CORE_NOTIFICATION, TASKS_UPDATE, caps, flow, task as dialect_task};
+use crate::mcp::task_messages;
 use crate::mcp::task_messages::TaskView;
+use crate::tasks::hosted;
+use crate::upstream::client::Route;
+use crate::upstream::link::Link;
 use serde_json::Map;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 impl ExtTasks {
     /// A core client's task-augmented `tools/call` (see the module doc).
-    pub(in crate::gateway::session) async fn call(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn call(
+        &self,
+        s: &impl Host,
+        id: Id,
+        frame: Message,
+    ) -> Result<(), RpcError> {
         let mut call = frame.into_value();
         let requested_ttl = task_messages::requested_ttl(call.pointer("/params/task"))?;
         caps::core_call_to_ext(&mut call);
@@ -49,15 +61,15 @@ impl ExtTasks {
                 GATEWAY_BUSY,
                 format!(
                     "too many tasks running for this session (max_tasks_per_owner = {})",
-                    s.upstream.tasks.max_tasks_per_owner
+                    s.upstream().tasks.max_tasks_per_owner
                 ),
             ));
         }
         let link = s.link().await?;
-        let me = s.me.clone();
+        let me = s.weak();
         let client = s.client_ref(id.clone());
         // The call's own deadline: the server may run it plainly before it answers.
-        let within = s.upstream.max_request_time;
+        let within = s.upstream().max_request_time;
         let caps = Some(self.capabilities(s));
         // Kept for the retries, should the server ask for input instead of making a task.
         let kept = call.clone();
@@ -65,7 +77,7 @@ impl ExtTasks {
             let resp = tokio::time::timeout(within, link.request_for_declaring(call, Some(client), caps)).await;
             let Some(s) = me.upgrade() else { return };
             let answer = match resp {
-                Ok(Ok(resp)) => s.ext.created(&s, &id, resp, requested_ttl, (&link, kept)).await,
+                Ok(Ok(resp)) => s.ext().created(&*s, &id, resp, requested_ttl, (&link, kept)).await,
                 Ok(Err(e)) => e.response(Some(&id)),
                 Err(_) => RpcError::new(
                     jsonrpc::REQUEST_TIMEOUT,
@@ -82,7 +94,7 @@ impl ExtTasks {
     /// client's.
     async fn created(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: &Id,
         mut resp: Value,
         requested_ttl: Option<Duration>,
@@ -127,7 +139,7 @@ impl ExtTasks {
         // As the table keeps it (its message cut): what the client sees of it from now on.
         let mut created = created;
         created["task"] = Value::Object(shown);
-        tracing::debug!(upstream = %s.upstream.name, task = %task_id, "an extension task for a core client");
+        tracing::debug!(upstream = %s.upstream().name, task = %task_id, "an extension task for a core client");
         s.remember_followed().await;
         self.follow(s, task_id);
         jsonrpc::result_response(id, created)
@@ -136,7 +148,7 @@ impl ExtTasks {
     /// The server ran a task-augmented call plainly: a hosted task, already ended with it.
     async fn host_plain_result(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: &Id,
         resp: Value,
         requested_ttl: Option<Duration>,
@@ -144,7 +156,7 @@ impl ExtTasks {
     ) -> Value {
         let rec = match s
             .hosted()
-            .create((&s.owner, &s.client), &s.upstream.name, &s.upstream.tasks, requested_ttl, call)
+            .create((s.owner(), s.client()), &s.upstream().name, &s.upstream().tasks, requested_ttl, call)
             .await
         {
             Ok(r) => r,
@@ -162,29 +174,30 @@ impl ExtTasks {
     /// on in input rounds (`tasks::hosted::rounds`) from this first answer.
     async fn host_input_rounds(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: &Id,
         resp: Value,
         requested_ttl: Option<Duration>,
         (link, call): (&Arc<Link>, Value),
     ) -> Value {
         let hosted = s.hosted();
-        let rec =
-            match hosted.create((&s.owner, &s.client), &s.upstream.name, &s.upstream.tasks, requested_ttl, &call).await
-            {
-                Ok(r) => r,
-                Err(e) => return e.response(Some(id)),
-            };
-        hosted.track(&rec.id, link.clone(), s.me.clone(), crate::jsonrpc::ProgressToken::of_request(&call));
+        let rec = match hosted
+            .create((s.owner(), s.client()), &s.upstream().name, &s.upstream().tasks, requested_ttl, &call)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return e.response(Some(id)),
+        };
+        hosted.track(&rec.id, link.clone(), s.waiter(), crate::jsonrpc::ProgressToken::of_request(&call));
         hosted.keep_for_rounds(&rec.id, call, s.round_policy());
         crate::upstream::link::TaskCalls::outcome(&**hosted, &rec.id, resp);
         let task = hosted.get(&rec.id).await.unwrap_or_else(|_| Value::Object(rec.to_json()));
         jsonrpc::result_response(id, json!({"task": task}))
     }
 
-    fn cancel_upstream(&self, s: &Session, task_id: String) {
-        let Some(link) = s.link.load_full() else { return };
-        let timeout = s.upstream.request_timeout;
+    fn cancel_upstream(&self, s: &impl Host, task_id: String) {
+        let Some(link) = s.current_link() else { return };
+        let timeout = s.upstream().request_timeout;
         let caps = Some(self.capabilities(s));
         tokio::spawn(async move {
             let req = jsonrpc::request(&Id::Num(0), crate::jsonrpc::Method::TasksCancel, json!({"taskId": task_id}));
@@ -196,7 +209,7 @@ impl ExtTasks {
     /// `task_id` is not one of the session's extension tasks.
     pub(in crate::gateway::session) async fn task_request(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         method: Method,
         task_id: &str,
@@ -227,14 +240,14 @@ impl ExtTasks {
             }
             _ => {
                 // Blocks until the task ends: never inside the client's read loop.
-                let cancel = s.bridged_calls.claim_open(s, &id)?;
-                let me = s.me.clone();
+                let cancel = s.bridged_calls().claim_open(s, &id)?;
+                let me = s.weak();
                 let task_id = task_id.to_string();
-                let max = s.upstream.max_request_time;
+                let max = s.upstream().max_request_time;
                 tokio::spawn(async move {
                     let Some(s) = me.upgrade() else { return };
                     let resp = tokio::select! {
-                        r = tokio::time::timeout(max, s.ext.result(&s, &id, &task_id)) => Some(r.unwrap_or_else(|_| {
+                        r = tokio::time::timeout(max, s.ext().result(&*s, &id, &task_id)) => Some(r.unwrap_or_else(|_| {
                             RpcError::new(
                                 jsonrpc::REQUEST_TIMEOUT,
                                 format!("request timed out: task {task_id} did not end within max_request_time"),
@@ -244,7 +257,7 @@ impl ExtTasks {
                         // Cancelled by the client, or its session ended: no answer is due.
                         _ = cancel.cancelled() => None,
                     };
-                    s.bridged_calls.release(&id);
+                    s.bridged_calls().release(&id);
                     if let Some(resp) = resp {
                         s.answer(id, resp, Some(crate::jsonrpc::Method::ToolsCall));
                     }
@@ -258,14 +271,14 @@ impl ExtTasks {
     /// the whole response.
     async fn ask_upstream(
         &self,
-        s: &Session,
+        s: &impl Host,
         method: crate::jsonrpc::Method,
         params: Value,
     ) -> Result<Value, RpcError> {
         let link = s.link().await?;
         let req = jsonrpc::request(&Id::Num(0), method, params);
         match tokio::time::timeout(
-            s.upstream.request_timeout,
+            s.upstream().request_timeout,
             link.request_for_declaring(req, None, Some(self.capabilities(s))),
         )
         .await
@@ -273,7 +286,7 @@ impl ExtTasks {
             Ok(r) => r,
             Err(_) => Err(RpcError::new(
                 jsonrpc::REQUEST_TIMEOUT,
-                format!("request timed out: upstream '{}' did not answer {method}", s.upstream.name),
+                format!("request timed out: upstream '{}' did not answer {method}", s.upstream().name),
             )),
         }
     }
@@ -281,7 +294,7 @@ impl ExtTasks {
     /// The task now, for the client's `tasks/get`: what [`ExtTasks::look`] found, or the
     /// snapshot of a task that has ended. The client sees its status here: no notification
     /// repeats it.
-    async fn poll(&self, s: &Session, task_id: &str) -> Result<Map<String, Value>, RpcError> {
+    async fn poll(&self, s: &impl Host, task_id: &str) -> Result<Map<String, Value>, RpcError> {
         let looked = self.look(s, task_id).await;
         let mut st = self.lock();
         st.table.status_news(task_id);
@@ -295,7 +308,7 @@ impl ExtTasks {
     /// One look at the task, taking turns with whoever else polls it: the upstream's
     /// `tasks/get`, translated and kept, with the input requests the task holds. `None`: the
     /// task has ended for the client (or is gone), and nothing was asked.
-    pub(super) async fn look(&self, s: &Session, task_id: &str) -> Option<LookResult> {
+    pub(super) async fn look(&self, s: &impl Host, task_id: &str) -> Option<LookResult> {
         let gate = self.lock().table.poll_gate(task_id)?;
         let _turn = gate.lock().await;
         if !self.lock().table.is_open(task_id) {
@@ -305,7 +318,7 @@ impl ExtTasks {
     }
 
     /// The upstream's `tasks/get`, translated and kept, with the task's input requests.
-    async fn poll_detailed(&self, s: &Session, task_id: &str) -> LookResult {
+    async fn poll_detailed(&self, s: &impl Host, task_id: &str) -> LookResult {
         let resp = self.ask_upstream(s, crate::jsonrpc::Method::TasksGet, json!({"taskId": task_id})).await?;
         let result = match crate::jsonrpc::into_outcome(resp, "tasks/get failed") {
             Ok(result) => result,
@@ -329,7 +342,7 @@ impl ExtTasks {
     }
 
     /// A core `tasks/result` of an extension task: the whole response, once it has ended.
-    async fn result(&self, s: &Session, id: &Id, task_id: &str) -> Value {
+    async fn result(&self, s: &impl Host, id: &Id, task_id: &str) -> Value {
         let (answers_tx, mut answers) = mpsc::channel::<(String, Value)>(16);
         let _waiting = Waiting::start(self, task_id);
         loop {
@@ -345,12 +358,12 @@ impl ExtTasks {
                 None => {}
             }
             for (key, req) in &input {
-                let fresh = self.lock().table.relay(task_id, key, s.gateway.limits().max_in_flight);
+                let fresh = self.lock().table.relay(task_id, key, s.max_in_flight());
                 if !fresh {
                     continue;
                 }
                 if let Err(e) = self.ask_core_client(s, id, task_id, key, req, &answers_tx) {
-                    tracing::info!(upstream = %s.upstream.name, task = %task_id, "input request not relayed: {}", e.message);
+                    tracing::info!(upstream = %s.upstream().name, task = %task_id, "input request not relayed: {}", e.message);
                 }
             }
             // The loop's pace, not a deadline (see `clock`): the wait is this request's alone,
@@ -363,7 +376,7 @@ impl ExtTasks {
     }
 
     /// A `notifications/tasks/status` by `route` if the task's status is news to the client.
-    pub(super) fn announce_status(&self, s: &Session, task_id: &str, route: Route) {
+    pub(super) fn announce_status(&self, s: &impl Host, task_id: &str, route: Route) {
         let news = self.lock().table.status_news(task_id);
         if let Some(task) = news {
             let note = jsonrpc::notification(CORE_NOTIFICATION, Value::Object(task));
@@ -375,7 +388,7 @@ impl ExtTasks {
     /// `waiter`, tagged with the task.
     fn ask_core_client(
         &self,
-        s: &Session,
+        s: &impl Host,
         waiter: &Id,
         task_id: &str,
         key: &str,
@@ -388,14 +401,14 @@ impl ExtTasks {
 
     /// The core client answered input `key`: a result goes up as `tasks/update`; an error
     /// (which `inputResponses` cannot carry) cancels the task, sticky, with its message.
-    async fn input_to_upstream(&self, s: &Session, task_id: &str, key: &str, resp: &Value) {
+    async fn input_to_upstream(&self, s: &impl Host, task_id: &str, key: &str, resp: &Value) {
         match flow::input_answer_to_ext(resp) {
             Ok(result) => {
                 let mut responses = Map::new();
                 responses.insert(key.to_string(), result);
                 if let Err(e) = self.ask_upstream(s, TASKS_UPDATE, flow::tasks_update_params(task_id, responses)).await
                 {
-                    tracing::info!(upstream = %s.upstream.name, task = %task_id, "tasks/update failed: {}", e.message);
+                    tracing::info!(upstream = %s.upstream().name, task = %task_id, "tasks/update failed: {}", e.message);
                 }
             }
             Err(_) => {
@@ -419,10 +432,10 @@ impl ExtTasks {
     /// page of its extension tasks (under the extension table's cursor).
     async fn hosted_then_ext(
         &self,
-        s: &Session,
+        s: &impl Host,
         cursor: Option<&str>,
     ) -> Result<(Vec<Value>, Option<String>), RpcError> {
-        let (mut tasks, next) = s.hosted().list(&s.owner, cursor).await?;
+        let (mut tasks, next) = s.hosted().list(s.owner(), cursor).await?;
         if next.is_some() {
             return Ok((tasks, next));
         }
@@ -433,7 +446,7 @@ impl ExtTasks {
 
     /// `tasks/list` for a core client in front of an extension upstream: its hosted tasks
     /// (a plain result hosted as a task), then the extension tasks it made, under one cursor.
-    pub(in crate::gateway::session) async fn list(&self, s: &Session, id: Id, msg: &Message) -> Result<(), RpcError> {
+    pub(in crate::gateway::session) async fn list(&self, s: &impl Host, id: Id, msg: &Message) -> Result<(), RpcError> {
         let (tasks, next) = match paging::cursor(msg.value())? {
             Some(c) if c.starts_with(ext_table::CURSOR_PREFIX) => self.lock().table.list(Some(c))?,
             None => self.hosted_then_ext(s, None).await?,

@@ -56,7 +56,6 @@
 use super::reach::Reach;
 use crate::clock::Schedule;
 use crate::config::UpstreamConfig;
-use crate::jsonrpc::Id;
 use crate::locks::Mutex;
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::InputLimits;
@@ -71,8 +70,6 @@ pub(super) trait Host: Reach {
     fn rounds(&self) -> &InputRounds;
     /// (client, upstream) versions, once the client's `initialize` arrived.
     fn versions(&self) -> Option<(ProtocolVersion, ProtocolVersion)>;
-    /// A new id for a request the gateway sends the client.
-    fn next_client_side_id(&self) -> Id;
 }
 
 /// A session's input rounds (see the module doc).
