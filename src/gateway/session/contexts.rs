@@ -7,6 +7,7 @@ use super::by_token::operations::{self, Listed};
 use super::ext::{self, ExtTasks};
 use super::input_rounds::{self, InputRounds};
 use super::long_calls::{self, state::LongCalls};
+use super::modern_client::{self, state::Parked};
 use super::reach::{Hosting, Reach};
 use super::*;
 use crate::mcp::task_messages::TaskSupport;
@@ -58,6 +59,10 @@ impl Reach for Session {
         self.plan().tasks.extension()
     }
 
+    fn down_request(&self, msg: Message) -> Result<Message, RpcError> {
+        self.crossing().down_request(msg)
+    }
+
     fn client_is_modern(&self) -> bool {
         self.modern.is_some()
     }
@@ -97,6 +102,10 @@ impl Hosting for Session {
 
     fn client(&self) -> &str {
         &self.client
+    }
+
+    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send {
+        self.tools.support(self, name)
     }
 }
 
@@ -161,10 +170,6 @@ impl operations::Host for Session {
         (dispatch::Dispatch { s: self, plan: self.plan() }).runs_tasks()
     }
 
-    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send {
-        self.tools.support(self, name)
-    }
-
     fn listed(&self) -> Listed {
         // Under the session's lock: a new link's `adopt` changes the capabilities and
         // forgets the tools under it.
@@ -208,10 +213,6 @@ impl ext::Host for Session {
         }
     }
 
-    fn down_request(&self, msg: Message) -> Result<Message, RpcError> {
-        self.crossing().down_request(msg)
-    }
-
     fn with_server_requests<R>(&self, f: impl FnOnce(usize) -> R) -> R {
         let st = self.state.lock().unwrap();
         f(st.server_requests.len())
@@ -240,5 +241,96 @@ impl ext::Host for Session {
 
     fn round_policy(&self) -> hosted::RoundPolicy {
         Session::round_policy(self)
+    }
+}
+
+impl modern_client::Host for Session {
+    fn linked(&self) -> impl Future<Output = Result<(Arc<Link>, UpstreamSide), RpcError>> + Send {
+        Session::linked(self)
+    }
+
+    fn up_modern(
+        &self,
+        link: &Arc<Link>,
+        id: Id,
+        frame: Message,
+        shape: Shape,
+    ) -> impl Future<Output = Result<(), RpcError>> + Send {
+        Session::up_modern(self, link, id, frame, shape)
+    }
+
+    fn sides(&self) -> arc_swap::Guard<Arc<Sides>> {
+        self.sides.now()
+    }
+
+    fn plan(&self) -> Plan {
+        Session::plan(self)
+    }
+
+    fn deliver(&self, msg: Message, route: Route) {
+        self.sink.deliver(msg, route)
+    }
+
+    fn principal_tasks(&self) -> Option<principal_tasks::PrincipalTasks<'_>> {
+        Session::principal_tasks(self)
+    }
+
+    fn relayed(&self) -> &crate::tasks::relayed::RelayedTasks {
+        &self.gateway.relayed
+    }
+
+    fn max_task_id_bytes(&self) -> usize {
+        self.gateway.config.tasks.max_task_id_bytes
+    }
+
+    fn tag(&self) -> SessionTag {
+        self.tag
+    }
+
+    fn parkable(&self) -> Option<Arc<dyn Parked>> {
+        self.me.upgrade().map(|me| me as Arc<dyn Parked>)
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        Session::close(self)
+    }
+
+    fn handle_response(&self, frame: Message) -> impl Future<Output = ()> + Send {
+        Session::handle_response(self, frame)
+    }
+
+    fn register_server_request(&self, link: &Arc<Link>, upstream_id: &Id, answers: Option<Method>) -> Option<Id> {
+        Session::register_server_request(self, link, upstream_id, None, answers)
+    }
+
+    fn client_can_answer(&self, msg: &Message) -> bool {
+        Session::client_can_answer(self, msg)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().unwrap().closed
+    }
+}
+
+/// A modern request's session, parked in its front while its client answers.
+impl Parked for Session {
+    fn upstream(&self) -> &str {
+        &self.upstream.name
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn client(&self) -> &str {
+        &self.client
+    }
+
+    fn expire(self: Arc<Self>) {
+        tokio::spawn(async move { self.close().await });
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }

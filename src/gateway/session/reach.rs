@@ -6,6 +6,7 @@
 
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{Id, Message, Method, RpcError};
+use crate::mcp::task_messages::TaskSupport;
 use crate::tasks::hosted::Hosted;
 use crate::upstream::client::ClientSession;
 use crate::upstream::client::Route;
@@ -40,6 +41,8 @@ pub(super) trait Reach: Send + Sync + Sized + 'static {
     /// Whether the upstream's tasks are the tasks extension's (it decides per call whether
     /// it makes a task).
     fn upstream_tasks_are_extension(&self) -> bool;
+    /// `msg`, a request for the client, in the client's version.
+    fn down_request(&self, msg: Message) -> Result<Message, RpcError>;
     /// Whether the client is a 2026-07-28 request (its era has no `params.task`, and its
     /// per-request `_meta` is not the upstream's).
     fn client_is_modern(&self) -> bool;
@@ -59,6 +62,8 @@ pub(super) trait Hosting: Reach {
     fn waiter(&self) -> Weak<dyn ClientSession>;
     /// Whether the gateway hosts tool `name`'s calls (the upstream's listing read if need be).
     fn hosts_tool(&self, name: &str) -> impl Future<Output = Result<bool, RpcError>> + Send;
+    /// Tool `name`'s task support (the upstream's listing read if need be).
+    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send;
     /// A hosted task created for call `msg`: its id, its creation's answer, the link it runs
     /// on, and the call to send there.
     fn create_hosted(

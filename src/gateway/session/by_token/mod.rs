@@ -5,8 +5,9 @@
 //!
 //! A strategy of the session's: [`Dialects`] (`state`) owns what the dialects keep, is
 //! built once with the session from what its upstream enables, and is called where the
-//! session's messages pass anyway, with the session as context (the progress-state dialect
-//! only with what it needs of it, a `progress_get::Cx`): [`Dialects::request`] as a
+//! session's messages pass anyway, with the session. It lends each dialect only what that
+//! one needs of it: operations an `operations::Host`, the progress-state dialect a
+//! `progress_get::Cx`. Its entry points are [`Dialects::request`] as a
 //! request is dispatched, [`Dialects::outgoing`] as a message leaves for the client, and the
 //! hooks for a cancel, a server request's answer or withdrawal, a listing and the session's
 //! end.

@@ -22,7 +22,6 @@ use crate::upstream::client::Route;
 use crate::upstream::link::Link;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -32,8 +31,6 @@ use tokio_util::sync::CancellationToken;
 pub(in crate::gateway::session) trait Host: Hosting + bridged_calls::Host {
     /// Whether the upstream runs tools as 2025-11-25 tasks.
     fn upstream_runs_tasks(&self) -> bool;
-    /// Tool `name`'s task support (the upstream's listing read if need be).
-    fn tool_support(&self, name: &str) -> impl Future<Output = Result<TaskSupport, RpcError>> + Send;
     /// The tools as listed so far, read together with what the upstream declared.
     fn listed(&self) -> Listed;
     /// The bridge of client call `id` (`call`) through an extension task on `link`.

@@ -24,7 +24,7 @@
 use super::bridged_calls;
 use super::reach::Hosting;
 use crate::clock::Schedule;
-use crate::jsonrpc::{Id, Message, RpcError};
+use crate::jsonrpc::{Id, Message};
 use crate::locks::Mutex;
 use crate::tasks::hosted::RoundPolicy;
 use crate::tasks::store::FollowedTask;
@@ -53,8 +53,6 @@ pub(super) trait Host: Hosting + bridged_calls::Host {
     /// Why the client cannot be asked `msg` (a request of the server's, made while serving
     /// client request `related`), if it cannot.
     fn cannot_ask(&self, msg: &Message, related: &Id) -> Option<String>;
-    /// `msg`, a request for the client, in the client's version.
-    fn down_request(&self, msg: Message) -> Result<Message, RpcError>;
     /// `f`'s value, given the number of the server's own requests that wait for the client,
     /// under the session's lock: the strategy's questions are counted with them.
     fn with_server_requests<R>(&self, f: impl FnOnce(usize) -> R) -> R;

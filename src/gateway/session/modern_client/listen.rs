@@ -20,7 +20,7 @@
 //! gateway asks at the task's poll interval while the stream watches it) with the client's
 //! id. Other ids are silently not granted (the acknowledgement leaves them out).
 
-use super::super::Session;
+use super::host::Host;
 use super::state::ModernClient;
 use crate::jsonrpc::{self, Id, Message, Method, RpcError};
 use crate::mcp::modern::client::{self as modern, ListenFilter};
@@ -65,8 +65,8 @@ impl Watched {
 
 impl ModernClient {
     /// The client's `subscriptions/listen` (request `id`).
-    pub(super) async fn listen(&self, s: &Session, id: Id, frame: &Message) -> Result<(), RpcError> {
-        let limit = s.gateway.limits().max_in_flight;
+    pub(super) async fn listen(&self, s: &impl Host, id: Id, frame: &Message) -> Result<(), RpcError> {
+        let limit = s.max_in_flight();
         let asked = ListenFilter::read(frame.value().get("params"), limit)?;
         let task_ids = frame.value().pointer("/params/notifications/taskIds").is_some();
         if task_ids && !self.declared_extension() {
@@ -75,7 +75,7 @@ impl ModernClient {
             return Err(crate::mcp::modern::ModernError::MissingCapability { required }.to_rpc());
         }
         let link = s.link().await?;
-        let caps = s.sides.now().caps.clone();
+        let caps = s.sides().caps.clone();
         let mut granted = asked.granted(&caps);
         let mut held = Vec::new();
         for uri in std::mem::take(&mut granted.uris) {
@@ -88,22 +88,22 @@ impl ModernClient {
         granted.task_ids = watched.iter().map(|(t, _)| t.clone()).collect();
         *self.listen.lock().unwrap() = Some((id.clone(), granted.clone()));
         let ack = modern::acknowledged(&granted, &id.to_value());
-        s.sink.deliver(Message::made(ack), Route::Related(id.clone()));
+        s.deliver(Message::made(ack), Route::Related(id.clone()));
         for (task, w) in watched {
-            tokio::spawn(watch_task(s.me.clone(), id.clone(), task, w, self.listen_ended.clone()));
+            tokio::spawn(watch_task(s.weak(), id.clone(), task, w, self.listen_ended.clone()));
         }
         Ok(())
     }
 
     /// The client's `notifications/cancelled` of its listen stream: the stream ends (`true`),
     /// with the session, and what it held upstream goes.
-    pub(in super::super) fn end_listen(&self, s: &Session, msg: &Message) -> bool {
+    pub(in super::super) fn end_listen(&self, s: &impl Host, msg: &Message) -> bool {
         let Some(id) = msg.request_id_param() else { return false };
         let listening = self.listen.lock().unwrap().as_ref().is_some_and(|(l, _)| *l == id);
         if listening {
             *self.listen.lock().unwrap() = None;
             self.listen_ended.cancel();
-            s.sink.abandon(&id);
+            s.abandon(&id);
         }
         listening
     }
@@ -112,7 +112,7 @@ impl ModernClient {
     /// of either kind of upstream: the stream ends now with the answer that says it ended on
     /// purpose (`modern::listen_ended`), and what it held upstream goes with the session.
     /// `false` if the request is no open listen.
-    pub(in super::super) fn end_listen_for_shutdown(&self, s: &Session) -> bool {
+    pub(in super::super) fn end_listen_for_shutdown(&self, s: &impl Host) -> bool {
         let asked = self
             .asked
             .lock()
@@ -127,38 +127,38 @@ impl ModernClient {
         *self.listen.lock().unwrap() = None;
         self.listen_ended.cancel();
         let end = jsonrpc::result_response(&id, modern::listen_ended(&id.to_value()));
-        s.sink.deliver(Message::made(end), Route::Response(id));
+        s.deliver(Message::made(end), Route::Response(id));
         true
     }
 
     /// The shared link is lost: a listen stream ends, saying so (the one purpose for which
     /// a 2026-07-28 server sends `notifications/cancelled`), so that the client listens again.
-    pub(in super::super) fn listen_lost(&self, s: &Session) {
+    pub(in super::super) fn listen_lost(&self, s: &impl Host) {
         let Some((id, _)) = self.listen.lock().unwrap().take() else { return };
         self.listen_ended.cancel();
         let note = jsonrpc::notification(
             Method::Cancelled,
             json!({"requestId": id.to_value(), "reason": "the gateway lost its upstream; listen again"}),
         );
-        s.sink.deliver(Message::made(note), Route::Related(id.clone()));
-        s.sink.abandon(&id);
+        s.deliver(Message::made(note), Route::Related(id.clone()));
+        s.abandon(&id);
     }
 }
 
 /// Of the task ids a listen asks for, those this client could `tasks/get`, each with what to
 /// watch of it.
-async fn grant_tasks(s: &Session, link: &Link, asked: &[String]) -> Vec<(String, Watched)> {
+async fn grant_tasks(s: &impl Host, link: &Link, asked: &[String]) -> Vec<(String, Watched)> {
     let mut granted: Vec<(String, Watched)> = Vec::new();
     for task in asked {
         if granted.iter().any(|(t, _)| t == task) {
             continue;
         }
-        let watched = if s.hosted().visible(task, &s.owner).await {
+        let watched = if s.hosted().visible(task, s.owner()).await {
             s.hosted().watch(task).await.map(Watched::Hosted)
         } else {
-            let relayed = &s.gateway.relayed;
+            let relayed = s.relayed();
             relayed
-                .resolve(task, &s.upstream.name, link.generation(), &s.owner)
+                .resolve(task, &s.upstream().name, link.generation(), s.owner())
                 .and_then(|up| relayed.watch(task).map(|rx| Watched::Relayed(up, rx)))
         };
         if let Some(w) = watched {
@@ -170,7 +170,7 @@ async fn grant_tasks(s: &Session, link: &Link, asked: &[String]) -> Vec<(String,
 
 /// Sends `notifications/tasks` on listen stream `listen` for each change of `task`, until it
 /// ends, or the stream does.
-async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
+async fn watch_task<H: Host>(me: Weak<H>, listen: Id, task: String, mut watched: Watched, ended: CancellationToken) {
     // A relayed task that had already ended is told so at once: no poll would show a change.
     if let Watched::Relayed(_, rx) = &mut watched
         && rx.borrow().as_ref().is_some_and(|t| crate::mcp::task_messages::TaskView::of(t).is_terminal())
@@ -188,7 +188,7 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
             // and it goes with the stream.
             () = async { tokio::time::sleep(poll.unwrap_or_default()).await }, if poll.is_some() => {
                 let Some(session) = me.upgrade() else { return };
-                if !poll_relayed(&session, &task).await {
+                if !poll_relayed(&*session, &task).await {
                     return;
                 }
                 continue;
@@ -198,15 +198,15 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
             return;
         }
         let Some(session) = me.upgrade() else { return };
-        match task_note(&session, &listen, &task, &mut watched).await {
+        match task_note(&*session, &listen, &task, &mut watched).await {
             Ok((note, ended)) => {
-                session.sink.deliver(Message::made(note), Route::Related(listen.clone()));
+                session.deliver(Message::made(note), Route::Related(listen.clone()));
                 if ended {
                     return;
                 }
             }
             Err(e) => {
-                tracing::debug!(upstream = %session.upstream.name, task = %task, "no task notification: {}", e.message)
+                tracing::debug!(upstream = %session.upstream().name, task = %task, "no task notification: {}", e.message)
             }
         }
     }
@@ -215,15 +215,15 @@ async fn watch_task(me: Weak<Session>, listen: Id, task: String, mut watched: Wa
 /// Asks the upstream what relayed task `task` is now, on the live link: its watchers see the
 /// answer. `false` once there is nothing more to ask (the task is not the live link's, or
 /// the upstream no longer knows it: -32602); another failure is tried again at the next poll.
-async fn poll_relayed(s: &Session, task: &str) -> bool {
+async fn poll_relayed(s: &impl Host, task: &str) -> bool {
     let Ok(link) = s.link().await else { return true };
-    let Some(upstream_id) = s.gateway.relayed.resolve(task, &s.upstream.name, link.generation(), &s.owner) else {
+    let Some(upstream_id) = s.relayed().resolve(task, &s.upstream().name, link.generation(), s.owner()) else {
         return false;
     };
     match link.request(Method::TasksGet, json!({"taskId": upstream_id})).await {
         Ok(got) => match got.get("result") {
             Some(core) => {
-                s.gateway.relayed.observe(task, core);
+                s.relayed().observe(task, core);
                 true
             }
             None => got.pointer("/error/code").and_then(Value::as_i64) != Some(jsonrpc::INVALID_PARAMS),
@@ -233,7 +233,7 @@ async fn poll_relayed(s: &Session, task: &str) -> bool {
 }
 
 /// The `notifications/tasks` for `task` as it is now, and whether it has ended.
-async fn task_note(s: &Session, listen: &Id, task: &str, watched: &mut Watched) -> Result<(Value, bool), RpcError> {
+async fn task_note(s: &impl Host, listen: &Id, task: &str, watched: &mut Watched) -> Result<(Value, bool), RpcError> {
     let (core, inline) = match watched {
         Watched::Hosted(_) => super::tasks::ext_inline(s, task).await?,
         Watched::Relayed(upstream_id, rx) => {
@@ -254,16 +254,16 @@ async fn task_note(s: &Session, listen: &Id, task: &str, watched: &mut Watched) 
 
 /// Holds `uri`'s updates for this session on the shared link: the upstream is asked only
 /// when no other session holds them. `false` if it refused, or past the limit.
-async fn subscribe_uri(s: &Session, link: &Arc<Link>, uri: &str) -> bool {
+async fn subscribe_uri(s: &impl Host, link: &Arc<Link>, uri: &str) -> bool {
     let gate = link.subscription_gate(uri);
     let _decided = gate.lock().await;
-    match link.subscribe(s.tag, uri, s.gateway.limits().max_in_flight) {
+    match link.subscribe(s.tag(), uri, s.max_in_flight()) {
         Err(_) => false,
         Ok(false) => true,
         Ok(true) => match link.request(Method::ResourcesSubscribe, json!({"uri": uri})).await {
             Ok(r) if r.get("error").is_none() => true,
             _ => {
-                link.unsubscribe(s.tag, uri);
+                link.unsubscribe(s.tag(), uri);
                 false
             }
         },

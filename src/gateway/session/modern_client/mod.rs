@@ -1,12 +1,13 @@
 //! A session for one request of a modern (2026-07-28) client. The era has no sessions: a
 //! front that reads a request carrying modern `_meta` (or a `server/discover`) makes a
-//! session for it alone ([`Session::for_modern_request`]), already "initialized" at the
+//! session for it alone (`Session::for_modern_request`), already "initialized" at the
 //! newest legacy version with the capabilities the request declared, and ends it once the
 //! request is answered or its client went away (which, for a modern client, cancels it).
 //!
 //! A strategy of the session's: the session of a modern request holds a [`ModernClient`]
 //! (`state`: the request's `_meta`, its rounds, what the upstream asked, its listen
-//! stream), and this folder is what it does, with the session as context: the request's
+//! stream), and this folder is what it does, handed a [`Host`] (what it needs of its
+//! session, lent in `session/contexts.rs`; it names no session type): the request's
 //! first step (`request`, in two halves by the upstream's era: `onto_modern` and
 //! `onto_legacy`), what comes down (`to_client`),
 //! `server/discover`, `subscriptions/listen` (`listen`), multi round-trip input
@@ -25,7 +26,6 @@
 //! answer comes back as the server sent it; with authentication, the upstream's tasks are
 //! bound to the principal that made them (`principal_tasks`).
 
-use super::Session;
 use super::plan::UpstreamSide;
 use crate::config::HostedMode;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Kind, Message, Method, RpcError};
@@ -36,9 +36,11 @@ use crate::mcp::task_messages::TaskSupport;
 use crate::tasks::hosted;
 use crate::upstream::client::Route;
 use crate::upstream::link::Shape;
+pub(super) use host::Host;
 use serde_json::{Value, json};
 use state::ModernClient;
 
+mod host;
 mod listen;
 mod param_headers;
 mod rounds;
@@ -48,25 +50,25 @@ mod tasks;
 impl ModernClient {
     /// `server/discover`: a modern upstream answers it itself (its answer passes as it is);
     /// for a legacy one the gateway answers from what the upstream said in `initialize`.
-    pub(super) async fn discover(&self, s: &Session, id: Id) -> Result<(), RpcError> {
+    pub(super) async fn discover(&self, s: &impl Host, id: Id) -> Result<(), RpcError> {
         let (link, upstream) = s.linked().await?;
         if upstream.is_modern() {
             let frame = Message::made(jsonrpc::request(&id, Method::ServerDiscover, json!({})));
             return s.up_modern(&link, id, frame, Shape::Discover).await;
         }
         let (init, from) = {
-            let sides = s.sides.now();
+            let sides = s.sides();
             (Value::clone(&sides.init), sides.upstream_version())
         };
         let mut resp = jsonrpc::result_response(&id, init);
         // Nothing is refused in an initialize result: it is only stripped.
         let _ = crate::mcp::translate::translate(&mut resp, Some(Method::Initialize), from, ProtocolVersion::LATEST);
         let mut result = modern::discover_result(resp.get("result").unwrap_or(&Value::Null), false);
-        if s.upstream.tasks.hosted != HostedMode::Never || s.plan().upstream_tasks {
+        if s.upstream().tasks.hosted != HostedMode::Never || s.plan().upstream_tasks {
             // Tasks in the extension's dialect, hosted or relayed (`tasks`).
             result["capabilities"]["extensions"] = json!({EXTENSION: {}});
         }
-        s.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        s.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
 
@@ -74,7 +76,7 @@ impl ModernClient {
     /// `params.task` (which 2026-07-28 servers ignore) gone. The extension's `tasks/*` need
     /// the extension declared. Then the upstream's era (the plan's) decides the rest once:
     /// [`ModernClient::onto_modern`] or [`ModernClient::onto_legacy`]. `None`: answered here.
-    pub(super) async fn request(&self, s: &Session, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+    pub(super) async fn request(&self, s: &impl Host, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         if let Some(e) = modern::refused(frame.method(), frame.method_name()) {
             return Err(e);
         }
@@ -87,7 +89,7 @@ impl ModernClient {
             // A token naming no task the requester may see is another server's (a gateway
             // behind this one): passed on to a modern upstream, unknown to a legacy one.
             if let Some(task_id) = tasks::hosted_round(&frame) {
-                if Box::pin(s.hosted().visible_or_failed(task_id, &s.owner)).await? {
+                if Box::pin(s.hosted().visible_or_failed(task_id, s.owner())).await? {
                     self.continue_hosted(s, id.clone(), &frame, task_id).await?;
                     return Ok(None);
                 }
@@ -107,7 +109,7 @@ impl ModernClient {
                     format!("{}: params.taskId must be a string", frame.method_name()),
                 ));
             };
-            if Box::pin(s.hosted().visible_or_failed(task_id.as_str(), &s.owner)).await? {
+            if Box::pin(s.hosted().visible_or_failed(task_id.as_str(), s.owner())).await? {
                 self.serve_ext_task(s, id.clone(), &frame, task_id.as_str()).await?;
                 return Ok(None);
             }
@@ -119,7 +121,7 @@ impl ModernClient {
         // A call that may outlast the client's patience, of a request without the extension.
         if frame.method() == Method::ToolsCall
             && frame.value().pointer("/params/requestState").is_none()
-            && let Some(calls) = &s.long_calls
+            && let Some(calls) = s.long_calls()
             && let Some(answered) = calls.request(s, id, &frame).await
         {
             return answered.map(|()| None);
@@ -136,7 +138,7 @@ impl ModernClient {
     /// as a legacy upstream's (`ext_tasks`: it has the extension).
     async fn onto_modern(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: &Id,
         frame: Message,
         ext_tasks: bool,
@@ -149,7 +151,7 @@ impl ModernClient {
             }
             Method::ToolsCall if !ext_tasks && self.declared_extension() => {
                 let name = frame.tool_name().unwrap_or_default().into_owned();
-                if s.tools.hosts(s, &name).await? {
+                if s.hosts_tool(&name).await? {
                     self.start_hosted_ext(s, id.clone(), frame).await?;
                     return Ok(None);
                 }
@@ -178,7 +180,7 @@ impl ModernClient {
     /// [`ModernClient::request`] in front of a legacy upstream: the gateway is the modern
     /// server. It hosts extension tasks (or relays the upstream's core ones), serves
     /// `subscriptions/listen`, and keeps the rounds a `requestState` names.
-    async fn onto_legacy(&self, s: &Session, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
+    async fn onto_legacy(&self, s: &impl Host, id: &Id, frame: Message) -> Result<Option<Message>, RpcError> {
         match frame.method() {
             // A legacy upstream has no extension tasks, and the gateway hosts no such one.
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
@@ -193,11 +195,11 @@ impl ModernClient {
             Method::ToolsCall => {
                 if self.declared_extension() {
                     let name = frame.tool_name().unwrap_or_default().into_owned();
-                    if s.tools.hosts(s, &name).await? {
+                    if s.hosts_tool(&name).await? {
                         self.start_hosted_ext(s, id.clone(), frame).await?;
                         return Ok(None);
                     }
-                    if s.plan().upstream_tasks && s.tools.support(s, &name).await? != TaskSupport::Forbidden {
+                    if s.plan().upstream_tasks && s.tool_support(&name).await? != TaskSupport::Forbidden {
                         self.call_upstream_task_ext(s, id.clone(), frame).await?;
                         return Ok(None);
                     }
@@ -216,7 +218,7 @@ impl ModernClient {
     /// resource update goes on the client's `subscriptions/listen` stream, if it asked.
     pub(super) fn to_client(
         &self,
-        s: &Session,
+        s: &impl Host,
         msg: Message,
         route: Route,
         answers: Option<Method>,
@@ -253,7 +255,7 @@ impl ModernClient {
                 if upstream_modern {
                     // The server's own result, of the era already (a task it made, its owner's).
                     if let Some(p) = s.principal_tasks()
-                        && let Err(e) = p.note_task(&msg, s.gateway.config.tasks.max_task_id_bytes)
+                        && let Err(e) = p.note_task(&msg, s.max_task_id_bytes())
                     {
                         // Nobody could reach the task: the upstream is told to drop it.
                         self.cancel_unkept(s, &msg);
@@ -272,14 +274,14 @@ impl ModernClient {
     /// Cancels upstream the task `created` (a result of `resultType: "task"`) made, which the
     /// gateway could not keep: sent on the session's link, declaring the client's
     /// capabilities, not awaited beyond `request_timeout`.
-    fn cancel_unkept(&self, s: &Session, created: &Message) {
+    fn cancel_unkept(&self, s: &impl Host, created: &Message) {
         let Some(task_id) =
             created.result_field(jsonrpc::Key::TaskId).and_then(jsonrpc::as_str).map(|t| t.into_owned())
         else {
             return;
         };
-        let Some(link) = s.link.load_full() else { return };
-        let (timeout, caps) = (s.upstream.request_timeout, self.meta.capabilities.clone());
+        let Some(link) = s.current_link() else { return };
+        let (timeout, caps) = (s.upstream().request_timeout, self.meta.capabilities.clone());
         tokio::spawn(async move {
             let req = jsonrpc::request(&Id::Num(0), Method::TasksCancel, json!({"taskId": task_id}));
             let _ = tokio::time::timeout(timeout, link.request_for_declaring(req, None, Some(caps))).await;

@@ -1,6 +1,6 @@
 //! A modern client's `Mcp-Param-*` headers (2026-07-28 "Custom Headers", SEP-2243): the
 //! front that reads them gives the session those of the request it serves
-//! ([`Session::present_param_headers`]), which keeps them in its [`ModernClient`].
+//! (`Session::present_param_headers`), which keeps them in its [`ModernClient`].
 //!
 //! In front of a legacy upstream the gateway is the server that processes the body: a
 //! `tools/call`'s headers are checked against its arguments as the tool's `x-mcp-header`
@@ -12,8 +12,9 @@
 //! not recognise go on as the client sent them (the link's `transmit_modern_with`), for the
 //! upstream to check.
 
-use super::super::{MAX_LISTING_PAGES, Session};
+use super::super::MAX_LISTING_PAGES;
 use super::ModernClient;
+use super::host::Host;
 use crate::gateway::session::plan::UpstreamSide;
 use crate::jsonrpc::{Message, Method, RpcError};
 use crate::mcp::modern::ModernError;
@@ -36,7 +37,7 @@ impl ModernClient {
     /// declarations (see the module doc): -32020 when they disagree.
     pub(super) async fn check_param_headers(
         &self,
-        s: &Session,
+        s: &impl Host,
         link: &Arc<Link>,
         upstream: UpstreamSide,
         frame: &Message,
@@ -62,7 +63,7 @@ impl ModernClient {
 /// Reads the upstream's whole listing (each page within `request_timeout`, at most
 /// `MAX_LISTING_PAGES`) for the link to learn its tools' declarations. A listing that cannot
 /// be had is logged, and the call goes on unchecked, as before the gateway knew.
-async fn learn_declarations(s: &Session, link: &Arc<Link>) {
+async fn learn_declarations(s: &impl Host, link: &Arc<Link>) {
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_LISTING_PAGES {
         let params = match &cursor {
@@ -72,12 +73,12 @@ async fn learn_declarations(s: &Session, link: &Arc<Link>) {
         let resp = match link.request(Method::ToolsList, params).await {
             Ok(resp) => resp,
             Err(e) => {
-                tracing::warn!(upstream = %s.upstream.name, "cannot read the tools' x-mcp-header declarations: {e}");
+                tracing::warn!(upstream = %s.upstream().name, "cannot read the tools' x-mcp-header declarations: {e}");
                 return;
             }
         };
         let Some(result) = resp.get("result") else {
-            tracing::warn!(upstream = %s.upstream.name, "cannot read the tools' x-mcp-header declarations: {resp}");
+            tracing::warn!(upstream = %s.upstream().name, "cannot read the tools' x-mcp-header declarations: {resp}");
             return;
         };
         link.learn_param_headers(result);

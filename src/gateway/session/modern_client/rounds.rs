@@ -12,7 +12,7 @@
 //!   `resources/read` may answer `input_required`; a server request while serving any other
 //!   is refused upstream.
 //! - The client retries the request with a new id, `inputResponses` and the `requestState`.
-//!   The front finds the parked session and hands it the retry ([`Session::resume`]); a
+//!   The front finds the parked session and hands it the retry (`Session::resume`); a
 //!   retry of another method or with other `params` is refused (-32602) and the session
 //!   stays parked. Each
 //!   answer goes to the upstream request of its key, and from then on the session answers
@@ -23,8 +23,8 @@
 //!   id of the last retry. One that came while no retry was attached waits for the next.
 //! - A parked session that is not resumed in time ends: its upstream call is cancelled.
 
-use super::super::Session;
-use super::state::{ModernClient, Parked};
+use super::host::Host;
+use super::state::ModernClient;
 use crate::jsonrpc::{self, GATEWAY_BUSY, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::modern::{self, ResultType};
 use crate::upstream::client::{ClientSink, Route};
@@ -49,28 +49,6 @@ fn retried_params(frame: &Message) -> Value {
     p
 }
 
-impl Parked for Session {
-    fn upstream(&self) -> &str {
-        &self.upstream.name
-    }
-
-    fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    fn client(&self) -> &str {
-        &self.client
-    }
-
-    fn expire(self: Arc<Self>) {
-        tokio::spawn(async move { self.close().await });
-    }
-
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
-}
-
 impl ModernClient {
     /// Remembers what a retry of this request must repeat (called as it is served).
     pub(super) fn remember_original(&self, frame: &Message) {
@@ -79,7 +57,7 @@ impl ModernClient {
 
     /// Why `msg`, a request for the client made while serving request `route`, cannot be an
     /// input request of that request's answer; `None` if it can.
-    pub(in super::super) fn cannot_ask(&self, s: &Session, msg: &Message, route: &Route) -> Option<String> {
+    pub(in super::super) fn cannot_ask(&self, s: &impl Host, msg: &Message, route: &Route) -> Option<String> {
         let (_, original) = self.rounds.ids();
         let name = msg.method_name();
         if *route != Route::Related(original) {
@@ -99,7 +77,7 @@ impl ModernClient {
         if !s.client_can_answer(msg) {
             return Some(format!("the client does not support {name}"));
         }
-        if self.rounds.done() || s.state.lock().unwrap().closed {
+        if self.rounds.done() || s.is_closed() {
             return Some("the client's request has ended".into());
         }
         None
@@ -107,21 +85,21 @@ impl ModernClient {
 
     /// A request the upstream sends the client, while serving request `route`: asked as an
     /// input request of that request's answer (see the module doc), or refused.
-    pub(in super::super) fn ask(&self, s: &Session, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
+    pub(in super::super) fn ask(&self, s: &impl Host, link: &Arc<Link>, upstream_id: Id, msg: Message, route: Route) {
         let name = msg.method_name().to_string();
         if let Some(why) = self.cannot_ask(s, &msg, &route) {
-            tracing::info!(upstream = %s.upstream.name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
+            tracing::info!(upstream = %s.upstream().name, method = %name, "refused a server request for a 2026-07-28 client: {why}");
             return link.refuse(upstream_id, refusal(why));
         }
-        let msg = match s.crossing().down_request(msg) {
+        let msg = match s.down_request(msg) {
             Ok(m) => m,
             Err(e) => {
-                tracing::info!(upstream = %s.upstream.name, "refused a server request the client's version lacks: {}", e.message);
+                tracing::info!(upstream = %s.upstream().name, "refused a server request the client's version lacks: {}", e.message);
                 return link.refuse(upstream_id, e);
             }
         };
         let answers = crate::mcp::translate::answered(Method::parse(&name));
-        let id = s.register_server_request(link, &upstream_id, None, answers);
+        let id = s.register_server_request(link, &upstream_id, answers);
         let Some(id) = id else {
             return link
                 .refuse(upstream_id, RpcError::new(GATEWAY_BUSY, "too many server requests waiting for the client"));
@@ -132,7 +110,7 @@ impl ModernClient {
 
     /// Puts `msg` (a request for the client, checked by [`ModernClient::cannot_ask`]) among
     /// the input requests of the next round, as `id`; the answer comes back as a response to
-    /// `id` ([`Session::handle_response`]). [`ModernClient::ask_waiting`] asks them.
+    /// `id` (`Session::handle_response`). [`ModernClient::ask_waiting`] asks them.
     pub(in super::super) fn put(&self, id: Id, msg: &Message) {
         let mut asked = json!({"method": msg.method_name()});
         if let Some(p) = msg.value().get("params") {
@@ -144,13 +122,13 @@ impl ModernClient {
     /// Answers the attached round with what the upstream waits for, and parks the session;
     /// nothing if nothing waits, or a round is asked already (parked): the retry's answers
     /// come first, and a round after them asks the rest.
-    pub(in super::super) fn ask_waiting(&self, s: &Session) {
-        let Some(me) = s.me.upgrade() else { return };
-        if self.rounds.done() || s.state.lock().unwrap().closed {
+    pub(in super::super) fn ask_waiting(&self, s: &impl Host) {
+        let Some(me) = s.parkable() else { return };
+        if self.rounds.done() || s.is_closed() {
             return;
         }
         let token = crate::random::id128();
-        let until = Instant::now() + s.upstream.request_timeout;
+        let until = Instant::now() + s.upstream().request_timeout;
         let requests: serde_json::Map<String, Value> = {
             let mut a = self.asked.lock().unwrap();
             if a.parked.is_some() || a.waiting.is_empty() {
@@ -159,8 +137,7 @@ impl ModernClient {
             a.parked = Some(token.clone());
             a.waiting.iter().map(|(id, r)| (id.to_string(), r.clone())).collect()
         };
-        let me: Arc<dyn Parked> = me;
-        if !self.parked.park(token.clone(), me, until, s.gateway.limits().max_in_flight) {
+        if !self.parked.park(token.clone(), me, until, s.max_in_flight()) {
             // No room to wait: the request fails (its upstream call ends with the session).
             self.asked.lock().unwrap().parked = None;
             self.rounds
@@ -175,7 +152,7 @@ impl ModernClient {
     /// The client's retry of a parked request (`frame`, on `sink`): its answers go to the
     /// upstream, and the session answers the retry from now on. A retry that is not one of
     /// the original request is refused, and the session stays parked for the right one.
-    pub(in super::super) async fn resume(&self, s: &Session, sink: Arc<dyn ClientSink>, frame: Message) {
+    pub(in super::super) async fn resume(&self, s: &impl Host, sink: Arc<dyn ClientSink>, frame: Message) {
         let Some(id) = frame.id().cloned() else { return };
         let same = {
             let a = self.asked.lock().unwrap();
@@ -189,10 +166,9 @@ impl ModernClient {
             );
             sink.deliver(Message::made(e.response(Some(&id))), Route::Response(id));
             // Parked again under the same token, for the rest of its time.
-            if let (Some(token), Some(me)) = (token, s.me.upgrade()) {
-                let until = Instant::now() + s.upstream.request_timeout;
-                let me: Arc<dyn Parked> = me;
-                if !self.parked.park(token, me, until, s.gateway.limits().max_in_flight) {
+            if let (Some(token), Some(me)) = (token, s.parkable()) {
+                let until = Instant::now() + s.upstream().request_timeout;
+                if !self.parked.park(token, me, until, s.max_in_flight()) {
                     s.close().await;
                 }
             }

@@ -29,7 +29,7 @@
 //! (keys not outstanding are ignored). Questions the creating request's capabilities do not
 //! cover are refused upstream (-32601).
 
-use super::super::Session;
+use super::host::Host;
 use super::state::ModernClient;
 use crate::jsonrpc::{self, INVALID_PARAMS, Id, Message, Method, RpcError};
 use crate::mcp::ProtocolVersion;
@@ -58,8 +58,8 @@ impl ModernClient {
     /// A hosted `tools/call` of a modern client that declared the extension: the call starts
     /// upstream as a hosted task, and the client is answered as a server of the extension
     /// decides ([`ModernClient::answer_hosted`]).
-    pub(super) async fn start_hosted_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
-        let within = s.upstream.tasks.plain_within_for(&frame.tool_name().unwrap_or_default());
+    pub(super) async fn start_hosted_ext(&self, s: &impl Host, id: Id, frame: Message) -> Result<(), RpcError> {
+        let within = s.upstream().tasks.plain_within_for(&frame.tool_name().unwrap_or_default());
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         modern::strip_task_param(&mut msg);
@@ -75,7 +75,7 @@ impl ModernClient {
     /// refused.
     pub(super) async fn continue_hosted(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         frame: &Message,
         task_id: &str,
@@ -98,7 +98,7 @@ impl ModernClient {
             }
         }
         let core = hosted.get(task_id).await?;
-        let within = s.upstream.tasks.plain_within_for(&tool.unwrap_or_default());
+        let within = s.upstream().tasks.plain_within_for(&tool.unwrap_or_default());
         self.answer_hosted(s, id, task_id, json!({"task": core}), within).await
     }
 
@@ -110,7 +110,7 @@ impl ModernClient {
     /// task. The task is kept whichever way, as any hosted task is.
     async fn answer_hosted(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         task_id: &str,
         created: Value,
@@ -145,7 +145,7 @@ impl ModernClient {
             Some(answer) => answer,
             None => jsonrpc::result_response(&id, ext_task::create_to_ext(created).map_err(|e| e.to_rpc())?),
         };
-        s.sink.deliver(Message::made(answer), Route::Response(id));
+        s.deliver(Message::made(answer), Route::Response(id));
         *self.deciding.lock().unwrap() = None;
         if ended {
             // Answered plainly: no one knows the task by its id.
@@ -156,13 +156,13 @@ impl ModernClient {
 
     /// A modern client's `tools/call` (that declared the extension) of a tool the 2025-11-25
     /// upstream runs as a task: called task-augmented, its task relayed.
-    pub(super) async fn call_upstream_task_ext(&self, s: &Session, id: Id, frame: Message) -> Result<(), RpcError> {
+    pub(super) async fn call_upstream_task_ext(&self, s: &impl Host, id: Id, frame: Message) -> Result<(), RpcError> {
         let mut msg = frame.into_value();
         meta::strip(&mut msg);
         let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else {
             return Err(RpcError::new(INVALID_PARAMS, "tools/call: params must be an object"));
         };
-        params.insert("task".into(), json!({"ttl": s.upstream.tasks.ttl.as_millis() as u64}));
+        params.insert("task".into(), json!({"ttl": s.upstream().tasks.ttl.as_millis() as u64}));
         let link = s.link().await?;
         let params = msg.get("params").cloned().unwrap_or(json!({}));
         let resp = link.request(Method::ToolsCall, params).await?;
@@ -171,9 +171,9 @@ impl ModernClient {
                 let mut ext = ext_task::create_to_ext(result.clone()).map_err(|e| e.to_rpc())?;
                 if let Some(t) = TaskView::of(&ext).id() {
                     let declared = Value::Object(self.meta.capabilities.clone());
-                    let relayed = &s.gateway.relayed;
-                    let (up, generation) = (&s.upstream.name, link.generation());
-                    let ours = relayed.mint(up, generation, t, declared, &s.owner);
+                    let relayed = s.relayed();
+                    let (up, generation) = (&s.upstream().name, link.generation());
+                    let ours = relayed.mint(up, generation, t, declared, s.owner());
                     ext["taskId"] = ours.into();
                 }
                 jsonrpc::result_response(&id, ext)
@@ -190,22 +190,22 @@ impl ModernClient {
                 r
             }
         };
-        s.sink.deliver(Message::made(answer), Route::Response(id));
+        s.deliver(Message::made(answer), Route::Response(id));
         Ok(())
     }
 
     /// The upstream's id of the 2025-11-25 task this gateway handed a modern client as
     /// `task_id`, if it is one of the live link's.
-    pub(super) async fn relayed_upstream_task(&self, s: &Session, task_id: &str) -> Result<Option<String>, RpcError> {
+    pub(super) async fn relayed_upstream_task(&self, s: &impl Host, task_id: &str) -> Result<Option<String>, RpcError> {
         let generation = s.link().await?.generation();
-        Ok(s.gateway.relayed.resolve(task_id, &s.upstream.name, generation, &s.owner))
+        Ok(s.relayed().resolve(task_id, &s.upstream().name, generation, s.owner()))
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` of an upstream task relayed to modern
     /// clients, in the extension's dialect.
     pub(super) async fn serve_relayed_task(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         frame: &Message,
         ours: &str,
@@ -219,7 +219,7 @@ impl ModernClient {
                 match got.get("result").cloned() {
                     None => with_id(got, &id),
                     Some(core) => {
-                        s.gateway.relayed.observe(ours, &core);
+                        s.relayed().observe(ours, &core);
                         let inline = relayed_inline(s, &link, ours, task_id, &core).await?;
                         let mut ext = ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())?;
                         ext["taskId"] = ours.into();
@@ -241,12 +241,12 @@ impl ModernClient {
                 let (_, responses) = flow::read_tasks_update(frame.value().get("params"))?;
                 for (key, answer) in responses {
                     // A key that is not outstanding is ignored, as the extension says.
-                    s.gateway.relayed.answer_held_input(ours, &key, answer).await;
+                    s.relayed().answer_held_input(ours, &key, answer).await;
                 }
                 jsonrpc::result_response(&id, flow::ack())
             }
         };
-        s.sink.deliver(Message::made(answer), Route::Response(id));
+        s.deliver(Message::made(answer), Route::Response(id));
         Ok(())
     }
 
@@ -254,7 +254,7 @@ impl ModernClient {
     /// clients (`task_id`).
     pub(super) async fn serve_ext_task(
         &self,
-        s: &Session,
+        s: &impl Host,
         id: Id,
         frame: &Message,
         task_id: &str,
@@ -276,7 +276,7 @@ impl ModernClient {
                 flow::ack()
             }
         };
-        s.sink.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
+        s.deliver(Message::made(jsonrpc::result_response(&id, result)), Route::Response(id));
         Ok(())
     }
 }
@@ -286,7 +286,7 @@ impl ModernClient {
 /// for it while it waits for input (a `tasks/result` kept pending upstream meanwhile, the
 /// stream they come on).
 pub(super) async fn relayed_inline(
-    s: &Session,
+    s: &impl Host,
     link: &Arc<Link>,
     ours: &str,
     upstream_id: &str,
@@ -300,21 +300,21 @@ pub(super) async fn relayed_inline(
             flow::inline_from_core_payload(&payload).map_err(|e| e.to_rpc())?
         }
         Some(TaskStatus::InputRequired) => {
-            s.gateway.relayed.follow(link, ours);
-            Inline::InputRequests(s.gateway.relayed.held_input_requests(ours))
+            s.relayed().follow(link, ours);
+            Inline::InputRequests(s.relayed().held_input_requests(ours))
         }
         _ => Inline::None,
     })
 }
 
 /// A hosted task as the extension's `tasks/get` has it.
-async fn ext_snapshot(s: &Session, task_id: &str) -> Result<Value, RpcError> {
+async fn ext_snapshot(s: &impl Host, task_id: &str) -> Result<Value, RpcError> {
     let (core, inline) = ext_inline(s, task_id).await?;
     ext_task::get_to_ext(core, inline).map_err(|e| e.to_rpc())
 }
 
 /// A hosted task (core `Task`) and what the extension inlines for it now.
-pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inline), RpcError> {
+pub(super) async fn ext_inline(s: &impl Host, task_id: &str) -> Result<(Value, Inline), RpcError> {
     let hosted = s.hosted();
     let core = hosted.get(task_id).await?;
     let status = TaskView::of(&core).status();
@@ -322,7 +322,7 @@ pub(super) async fn ext_inline(s: &Session, task_id: &str) -> Result<(Value, Inl
         Some(TaskStatus::Completed | TaskStatus::Failed) => {
             match hosted.stored_outcome(task_id).await {
                 Some(mut resp) => {
-                    let from = s.sides.now().upstream_version();
+                    let from = s.sides().upstream_version();
                     let _ = crate::mcp::translate::translate(
                         &mut resp,
                         Some(Method::ToolsCall),
@@ -361,7 +361,7 @@ pub(super) fn unknown_request_state() -> RpcError {
 
 /// The status task `task_id` settles in within `within`: ended, or waiting for input;
 /// `None` if it is still working then (or cannot be watched).
-async fn settles_within(s: &Session, task_id: &str, within: std::time::Duration) -> Option<TaskStatus> {
+async fn settles_within(s: &impl Host, task_id: &str, within: std::time::Duration) -> Option<TaskStatus> {
     let settled = |st: TaskStatus| st.is_terminal() || st == TaskStatus::InputRequired;
     let deadline = tokio::time::Instant::now() + within;
     let Some(mut watch) = s.hosted().watch(task_id).await else {
