@@ -9,6 +9,7 @@ use super::input_rounds::{self, InputRounds};
 use super::long_calls::{self, state::LongCalls};
 use super::modern_client::{self, state::Parked};
 use super::reach::{Hosting, Reach};
+use super::tools::listing as tools;
 use super::*;
 use crate::mcp::task_messages::TaskSupport;
 use crate::tasks::bridge::extension::ExtBridge;
@@ -332,5 +333,16 @@ impl Parked for Session {
 
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
+    }
+}
+
+impl tools::Host for Session {
+    fn upstream_declares_tool_tasks(&self) -> bool {
+        task_messages::server_has_tool_tasks(&self.sides.now().caps)
+    }
+
+    fn with_upstream_version<R>(&self, f: impl FnOnce(Option<ProtocolVersion>) -> R) -> R {
+        let _held = self.state.lock().unwrap();
+        f(self.sides.now().upstream_version)
     }
 }

@@ -1,31 +1,44 @@
 //! Asking what the session knows of a tool, or the upstream's listing when it does not
-//! know yet (`ToolSupport`'s part that needs the session: its link and what it negotiated).
+//! know yet (`ToolSupport`'s part that needs the session: its link and what it negotiated,
+//! lent as a [`Host`]).
 
-use super::super::{MAX_CACHED_TOOLS, MAX_LISTING_PAGES, Session};
+use super::super::reach::Reach;
+use super::super::{MAX_CACHED_TOOLS, MAX_LISTING_PAGES};
 use super::ToolSupport;
 use crate::config::HostedMode;
 use crate::jsonrpc::{self, Method, RpcError};
-use crate::mcp::task_messages::{self, TaskSupport};
+use crate::mcp::ProtocolVersion;
+use crate::mcp::task_messages::TaskSupport;
 use crate::tasks::hosted::hosts;
 use serde_json::{Value, json};
 
+/// What the tools' listing needs of its session beyond what every strategy may reach: its
+/// narrow context.
+pub(in super::super) trait Host: Reach {
+    /// Whether the upstream declared task-augmented tool calls.
+    fn upstream_declares_tool_tasks(&self) -> bool;
+    /// `f`'s value, given the upstream's negotiated version, under the session's lock: a new
+    /// link's `adopt` changes the version and forgets the tools under the same lock.
+    fn with_upstream_version<R>(&self, f: impl FnOnce(Option<ProtocolVersion>) -> R) -> R;
+}
+
 impl ToolSupport {
     /// Whether the gateway hosts tasks for `tool` (per `[upstream.tasks]`).
-    pub(in super::super) async fn hosts(&self, s: &Session, tool: &str) -> Result<bool, RpcError> {
-        let policy = &s.upstream.tasks;
+    pub(in super::super) async fn hosts(&self, s: &impl Host, tool: &str) -> Result<bool, RpcError> {
+        let policy = &s.upstream().tasks;
         if policy.hosted == HostedMode::Never || !policy.offers_tool(tool) {
             return Ok(false);
         }
         // The listing decides, whatever order the client asks in: a server may mark tools
         // without declaring tasks.
         let support = self.support(s, tool).await?;
-        let declares = task_messages::server_has_tool_tasks(&s.sides.now().caps);
+        let declares = s.upstream_declares_tool_tasks();
         Ok(hosts(policy.hosted, declares, support))
     }
 
     /// A tool's `taskSupport`, from what is known or, failing that, a fresh listing (the
     /// fetch is boxed: it is rare, and large). A listing that cannot be had fails the call.
-    pub(in super::super) async fn support(&self, s: &Session, tool: &str) -> Result<TaskSupport, RpcError> {
+    pub(in super::super) async fn support(&self, s: &impl Host, tool: &str) -> Result<TaskSupport, RpcError> {
         match self.known(tool) {
             Some(support) => Ok(support),
             None => Box::pin(self.fetch(s, tool)).await,
@@ -34,7 +47,7 @@ impl ToolSupport {
 
     /// Reads the upstream's listing (each page within `request_timeout`) until `tool`'s
     /// support is known.
-    async fn fetch(&self, s: &Session, tool: &str) -> Result<TaskSupport, RpcError> {
+    async fn fetch(&self, s: &impl Host, tool: &str) -> Result<TaskSupport, RpcError> {
         // Not in the whole listing: an unknown tool, which has no task support.
         if let Some(support) = self.known(tool) {
             return Ok(support);
@@ -54,7 +67,7 @@ impl ToolSupport {
                         jsonrpc::INTERNAL_ERROR,
                         format!(
                             "cannot tell whether tool {tool:?} runs as a task: upstream '{}' answered tools/list with {}",
-                            s.upstream.name,
+                            s.upstream().name,
                             resp.get("error").map(Value::to_string).unwrap_or_default()
                         ),
                     ));
@@ -72,12 +85,10 @@ impl ToolSupport {
     /// Learns each tool's `taskSupport` from a listing, the client's or the gateway's own. An
     /// upstream whose version has no tasks has none to declare: its tools count as forbidden,
     /// whatever they are marked.
-    pub(in super::super) fn remember(&self, s: &Session, result: &Value) {
+    pub(in super::super) fn remember(&self, s: &impl Host, result: &Value) {
         // Under the session's lock, then this one's: a new link's `adopt` changes the version
         // and forgets the tools under it, so it cannot come between reading the version and
         // learning under it.
-        let _held = s.state.lock().unwrap();
-        let upstream_has_tasks = s.sides.now().upstream_version.is_some_and(|v| v.has_tasks());
-        self.learn(result, upstream_has_tasks, MAX_CACHED_TOOLS);
+        s.with_upstream_version(|v| self.learn(result, v.is_some_and(|v| v.has_tasks()), MAX_CACHED_TOOLS));
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-mod listing;
+pub(super) mod listing;
 
 /// Tools listed by a session's upstream, by name (see the module doc).
 #[derive(Default)]
