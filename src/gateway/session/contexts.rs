@@ -232,8 +232,8 @@ impl ext::Host for Session {
         }
     }
 
-    fn followers(&self) -> &Arc<tokio::sync::Semaphore> {
-        &self.gateway.followers
+    fn follow_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.gateway.followers.clone().try_acquire_owned().ok()
     }
 
     fn remember_followed(&self) -> impl Future<Output = ()> + Send {

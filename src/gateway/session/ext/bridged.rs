@@ -130,7 +130,8 @@ impl ExtTasks {
         // A request, with an id of the session's given below.
         request["id"] = 0.into();
         let msg = Message::from_value(request).map_err(|r| r.error)?;
-        // A 2026-07-28 client is asked in its request's answer (an input round).
+        // Refused at once what the client did not declare, or (a 2026-07-28 client, asked in
+        // its request's answer) what that answer cannot carry.
         if let Some(why) = s.cannot_ask(&msg, client_id) {
             return Err(RpcError::new(jsonrpc::METHOD_NOT_FOUND, format!("the upstream task asked for input: {why}")));
         }
@@ -146,8 +147,8 @@ impl ExtTasks {
             ext.inputs.insert(id.clone(), InputWait { key, answers });
             Ok(id)
         })?;
-        // A 2026-07-28 client's is asked in a round once the task's other questions are in
-        // as well (`asked_all`).
+        // A 2026-07-28 client is asked in a round, once the task's other questions are in as
+        // well (`asked_all`).
         s.ask(id, msg, client_id);
         Ok(())
     }

@@ -50,7 +50,7 @@ impl ExtTasks {
         if tasks.contains_key(&task_id) || self.lock().ended.is_cancelled() {
             return;
         }
-        let Ok(permit) = s.followers().clone().try_acquire_owned() else {
+        let Some(permit) = s.follow_permit() else {
             tracing::debug!(upstream = %s.upstream().name, task = %task_id, "not following the task: max_followed tasks are followed already");
             return;
         };

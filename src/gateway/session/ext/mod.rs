@@ -30,10 +30,10 @@ use crate::tasks::hosted::RoundPolicy;
 use crate::tasks::store::FollowedTask;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Duration;
 use table::ExtState;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 mod bridged;
 mod follow;
@@ -54,15 +54,18 @@ pub(super) trait Host: Hosting + bridged_calls::Host {
     /// client request `related`), if it cannot.
     fn cannot_ask(&self, msg: &Message, related: &Id) -> Option<String>;
     /// `f`'s value, given the number of the server's own requests that wait for the client,
-    /// under the session's lock: the strategy's questions are counted with them.
+    /// under the session's lock: the strategy's questions are counted with them. `f` runs
+    /// under that lock, so it takes only the strategy's own and calls nothing of the host's
+    /// that may take the session's (the std mutex is not reentrant).
     fn with_server_requests<R>(&self, f: impl FnOnce(usize) -> R) -> R;
     /// Asks the client `msg` under `id`, related to its request `related` (a 2026-07-28
     /// client, in its request's next answer: see [`Host::asked_all`]).
     fn ask(&self, id: Id, msg: Message, related: &Id);
     /// Every question of a bridged task is out: a 2026-07-28 client is asked them now.
     fn asked_all(&self);
-    /// The gateway's permits for followed tasks (`max_followed`, all sessions together).
-    fn followers(&self) -> &Arc<Semaphore>;
+    /// A permit to follow one more task, if one of the gateway's `max_followed` (all sessions
+    /// together) is free.
+    fn follow_permit(&self) -> Option<OwnedSemaphorePermit>;
     /// The store notes the extension tasks the session follows (for a restart).
     fn remember_followed(&self) -> impl Future<Output = ()> + Send;
     /// How a hosted task's input rounds go.
