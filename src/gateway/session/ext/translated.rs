@@ -118,8 +118,7 @@ impl ExtTasks {
         let task_id = TaskView::of_map(&task).id().unwrap_or_default().to_string();
         // Under the strategy's lock, which the session's end takes to cancel what the table
         // holds: a task is recorded before the end (and cancelled by it), or refused after.
-        // The guard is dropped before `cancel_upstream`: the strategy's lock is never held
-        // while the session is called.
+        // The guard is dropped before `cancel_upstream`, which calls the session.
         let recorded = {
             let mut st = self.lock();
             match st.ended.is_cancelled() {

@@ -1,6 +1,6 @@
 //! What a modern client's request needs of its session: its narrow context, which the
-//! session lends it (`session/contexts.rs`). A leaf of the folder: the strategy's files
-//! import it, and it imports none of them.
+//! session lends it (`session/contexts.rs`). The strategy's files import it, and it imports
+//! none of them but `state`'s `Parked` (what a front parks).
 
 use super::super::long_calls;
 use super::super::plan::{Plan, UpstreamSide};
@@ -50,8 +50,9 @@ pub(in crate::gateway::session) trait Host: long_calls::Host {
     /// The client's answer `frame` to a request of the server's, handled by the session.
     fn handle_response(&self, frame: Message) -> impl Future<Output = ()> + Send;
     /// Upstream request `upstream_id` on `link`, waiting for the client's answer, under a
-    /// new id of the session's (`answers`: its method, for the answer's translation);
-    /// `None` past `max_in_flight`.
+    /// new id of the session's (`answers`: its method, for the answer's translation), noted
+    /// for no hosted task (the relay notes a task's question before it gets here); `None`
+    /// past `max_in_flight`.
     fn register_server_request(&self, link: &Arc<Link>, upstream_id: &Id, answers: Option<Method>) -> Option<Id>;
     /// Whether the client declared what request `msg` of the server's needs.
     fn client_can_answer(&self, msg: &Message) -> bool;

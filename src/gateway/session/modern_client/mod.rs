@@ -7,7 +7,7 @@
 //! A strategy of the session's: the session of a modern request holds a [`ModernClient`]
 //! (`state`: the request's `_meta`, its rounds, what the upstream asked, its listen
 //! stream), and this folder is what it does, handed a [`Host`] (what it needs of its
-//! session, lent in `session/contexts.rs`; it names no session type): the request's
+//! session, lent in `session/contexts.rs`; it never names `Session`): the request's
 //! first step (`request`, in two halves by the upstream's era: `onto_modern` and
 //! `onto_legacy`), what comes down (`to_client`),
 //! `server/discover`, `subscriptions/listen` (`listen`), multi round-trip input
