@@ -117,6 +117,25 @@ async fn an_error_answer_to_an_input_request_cancels_the_task() {
 }
 
 #[tokio::test]
+async fn an_input_request_the_client_did_not_declare_fails_the_call() {
+    let s = setup().await;
+    let mut c = HttpMcp::new(&s.gw.url("up"));
+    let mut params = init_params("2025-06-18");
+    params["capabilities"] = json!({"sampling": {}});
+    c.initialize_with(params).await;
+    let out = c.request("tools/call", json!({"name": "ask", "arguments": {}})).await;
+    assert_eq!(out.error_code(), -32601, "{}", out.response);
+    assert_eq!(
+        out.response["error"]["message"],
+        "the upstream task asked for input: the client does not support elicitation/create"
+    );
+    assert!(out.others.iter().all(|m| m["method"] != "elicitation/create"), "never asked: {:?}", out.others);
+    assert!(requests(&s.up, "tasks/update").is_empty());
+    // The task cannot go on without the answer: it is cancelled upstream.
+    eventually("the task is cancelled upstream", async || requests(&s.up, "tasks/cancel").len() == 1).await;
+}
+
+#[tokio::test]
 async fn cancelling_the_call_or_ending_the_session_cancels_the_task() {
     let s = setup().await;
     let mut c = HttpMcp::new(&s.gw.url("up"));
