@@ -71,6 +71,11 @@ impl Reach for Session {
     fn weak(&self) -> Weak<Session> {
         self.me.clone()
     }
+
+    fn while_open<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let st = self.state.lock().unwrap();
+        (!st.closed).then(f)
+    }
 }
 
 impl Hosting for Session {
@@ -125,11 +130,6 @@ impl bridged_calls::Host for Session {
         &self.bridged_calls
     }
 
-    fn while_open<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        let st = self.state.lock().unwrap();
-        (!st.closed).then(f)
-    }
-
     fn drop_moot_inputs(&self) {
         self.ext.drop_moot_inputs()
     }
@@ -175,7 +175,7 @@ impl operations::Host for Session {
         // Under the session's lock: a new link's `adopt` changes the capabilities and
         // forgets the tools under it.
         let _held = self.state.lock().unwrap();
-        let declares = task_messages::server_has_tool_tasks(&self.sides.now().caps);
+        let declares = tools::Host::upstream_declares_tool_tasks(self);
         Listed { support: self.tools.all(), declares, marks_tasks: self.tools.marks_tasks() }
     }
 
@@ -194,16 +194,11 @@ impl ext::Host for Session {
     }
 
     fn keep_for_retry(&self, id: &Id, frame: &Message) -> bool {
-        let mut st = self.state.lock().unwrap();
-        if st.retry.len() >= self.gateway.limits().max_in_flight {
-            return false;
-        }
-        st.retry.insert(id.clone(), frame.clone());
-        true
+        Session::keep_for_retry(self, id, frame)
     }
 
     fn take_retry(&self, id: &Id) -> Option<Message> {
-        self.state.lock().unwrap().retry.remove(id)
+        Session::take_retry(self, id)
     }
 
     fn cannot_ask(&self, msg: &Message, related: &Id) -> Option<String> {
@@ -306,10 +301,6 @@ impl modern_client::Host for Session {
 
     fn client_can_answer(&self, msg: &Message) -> bool {
         Session::client_can_answer(self, msg)
-    }
-
-    fn is_closed(&self) -> bool {
-        self.state.lock().unwrap().closed
     }
 }
 

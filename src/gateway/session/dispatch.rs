@@ -91,7 +91,7 @@ impl Session {
             }
         };
         if let Err(e) = result {
-            self.state.lock().unwrap().retry.remove(&id);
+            self.take_retry(&id);
             self.to_client(Message::made(e.response(Some(&id))), Route::Response(id));
         }
     }
@@ -236,7 +236,7 @@ impl Session {
             // Cancellation follows its request: the upstream hears it once, the slot is
             // freed, and the client gets nothing more for that id. A request no longer in
             // flight has nothing to cancel.
-            self.state.lock().unwrap().retry.remove(&client_id);
+            self.take_retry(&client_id);
             if link.cancel_client_request(&self.client_ref(client_id.clone()), reason).await {
                 self.sink.abandon(&client_id);
             }
@@ -452,6 +452,22 @@ impl Session {
         }
         self.hosted().track(&task_id, link.clone(), self.me.clone(), token);
         Ok((task_id, Hosted::create_result(&rec), link, msg))
+    }
+
+    /// Keeps plain call `frame` (client request `id`) in case its answer asks for it as a
+    /// task: `false`, and nothing kept, when `max_in_flight` calls are kept already.
+    pub(super) fn keep_for_retry(&self, id: &Id, frame: &Message) -> bool {
+        let mut st = self.state.lock().unwrap();
+        if st.retry.len() >= self.gateway.limits().max_in_flight {
+            return false;
+        }
+        st.retry.insert(id.clone(), frame.clone());
+        true
+    }
+
+    /// The call kept for client request `id`, no longer kept.
+    pub(super) fn take_retry(&self, id: &Id) -> Option<Message> {
+        self.state.lock().unwrap().retry.remove(id)
     }
 
     /// How a hosted task's call on a modern link may go on with input rounds.

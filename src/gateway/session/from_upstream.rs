@@ -265,7 +265,7 @@ impl LinkEvents for Session {
             return;
         }
         if shape == Shape::MayNeedTask {
-            let call = self.state.lock().unwrap().retry.remove(&client_id);
+            let call = self.take_retry(&client_id);
             let name = call.as_ref().and_then(|c| c.tool_name()).unwrap_or_default().into_owned();
             let support = self.tools.listed(&name);
             if let Some(call) = call

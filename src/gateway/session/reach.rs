@@ -11,7 +11,7 @@ use crate::tasks::hosted::Hosted;
 use crate::upstream::client::ClientSession;
 use crate::upstream::client::Route;
 use crate::upstream::link::{ClientRef, Link};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
@@ -48,6 +48,28 @@ pub(super) trait Reach: Send + Sync + Sized + 'static {
     fn client_is_modern(&self) -> bool;
     /// The session, for the tasks a strategy starts, which must not keep it alive.
     fn weak(&self) -> Weak<Self>;
+    /// `f`'s value, run under the session's lock, if the session has not ended: its end marks
+    /// it so under the same lock before it drains what its strategies keep, so what `f`
+    /// records (a bridged call's slot, an operation) is found by that drain. `f` takes only
+    /// the strategy's own locks and calls nothing of the host's that may take the session's
+    /// (the std mutex is not reentrant).
+    fn while_open<R>(&self, f: impl FnOnce() -> R) -> Option<R>;
+
+    /// Whether the session has ended.
+    fn is_closed(&self) -> bool {
+        self.while_open(|| ()).is_none()
+    }
+
+    /// What the client's `initialize` declared, as a modern upstream reads it per request.
+    fn capabilities_for_modern(&self) -> Map<String, Value> {
+        let init = self.client_init();
+        crate::mcp::modern::legacy::client_capabilities(declared(init.as_deref()).unwrap_or(&Value::Null))
+    }
+}
+
+/// The capabilities a client's `initialize` params (`init`) declared.
+pub(super) fn declared(init: Option<&Value>) -> Option<&Value> {
+    init.and_then(|p| p.get("capabilities"))
 }
 
 /// What a strategy that hosts tasks reaches of its session besides.

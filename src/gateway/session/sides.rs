@@ -40,7 +40,7 @@ pub(super) struct Sides {
 impl Sides {
     /// The capabilities the client's `initialize` declared.
     pub(super) fn client_capabilities(&self) -> Option<&Value> {
-        self.init_params.as_deref().and_then(|p| p.get("capabilities"))
+        super::reach::declared(self.init_params.as_deref())
     }
 
     /// The client's version from the moment its `initialize` arrives.

@@ -24,12 +24,6 @@ mod run;
 pub(super) trait Host: Reach {
     /// The session's own bridged calls.
     fn bridged_calls(&self) -> &BridgedCalls;
-    /// `f`'s value, run under the session's lock, if the session has not ended: its end marks
-    /// it so under the same lock before it drains what its strategies keep, so what `f`
-    /// records (a bridged call's slot, an operation) is found by that drain. `f` takes only
-    /// the strategy's own locks and calls nothing of the host's that may take the session's
-    /// (the std mutex is not reentrant).
-    fn while_open<R>(&self, f: impl FnOnce() -> R) -> Option<R>;
     /// A bridged call ended: questions of an extension task's call that the client has not
     /// answered are moot now (see `ext::bridged`).
     fn drop_moot_inputs(&self);

@@ -92,15 +92,7 @@ impl Dispatch<'_> {
             TaskSupport::Optional => {
                 // An SDK may still refuse a plain call of an optional tool; its exact refusal
                 // is retried once as a task.
-                let kept = {
-                    let mut st = s.state.lock().unwrap();
-                    let room = st.retry.len() < s.gateway.limits().max_in_flight;
-                    if room {
-                        st.retry.insert(id.clone(), frame.clone());
-                    }
-                    room
-                };
-                if kept { Shape::MayNeedTask } else { Shape::AsIs }
+                if s.keep_for_retry(id, frame) { Shape::MayNeedTask } else { Shape::AsIs }
             }
             TaskSupport::Required => match s.upstream.tasks.required {
                 RequiredMode::Bridge => {

@@ -20,9 +20,7 @@ impl ExtTasks {
     /// What a request the session makes about an extension task declares: its client's
     /// capabilities as a modern upstream reads them, and the tasks extension.
     pub(super) fn capabilities(&self, s: &impl Host) -> serde_json::Map<String, Value> {
-        let mut caps = crate::mcp::modern::legacy::client_capabilities(
-            s.client_init().as_deref().and_then(|p| p.get("capabilities")).unwrap_or(&Value::Null),
-        );
+        let mut caps = s.capabilities_for_modern();
         crate::mcp::task_dialects::caps::declare(&mut caps);
         caps
     }

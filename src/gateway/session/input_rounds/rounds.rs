@@ -3,6 +3,7 @@
 //! the timers and the cancellations. Each method is handed its session's narrow context,
 //! `s` (a [`Host`]).
 
+use super::super::reach::declared;
 use super::state::{Armed, Asking, Exchange, RoundTimer};
 use super::{Host, InputRounds};
 use crate::clock::Deadlines;
@@ -10,7 +11,7 @@ use crate::jsonrpc::{self, INVALID_REQUEST, Id, Message, Method, RpcError};
 use crate::jsonrpc::{INTERNAL_ERROR, REQUEST_TIMEOUT};
 use crate::mcp::ProtocolVersion;
 use crate::mcp::modern::input::{self, InputRequired};
-use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType, legacy};
+use crate::mcp::modern::{MISSING_REQUIRED_CLIENT_CAPABILITY, ResultType};
 use crate::mcp::translate;
 use crate::upstream::client::Route;
 use crate::upstream::link::{Link, Shape};
@@ -42,7 +43,7 @@ impl InputRounds {
         frame: Message,
         shape: Shape,
     ) -> Result<(), RpcError> {
-        let capabilities = declared_capabilities(s);
+        let capabilities = s.capabilities_for_modern();
         let kept = {
             let mut rounds = self.state.lock().unwrap();
             if rounds.exchanges.contains_key(&id) {
@@ -92,7 +93,7 @@ impl InputRounds {
         let mut to_send = Vec::new();
         let outcome = {
             let init = s.client_init();
-            let caps = capabilities(init.as_deref());
+            let caps = declared(init.as_deref());
             let mut rounds = self.state.lock().unwrap();
             let rounds = &mut *rounds;
             let Some(ex) = rounds.exchanges.get_mut(client_id) else { return Some(msg) };
@@ -299,17 +300,6 @@ impl InputRounds {
         ex.last_progress = Some(value);
         true
     }
-}
-
-/// What the session's client declared, as a modern upstream reads it per request.
-fn declared_capabilities(s: &impl Host) -> Map<String, Value> {
-    let init = s.client_init();
-    legacy::client_capabilities(capabilities(init.as_deref()).unwrap_or(&Value::Null))
-}
-
-/// The capabilities the client's `initialize` params (`init`) declared.
-fn capabilities(init: Option<&Value>) -> Option<&Value> {
-    init.and_then(|p| p.get("capabilities"))
 }
 
 /// Sends the next round of exchange `serial` of client request `client_id` upstream, as a

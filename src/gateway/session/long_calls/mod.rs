@@ -77,17 +77,11 @@ impl<H: Host> Drop for InWindow<H> {
 }
 
 impl LongCalls {
-    /// Whether the session's client is one long calls are for: it has no tasks (a version
-    /// before 2025-11-25, a 2025-11-25 client that declared no `tasks` capability, or a
-    /// 2026-07-28 request that did not declare the tasks extension).
-    fn for_client(&self, s: &impl Host) -> bool {
-        !s.client_has_tasks()
-    }
-
     /// A request of the session: a plain call that may be deferred, or a call of one of the
     /// gateway's tools, is answered here (`Some`).
     pub(super) async fn request(&self, s: &impl Host, id: &Id, frame: &Message) -> Option<Result<(), RpcError>> {
-        if frame.method() != Method::ToolsCall || !self.for_client(s) {
+        // Long calls are for a client without tasks (see `Host::client_has_tasks`).
+        if frame.method() != Method::ToolsCall || s.client_has_tasks() {
             return None;
         }
         let name = frame.tool_name()?.into_owned();
@@ -206,7 +200,7 @@ impl LongCalls {
     /// unless the upstream lists one of their names.
     pub(super) fn listing(&self, s: &impl Host, result: &mut Value) {
         let last = result.get("nextCursor").is_none_or(Value::is_null);
-        if !last || !self.for_client(s) {
+        if !last || s.client_has_tasks() {
             return;
         }
         if let Some(clash) = self.names.all().into_iter().find(|n| s.lists_tool(n)) {

@@ -56,6 +56,4 @@ pub(in crate::gateway::session) trait Host: long_calls::Host {
     fn register_server_request(&self, link: &Arc<Link>, upstream_id: &Id, answers: Option<Method>) -> Option<Id>;
     /// Whether the client declared what request `msg` of the server's needs.
     fn client_can_answer(&self, msg: &Message) -> bool;
-    /// Whether the session has ended.
-    fn is_closed(&self) -> bool;
 }
